@@ -1,0 +1,116 @@
+# hoard's build, tools, tests and the local default.
+#
+#   make up     build what is missing and run MinIO + a cachelet on loopback
+#   make test   the whole suite: unit, integration (MinIO and versitygw), e2e
+#   make lint   gofmt, go vet, staticcheck, ruff
+#   make bench  hoard bench access (Redis baseline installed on first use)
+#
+# Every external part is pinned here and built or installed into the
+# project: Go tools into .tools/bin, Python packages into .venv.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+ROOT      := $(abspath .)
+TOOLS     := $(ROOT)/.tools/bin
+VENV      := $(ROOT)/.venv
+BIN       := $(ROOT)/bin/hoard
+GO        ?= go
+PYTHON    ?= python3
+export GOFLAGS := -buildvcs=false
+
+# Pinned versions of everything the project builds or installs.
+MINIO_VERSION       := v0.0.0-20260212201848-7aac2a2c5b7c
+VERSITYGW_VERSION   := v1.8.0
+STATICCHECK_VERSION := v0.8.2
+
+export HOARD_MINIO_BIN     := $(TOOLS)/minio
+export HOARD_VERSITYGW_BIN := $(TOOLS)/versitygw
+export HOARD_BIN           := $(BIN)
+
+GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
+
+.PHONY: build up down test test-unit test-integration test-e2e lint bench tools venv redis clean fuzz
+
+build: $(BIN)
+
+$(BIN): $(GO_SOURCES)
+	@mkdir -p $(dir $@)
+	$(GO) build -o $@ ./cmd/hoard
+
+# --- tools ------------------------------------------------------------------
+
+$(TOOLS)/minio:
+	@mkdir -p $(TOOLS)
+	@echo ">> building MinIO $(MINIO_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+
+$(TOOLS)/versitygw:
+	@mkdir -p $(TOOLS)
+	@echo ">> building versitygw $(VERSITYGW_VERSION) into $(TOOLS) (once)"
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+$(TOOLS)/staticcheck:
+	@mkdir -p $(TOOLS)
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+tools: $(TOOLS)/minio $(TOOLS)/versitygw
+
+# Redis is the in-memory baseline of the benchmarks.
+redis:
+	@command -v redis-server >/dev/null || { \
+	  echo ">> installing redis-server with apt-get"; \
+	  if [ "$$(id -u)" -ne 0 ]; then echo "redis-server is missing and installing it needs root: sudo apt-get install redis-server" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+# --- python -----------------------------------------------------------------
+
+$(VENV)/.stamp: python/requirements.txt
+	@echo ">> installing Python packages into $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements.txt
+	@touch $@
+
+venv: $(VENV)/.stamp
+
+# --- the local default --------------------------------------------------------
+
+up: $(BIN) $(TOOLS)/minio
+	$(BIN) up
+
+down: $(BIN)
+	$(BIN) down
+
+# --- tests --------------------------------------------------------------------
+
+test: test-unit test-integration test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 ./...
+
+test-integration: $(TOOLS)/minio $(TOOLS)/versitygw
+	$(GO) test -tags integration -count=1 -timeout 10m ./...
+
+test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv
+	HOARD_E2E_STORE=minio     $(VENV)/bin/pytest -q python/tests
+	HOARD_E2E_STORE=versitygw $(VENV)/bin/pytest -q python/tests
+
+# Short fuzzing of the request parsers, beyond their seed corpora.
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzChunkedDecoder -fuzztime 30s ./internal/s3auth
+	$(GO) test -run XXX -fuzz FuzzParseRange -fuzztime 30s ./internal/s3api
+
+lint: $(TOOLS)/staticcheck venv
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+	$(TOOLS)/staticcheck ./...
+	$(VENV)/bin/ruff check python
+	$(VENV)/bin/ruff format --check python
+
+bench: $(BIN) $(TOOLS)/minio redis venv
+	$(BIN) bench access
+
+clean:
+	rm -rf bin

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/instance"
+)
+
+// byteSize is a flag value like "512MiB", "2GiB", "1500000".
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// parseBytes reads sizes with binary (KiB, MiB, GiB) or decimal (KB, MB, GB) units.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// cacheFlags registers the cache settings shared by serve and up.
+type cacheFlags struct {
+	budget, maxObject byteSize
+	readMode          string
+	noWriteCache      bool
+}
+
+func (c *cacheFlags) register(fs *flag.FlagSet) {
+	fs.Var(&c.budget, "budget", "memory budget of the cache (default: a quarter of the memory limit)")
+	fs.Var(&c.maxObject, "max-object-size", "largest object kept in memory; larger ones stream through (default: budget/2)")
+	fs.StringVar(&c.readMode, "read-mode", string(cachelet.ReadVersionCheck),
+		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy")
+	fs.BoolVar(&c.noWriteCache, "no-write-cache", false, "do not keep the bytes of objects written through the cache")
+}
+
+func (c *cacheFlags) apply(cfg *instance.Config) {
+	cfg.Cachelet.Cache.Budget = int64(c.budget)
+	cfg.Cachelet.Cache.MaxObjectSize = int64(c.maxObject)
+	cfg.Cachelet.ReadMode = cachelet.ReadMode(c.readMode)
+	cfg.Cachelet.DisableWriteCaching = c.noWriteCache
+}
+
+// envDefault returns the environment variable's value, or def.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/localstore"
+)
+
+// The files `hoard up` keeps in its state directory.
+const (
+	envFile   = "env"              // connection settings, written when ready
+	pidFile   = "hoard.pid"        // the serving process
+	credsFile = "credentials.json" // generated once, reused
+	logFile   = "hoard.log"        // the detached process's output
+)
+
+type upFlags struct {
+	dir, listen, metricsListen, storeListen, region, logLevel string
+	detach                                                    bool
+	cache                                                     cacheFlags
+}
+
+// runUp starts MinIO on loopback with its data under --dir and a cachelet
+// in front of it, writes the connection settings to DIR/env, and serves
+// until interrupted (or, with --detach, in the background until `hoard down`).
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f upFlags
+	fs.StringVar(&f.dir, "dir", ".hoard", "state directory: store data, credentials, env file, logs")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:9200", "the cachelet's S3 endpoint address")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9201", "Prometheus /metrics address")
+	fs.StringVar(&f.storeListen, "store-listen", "127.0.0.1:9300", "MinIO's address")
+	fs.StringVar(&f.region, "region", "us-east-1", "region clients sign for")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.detach, "detach", false, "serve in the background; stop with `hoard down`")
+	f.cache.register(fs)
+	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	dir, err := filepath.Abs(f.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if pid, ok := runningPID(dir); ok {
+		return fmt.Errorf("hoard is already running from %s (pid %d); run `hoard down` first", dir, pid)
+	}
+	if f.detach {
+		return detach(ctx, dir, args, stdout)
+	}
+	return serveUp(ctx, dir, f, stdout, stderr)
+}
+
+func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logLevel, false)
+	if err != nil {
+		return err
+	}
+	creds, err := loadOrCreateCreds(filepath.Join(dir, credsFile))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(dir, pidFile))
+	_ = os.Remove(filepath.Join(dir, envFile))
+
+	bin, err := localstore.FindBinary(localstore.MinIOBinary)
+	if err != nil {
+		return fmt.Errorf("%w (run `make tools` to build it)", err)
+	}
+	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s)\n", f.storeListen, filepath.Join(dir, "minio"))
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	minio, err := localstore.StartMinIO(startCtx, localstore.Config{
+		Binary: bin, DataDir: filepath.Join(dir, "minio"), Addr: f.storeListen,
+		AccessKey: creds.StoreAccessKey, SecretKey: creds.StoreSecretKey,
+		LogFile: filepath.Join(dir, "minio.log"), Logger: log.With("component", "minio"),
+	})
+	if err != nil {
+		return fmt.Errorf("start MinIO: %w", err)
+	}
+	defer minio.Close()
+
+	cfg := instance.Config{
+		Listen: f.listen, MetricsListen: f.metricsListen, Region: f.region,
+		AccessKey: creds.AccessKey, SecretKey: creds.SecretKey,
+	}
+	cfg.Store.Endpoint = minio.Endpoint()
+	cfg.Store.AccessKey, cfg.Store.SecretKey = creds.StoreAccessKey, creds.StoreSecretKey
+	f.cache.apply(&cfg)
+	in, err := instance.Start(startCtx, cfg, log)
+	if err != nil {
+		return err
+	}
+	env := fmt.Sprintf("AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_METRICS_URL=%s\n",
+		in.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), in.MetricsURL())
+	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
+		_ = in.Close(context.Background())
+		return err
+	}
+	defer os.Remove(filepath.Join(dir, envFile))
+	fmt.Fprintf(stdout, "\nhoard is up.\n  S3 endpoint:  %s\n  access key:   %s\n  secret key:   %s\n  region:       %s\n  store:        %s (MinIO)\n  metrics:      %s\n\nPoint any S3 client at it:  set -a; . %s; set +a\nStop with Ctrl-C.\n",
+		in.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), in.MetricsURL(), filepath.Join(dir, envFile))
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	return errors.Join(in.Close(sctx), minio.Close())
+}
+
+// detach re-runs `hoard up` in a new session with its output in the log
+// file, waits for it to be ready, and prints its connection settings.
+func detach(ctx context.Context, dir string, args []string, stdout io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var childArgs []string
+	for _, a := range args {
+		if a != "--detach" && a != "-detach" && a != "--detach=true" && a != "-detach=true" {
+			childArgs = append(childArgs, a)
+		}
+	}
+	childArgs = append([]string{"up", "--dir", dir}, childArgs...)
+	logPath := filepath.Join(dir, logFile)
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	_ = os.Remove(filepath.Join(dir, envFile))
+	cmd := exec.Command(exe, childArgs...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.NewTimer(3 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("hoard up exited before it was ready (%v); see %s:\n%s", err, logPath, tailFile(logPath, 2048))
+		case <-deadline.C:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return fmt.Errorf("hoard up was not ready after 3 minutes; see %s", logPath)
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return ctx.Err()
+		case <-tick.C:
+			env, err := os.ReadFile(filepath.Join(dir, envFile))
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(stdout, "hoard is up in the background (pid %d, log %s).\n\n%s\nUse it:  set -a; . %s; set +a\nStop it: hoard down --dir %s\n",
+				cmd.Process.Pid, logPath, env, filepath.Join(dir, envFile), dir)
+			_ = cmd.Process.Release()
+			return nil
+		}
+	}
+}
+
+type credentials struct {
+	AccessKey      string `json:"access_key"`
+	SecretKey      string `json:"secret_key"`
+	StoreAccessKey string `json:"store_access_key"`
+	StoreSecretKey string `json:"store_secret_key"`
+}
+
+// loadOrCreateCreds keeps one set of generated credentials per state
+// directory, so the env file stays valid across restarts.
+func loadOrCreateCreds(path string) (credentials, error) {
+	var c credentials
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" || c.StoreAccessKey == "" || c.StoreSecretKey == "" {
+			return c, fmt.Errorf("%s is damaged; remove it to generate new credentials", path)
+		}
+		return c, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return c, err
+	}
+	c = credentials{
+		AccessKey: "HOARD" + strings.ToUpper(randHex(8)), SecretKey: randHex(20),
+		StoreAccessKey: "store" + randHex(6), StoreSecretKey: randHex(20),
+	}
+	data, _ = json.MarshalIndent(c, "", "  ")
+	return c, writeFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// runningPID returns the pid of a live `hoard up` serving from dir.
+func runningPID(dir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte("hoard")) {
+		return 0, false // stale pid file
+	}
+	return pid, alive(pid)
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	}
+	return true
+}
+
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(-n, io.SeekEnd)
+	}
+	data, _ := io.ReadAll(f)
+	return string(data)
+}

@@ -1,0 +1,251 @@
+// Package cachelet is the read and write paths of one application
+// instance's cache: it decides, per request, whether bytes come from memory
+// or from the store, keeps the memory tier consistent with the store, and
+// counts every outcome.
+//
+// Consistency. With the default ReadVersionCheck every read of a cached
+// object first asks the store, with a conditional GET (If-None-Match: the
+// cached ETag), whether the copy is still current; a match moves no data.
+// Every write goes synchronously to the store and only then updates the
+// cache. Writes and deletes through the cachelet doom any fill of the same
+// key still in flight, so an older download can never land over a newer
+// write. ReadLocal trusts the memory copy without asking (Faa$T's "local"
+// reads): faster, and only as fresh as this cachelet's own writes.
+package cachelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// ReadMode says how far a read trusts the memory copy.
+type ReadMode string
+
+const (
+	// ReadVersionCheck confirms every cached copy against the store with a
+	// conditional request before serving it. The default: strong.
+	ReadVersionCheck ReadMode = "version-check"
+	// ReadLocal serves cached copies without asking the store.
+	ReadLocal ReadMode = "local"
+)
+
+// Config configures a Cachelet.
+type Config struct {
+	// Cache sizes the memory tier (Budget is required).
+	Cache cache.Config
+	// ReadMode: ReadVersionCheck (default) or ReadLocal.
+	ReadMode ReadMode
+	// FillTimeout bounds one download from the store into memory, which
+	// outlives the request that started it. Default 10 minutes.
+	FillTimeout time.Duration
+	// CacheWrites keeps the bytes of objects written through the cachelet
+	// in memory (after the store acknowledged them). Default true; set
+	// DisableWriteCaching to turn it off.
+	DisableWriteCaching bool
+}
+
+// Validate checks the config and fills in defaults.
+func (c *Config) Validate() error {
+	if c.ReadMode == "" {
+		c.ReadMode = ReadVersionCheck
+	}
+	if c.ReadMode != ReadVersionCheck && c.ReadMode != ReadLocal {
+		return fmt.Errorf("cachelet: unknown read mode %q (want %q or %q)", c.ReadMode, ReadVersionCheck, ReadLocal)
+	}
+	if c.FillTimeout == 0 {
+		c.FillTimeout = 10 * time.Minute
+	}
+	if c.FillTimeout < 0 {
+		return errors.New("cachelet: fill timeout must be positive")
+	}
+	return c.Cache.Validate()
+}
+
+// Outcome classifies how a read was served.
+type Outcome string
+
+const (
+	// LocalHit: served from this cachelet's memory.
+	LocalHit Outcome = "local_hit"
+	// LocalMiss: fetched from the store into memory while being served.
+	LocalMiss Outcome = "local_miss"
+	// PassThrough: streamed from the store without being kept (too large
+	// for the memory tier, or no room while other fills hold it).
+	PassThrough Outcome = "pass_through"
+)
+
+// Cachelet serves reads and writes for one instance. Safe for concurrent use.
+type Cachelet struct {
+	cfg   Config
+	store store.Store
+	cache *cache.Cache
+	log   *slog.Logger
+	m     *metrics
+
+	mu      sync.Mutex
+	filling map[cache.Key]*cache.Entry // fills in flight, readable
+	pending map[cache.Key]*cache.Entry // buffered writes awaiting the store
+	flights map[cache.Key]*flight      // store GETs whose answer is not in yet
+	wg      sync.WaitGroup             // fill goroutines
+	closed  bool
+}
+
+// flight is a cold read's store request, shared by readers that arrive
+// before its answer does.
+type flight struct {
+	done   chan struct{}
+	entry  *cache.Entry // set when the object is being filled
+	err    error
+	doomed bool // a write overtook this read: whatever it returns is not cached
+}
+
+// New returns a Cachelet over st. reg may be nil (no metrics exported).
+func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*Cachelet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cachelet{
+		cfg:     cfg,
+		store:   st,
+		log:     log,
+		filling: make(map[cache.Key]*cache.Entry),
+		pending: make(map[cache.Key]*cache.Entry),
+		flights: make(map[cache.Key]*flight),
+	}
+	c.m = newMetrics(reg, c)
+	ccfg := cfg.Cache
+	user := ccfg.OnEvict
+	ccfg.OnEvict = func(e *cache.Entry) {
+		c.m.evictedBytes.Add(float64(e.Size()))
+		if user != nil {
+			user(e)
+		}
+	}
+	var err error
+	if c.cache, err = cache.New(ccfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Store returns the store the cachelet fronts.
+func (c *Cachelet) Store() store.Store { return c.store }
+
+// Stats returns the memory tier's occupancy.
+func (c *Cachelet) Stats() cache.Stats { return c.cache.Stats() }
+
+// Close waits for fills in flight to end. It does not close the store.
+// Idempotent.
+func (c *Cachelet) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// Invalidate drops the cached copy of bucket/key and dooms every fill of it
+// in flight. Writes call it before and after they reach the store.
+func (c *Cachelet) Invalidate(bucket, key string) {
+	k := cache.Key{Bucket: bucket, Object: key}
+	c.mu.Lock()
+	if e := c.filling[k]; e != nil {
+		c.cache.Doom(e)
+		delete(c.filling, k)
+	}
+	if e := c.pending[k]; e != nil {
+		c.cache.Doom(e)
+		delete(c.pending, k)
+	}
+	if f := c.flights[k]; f != nil {
+		f.doomed = true
+		if f.entry != nil {
+			c.cache.Doom(f.entry)
+		}
+	}
+	c.mu.Unlock()
+	c.cache.Remove(k)
+}
+
+// install takes a store body of a whole object and either starts filling
+// memory from it (returning the entry, which readers can read at once) or,
+// when the object is not admitted, hands the body back for streaming. fl,
+// when set, is the flight the body answers; a doomed flight's entry is
+// filled but never admitted.
+func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser) {
+	if !c.cache.Reserve(info.Size) {
+		return nil, body
+	}
+	e := cache.NewEntry(k, info)
+	c.mu.Lock()
+	if old := c.filling[k]; old != nil {
+		c.cache.Doom(old) // we hold a newer answer
+	}
+	c.filling[k] = e
+	if fl != nil {
+		fl.entry = e
+		if fl.doomed {
+			c.cache.Doom(e)
+		}
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.fill(e, body)
+	return e, nil
+}
+
+func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) {
+	defer c.wg.Done()
+	start := time.Now()
+	_, err := e.ReadFrom(body)
+	body.Close()
+	// Add before leaving c.filling: an Invalidate in between either dooms
+	// e (so Add refuses it) or removes it from the cache after.
+	switch {
+	case err != nil:
+		c.cache.Release(e.Size())
+		c.m.fills.WithLabelValues("aborted").Inc()
+		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
+	case c.cache.Add(e):
+		c.m.fills.WithLabelValues("ok").Inc()
+		c.m.fillSeconds.Observe(time.Since(start).Seconds())
+	default:
+		c.m.fills.WithLabelValues("doomed").Inc()
+	}
+	c.mu.Lock()
+	if c.filling[e.Key()] == e {
+		delete(c.filling, e.Key())
+	}
+	c.mu.Unlock()
+}
+
+// fillContext detaches a store request from the client's request: a fill
+// outlives the reader that started it, and other readers may depend on it.
+func (c *Cachelet) fillContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
+}
+
+// cancelOnClose releases a request context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

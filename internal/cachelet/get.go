@@ -1,0 +1,246 @@
+package cachelet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Object is an open read: the object's metadata and a body holding exactly
+// the requested bytes.
+type Object struct {
+	Info store.ObjectInfo
+	// Range is the resolved range served (both ends inclusive), or nil when
+	// the body is the whole object.
+	Range *store.ByteRange
+	// Body must be closed by the caller; closing it records the read in
+	// the metrics.
+	Body    io.ReadCloser
+	Outcome Outcome
+}
+
+// Length is the number of bytes in Body.
+func (o *Object) Length() int64 {
+	if o.Range == nil {
+		return o.Info.Size
+	}
+	return o.Range.End - o.Range.Start + 1
+}
+
+// ResolveRange turns a requested range into absolute inclusive bounds for
+// an object of the given size, as RFC 9110 does: a suffix longer than the
+// object is the whole object, an end past the object is clamped, and a
+// start at or past the end (or any range of an empty object) is
+// store.ErrInvalidRange.
+func ResolveRange(r store.ByteRange, size int64) (store.ByteRange, error) {
+	if r.Start < 0 { // suffix: last -Start bytes
+		n := -r.Start
+		if size == 0 || n == 0 {
+			return store.ByteRange{}, store.ErrInvalidRange
+		}
+		if n > size {
+			n = size
+		}
+		return store.ByteRange{Start: size - n, End: size - 1}, nil
+	}
+	if r.Start >= size || r.End < -1 || (r.End >= 0 && r.End < r.Start) {
+		return store.ByteRange{}, store.ErrInvalidRange
+	}
+	end := r.End
+	if end < 0 || end >= size {
+		end = size - 1
+	}
+	return store.ByteRange{Start: r.Start, End: end}, nil
+}
+
+// Get opens bucket/key for reading, the whole object or rng of it.
+//
+// Errors: store.ErrNoSuchKey, store.ErrNoSuchBucket, store.ErrInvalidRange,
+// store.ErrUnavailable (nothing could be confirmed, so nothing is served
+// from memory either), *store.APIError.
+func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteRange) (*Object, error) {
+	start := time.Now()
+	k := cache.Key{Bucket: bucket, Object: key}
+	e, body, info, outcome, err := c.acquire(ctx, k)
+	if err != nil {
+		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
+			c.m.readErrors.Inc()
+		}
+		return nil, err
+	}
+	if e != nil {
+		info = e.Info()
+	}
+	obj := &Object{Info: info, Outcome: outcome}
+	off, n := int64(0), info.Size
+	if rng != nil {
+		r, err := ResolveRange(*rng, info.Size)
+		if err != nil {
+			if body != nil {
+				body.Close()
+			}
+			return nil, err
+		}
+		obj.Range = &r
+		off, n = r.Start, r.End-r.Start+1
+	}
+	if e != nil {
+		obj.Body = c.m.track(io.NopCloser(e.Reader(off, n)), outcome, start)
+		return obj, nil
+	}
+	// Pass-through: body holds the whole object. A ranged request asks the
+	// store again for just its range, pinned to the version just seen.
+	if rng != nil {
+		body.Close()
+		fctx, cancel := c.fillContext(ctx)
+		b, _, _, err := c.store.Get(fctx, bucket, key, store.GetOptions{Range: obj.Range, IfMatch: info.ETag})
+		if err != nil {
+			cancel()
+			if errors.Is(err, store.ErrPreconditionFailed) {
+				err = ErrObjectChanged
+			}
+			return nil, err
+		}
+		body = cancelOnClose{ReadCloser: b, cancel: cancel}
+	}
+	obj.Body = c.m.track(body, outcome, start)
+	return obj, nil
+}
+
+// ErrObjectChanged: the object changed in the store between the two
+// requests of one streamed ranged read.
+// It surfaces as a retryable 503, which is what it is.
+var ErrObjectChanged = errors.New("object changed in the store while being read; retry")
+
+// acquire finds or starts what serves a read of k: a cache entry (complete
+// or filling), or a store body to stream through.
+func (c *Cachelet) acquire(ctx context.Context, k cache.Key) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	c.mu.Lock()
+	e := c.cache.Get(k)
+	if e == nil {
+		e = c.filling[k]
+	}
+	var fl *flight
+	leader := false
+	if e == nil {
+		if fl = c.flights[k]; fl == nil {
+			fl = &flight{done: make(chan struct{})}
+			c.flights[k] = fl
+			leader = true
+		}
+	}
+	c.mu.Unlock()
+
+	switch {
+	case e != nil:
+		return c.confirm(ctx, k, e)
+	case leader:
+		return c.lead(ctx, k, fl)
+	}
+	// Follower of a cold read already asking the store.
+	select {
+	case <-fl.done:
+	case <-ctx.Done():
+		return nil, nil, store.ObjectInfo{}, "", ctx.Err()
+	}
+	if fl.entry != nil {
+		return c.confirm(ctx, k, fl.entry)
+	}
+	if c.cfg.ReadMode == ReadLocal && fl.err != nil {
+		return nil, nil, store.ObjectInfo{}, "", fl.err
+	}
+	// The leader streamed its answer through, or its answer predates this
+	// read: ask the store ourselves.
+	return c.fetch(ctx, k, nil)
+}
+
+// lead runs a cold read's store request on behalf of every reader that
+// joins it.
+func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	e, body, info, outcome, err := c.fetch(ctx, k, fl)
+	c.mu.Lock()
+	fl.err = err
+	if c.flights[k] == fl {
+		delete(c.flights, k)
+	}
+	c.mu.Unlock()
+	close(fl.done)
+	return e, body, info, outcome, err
+}
+
+// fetch reads the whole object from the store and installs it.
+func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	fctx, cancel := c.fillContext(ctx)
+	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
+	if err != nil {
+		cancel()
+		return nil, nil, store.ObjectInfo{}, "", err
+	}
+	body = cancelOnClose{ReadCloser: body, cancel: cancel}
+	if e, pass := c.install(k, body, info, fl); e != nil {
+		return e, nil, info, LocalMiss, nil
+	} else {
+		return nil, pass, info, PassThrough, nil
+	}
+}
+
+// confirm serves a read from entry e, first checking it against the store
+// unless reads are local.
+func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	if e.Aborted() {
+		// A fill that failed is a miss, never partial bytes.
+		return c.fetch(ctx, k, nil)
+	}
+	if c.cfg.ReadMode == ReadLocal {
+		return e, nil, store.ObjectInfo{}, LocalHit, nil
+	}
+	fctx, cancel := c.fillContext(ctx)
+	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
+	switch {
+	case errors.Is(err, store.ErrNotModified):
+		cancel()
+		c.m.validations.WithLabelValues("fresh").Inc()
+		return e, nil, store.ObjectInfo{}, LocalHit, nil
+	case err == nil:
+		// A newer version: the answer already carries it.
+		c.m.validations.WithLabelValues("changed").Inc()
+		c.cache.RemoveIf(k, e)
+		body = cancelOnClose{ReadCloser: body, cancel: cancel}
+		if ne, pass := c.install(k, body, info, nil); ne != nil {
+			return ne, nil, info, LocalMiss, nil
+		} else {
+			return nil, pass, info, PassThrough, nil
+		}
+	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
+		cancel()
+		c.m.validations.WithLabelValues("gone").Inc()
+		c.Invalidate(k.Bucket, k.Object)
+		return nil, nil, store.ObjectInfo{}, "", err
+	default:
+		cancel()
+		// A doubt is a miss: without the store's word nothing is served.
+		c.m.validations.WithLabelValues("error").Inc()
+		return nil, nil, store.ObjectInfo{}, "", err
+	}
+}
+
+// Stat returns an object's metadata. Under ReadLocal a cached copy answers;
+// otherwise the store does, and a cached copy it contradicts is dropped.
+func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	k := cache.Key{Bucket: bucket, Object: key}
+	e := c.cache.Peek(k)
+	if e != nil && c.cfg.ReadMode == ReadLocal {
+		return e.Info(), nil
+	}
+	info, err := c.store.Stat(ctx, bucket, key)
+	if e != nil {
+		if errors.Is(err, store.ErrNoSuchKey) || (err == nil && info.ETag != e.Info().ETag) {
+			c.cache.RemoveIf(k, e)
+		}
+	}
+	return info, err
+}

@@ -1,0 +1,124 @@
+package cachelet
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the cachelet's Prometheus series. Names are part of the
+// product's interface: dashboards and tests read them.
+type metrics struct {
+	reads        *prometheus.CounterVec   // hoard_cachelet_reads_total{outcome}
+	readBytes    *prometheus.CounterVec   // hoard_cachelet_read_bytes_total{outcome}
+	readSeconds  *prometheus.HistogramVec // hoard_cachelet_read_seconds{outcome}
+	readErrors   prometheus.Counter
+	validations  *prometheus.CounterVec
+	fills        *prometheus.CounterVec
+	fillSeconds  prometheus.Histogram
+	writes       *prometheus.CounterVec
+	evictedBytes prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
+	m := &metrics{
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_reads_total",
+			Help: "Object reads by outcome: local_hit, local_miss, pass_through.",
+		}, []string{"outcome"}),
+		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_read_bytes_total",
+			Help: "Bytes sent to clients by read outcome.",
+		}, []string{"outcome"}),
+		readSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hoard_cachelet_read_seconds",
+			Help:    "Time from request to last byte sent, by read outcome.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20), // 50us .. ~26s
+		}, []string{"outcome"}),
+		readErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hoard_cachelet_read_errors_total",
+			Help: "Reads that failed for a reason other than a missing object.",
+		}),
+		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_validations_total",
+			Help: "Version checks of cached copies against the store: fresh, changed, gone, error.",
+		}, []string{"result"}),
+		fills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_fills_total",
+			Help: "Downloads from the store into memory: ok, aborted, doomed (overtaken by a write).",
+		}, []string{"result"}),
+		fillSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hoard_cachelet_fill_seconds",
+			Help:    "Duration of successful fills.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20),
+		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_writes_total",
+			Help: "Writes through the cachelet by operation and result.",
+		}, []string{"op", "result"}),
+		evictedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hoard_cache_evicted_bytes_total",
+			Help: "Bytes evicted from the memory tier to make room.",
+		}),
+	}
+	for _, o := range []Outcome{LocalHit, LocalMiss, PassThrough} {
+		m.reads.WithLabelValues(string(o))
+		m.readBytes.WithLabelValues(string(o))
+	}
+	if reg == nil {
+		return m
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes,
+		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
+		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
+		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),
+		gauge("hoard_cache_budget_bytes", "The memory tier's byte budget.", func() float64 { return float64(c.cache.Stats().Budget) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evictions_total", Help: "Objects evicted to make room."},
+			func() float64 { return float64(c.cache.Stats().Evictions) }),
+	)
+	return m
+}
+
+// track wraps a read's body so that closing it records the read.
+func (m *metrics) track(body io.ReadCloser, o Outcome, start time.Time) io.ReadCloser {
+	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start}
+}
+
+type trackedBody struct {
+	io.ReadCloser
+	m       *metrics
+	outcome Outcome
+	start   time.Time
+	n       int64
+	once    sync.Once
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// WriteTo keeps the zero-copy path of the wrapped reader.
+func (b *trackedBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, b.ReadCloser)
+	b.n += n
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() {
+		o := string(b.outcome)
+		b.m.reads.WithLabelValues(o).Inc()
+		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
+		b.m.readSeconds.WithLabelValues(o).Observe(time.Since(b.start).Seconds())
+	})
+	return err
+}

@@ -1,0 +1,157 @@
+package cachelet
+
+import (
+	"context"
+	"io"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Put writes an object through to the store and, once the store has
+// acknowledged it, keeps its bytes in memory. size is the payload's length
+// (-1 when unknown: such a write is not kept). body must report any payload
+// verification failure (bad signature, checksum mismatch) as a read error,
+// so the store never commits a body the client did not send.
+func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	k := cache.Key{Bucket: bucket, Object: key}
+	c.Invalidate(bucket, key)
+
+	// Buffer the payload on its way to the store when memory admits it.
+	var e *cache.Entry
+	var buf *teeBuffer
+	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.Reserve(size) {
+		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
+		c.mu.Lock()
+		c.pending[k] = e
+		c.mu.Unlock()
+		buf = &teeBuffer{r: body, buf: make([]byte, size)}
+		body = buf
+	}
+	res, err := c.store.Put(ctx, bucket, key, body, size, opts)
+	c.m.writes.WithLabelValues("put", resultLabel(err)).Inc()
+	if e == nil {
+		c.Invalidate(bucket, key)
+		return res, err
+	}
+	if err != nil || buf.n != size {
+		c.dropWrite(k, e, size)
+		return res, err
+	}
+	// The store's word on the version just written (its ETag, its
+	// Last-Modified) is what later reads check against. If someone else's
+	// write already replaced ours, keep nothing.
+	info, serr := c.store.Stat(ctx, bucket, key)
+	if serr != nil || info.ETag != res.ETag || info.Size != size {
+		c.dropWrite(k, e, size)
+		return res, nil
+	}
+	// Swap the placeholder for the real entry while it is still
+	// registered, so an Invalidate racing with Add dooms or removes it.
+	ne := cache.NewCompleteEntry(k, info, buf.buf)
+	c.mu.Lock()
+	if c.pending[k] == e {
+		c.pending[k] = ne
+	}
+	if e.Doomed() {
+		c.cache.Doom(ne)
+	}
+	c.mu.Unlock()
+	c.cache.Add(ne)
+	c.mu.Lock()
+	if c.pending[k] == ne {
+		delete(c.pending, k)
+	}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// dropWrite abandons a buffered write's cache copy.
+func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
+	c.mu.Lock()
+	if c.pending[k] == e {
+		delete(c.pending, k)
+	}
+	c.mu.Unlock()
+	c.cache.Release(size)
+	c.Invalidate(k.Bucket, k.Object)
+}
+
+// teeBuffer copies what the store reads into buf.
+type teeBuffer struct {
+	r   io.Reader
+	buf []byte
+	n   int64
+}
+
+func (t *teeBuffer) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		if t.n+int64(n) > int64(len(t.buf)) {
+			// More than announced: stop keeping it, the store will reject it.
+			t.n = -1 << 62
+		} else if t.n >= 0 {
+			copy(t.buf[t.n:], p[:n])
+			t.n += int64(n)
+		}
+	}
+	return n, err
+}
+
+// Delete removes an object from the store and the cache.
+func (c *Cachelet) Delete(ctx context.Context, bucket, key string) error {
+	c.Invalidate(bucket, key)
+	err := c.store.Delete(ctx, bucket, key)
+	c.Invalidate(bucket, key)
+	c.m.writes.WithLabelValues("delete", resultLabel(err)).Inc()
+	return err
+}
+
+// DeleteMany removes up to 1000 objects; see store.Store.DeleteMany.
+func (c *Cachelet) DeleteMany(ctx context.Context, bucket string, keys []string) (map[string]error, error) {
+	for _, k := range keys {
+		c.Invalidate(bucket, k)
+	}
+	failed, err := c.store.DeleteMany(ctx, bucket, keys)
+	for _, k := range keys {
+		c.Invalidate(bucket, k)
+	}
+	c.m.writes.WithLabelValues("delete_many", resultLabel(err)).Inc()
+	return failed, err
+}
+
+// Copy copies an object inside the store; the destination's cached copy,
+// if any, is dropped.
+func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.CopyResult, error) {
+	c.Invalidate(dstBucket, dstKey)
+	res, err := c.store.Copy(ctx, src, dstBucket, dstKey, opts)
+	c.Invalidate(dstBucket, dstKey)
+	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
+	return res, err
+}
+
+// CompleteMultipartUpload completes an upload; the key's cached copy, if
+// any, is dropped.
+func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+	c.Invalidate(bucket, key)
+	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts)
+	c.Invalidate(bucket, key)
+	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
+	return res, err
+}
+
+// DeleteBucket deletes a bucket in the store and drops anything cached of it.
+func (c *Cachelet) DeleteBucket(ctx context.Context, bucket string) error {
+	err := c.store.DeleteBucket(ctx, bucket)
+	if err == nil {
+		c.cache.RemoveBucket(bucket)
+	}
+	return err
+}
+
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}

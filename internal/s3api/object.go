@@ -1,0 +1,238 @@
+package s3api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if rq.query.Has("partNumber") {
+		return errNotImplemented
+	}
+	var rng *store.ByteRange
+	if h := r.Header.Get("Range"); h != "" {
+		if br, ok := parseRange(h); ok {
+			rng = &br
+		}
+	}
+	obj, err := s.cl.Get(r.Context(), rq.bucket, rq.key, rng)
+	if err != nil {
+		return err
+	}
+	defer obj.Body.Close()
+	h := w.Header()
+	switch checkConditions(r.Header, obj.Info) {
+	case condPreconditionFailed:
+		return errPrecondition
+	case condNotModified:
+		h.Set("ETag", `"`+obj.Info.ETag+`"`)
+		h.Set("Last-Modified", obj.Info.LastModified.UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	setObjectHeaders(h, obj.Info)
+	applyOverrides(h, rq)
+	h.Set("Content-Length", strconv.FormatInt(obj.Length(), 10))
+	h.Set("x-hoard-read", string(obj.Outcome))
+	status := http.StatusOK
+	if obj.Range != nil {
+		status = http.StatusPartialContent
+		h.Set("Content-Range", contentRange(*obj.Range, obj.Info.Size))
+	} else {
+		setChecksumHeaders(h, r, obj.Info)
+	}
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	if n, err := io.Copy(w, obj.Body); err != nil {
+		// Headers are out. A short body is the only signal left; the
+		// client's length check turns it into an error, never wrong data.
+		s.log.Warn("get aborted mid-body", "bucket", rq.bucket, "key", rq.key, "sent", n,
+			"want", obj.Length(), "err", err, "request_id", rq.id)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if rq.query.Has("partNumber") {
+		return errNotImplemented
+	}
+	info, err := s.cl.Stat(r.Context(), rq.bucket, rq.key)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	switch checkConditions(r.Header, info) {
+	case condPreconditionFailed:
+		return errPrecondition
+	case condNotModified:
+		h.Set("ETag", `"`+info.ETag+`"`)
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	setObjectHeaders(h, info)
+	status, length := http.StatusOK, info.Size
+	if hr := r.Header.Get("Range"); hr != "" {
+		if br, ok := parseRange(hr); ok {
+			res, err := cachelet.ResolveRange(br, info.Size)
+			if err != nil {
+				return err
+			}
+			status, length = http.StatusPartialContent, res.End-res.Start+1
+			h.Set("Content-Range", contentRange(res, info.Size))
+		}
+	}
+	if status == http.StatusOK {
+		setChecksumHeaders(h, r, info)
+	}
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
+	w.WriteHeader(status)
+	return nil
+}
+
+// payloadSize is the decoded length of the request body, which must be
+// known: S3 refuses uploads of unknown length.
+func payloadSize(rq *request, limit int64) (int64, error) {
+	n := rq.auth.DecodedLength
+	switch {
+	case n < 0:
+		return 0, errMissingLength
+	case n > limit:
+		return 0, errEntityTooLarge
+	}
+	return n, nil
+}
+
+// errCapture remembers the first error reading the client's body, so that
+// a verification failure (signature, checksum) is reported as itself and
+// not as whatever the store client made of an aborted upload.
+type errCapture struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errCapture) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// bodyError prefers the client body's own error over the store's.
+func bodyError(body *errCapture, err error) error {
+	if err != nil && body.err != nil {
+		return body.err
+	}
+	return err
+}
+
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	size, err := payloadSize(rq, MaxObjectSize)
+	if err != nil {
+		return err
+	}
+	opts, err := putOptions(r.Header)
+	if err != nil {
+		return err
+	}
+	body := &errCapture{r: r.Body}
+	res, err := s.cl.Put(r.Context(), rq.bucket, rq.key, body, size, opts)
+	if err = bodyError(body, err); err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("ETag", `"`+res.ETag+`"`)
+	if res.VersionID != "" {
+		h.Set("x-amz-version-id", res.VersionID)
+	}
+	setResultChecksums(h, res.Checksums)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func setResultChecksums(h http.Header, sums map[string]string) {
+	for algo, v := range sums {
+		if v != "" {
+			h.Set("x-amz-checksum-"+strings.ToLower(algo), v)
+		}
+	}
+}
+
+func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if err := s.cl.Delete(r.Context(), rq.bucket, rq.key); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	src, err := parseCopySource(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		return err
+	}
+	h := r.Header
+	if h.Get("x-amz-copy-source-if-modified-since") != "" || h.Get("x-amz-copy-source-if-unmodified-since") != "" {
+		return errNotImplemented
+	}
+	src.IfMatch = strings.Trim(h.Get("x-amz-copy-source-if-match"), `"`)
+	src.IfNoneMatch = strings.Trim(h.Get("x-amz-copy-source-if-none-match"), `"`)
+	var opts store.CopyOptions
+	switch d := strings.ToUpper(h.Get("x-amz-metadata-directive")); d {
+	case "", "COPY":
+	case "REPLACE":
+		opts.ReplaceMetadata = true
+		if opts.Metadata, err = putOptions(h); err != nil {
+			return err
+		}
+	default:
+		return apiErr("InvalidArgument", http.StatusBadRequest, "Unknown metadata directive.")
+	}
+	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMetadata {
+		return apiErr("InvalidRequest", http.StatusBadRequest,
+			"This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata.")
+	}
+	res, err := s.cl.Copy(r.Context(), src, rq.bucket, rq.key, opts)
+	if err != nil {
+		return err
+	}
+	lm := res.LastModified
+	if lm.IsZero() {
+		lm = time.Now()
+	}
+	return writeXML(w, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)})
+}
+
+// parseCopySource reads x-amz-copy-source: "[/]bucket/key", URL-encoded.
+// Versioned sources are not supported.
+func parseCopySource(v string) (store.CopySource, error) {
+	var src store.CopySource
+	raw, query, _ := strings.Cut(v, "?")
+	if query != "" {
+		return src, errNotImplemented // versionId
+	}
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return src, errInvalidCopySource
+	}
+	b, k, err := splitPath(p)
+	if err != nil {
+		return src, err
+	}
+	if b == "" || k == "" {
+		return src, errInvalidCopySource
+	}
+	src.Bucket, src.Key = b, k
+	return src, nil
+}

@@ -1,0 +1,375 @@
+// Package s3api is the S3 front of a cachelet: it authenticates every
+// request, parses it defensively, routes it to the cachelet or the store,
+// and answers in S3's own wire format, including its XML errors.
+//
+// Anything the API does not implement answers 501 NotImplemented; nothing is
+// answered with a guess.
+package s3api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/s3auth"
+)
+
+// Limits S3 itself enforces.
+const (
+	// MaxObjectSize is the largest single PUT (and part) S3 accepts: 5 GiB.
+	MaxObjectSize = 5 << 30
+	maxKeyLen     = 1024
+	maxMetaSize   = 2 << 10
+	maxXMLBody    = 4 << 20 // CompleteMultipartUpload with 10,000 parts fits
+	maxDeleteKeys = 1000
+	maxParts      = 10000
+)
+
+// Config configures the S3 front.
+type Config struct {
+	// Region is reported by GetBucketLocation and used for new buckets.
+	// Default "us-east-1".
+	Region string
+}
+
+// Validate fills in defaults.
+func (c *Config) Validate() error {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	return nil
+}
+
+// Server is an http.Handler serving the S3 API for one cachelet.
+type Server struct {
+	cfg  Config
+	cl   *cachelet.Cachelet
+	auth *s3auth.Verifier
+	log  *slog.Logger
+	m    *serverMetrics
+}
+
+// New returns a Server. reg may be nil.
+func New(cfg Config, cl *cachelet.Cachelet, auth *s3auth.Verifier, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cl == nil || auth == nil {
+		return nil, errors.New("s3api: cachelet and verifier are required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, cl: cl, auth: auth, log: log, m: newServerMetrics(reg)}, nil
+}
+
+// request is one parsed, authenticated S3 request.
+type request struct {
+	id     string
+	op     string
+	bucket string
+	key    string
+	query  url.Values
+	auth   *s3auth.Request
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, rq *request) error
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rq := &request{id: newRequestID()}
+	h := w.Header()
+	h.Set("x-amz-request-id", rq.id)
+	h.Set("Server", "hoard")
+	defer func() {
+		s.m.observe(rq.op, sw.status, time.Since(start))
+	}()
+
+	bucket, key, perr := splitPath(r.URL.Path)
+	rq.bucket, rq.key = bucket, key
+	q, qerr := url.ParseQuery(r.URL.RawQuery)
+	rq.query = q
+	op, fn := s.route(r, rq)
+	rq.op = op
+
+	ar, err := s.auth.Verify(r)
+	if err != nil {
+		s.m.authFailures.WithLabelValues(errorCode(err)).Inc()
+		s.log.Warn("request refused", "op", op, "bucket", bucket, "remote", r.RemoteAddr,
+			"access_key", accessKeyOf(r), "reason", err, "request_id", rq.id)
+		s.writeError(sw, r, rq, err)
+		return
+	}
+	rq.auth = ar
+	r.Body = ar.Body
+	switch {
+	case qerr != nil:
+		err = errInvalidArgument
+	case perr != nil:
+		err = perr
+	case fn == nil:
+		err = errNotImplemented
+	default:
+		err = fn(sw, r, rq)
+	}
+	if err != nil {
+		s.writeError(sw, r, rq, err)
+	}
+	// Drain what the client sent that we did not read, within reason, so
+	// the connection can be reused; past that, close it.
+	_, _ = io.CopyN(io.Discard, r.Body, 256<<10)
+	_ = r.Body.Close()
+}
+
+// route names the operation and picks its handler; a nil handler means the
+// request is understood but not implemented.
+func (s *Server) route(r *http.Request, rq *request) (string, handler) {
+	q := rq.query
+	if unknown := unknownSubresource(q); unknown != "" {
+		return "Unsupported:" + unknown, nil
+	}
+	has := func(k string) bool { _, ok := q[k]; return ok }
+	m := r.Method
+	switch {
+	case rq.bucket == "":
+		if m == http.MethodGet {
+			return "ListBuckets", s.listBuckets
+		}
+		return "Service" + m, nil
+	case rq.key == "":
+		switch {
+		case m == http.MethodGet && has("location"):
+			return "GetBucketLocation", s.getBucketLocation
+		case m == http.MethodGet && has("uploads"):
+			return "ListMultipartUploads", nil
+		case m == http.MethodGet && q.Get("list-type") == "2":
+			return "ListObjectsV2", s.listObjectsV2
+		case m == http.MethodGet:
+			return "ListObjects", s.listObjectsV1
+		case m == http.MethodHead:
+			return "HeadBucket", s.headBucket
+		case m == http.MethodPut:
+			return "CreateBucket", s.createBucket
+		case m == http.MethodDelete:
+			return "DeleteBucket", s.deleteBucket
+		case m == http.MethodPost && has("delete"):
+			return "DeleteObjects", s.deleteObjects
+		}
+		return "Bucket" + m, nil
+	}
+	copySrc := r.Header.Get("x-amz-copy-source") != ""
+	switch {
+	case m == http.MethodGet && has("uploadId"):
+		return "ListParts", s.listParts
+	case m == http.MethodGet:
+		return "GetObject", s.getObject
+	case m == http.MethodHead:
+		return "HeadObject", s.headObject
+	case m == http.MethodPut && has("uploadId") && copySrc:
+		return "UploadPartCopy", nil
+	case m == http.MethodPut && has("uploadId"):
+		return "UploadPart", s.uploadPart
+	case m == http.MethodPut && copySrc:
+		return "CopyObject", s.copyObject
+	case m == http.MethodPut:
+		return "PutObject", s.putObject
+	case m == http.MethodDelete && has("uploadId"):
+		return "AbortMultipartUpload", s.abortMultipartUpload
+	case m == http.MethodDelete:
+		return "DeleteObject", s.deleteObject
+	case m == http.MethodPost && has("uploads"):
+		return "CreateMultipartUpload", s.createMultipartUpload
+	case m == http.MethodPost && has("uploadId"):
+		return "CompleteMultipartUpload", s.completeMultipartUpload
+	}
+	return "Object" + m, nil
+}
+
+// knownParams are the query parameters the implemented operations
+// understand. Anything else names a sub-resource or option hoard does not
+// implement (acl, tagging, versionId, select, ...), answered with 501.
+var knownParams = map[string]bool{
+	// Authentication.
+	"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true, "X-Amz-Expires": true,
+	"X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true,
+	"X-Amz-Content-Sha256": true, "AWSAccessKeyId": true, "Signature": true, "Expires": true,
+	// SDK bookkeeping.
+	"x-id": true,
+	// Listing.
+	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "list-type": true,
+	"continuation-token": true, "start-after": true, "fetch-owner": true, "encoding-type": true,
+	// Buckets and multipart.
+	"location": true, "delete": true, "uploads": true, "uploadId": true, "partNumber": true,
+	"max-parts": true, "part-number-marker": true,
+	// GetObject response overrides.
+	"response-content-type": true, "response-content-language": true, "response-expires": true,
+	"response-cache-control": true, "response-content-disposition": true, "response-content-encoding": true,
+}
+
+func unknownSubresource(q url.Values) string {
+	for k := range q {
+		if !knownParams[k] {
+			return k
+		}
+	}
+	return ""
+}
+
+// splitPath turns a path-style request path into bucket and key, checking
+// both: keys never carry NUL, "." or ".." segments, or invalid UTF-8.
+func splitPath(p string) (bucket, key string, err error) {
+	p = strings.TrimPrefix(p, "/")
+	bucket, key, _ = strings.Cut(p, "/")
+	if bucket != "" && !validBucketName(bucket) {
+		return bucket, key, errInvalidBucketName
+	}
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return bucket, key, err
+		}
+	}
+	return bucket, key, nil
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	ae, serverFault := toAPIError(err)
+	if serverFault {
+		s.log.Error("request failed", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "code", ae.Code,
+			"err", err, "request_id", rq.id)
+	} else {
+		s.log.Debug("request rejected", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "code", ae.Code,
+			"err", err, "request_id", rq.id)
+	}
+	if sw, ok := w.(*statusWriter); ok && sw.wrote {
+		// Headers are out: the only honest signal left is a broken body.
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	if ae.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(ae.Status)
+		return
+	}
+	body, _ := xml.Marshal(errorResponse{
+		Code: ae.Code, Message: ae.Message, Resource: r.URL.Path, RequestID: rq.id,
+		BucketName: rq.bucket, Key: rq.key,
+	})
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", fmt.Sprint(len(xml.Header)+len(body)))
+	w.WriteHeader(ae.Status)
+	_, _ = io.WriteString(w, xml.Header)
+	_, _ = w.Write(body)
+}
+
+// writeXML sends a 200 with an XML document.
+func writeXML(w http.ResponseWriter, v any) error {
+	body, err := xml.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", fmt.Sprint(len(xml.Header)+len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, xml.Header)
+	_, _ = w.Write(body)
+	return nil
+}
+
+// readXML decodes a request body of at most maxXMLBody bytes into v.
+func readXML(r *http.Request, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxXMLBody+1))
+	if err != nil {
+		return err // payload verification errors surface here
+	}
+	if len(data) > maxXMLBody {
+		return apiErr("MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big.")
+	}
+	if err := xml.Unmarshal(data, v); err != nil {
+		return errMalformedXML
+	}
+	return nil
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// accessKeyOf extracts the access key id a request claims, for logs; never
+// the signature or a secret.
+func accessKeyOf(r *http.Request) string {
+	if ak := r.URL.Query().Get("AWSAccessKeyId"); ak != "" {
+		return ak
+	}
+	if cred := r.URL.Query().Get("X-Amz-Credential"); cred != "" {
+		ak, _, _ := strings.Cut(cred, "/")
+		return ak
+	}
+	a := r.Header.Get("Authorization")
+	if i := strings.Index(a, "Credential="); i >= 0 {
+		ak, _, _ := strings.Cut(a[i+len("Credential="):], "/")
+		return ak
+	}
+	if rest, ok := strings.CutPrefix(a, "AWS "); ok {
+		ak, _, _ := strings.Cut(rest, ":")
+		return ak
+	}
+	return ""
+}
+
+// errorCode is the S3 code an error maps to, for metric labels.
+func errorCode(err error) string {
+	ae, _ := toAPIError(err)
+	return ae.Code
+}
+
+// statusWriter remembers the status sent, and whether headers are out.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// ReadFrom keeps net/http's sendfile/splice path and large writes direct.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
