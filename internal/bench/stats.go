@@ -20,7 +20,7 @@ type Summary struct {
 	// N is the number of timed requests.
 	N int `json:"n"`
 	// Bytes is the size of each response body.
-	Bytes int64   `json:"bytes"`
+	Bytes int64 `json:"bytes"`
 	// Durations marshal as integer nanoseconds.
 	Min   time.Duration `json:"min_ns"`
 	P50   time.Duration `json:"p50_ns"`

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -97,12 +98,13 @@ func listParams(q url.Values) (store.ListOptions, bool, error) {
 }
 
 // encodeKey URL-encodes a key for listings asked with encoding-type=url,
-// as S3 does (form encoding; clients decode with unquote_plus or similar).
+// as S3 does: form encoding with '/' left as is (clients decode with
+// unquote_plus or similar).
 func encodeKey(encode bool, s string) string {
 	if !encode {
 		return s
 	}
-	return url.QueryEscape(s)
+	return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
 }
 
 func (s *Server) listObjectsV1(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -238,4 +240,3 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 	}
 	return writeXML(w, res)
 }
-

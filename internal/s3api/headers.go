@@ -247,7 +247,9 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 		}
 	}
 	for k, v := range info.UserMetadata {
-		h.Set("x-amz-meta-"+k, v)
+		// Lower case as S3 sends them: SDKs hand the suffix to the user
+		// as is, and Go would otherwise canonicalize it to "X-Amz-Meta-K".
+		h["x-amz-meta-"+strings.ToLower(k)] = []string{v}
 	}
 }
 

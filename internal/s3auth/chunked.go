@@ -200,10 +200,14 @@ func (c *chunkedReader) nextChunk() error {
 	if err != nil {
 		return err
 	}
-	size, sig, err := parseChunkHeader(line, c.signed)
+	size, sigRef, err := parseChunkHeader(line, c.signed)
 	if err != nil {
 		return err
 	}
+	// sigRef points into the bufio buffer, which reading the chunk data
+	// overwrites; keep a copy.
+	var sig [2 * sha256.Size]byte
+	copy(sig[:], sigRef)
 	if size > c.declared-c.decoded {
 		return fmt.Errorf("%w: chunks exceed x-amz-decoded-content-length %d", ErrIncompleteBody, c.declared)
 	}
@@ -231,7 +235,7 @@ func (c *chunkedReader) nextChunk() error {
 			return err
 		}
 	}
-	if !c.verifyChunk(data, sig) {
+	if !c.verifyChunk(data, sig[:]) {
 		return fmt.Errorf("%w: chunk signature at decoded offset %d", ErrSignatureDoesNotMatch, c.decoded)
 	}
 	if size == 0 {

@@ -3,6 +3,9 @@ package s3auth
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
 	"crypto/sha256"
 	"errors"
 	"hash"
@@ -116,4 +119,10 @@ func wantErr(t testing.TB, err, want error) {
 	if !errors.Is(err, want) {
 		t.Fatalf("error = %v, want %v", err, want)
 	}
+}
+
+func hmacSHA1B64(secret, s string) string {
+	m := hmac.New(sha1.New, []byte(secret))
+	m.Write([]byte(s))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }

@@ -114,13 +114,25 @@ func (v *Verifier) verifyV2Presigned(r *http.Request, q query) (*authResult, err
 }
 
 func parseV2Date(s string) (time.Time, error) {
-	if t, err := http.ParseTime(s); err == nil {
+	if t, ok := parseHTTPDate(s); ok {
 		return t, nil
 	}
 	if t, err := time.Parse(iso8601Basic, s); err == nil {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%w: %q", ErrMissingDate, truncate(s))
+}
+
+// parseHTTPDate accepts the HTTP date formats plus RFC 1123 with a numeric
+// zone ("+0000"), which older S3 clients and AWS's own examples send.
+func parseHTTPDate(s string) (time.Time, bool) {
+	if t, err := http.ParseTime(s); err == nil {
+		return t, true
+	}
+	if t, err := time.Parse(time.RFC1123Z, s); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // v2Matches tries each plausible string to sign. SigV2 leaves room for

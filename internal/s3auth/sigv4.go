@@ -270,13 +270,13 @@ func requestDate(r *http.Request) (time.Time, string, error) {
 		if t, err := time.Parse(iso8601Basic, s); err == nil {
 			return t, s, nil
 		}
-		if t, err := http.ParseTime(s); err == nil {
+		if t, ok := parseHTTPDate(s); ok {
 			return t, t.UTC().Format(iso8601Basic), nil
 		}
 		return time.Time{}, "", fmt.Errorf("%w: x-amz-date %q", ErrMissingDate, truncate(s))
 	}
 	if s := r.Header.Get("Date"); s != "" {
-		if t, err := http.ParseTime(s); err == nil {
+		if t, ok := parseHTTPDate(s); ok {
 			return t, t.UTC().Format(iso8601Basic), nil
 		}
 		return time.Time{}, "", fmt.Errorf("%w: date %q", ErrMissingDate, truncate(s))

@@ -72,6 +72,27 @@ def expect_error(fn, status: int, *codes: str) -> ClientError:
     return excinfo.value
 
 
+class RawS3SigV4Auth(S3SigV4Auth):
+    """S3 SigV4 over the request path as given, with an optional fixed
+    x-amz-content-sha256 (botocore's signer always recomputes it)."""
+
+    def __init__(self, credentials, service_name, region_name, content_sha256: str | None = None):
+        super().__init__(credentials, service_name, region_name)
+        self._content_sha256 = content_sha256
+
+    def payload(self, request):
+        if self._content_sha256 is not None:
+            return self._content_sha256
+        return super().payload(request)
+
+
+def sigv4_sign(req: AWSRequest, creds, content_sha256: str | None = None) -> dict[str, str]:
+    """Sign req in place (SigV4, S3 flavour); returns its headers."""
+    auth = RawS3SigV4Auth(Credentials(creds.access_key, creds.secret_key), "s3", REGION, content_sha256)
+    auth.add_auth(req)
+    return dict(req.headers.items())
+
+
 def quote_key(key: str) -> str:
     """Percent-encode an object key for a request path (S3 style, keeps /)."""
     return urllib.parse.quote(key, safe="/~")
@@ -97,12 +118,10 @@ def signed_request(
     """
     url = endpoint.rstrip("/") + path + (f"?{query}" if query else "")
     hdrs = dict(headers or {})
-    if content_sha256 is not None:
-        hdrs["X-Amz-Content-SHA256"] = content_sha256
     if sign:
-        req = AWSRequest(method=method, url=url, headers=hdrs, data=body)
-        S3SigV4Auth(Credentials(creds.access_key, creds.secret_key), "s3", REGION).add_auth(req)
-        hdrs = dict(req.headers.items())
+        hdrs = sigv4_sign(AWSRequest(method=method, url=url, headers=hdrs, data=body), creds, content_sha256)
+    elif content_sha256 is not None:
+        hdrs["X-Amz-Content-SHA256"] = content_sha256
     return send_raw(endpoint, method, path + (f"?{query}" if query else ""), hdrs, body)
 
 

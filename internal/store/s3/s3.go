@@ -28,6 +28,9 @@ import (
 	"github.com/hoard-io/hoard/internal/store"
 )
 
+// unknownSizePartSize is the part size of uploads of unknown length.
+const unknownSizePartSize = 16 << 20
+
 // Store is a store.Store backed by an S3-compatible endpoint. Safe for
 // concurrent use.
 type Store struct {
@@ -180,6 +183,10 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 				Message: "a checksum or content-md5 value needs a known content length",
 			})
 		}
+		// Without a part size minio-go sizes parts for the largest
+		// possible object (over 500 MiB each) and buffers one per
+		// upload; 16 MiB parts cap such objects at 160 GB instead.
+		po.PartSize = unknownSizePartSize
 		ui, err = s.core.Client.PutObject(ctx, bucket, key, bodyOf(r), -1, po)
 	}
 	if err != nil {

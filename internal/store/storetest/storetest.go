@@ -46,6 +46,7 @@ func RunWith(t *testing.T, caps Capabilities, newStore func(t *testing.T) store.
 		fn   func(t *testing.T, st store.Store, caps Capabilities)
 	}{
 		{"RoundTrip", testRoundTrip},
+		{"UnknownSize", testUnknownSize},
 		{"Metadata", testMetadata},
 		{"Ranges", testRanges},
 		{"Conditional", testConditional},
@@ -210,6 +211,21 @@ func testRoundTrip(t *testing.T, st store.Store, _ Capabilities) {
 			}
 		})
 	}
+}
+
+// testUnknownSize: a body of unknown length (size -1) still arrives whole.
+func testUnknownSize(t *testing.T, st store.Store, _ Capabilities) {
+	bucket := newBucket(t, st)
+	data := randomBytes(100 << 10)
+	opts := store.PutOptions{ContentType: "application/x-unknown", UserMetadata: map[string]string{"k": "v"}}
+	if _, err := st.Put(ctxFor(t), bucket, "unknown", io.MultiReader(bytes.NewReader(data)), -1, opts); err != nil {
+		t.Fatalf("Put(size -1): %v", err)
+	}
+	got, info, _ := get(t, st, bucket, "unknown", store.GetOptions{})
+	if !bytes.Equal(got, data) || info.Size != int64(len(data)) {
+		t.Fatalf("Get after Put(size -1): %d bytes (size %d), want %d", len(got), info.Size, len(data))
+	}
+	checkMetadata(t, "Put(size -1)", info, opts)
 }
 
 func testMetadata(t *testing.T, st store.Store, _ Capabilities) {

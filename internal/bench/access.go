@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/localstore"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
+)
+
+// DefaultSizes are the object sizes of a full run; QuickSizes of --quick.
+var (
+	DefaultSizes = []int64{1 << 10, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20}
+	QuickSizes   = []int64{1 << 10, 4 << 10, 64 << 10, 1 << 20, 16 << 20}
+)
+
+// ColdMethod is how the cold target makes every timed GET a local miss.
+const ColdMethod = "before every timed GET the cached copy is dropped with Cachelet.Invalidate (untimed), so each timed GET is a local miss that fetches the object from MinIO while streaming it to the client"
+
+const (
+	benchBucket = "hoard-bench"
+	benchRegion = "us-east-1"
+	clientKey   = "hoardbench"
+	clientSec   = "hoardbench-secret"
+)
+
+// AccessConfig configures RunAccess.
+type AccessConfig struct {
+	// Sizes to measure; default DefaultSizes (QuickSizes when Quick).
+	Sizes []int64
+	// Quick runs fewer iterations.
+	Quick bool
+	// Targets to measure, a subset of AllTargets; default all of them.
+	Targets []string
+	// MinIOBinary; default localstore.FindBinary("minio").
+	MinIOBinary string
+	// RedisBinary; default FindRedisServer().
+	RedisBinary string
+	// Boto3 also measures through boto3 with Python running Boto3Script.
+	Boto3       bool
+	Python      string
+	Boto3Script string
+	// TempDir is where the run's scratch directory is made; default
+	// os.TempDir(). The scratch directory is removed at the end.
+	TempDir string
+	// Progress receives one line per measurement; nil discards.
+	Progress io.Writer
+	// Log receives the servers' logs; nil discards.
+	Log *slog.Logger
+}
+
+// Plan is how many requests one target makes at one size.
+type Plan struct {
+	Warmup     int
+	Iterations int
+	// MinIterations are made even past TimeCap.
+	MinIterations int
+	// TimeCap stops the timed loop early once MinIterations are done.
+	TimeCap time.Duration
+}
+
+// PlanFor adapts the iteration count to the object size: enough requests
+// for a stable p99 on small objects, a few on large ones, so that a full
+// run stays within minutes on a small machine.
+func PlanFor(size int64, quick bool) Plan {
+	budget, lo, hi, capT := int64(1<<30), 8, 2000, 40*time.Second
+	if quick {
+		budget, lo, hi, capT = 96<<20, 3, 300, 6*time.Second
+	}
+	n := hi
+	if size > 0 {
+		n = int(min(max(budget/size, int64(lo)), int64(hi)))
+	}
+	return Plan{
+		Warmup:        min(max(n/10, 2), 50),
+		Iterations:    n,
+		MinIterations: lo,
+		TimeCap:       capT,
+	}
+}
+
+// boto3Plan is the (smaller) plan for the Python client, which is slower.
+func boto3Plan(size int64, quick bool) Plan {
+	p := PlanFor(size, quick)
+	p.Iterations = min(max(p.Iterations/4, 3), 200)
+	p.Warmup = min(max(p.Warmup/4, 2), 10)
+	return p
+}
+
+// target is one thing measured at one size.
+type target struct {
+	name   string
+	getter Getter
+	// before runs, untimed, before every request (warm-up included).
+	before func(ctx context.Context, key string) error
+	// onTimed runs once between the warm-up and the timed requests.
+	onTimed func()
+	close   func()
+}
+
+// measure warms t up and times plan.Iterations requests of key.
+func measure(ctx context.Context, t target, key string, size int64, plan Plan) (TargetResult, error) {
+	one := func() (time.Duration, error) {
+		if t.before != nil {
+			if err := t.before(ctx, key); err != nil {
+				return 0, err
+			}
+		}
+		start := time.Now()
+		n, err := t.getter.Get(ctx, key)
+		d := time.Since(start)
+		if err != nil {
+			return d, err
+		}
+		if n != size {
+			return d, fmt.Errorf("read %d bytes, want %d", n, size)
+		}
+		return d, nil
+	}
+	for range plan.Warmup {
+		if _, err := one(); err != nil {
+			return TargetResult{}, fmt.Errorf("%s warm-up: %w", t.name, err)
+		}
+	}
+	if t.onTimed != nil {
+		t.onTimed()
+	}
+	runtime.GC()
+	samples := make([]time.Duration, 0, plan.Iterations)
+	start := time.Now()
+	for len(samples) < plan.Iterations {
+		if err := ctx.Err(); err != nil {
+			return TargetResult{}, err
+		}
+		d, err := one()
+		if err != nil {
+			return TargetResult{}, fmt.Errorf("%s: %w", t.name, err)
+		}
+		samples = append(samples, d)
+		if len(samples) >= plan.MinIterations && time.Since(start) > plan.TimeCap {
+			break
+		}
+	}
+	res := TargetResult{Name: t.name, Summary: Summarize(samples, size), Warmup: plan.Warmup}
+	res.SamplesNS = make([]int64, len(samples))
+	for i, d := range samples {
+		res.SamplesNS[i] = d.Nanoseconds()
+	}
+	return res, nil
+}
+
+// objectKey names the object of one size.
+func objectKey(size int64) string { return fmt.Sprintf("access/%d", size) }
+
+// RunAccess measures GET latency and throughput of every target at every
+// size and returns the report. It starts and stops everything it needs.
+func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
+	if len(cfg.Sizes) == 0 {
+		cfg.Sizes = DefaultSizes
+		if cfg.Quick {
+			cfg.Sizes = QuickSizes
+		}
+	}
+	if len(cfg.Targets) == 0 {
+		cfg.Targets = AllTargets
+	}
+	for _, t := range cfg.Targets {
+		if !slices.Contains(AllTargets, t) {
+			return nil, fmt.Errorf("bench: unknown target %q (known: %v)", t, AllTargets)
+		}
+	}
+	for _, s := range cfg.Sizes {
+		if s <= 0 {
+			return nil, fmt.Errorf("bench: object size must be positive, got %d", s)
+		}
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	want := func(name string) bool { return slices.Contains(cfg.Targets, name) }
+	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, format+"\n", args...) }
+
+	// Check for the binaries before anything starts.
+	if cfg.MinIOBinary == "" {
+		bin, err := localstore.FindBinary(localstore.MinIOBinary)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MinIOBinary = bin
+	}
+	if want(TargetRedis) && cfg.RedisBinary == "" {
+		bin, err := FindRedisServer()
+		if err != nil {
+			return nil, err
+		}
+		cfg.RedisBinary = bin
+	}
+
+	rep := &Report{
+		Benchmark: "access",
+		Machine:   DescribeMachine(),
+		Settings: Settings{
+			Quick: cfg.Quick, Sizes: cfg.Sizes, Targets: cfg.Targets, Boto3: cfg.Boto3,
+			Descriptions: map[string]string{},
+		},
+	}
+	for _, t := range cfg.Targets {
+		rep.Settings.Descriptions[t] = TargetDescriptions[t]
+	}
+	if cfg.Boto3 {
+		rep.Settings.Descriptions[TargetBoto3Store] = TargetDescriptions[TargetBoto3Store]
+		rep.Settings.Descriptions[TargetBoto3Warm] = TargetDescriptions[TargetBoto3Warm]
+	}
+	if want(TargetCold) {
+		rep.Settings.ColdMethod = ColdMethod
+	}
+	rep.Machine.MinIOVersion = commandVersion(cfg.MinIOBinary, "--version")
+
+	tmp, err := os.MkdirTemp(cfg.TempDir, "hoard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	// The store.
+	progress("starting MinIO (%s) in %s", cfg.MinIOBinary, tmp)
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	srv, err := localstore.StartMinIO(sctx, localstore.Config{
+		Binary:  cfg.MinIOBinary,
+		DataDir: filepath.Join(tmp, "minio", "data"),
+		LogFile: filepath.Join(tmp, "minio.log"),
+		Logger:  cfg.Log,
+	})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	storeCore, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
+	if err != nil {
+		return nil, err
+	}
+	if err := storeCore.MakeBucket(ctx, benchBucket, minio.MakeBucketOptions{Region: benchRegion}); err != nil {
+		return nil, fmt.Errorf("bench: create bucket: %w", err)
+	}
+
+	// Redis.
+	var rdb *redis.Client
+	if want(TargetRedis) {
+		rs, err := StartRedis(ctx, cfg.RedisBinary, filepath.Join(tmp, "redis"))
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		rep.Machine.RedisVersion = rs.Version
+		progress("started redis-server %s on %s", rs.Version, rs.Addr)
+		rdb = NewRedisClient(rs.Addr)
+		defer rdb.Close()
+	}
+
+	// The plain TCP ceiling.
+	var tcp *TCPServer
+	if want(TargetTCP) {
+		if tcp, err = StartTCPServer(); err != nil {
+			return nil, err
+		}
+		defer tcp.Close()
+	}
+
+	// hoard: one instance per read mode. The budget holds every object
+	// at once plus a fill of the largest, so nothing is evicted or passed
+	// through.
+	var total, largest int64
+	for _, s := range cfg.Sizes {
+		total += s
+		largest = max(largest, s)
+	}
+	budget := 2*total + 64<<20
+	rep.Settings.Budget = budget
+	startInstance := func(mode cachelet.ReadMode) (*instance.Instance, *minio.Core, error) {
+		in, err := instance.Start(ctx, instance.Config{
+			MetricsListen: "off",
+			Region:        benchRegion,
+			AccessKey:     clientKey,
+			SecretKey:     clientSec,
+			Store: s3store.Config{
+				Endpoint:  srv.Endpoint(),
+				AccessKey: srv.AccessKey(),
+				SecretKey: srv.SecretKey(),
+				Region:    benchRegion,
+			},
+			Cachelet: cachelet.Config{
+				Cache:    cache.Config{Budget: budget, MaxObjectSize: largest},
+				ReadMode: mode,
+			},
+		}, cfg.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
+		if err != nil {
+			_ = in.Close(context.Background())
+			return nil, nil, err
+		}
+		return in, core, nil
+	}
+	closeInstance := func(in *instance.Instance) {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = in.Close(cctx)
+	}
+	var checked, local *instance.Instance
+	var checkedCore, localCore *minio.Core
+	if want(TargetCold) || want(TargetWarm) || cfg.Boto3 {
+		if checked, checkedCore, err = startInstance(cachelet.ReadVersionCheck); err != nil {
+			return nil, err
+		}
+		defer closeInstance(checked)
+	}
+	if want(TargetWarmLocal) {
+		if local, localCore, err = startInstance(cachelet.ReadLocal); err != nil {
+			return nil, err
+		}
+		defer closeInstance(local)
+	}
+
+	// The objects: the same random bytes in MinIO and in Redis.
+	rng := rand.NewChaCha8([32]byte{'h', 'o', 'a', 'r', 'd'})
+	for _, size := range cfg.Sizes {
+		data := make([]byte, size)
+		_, _ = rng.Read(data)
+		key := objectKey(size)
+		if _, err := storeCore.PutObject(ctx, benchBucket, key, bytes.NewReader(data), size, "", "",
+			minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"}); err != nil {
+			return nil, fmt.Errorf("bench: upload %s: %w", key, err)
+		}
+		if rdb != nil {
+			if err := rdb.Set(ctx, key, data, 0).Err(); err != nil {
+				return nil, fmt.Errorf("bench: redis SET %s: %w", key, err)
+			}
+		}
+	}
+	runtime.GC()
+	progress("uploaded %d objects", len(cfg.Sizes))
+
+	hoardGetter := func(core *minio.Core, expect string) (*S3Getter, func()) {
+		g := NewS3Getter(core, benchBucket)
+		return g, func() { g.Expect = expect }
+	}
+	for _, size := range cfg.Sizes {
+		key := objectKey(size)
+		sr := SizeResult{Size: size, Label: FormatSize(size)}
+		plan := PlanFor(size, cfg.Quick)
+		for _, name := range AllTargets {
+			if !want(name) {
+				continue
+			}
+			t := target{name: name}
+			switch name {
+			case TargetStore:
+				t.getter = NewS3Getter(storeCore, benchBucket)
+			case TargetCold:
+				t.getter, t.onTimed = hoardGetter(checkedCore, string(cachelet.LocalMiss))
+				cl := checked.Cachelet()
+				t.before = func(_ context.Context, key string) error {
+					cl.Invalidate(benchBucket, key)
+					return nil
+				}
+			case TargetWarm:
+				t.getter, t.onTimed = hoardGetter(checkedCore, string(cachelet.LocalHit))
+			case TargetWarmLocal:
+				t.getter, t.onTimed = hoardGetter(localCore, string(cachelet.LocalHit))
+			case TargetRedis:
+				t.getter = RedisGetter{Client: rdb}
+			case TargetTCP:
+				g := NewTCPGetter(tcp.Addr(), size)
+				t.getter, t.close = g, func() { g.Close() }
+			}
+			began := time.Now()
+			res, err := measure(ctx, t, key, size, plan)
+			if t.close != nil {
+				t.close()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s at %s: %w", name, sr.Label, err)
+			}
+			progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s  (%.1fs)", sr.Label, name, res.N,
+				FormatDuration(res.P50), FormatDuration(res.P99), FormatMBps(res.MBps), time.Since(began).Seconds())
+			sr.Targets = append(sr.Targets, res)
+		}
+		rep.Sizes = append(rep.Sizes, sr)
+	}
+	// Leave the cold instance warm for boto3: the last cold GET refilled
+	// every object, and the warm target (when measured) confirmed it.
+
+	if cfg.Boto3 {
+		progress("measuring through boto3 (%s)", cfg.Python)
+		b, err := runBoto3(ctx, cfg, boto3Input{
+			Bucket: benchBucket,
+			Region: benchRegion,
+			Targets: []boto3Target{
+				{Name: TargetBoto3Store, Endpoint: srv.Endpoint(), AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey()},
+				{Name: TargetBoto3Warm, Endpoint: checked.Endpoint(), AccessKey: clientKey, SecretKey: clientSec, ExpectRead: string(cachelet.LocalHit)},
+			},
+			Objects: boto3Objects(cfg.Sizes, cfg.Quick),
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			rep.Notes = append(rep.Notes, "boto3 measurement failed: "+err.Error())
+			progress("boto3 measurement failed: %v", err)
+		} else {
+			b.merge(rep)
+		}
+	}
+
+	for i := range rep.Sizes {
+		rep.Sizes[i].ComputeRatios()
+	}
+	rep.EvaluateChecks()
+	if n := fewSamplesNote(rep.Sizes); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// errNoPython: boto3 was asked for without an interpreter.
+var errNoPython = errors.New("bench: boto3 measurement needs Python (set AccessConfig.Python)")
+
+// fewSamplesNote says which results have a p99 that is just their slowest
+// sample, or "" when none has.
+func fewSamplesNote(sizes []SizeResult) string {
+	var few []string
+	for _, s := range sizes {
+		for _, t := range s.Targets {
+			if t.N > 0 && t.N < 100 {
+				few = append(few, fmt.Sprintf("%s %s (n=%d)", s.Label, t.Name, t.N))
+			}
+		}
+	}
+	if len(few) == 0 {
+		return ""
+	}
+	return "p99 is the slowest sample where n < 100: " + strings.Join(few, ", ")
+}

@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// Target names, in the order they are measured and printed.
+const (
+	TargetStore      = "store"
+	TargetCold       = "cold"
+	TargetWarm       = "warm"
+	TargetWarmLocal  = "warm-local"
+	TargetRedis      = "redis"
+	TargetTCP        = "tcp"
+	TargetBoto3Store = "boto3-store"
+	TargetBoto3Warm  = "boto3-warm"
+)
+
+// AllTargets are the Go-measured targets.
+var AllTargets = []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRedis, TargetTCP}
+
+// TargetDescriptions say what each target measures.
+var TargetDescriptions = map[string]string{
+	TargetStore:      "MinIO read directly (minio-go Core GetObject)",
+	TargetCold:       "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
+	TargetWarm:       "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
+	TargetWarmLocal:  "hoard local hit, read mode local (second instance; no store round trip)",
+	TargetRedis:      "Redis GET of the same bytes (go-redis, which allocates each value)",
+	TargetTCP:        "plain loopback TCP copy of the same bytes (the ceiling)",
+	TargetBoto3Store: "boto3 get_object from MinIO, body read in 1 MiB chunks",
+	TargetBoto3Warm:  "boto3 get_object from hoard (warm, version-check), body read in 1 MiB chunks",
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Benchmark string       `json:"benchmark"`
+	Machine   Machine      `json:"machine"`
+	Settings  Settings     `json:"settings"`
+	Sizes     []SizeResult `json:"sizes"`
+	Checks    []Check      `json:"checks"`
+	Notes     []string     `json:"notes,omitempty"`
+}
+
+// Settings records how the run was configured.
+type Settings struct {
+	Quick        bool              `json:"quick"`
+	Sizes        []int64           `json:"sizes"`
+	Targets      []string          `json:"targets"`
+	Boto3        bool              `json:"boto3"`
+	ColdMethod   string            `json:"cold_method"`
+	Budget       int64             `json:"cache_budget_bytes"`
+	Descriptions map[string]string `json:"target_descriptions"`
+}
+
+// SizeResult is every target's figures at one object size.
+type SizeResult struct {
+	Size    int64          `json:"size"`
+	Label   string         `json:"label"`
+	Targets []TargetResult `json:"targets"`
+	Ratios  Ratios         `json:"ratios"`
+}
+
+// TargetResult is one target at one size.
+type TargetResult struct {
+	Name string `json:"name"`
+	Summary
+	Warmup int `json:"warmup"`
+	// SamplesNS are the timed requests' durations in measurement order
+	// (empty for boto3 targets, which report summaries only).
+	SamplesNS []int64 `json:"samples_ns,omitempty"`
+}
+
+// Target returns the named result, or nil.
+func (s *SizeResult) Target(name string) *TargetResult {
+	for i := range s.Targets {
+		if s.Targets[i].Name == name {
+			return &s.Targets[i]
+		}
+	}
+	return nil
+}
+
+// Ratios compare targets at one size; nil where a target is missing.
+type Ratios struct {
+	WarmRedisP50       *float64 `json:"warm_redis_p50,omitempty"`       // warm p50 / redis p50
+	StoreWarmP50       *float64 `json:"store_warm_p50,omitempty"`       // store p50 / warm p50 ("x faster than store")
+	ColdStoreP50       *float64 `json:"cold_store_p50,omitempty"`       // cold p50 / store p50
+	WarmRedisMBps      *float64 `json:"warm_redis_mbps,omitempty"`      // warm MB/s / redis MB/s
+	WarmTCPMBps        *float64 `json:"warm_tcp_mbps,omitempty"`        // warm MB/s / tcp MB/s
+	WarmLocalRedisP50  *float64 `json:"warm_local_redis_p50,omitempty"` // the same four for warm-local
+	StoreWarmLocalP50  *float64 `json:"store_warm_local_p50,omitempty"`
+	WarmLocalRedisMBps *float64 `json:"warm_local_redis_mbps,omitempty"`
+	WarmLocalTCPMBps   *float64 `json:"warm_local_tcp_mbps,omitempty"`
+}
+
+// ComputeRatios fills s.Ratios from its targets.
+func (s *SizeResult) ComputeRatios() {
+	p50 := func(a, b string) *float64 {
+		x, y := s.Target(a), s.Target(b)
+		if x == nil || y == nil || y.P50 == 0 || x.N == 0 {
+			return nil
+		}
+		v := float64(x.P50) / float64(y.P50)
+		return &v
+	}
+	mbps := func(a, b string) *float64 {
+		x, y := s.Target(a), s.Target(b)
+		if x == nil || y == nil || y.MBps == 0 || x.N == 0 {
+			return nil
+		}
+		v := x.MBps / y.MBps
+		return &v
+	}
+	s.Ratios = Ratios{
+		WarmRedisP50:       p50(TargetWarm, TargetRedis),
+		StoreWarmP50:       p50(TargetStore, TargetWarm),
+		ColdStoreP50:       p50(TargetCold, TargetStore),
+		WarmRedisMBps:      mbps(TargetWarm, TargetRedis),
+		WarmTCPMBps:        mbps(TargetWarm, TargetTCP),
+		WarmLocalRedisP50:  p50(TargetWarmLocal, TargetRedis),
+		StoreWarmLocalP50:  p50(TargetStore, TargetWarmLocal),
+		WarmLocalRedisMBps: mbps(TargetWarmLocal, TargetRedis),
+		WarmLocalTCPMBps:   mbps(TargetWarmLocal, TargetTCP),
+	}
+}
+
+// Check is one of the task's targets set against what was measured.
+type Check struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	// Want is the bound, e.g. "<= 1.50x".
+	Want string `json:"want"`
+	// Measured is the ratio on the warm (version-checked) target, or nil
+	// when the size or a target was not measured.
+	Measured *float64 `json:"measured,omitempty"`
+	Pass     bool     `json:"pass"`
+	// Reference is the same ratio on warm-local, shown for comparison; it
+	// does not decide Pass.
+	Reference *float64 `json:"warm_local,omitempty"`
+}
+
+// Status is "pass", "short" or "not measured".
+func (c Check) Status() string {
+	switch {
+	case c.Measured == nil:
+		return "not measured"
+	case c.Pass:
+		return "pass"
+	default:
+		return "short"
+	}
+}
+
+// EvaluateChecks sets r.Checks from r.Sizes: warm 4 KiB p50 within 1.5x of
+// Redis and >= 5x faster than the store; warm 256 MiB throughput >= 2x
+// Redis and >= 60% of TCP; cold at most 10% slower than the store (p50) at
+// every measured size.
+func (r *Report) EvaluateChecks() {
+	bySize := map[int64]*SizeResult{}
+	for i := range r.Sizes {
+		bySize[r.Sizes[i].Size] = &r.Sizes[i]
+	}
+	atMost := func(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
+	atLeast := func(limit float64) func(float64) bool { return func(v float64) bool { return v >= limit } }
+	mk := func(name string, size int64, want string, ok func(float64) bool, get func(Ratios) (*float64, *float64)) Check {
+		c := Check{Name: name, Size: size, Want: want}
+		if s := bySize[size]; s != nil {
+			c.Measured, c.Reference = get(s.Ratios)
+			c.Pass = c.Measured != nil && ok(*c.Measured)
+		}
+		return c
+	}
+	const kib4, mib256 = 4 << 10, 256 << 20
+	r.Checks = []Check{
+		mk("warm 4 KiB p50 within 1.5x of Redis (warm/redis p50)", kib4, "<= 1.50x", atMost(1.5),
+			func(x Ratios) (*float64, *float64) { return x.WarmRedisP50, x.WarmLocalRedisP50 }),
+		mk("warm 4 KiB p50 >= 5x faster than MinIO direct (store/warm p50)", kib4, ">= 5.00x", atLeast(5),
+			func(x Ratios) (*float64, *float64) { return x.StoreWarmP50, x.StoreWarmLocalP50 }),
+		mk("warm 256 MiB throughput >= 2x Redis (warm/redis MB/s)", mib256, ">= 2.00x", atLeast(2),
+			func(x Ratios) (*float64, *float64) { return x.WarmRedisMBps, x.WarmLocalRedisMBps }),
+		mk("warm 256 MiB throughput >= 60% of TCP (warm/tcp MB/s)", mib256, ">= 0.60x", atLeast(0.6),
+			func(x Ratios) (*float64, *float64) { return x.WarmTCPMBps, x.WarmLocalTCPMBps }),
+	}
+	for _, s := range r.Sizes {
+		r.Checks = append(r.Checks, mk("cold <= 10% slower than MinIO direct (cold/store p50)", s.Size, "<= 1.10x", atMost(1.1),
+			func(x Ratios) (*float64, *float64) { return x.ColdStoreP50, nil }))
+	}
+}
+
+func fmtRatio(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", *v)
+}
+
+// WriteTable prints the report for people: one table per size with its
+// ratios, then the task's targets with pass/short.
+func (r *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "hoard bench %s — %d CPUs, %s memory, %s, kernel %s", r.Benchmark, m.NumCPU, FormatSize(m.MemoryBytes), m.GoVersion, m.Kernel)
+	if m.CPUModel != "" {
+		fmt.Fprintf(&b, ", %s", m.CPUModel)
+	}
+	b.WriteString("\n")
+	if r.Settings.ColdMethod != "" {
+		fmt.Fprintf(&b, "cold: %s\n", r.Settings.ColdMethod)
+	}
+	b.WriteString("p50/p99: exact percentiles (nearest rank) of the timed GETs, one at a time; MB/s: 10^6 bytes/s over the timed GETs\n")
+	for _, s := range r.Sizes {
+		fmt.Fprintf(&b, "\n== %s ==\n", s.Label)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "target\tn\tp50\tp99\tMB/s\t")
+		for _, t := range s.Targets {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t\n", t.Name, t.N, FormatDuration(t.P50), FormatDuration(t.P99), FormatMBps(t.MBps))
+		}
+		tw.Flush()
+		x := s.Ratios
+		fmt.Fprintf(&b, "warm:       warm/redis p50 %s | store/warm p50 %s faster than store | warm/redis MB/s %s | warm/tcp MB/s %s\n",
+			fmtRatio(x.WarmRedisP50), fmtRatio(x.StoreWarmP50), fmtRatio(x.WarmRedisMBps), fmtRatio(x.WarmTCPMBps))
+		fmt.Fprintf(&b, "warm-local: warm-local/redis p50 %s | store/warm-local p50 %s faster than store | warm-local/redis MB/s %s | warm-local/tcp MB/s %s\n",
+			fmtRatio(x.WarmLocalRedisP50), fmtRatio(x.StoreWarmLocalP50), fmtRatio(x.WarmLocalRedisMBps), fmtRatio(x.WarmLocalTCPMBps))
+		fmt.Fprintf(&b, "cold:       cold/store p50 %s\n", fmtRatio(x.ColdStoreP50))
+	}
+	if len(r.Checks) > 0 {
+		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "target\tsize\twant\tmeasured\tresult\twarm-local")
+		for _, c := range r.Checks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status(), fmtRatio(c.Reference))
+		}
+		tw.Flush()
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the whole report, raw samples included.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteJSONFile writes the report to path.
+func (r *Report) WriteJSONFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
