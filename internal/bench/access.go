@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -80,9 +79,9 @@ type Plan struct {
 // for a stable p99 on small objects, a few on large ones, so that a full
 // run stays within minutes on a small machine.
 func PlanFor(size int64, quick bool) Plan {
-	budget, lo, hi, capT := int64(1<<30), 8, 2000, 40*time.Second
+	budget, lo, hi, capT := int64(4<<30), 10, 5000, 40*time.Second
 	if quick {
-		budget, lo, hi, capT = 96<<20, 3, 300, 6*time.Second
+		budget, lo, hi, capT = 512<<20, 5, 1000, 8*time.Second
 	}
 	n := hi
 	if size > 0 {
@@ -260,8 +259,8 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := storeCore.MakeBucket(ctx, benchBucket, minio.MakeBucketOptions{Region: benchRegion}); err != nil {
-		return nil, fmt.Errorf("bench: create bucket: %w", err)
+	if err := makeBucket(ctx, storeCore); err != nil {
+		return nil, err
 	}
 
 	// Redis.
@@ -451,19 +450,31 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 // errNoPython: boto3 was asked for without an interpreter.
 var errNoPython = errors.New("bench: boto3 measurement needs Python (set AccessConfig.Python)")
 
-// fewSamplesNote says which results have a p99 that is just their slowest
-// sample, or "" when none has.
+// fewSamplesNote warns, once, when some result has fewer than 100
+// samples (its p99 is then its slowest sample), or returns "".
 func fewSamplesNote(sizes []SizeResult) string {
-	var few []string
 	for _, s := range sizes {
 		for _, t := range s.Targets {
 			if t.N > 0 && t.N < 100 {
-				few = append(few, fmt.Sprintf("%s %s (n=%d)", s.Label, t.Name, t.N))
+				return "where n < 100, p99 is the slowest sample"
 			}
 		}
 	}
-	if len(few) == 0 {
-		return ""
+	return ""
+}
+
+// makeBucket creates the benchmark's bucket, retrying for a few seconds
+// while MinIO, ready by its health check, still finishes initialising.
+func makeBucket(ctx context.Context, core *minio.Core) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := core.MakeBucket(ctx, benchBucket, minio.MakeBucketOptions{Region: benchRegion})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench: create bucket: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return "p99 is the slowest sample where n < 100: " + strings.Join(few, ", ")
 }

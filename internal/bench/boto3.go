@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -72,7 +73,7 @@ func runBoto3(ctx context.Context, cfg AccessConfig, in boto3Input) (*boto3Outpu
 	cmd := exec.CommandContext(ctx, cfg.Python, cfg.Boto3Script)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(cfg.Progress, &stderr)
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %s", cfg.Python, cfg.Boto3Script, err, lastLines(stderr.String(), 8))

@@ -204,7 +204,7 @@ func fmtRatio(v *float64) string {
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	m := r.Machine
-	fmt.Fprintf(&b, "hoard bench %s — %d CPUs, %s memory, %s, kernel %s", r.Benchmark, m.NumCPU, FormatSize(m.MemoryBytes), m.GoVersion, m.Kernel)
+	fmt.Fprintf(&b, "hoard bench %s — %d CPUs, %.1f GiB memory, %s, kernel %s", r.Benchmark, m.NumCPU, float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.Kernel)
 	if m.CPUModel != "" {
 		fmt.Fprintf(&b, ", %s", m.CPUModel)
 	}

@@ -62,6 +62,11 @@ type chunkedReader struct {
 	prevSig [2 * sha256.Size]byte
 	mac     hash.Hash
 	sha     hash.Hash
+	// chunkHead and chunkMid are the constant parts of every chunk's
+	// string to sign, built once so per-chunk work allocates nothing.
+	chunkHead []byte
+	chunkMid  []byte
+	scratch   [sha256.Size]byte
 
 	trailers []trailerSum
 
@@ -101,6 +106,8 @@ func (v *Verifier) newChunkedReader(body io.ReadCloser, cfg chunkedConfig) *chun
 		copy(c.prevSig[:], cfg.res.seedSig)
 		c.mac = hmac.New(sha256.New, c.key)
 		c.sha = sha256.New()
+		c.chunkHead = []byte("AWS4-HMAC-SHA256-PAYLOAD\n" + c.amzDate + "\n" + c.scope + "\n")
+		c.chunkMid = []byte("\n" + emptySHA256 + "\n")
 		c.buf = v.getChunkBuf()
 	}
 	for _, a := range cfg.trailers {
@@ -250,23 +257,18 @@ func (c *chunkedReader) nextChunk() error {
 // verifyChunk checks one chunk signature and, if it matches, makes it the
 // previous signature the next chunk chains from.
 func (c *chunkedReader) verifyChunk(data, sig []byte) bool {
-	var sum [sha256.Size]byte
 	var dataHex [2 * sha256.Size]byte
 	c.sha.Reset()
 	c.sha.Write(data)
-	hex.Encode(dataHex[:], c.sha.Sum(sum[:0]))
+	hex.Encode(dataHex[:], c.sha.Sum(c.scratch[:0]))
 
 	c.mac.Reset()
-	c.mac.Write([]byte("AWS4-HMAC-SHA256-PAYLOAD\n"))
-	c.mac.Write([]byte(c.amzDate))
-	c.mac.Write([]byte{'\n'})
-	c.mac.Write([]byte(c.scope))
-	c.mac.Write([]byte{'\n'})
+	c.mac.Write(c.chunkHead)
 	c.mac.Write(c.prevSig[:])
-	c.mac.Write([]byte("\n" + emptySHA256 + "\n"))
+	c.mac.Write(c.chunkMid)
 	c.mac.Write(dataHex[:])
 	var got [2 * sha256.Size]byte
-	hex.Encode(got[:], c.mac.Sum(sum[:0]))
+	hex.Encode(got[:], c.mac.Sum(c.scratch[:0]))
 	if !hmac.Equal(got[:], sig) {
 		return false
 	}

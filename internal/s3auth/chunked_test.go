@@ -205,9 +205,9 @@ func TestStreamingTamper(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name    string
-		trailer bool
-		edit    func([]byte) []byte
+		name     string
+		trailer  bool
+		edit     func([]byte) []byte
 		header   func(http.Header)
 		declared int64 // overrides the signed length inside the decoder
 		want     error

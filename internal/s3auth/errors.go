@@ -1,11 +1,18 @@
 package s3auth
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Verify and the body it returns wrap exactly one of these
 // (or one of package checksum's) with %w; the HTTP layer maps each to the S3
 // error code and status named in its comment. Messages never carry secrets or
 // computed signatures, only what the client itself sent.
+//
+// A few finer-grained sentinels wrap a broader one with the same S3 code
+// (ErrMissingDate is an ErrAccessDenied), so an error table that lists only
+// the broad ones still answers correctly.
 var (
 	// ErrInvalidConfig means New was given an unusable Config. It never
 	// reaches a client.
@@ -43,8 +50,8 @@ var (
 
 	// ErrAmbiguousAuth means both an Authorization header and query-string
 	// authentication were sent. S3: InvalidArgument, 400 ("Only one auth
-	// mechanism allowed").
-	ErrAmbiguousAuth = errors.New("s3auth: more than one authentication mechanism")
+	// mechanism allowed"). It is an ErrUnsupportedAlgorithm.
+	ErrAmbiguousAuth = fmt.Errorf("%w: more than one authentication mechanism", ErrUnsupportedAlgorithm)
 
 	// ErrRequestTimeTooSkewed means the signed date is too far from the
 	// server's clock. S3: RequestTimeTooSkewed, 403.
@@ -53,7 +60,8 @@ var (
 	// ErrMissingDate means a header-signed request has neither X-Amz-Date
 	// nor Date, or one that cannot be parsed. S3: AccessDenied, 403
 	// ("AWS authentication requires a valid Date or x-amz-date header").
-	ErrMissingDate = errors.New("s3auth: request has no valid date")
+	// It is an ErrAccessDenied.
+	ErrMissingDate = fmt.Errorf("%w: request has no valid date", ErrAccessDenied)
 
 	// ErrContentSHA256Mismatch means the body's SHA-256 differs from the
 	// signed x-amz-content-sha256. S3: XAmzContentSHA256Mismatch, 400.
@@ -66,7 +74,9 @@ var (
 	// ErrMissingContentSHA256 means a SigV4 header-signed request lacks
 	// x-amz-content-sha256, which S3 requires. S3: InvalidRequest, 400
 	// ("Missing required header for this request: x-amz-content-sha256").
-	ErrMissingContentSHA256 = errors.New("s3auth: x-amz-content-sha256 is missing")
+	// It is an ErrInvalidContentSHA256 (InvalidArgument) for tables that do
+	// not list it.
+	ErrMissingContentSHA256 = fmt.Errorf("%w: header is missing", ErrInvalidContentSHA256)
 
 	// ErrIncompleteBody means an aws-chunked body decoded to a length other
 	// than x-amz-decoded-content-length, or ended early.
@@ -81,8 +91,8 @@ var (
 
 	// ErrInvalidTrailer means x-amz-trailer names something other than
 	// checksum headers, or is used without a trailer payload mode.
-	// S3: InvalidRequest, 400.
-	ErrInvalidTrailer = errors.New("s3auth: invalid x-amz-trailer")
+	// S3: InvalidRequest, 400. It is an ErrMalformedChunk.
+	ErrInvalidTrailer = fmt.Errorf("%w: invalid x-amz-trailer", ErrMalformedChunk)
 
 	// ErrMissingDecodedLength means an aws-chunked request lacks a valid
 	// x-amz-decoded-content-length. S3: MissingContentLength, 411.

@@ -391,4 +391,3 @@ func TestTrimAll(t *testing.T) {
 		}
 	}
 }
-

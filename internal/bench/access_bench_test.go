@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/localstore"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
+)
+
+// The go test -bench view of `hoard bench access` at 4 KiB: MinIO direct
+// against hoard warm under both read modes. They need MinIO (make tools)
+// and are skipped without it:
+//
+//	go test -run XXX -bench 4KiB ./internal/bench
+
+func BenchmarkGetStore4KiB(b *testing.B)     { benchGet(b, "store") }
+func BenchmarkGetWarm4KiB(b *testing.B)      { benchGet(b, cachelet.ReadVersionCheck) }
+func BenchmarkGetWarmLocal4KiB(b *testing.B) { benchGet(b, cachelet.ReadLocal) }
+
+func benchGet(b *testing.B, mode cachelet.ReadMode) {
+	const size = 4 << 10
+	ctx := context.Background()
+	srv, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(b.TempDir(), "data"), Logger: slog.New(slog.DiscardHandler)})
+	if errors.Is(err, localstore.ErrBinaryNotFound) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	store, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := makeBucket(ctx, store); err != nil {
+		b.Fatal(err)
+	}
+	key := objectKey(size)
+	if _, err := store.PutObject(ctx, benchBucket, key, bytes.NewReader(make([]byte, size)), size, "", "",
+		minio.PutObjectOptions{DisableMultipart: true}); err != nil {
+		b.Fatal(err)
+	}
+	g := NewS3Getter(store, benchBucket)
+	if mode != "store" {
+		in, err := instance.Start(ctx, instance.Config{
+			MetricsListen: "off", AccessKey: clientKey, SecretKey: clientSec,
+			Store:    s3store.Config{Endpoint: srv.Endpoint(), AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey(), Region: benchRegion},
+			Cachelet: cachelet.Config{Cache: cache.Config{Budget: 64 << 20}, ReadMode: mode},
+		}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = in.Close(context.Background()) })
+		core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g = NewS3Getter(core, benchBucket)
+		if _, err := g.Get(ctx, key); err != nil { // fill
+			b.Fatal(err)
+		}
+		g.Expect = string(cachelet.LocalHit)
+	}
+	for range 10 {
+		if _, err := g.Get(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(size)
+	for b.Loop() {
+		if _, err := g.Get(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
