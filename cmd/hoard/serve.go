@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/instance"
@@ -18,7 +19,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	var cfg instance.Config
 	var cf cacheFlags
-	var logLevel string
+	var logLevel, domains string
 	var logJSON bool
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9200", "S3 endpoint address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9201", "Prometheus /metrics address, or off")
@@ -29,6 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Store.AccessKey, "store-access-key", envDefault("HOARD_STORE_ACCESS_KEY", ""), "the store's access key (env HOARD_STORE_ACCESS_KEY)")
 	fs.StringVar(&cfg.Store.SecretKey, "store-secret-key", envDefault("HOARD_STORE_SECRET_KEY", ""), "the store's secret key (env HOARD_STORE_SECRET_KEY)")
 	fs.StringVar(&cfg.Store.Region, "store-region", "", "region the store signs for (default: --region)")
+	fs.StringVar(&domains, "domains", "", "comma-separated base domains for virtual-host style requests (bucket.DOMAIN)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log as JSON lines")
 	cf.register(fs)
@@ -39,6 +41,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	cf.apply(&cfg)
+	for _, d := range strings.Split(domains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
+		}
+	}
 	log, err := newLogger(stderr, logLevel, logJSON)
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func (k Key) String() string { return k.Bucket + "/" + k.Object }
 // Entry is one version of an object, complete or being filled.
 //
 // Concurrency: any number of readers may call Bytes, Reader and Info
-// concurrently with the single filler calling Write, Finish and Abort.
+// concurrently with the single filler calling ReadFrom (or Abort).
 type Entry struct {
 	key  Key
 	info store.ObjectInfo
@@ -62,13 +62,12 @@ const (
 )
 
 // NewEntry returns an empty entry sized for info.Size bytes, ready to be
-// filled with Write. The caller must have checked that info.Size is admissible.
+// filled with ReadFrom. The caller must have checked that info.Size is
+// admissible. Even an empty object's entry is complete only once ReadFrom
+// has seen its body end: a body longer than announced must abort it.
 func NewEntry(key Key, info store.ObjectInfo) *Entry {
 	e := &Entry{key: key, info: info, buf: make([]byte, info.Size)}
 	e.cond = sync.NewCond(&e.mu)
-	if info.Size == 0 {
-		e.state.Store(stateDone)
-	}
 	return e
 }
 
@@ -112,7 +111,7 @@ func (e *Entry) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	size := int64(len(e.buf))
 	for total < size {
-		end := total + 1<<20 // publish progress every MiB
+		end := total + fillStep
 		if end > size {
 			end = size
 		}
@@ -244,3 +243,8 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 	}
 	return total, nil
 }
+
+// fillStep is how many bytes a fill reads before waking its readers: small
+// enough that a cold read streams instead of waiting for the whole object,
+// large enough that waking readers costs little next to moving the bytes.
+const fillStep = 128 << 10

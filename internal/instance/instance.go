@@ -41,8 +41,12 @@ type Config struct {
 	// Cachelet configures the cache. A zero Cache.Budget means
 	// DefaultBudget().
 	Cachelet cachelet.Config
-	// MaxHeaderBytes bounds request headers; default 64 KiB (S3 allows 8 KiB
-	// of headers plus 2 KiB of metadata; SDKs stay well below).
+	// Domains are base host names for virtual-host style requests
+	// ("bucket.DOMAIN"); default none (path style only).
+	Domains []string
+	// MaxHeaderBytes is the HTTP server's hard limit on request headers
+	// (answered with a bare 431); default 1 MiB. Below it, the S3 front
+	// answers headers over 16 KiB with S3's RequestHeaderSectionTooLarge.
 	MaxHeaderBytes int
 }
 
@@ -70,7 +74,7 @@ func (c *Config) Validate() error {
 		c.Cachelet.Cache.Budget = DefaultBudget()
 	}
 	if c.MaxHeaderBytes == 0 {
-		c.MaxHeaderBytes = 64 << 10
+		c.MaxHeaderBytes = 1 << 20
 	}
 	return c.Cachelet.Validate()
 }
@@ -122,12 +126,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Instance, error)
 		st.Close()
 		return nil, err
 	}
-	ver, err := s3auth.New(s3auth.Config{Region: cfg.Region}, staticCreds{cfg.AccessKey, cfg.SecretKey})
+	ver, err := s3auth.New(s3auth.Config{Region: cfg.Region, Domains: cfg.Domains}, staticCreds{cfg.AccessKey, cfg.SecretKey})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	api, err := s3api.New(s3api.Config{Region: cfg.Region}, cl, ver, log.With("component", "s3api"), reg)
+	api, err := s3api.New(s3api.Config{Region: cfg.Region, Domains: cfg.Domains}, cl, ver, log.With("component", "s3api"), reg)
 	if err != nil {
 		st.Close()
 		return nil, err

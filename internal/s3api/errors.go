@@ -43,7 +43,7 @@ var (
 	errInvalidCopySource = apiErr("InvalidArgument", http.StatusBadRequest, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
 	errInternal          = apiErr("InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again.")
 	errUnavailable       = apiErr("ServiceUnavailable", http.StatusServiceUnavailable, "The object store behind the cache is unavailable. Please try again.")
-	errRequestTimeout    = apiErr("RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period.")
+	errHeaderTooLarge    = apiErr("RequestHeaderSectionTooLarge", http.StatusBadRequest, "Your request header section exceeds the maximum allowed size.")
 )
 
 // table maps every sentinel the layers below return to the S3 error the

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -34,6 +35,10 @@ const (
 	maxXMLBody    = 4 << 20 // CompleteMultipartUpload with 10,000 parts fits
 	maxDeleteKeys = 1000
 	maxParts      = 10000
+	// maxHeaderSection bounds the request's headers, as S3 does (its own
+	// limit is 8 KiB; SDKs stay far below). The HTTP server's hard limit
+	// sits above this so that clients get S3's error, not a bare 431.
+	maxHeaderSection = 16 << 10
 )
 
 // Config configures the S3 front.
@@ -41,6 +46,10 @@ type Config struct {
 	// Region is reported by GetBucketLocation and used for new buckets.
 	// Default "us-east-1".
 	Region string
+	// Domains are the base host names under which buckets are addressed
+	// virtual-host style ("bucket.s3.example.com"). Requests to any other
+	// host are path style. Default none.
+	Domains []string
 }
 
 // Validate fills in defaults.
@@ -95,10 +104,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("x-amz-request-id", rq.id)
 	h.Set("Server", "hoard")
 	defer func() {
-		s.m.observe(rq.op, sw.status, time.Since(start))
+		d := time.Since(start)
+		s.m.observe(rq.op, sw.status, d)
+		s.log.Debug("request", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "status", sw.status,
+			"seconds", d.Seconds(), "remote", r.RemoteAddr, "request_id", rq.id)
 	}()
 
-	bucket, key, perr := splitPath(r.URL.Path)
+	bucket, key, perr := s.bucketAndKey(r)
 	rq.bucket, rq.key = bucket, key
 	q, qerr := url.ParseQuery(r.URL.RawQuery)
 	rq.query = q
@@ -116,6 +128,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq.auth = ar
 	r.Body = ar.Body
 	switch {
+	case headerSize(r.Header) > maxHeaderSection:
+		err = errHeaderTooLarge
 	case qerr != nil:
 		err = errInvalidArgument
 	case perr != nil:
@@ -226,6 +240,36 @@ func unknownSubresource(q url.Values) string {
 		}
 	}
 	return ""
+}
+
+// bucketAndKey finds the bucket in the Host (virtual-host style, under one
+// of the configured domains) or in the path (path style).
+func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	for _, d := range s.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			_, key, err := splitPath("/x" + r.URL.Path)
+			if err == nil && !validBucketName(b) {
+				err = errInvalidBucketName
+			}
+			return b, key, err
+		}
+	}
+	return splitPath(r.URL.Path)
+}
+
+func headerSize(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // splitPath turns a path-style request path into bucket and key, checking

@@ -177,8 +177,7 @@ def _wait_ready(server: Server, url: str, *, any_status: bool = False) -> None:
     state = f"exited with status {rc}" if rc is not None else f"not ready after {STARTUP_TIMEOUT_S:.0f}s"
     server.stop()
     pytest.fail(
-        f"{server.name} {state} (last probe of {url}: {last}); "
-        f"last lines of {server.log_path}:\n{server.log_tail()}",
+        f"{server.name} {state} (last probe of {url}: {last}); last lines of {server.log_path}:\n{server.log_tail()}",
         pytrace=False,
     )
 
@@ -428,7 +427,7 @@ def bucket(request, s3, store_s3) -> str:
     try:
         empty_bucket(store_s3, name)
         store_s3.delete_bucket(Bucket=name)
-    except Exception as exc:  # noqa: BLE001 - cleanup must not mask the test result
+    except Exception as exc:  # cleanup must not mask the test result
         sys.stderr.write(f"\ncleanup of bucket {name} failed: {exc!r}\n")
 
 
@@ -440,7 +439,7 @@ def bucket_name(request, store_s3) -> str:
     try:
         empty_bucket(store_s3, name)
         store_s3.delete_bucket(Bucket=name)
-    except Exception:  # noqa: BLE001,S110 - it usually does not exist
+    except Exception:  # it usually does not exist
         pass
 
 

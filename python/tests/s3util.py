@@ -133,9 +133,7 @@ def send_raw(endpoint: str, method: str, target: str, headers: dict[str, str], b
         for k, v in headers.items():
             conn.putheader(k, v)
         if isinstance(body, (bytes, bytearray)):
-            if "content-length" not in {k.lower() for k in headers} and (
-                body or method in ("PUT", "POST")
-            ):
+            if "content-length" not in {k.lower() for k in headers} and (body or method in ("PUT", "POST")):
                 conn.putheader("Content-Length", str(len(body)))
             conn.endheaders(body if body else None)
         else:  # an iterable of chunks, sent as-is (caller sets framing headers)

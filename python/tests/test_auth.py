@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 from botocore import UNSIGNED
+
 from conftest import Creds
 from s3util import expect_error, object_bytes, xml_error_code
 
@@ -23,6 +24,9 @@ def secret_obj(s3, bucket):
 
 def _fetch(url: str, method: str = "GET", data: bytes | None = None) -> tuple[int, bytes]:
     req = urllib.request.Request(url, method=method, data=data)
+    if data is not None:
+        # urllib would add a form Content-Type, which SigV2 signs: send none.
+        req.add_header("Content-Type", "")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, resp.read()
@@ -39,12 +43,16 @@ def test_wrong_secret_key(client_factory, creds, secret_obj):
     expect_error(lambda: bad.delete_object(Bucket=bucket, Key=key), 403, "SignatureDoesNotMatch")
 
 
-def test_unknown_access_key(client_factory, s3, secret_obj):
+def test_unknown_access_key(client_factory, s3, secret_obj, target, store_kind):
     bucket, key = secret_obj
     bad = client_factory(creds=Creds("E2EUNKNOWNACCESSKEY", "whatever-secret-key"))
-    expect_error(lambda: bad.get_object(Bucket=bucket, Key=key), 403, "InvalidAccessKeyId")
-    expect_error(lambda: bad.list_buckets(), 403, "InvalidAccessKeyId")
-    expect_error(lambda: bad.put_object(Bucket=bucket, Key=key, Body=b"overwritten"), 403, "InvalidAccessKeyId")
+    if target == "store" and store_kind == "versitygw":
+        status, codes = 404, ("XAdminUserNotFound",)  # versitygw's answer
+    else:
+        status, codes = 403, ("InvalidAccessKeyId",)
+    expect_error(lambda: bad.get_object(Bucket=bucket, Key=key), status, *codes)
+    expect_error(lambda: bad.list_buckets(), status, *codes)
+    expect_error(lambda: bad.put_object(Bucket=bucket, Key=key, Body=b"overwritten"), status, *codes)
     assert object_bytes(s3, bucket, key) == SECRET
 
 
@@ -169,9 +177,21 @@ def test_sigv2_header_auth(client_factory, bucket, sigv2_supported):
     got = v2.get_object(Bucket=bucket, Key="v2.txt")
     assert got["Body"].read() == b"signed with v2"
     assert got["Metadata"] == {"m": "1"}
-    assert [o["Key"] for o in v2.list_objects(Bucket=bucket)["Contents"]] == ["v2.txt"]
+    assert v2.get_object(Bucket=bucket, Key="v2.txt", Range="bytes=7-8")["Body"].read() == b"wi"
     v2.delete_object(Bucket=bucket, Key="v2.txt")
-    assert v2.list_objects(Bucket=bucket).get("Contents", []) == []
+    expect_error(lambda: v2.get_object(Bucket=bucket, Key="v2.txt"), 404, "NoSuchKey")
+
+
+@pytest.mark.hoard
+def test_sigv2_bucket_level_requests(client_factory, bucket):
+    """MinIO rejects SigV2 on path-style bucket URLs without a trailing slash
+    ("/bucket"), so this is checked against the cachelet only."""
+    v2 = client_factory(signature_version="s3")
+    v2.put_object(Bucket=bucket, Key="v2.txt", Body=b"x")
+    assert [o["Key"] for o in v2.list_objects(Bucket=bucket)["Contents"]] == ["v2.txt"]
+    assert [o["Key"] for o in v2.list_objects_v2(Bucket=bucket)["Contents"]] == ["v2.txt"]
+    assert bucket in [b["Name"] for b in v2.list_buckets()["Buckets"]]
+    assert v2.head_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
 
 
 def test_sigv2_wrong_secret(client_factory, creds, secret_obj, sigv2_supported):

@@ -21,6 +21,7 @@ import pytest
 from awscrt import checksums as crt_checksums
 from boto3.s3.transfer import TransferConfig
 from botocore.awsrequest import AWSRequest
+
 from s3util import REGION, MiB, expect_error, object_bytes, random_bytes, send_raw, sigv4_sign
 
 
@@ -44,9 +45,7 @@ class SentHeaders:
         client.meta.events.register("before-send.s3", self._record)
 
     def _record(self, request, **_):
-        self.requests.append(
-            {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
-        )
+        self.requests.append({k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()})
 
     def last(self) -> dict[str, str]:
         assert self.requests, "no request was sent"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from s3util import expect_error, list_keys
 
 KEYS = sorted(

@@ -7,6 +7,7 @@ import hashlib
 import time
 
 import pytest
+
 from s3util import MiB, client_error, expect_error, object_bytes, random_bytes
 
 DATA = bytes(range(256)) * 4  # 1 KiB, every byte value, position-dependent

@@ -1,0 +1,163 @@
+"""Cachelet-only behaviour: consistency with the store, metrics, 501s."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from s3util import expect_error, random_bytes, signed_request, xml_error_code
+
+pytestmark = pytest.mark.hoard
+
+READS = "hoard_cachelet_reads_total"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def reads(samples, outcome: str) -> float:
+    """Sum of hoard_cachelet_reads_total{outcome=...} over any other labels."""
+    return sum(v for (name, labels), v in samples.items() if name == READS and ("outcome", outcome) in labels)
+
+
+def test_metrics_endpoint_serves_prometheus_text(metrics_url):
+    samples = scrape(metrics_url)
+    assert samples, "no metrics at all"
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        assert resp.headers.get("Content-Type", "").startswith("text/plain")
+
+
+def test_metrics_count_miss_then_hit(s3, store_s3, bucket, metrics_url):
+    data = random_bytes(64 * 1024)
+    # Written behind the cachelet's back, so it has never seen the object.
+    store_s3.put_object(Bucket=bucket, Key="m", Body=data)
+
+    before = scrape(metrics_url)
+    assert s3.get_object(Bucket=bucket, Key="m")["Body"].read() == data
+    after_miss = scrape(metrics_url)
+    assert reads(after_miss, "local_miss") > reads(before, "local_miss"), "first GET must count a local_miss"
+    assert reads(after_miss, "local_hit") == reads(before, "local_hit"), "first GET must not count a local_hit"
+
+    assert s3.get_object(Bucket=bucket, Key="m")["Body"].read() == data
+    after_hit = scrape(metrics_url)
+    assert reads(after_hit, "local_hit") > reads(after_miss, "local_hit"), "second GET must count a local_hit"
+    assert reads(after_hit, "local_miss") == reads(after_miss, "local_miss"), "second GET must not miss"
+
+    # A ranged GET of a cached object is a hit too.
+    assert s3.get_object(Bucket=bucket, Key="m", Range="bytes=100-199")["Body"].read() == data[100:200]
+    assert reads(scrape(metrics_url), "local_hit") > reads(after_hit, "local_hit")
+
+
+def test_overwrite_in_store_is_seen(s3, store_s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"version one")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"version one"  # fills the cache
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"version one"
+
+    store_s3.put_object(Bucket=bucket, Key="k", Body=b"version two, longer", ContentType="text/x-two")
+    got = s3.get_object(Bucket=bucket, Key="k")
+    assert got["Body"].read() == b"version two, longer"
+    assert got["ContentLength"] == len(b"version two, longer")
+    assert got["ContentType"] == "text/x-two"
+    head = s3.head_object(Bucket=bucket, Key="k")
+    assert head["ContentLength"] == len(b"version two, longer")
+    assert head["ETag"] == store_s3.head_object(Bucket=bucket, Key="k")["ETag"]
+    rng = s3.get_object(Bucket=bucket, Key="k", Range="bytes=0-6")["Body"].read()
+    assert rng == b"version"
+
+
+def test_same_size_overwrite_in_store_is_seen(s3, store_s3, bucket):
+    """Same length, different bytes: only the ETag tells them apart."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"AAAAAAAA")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"AAAAAAAA"
+    store_s3.put_object(Bucket=bucket, Key="k", Body=b"BBBBBBBB")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"BBBBBBBB"
+    assert s3.get_object(Bucket=bucket, Key="k", Range="bytes=2-3")["Body"].read() == b"BB"
+
+
+def test_delete_in_store_is_seen(s3, store_s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"doomed")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"doomed"
+    store_s3.delete_object(Bucket=bucket, Key="k")
+    expect_error(lambda: s3.get_object(Bucket=bucket, Key="k"), 404, "NoSuchKey")
+    expect_error(lambda: s3.head_object(Bucket=bucket, Key="k"), 404, "404", "NoSuchKey")
+    expect_error(lambda: s3.get_object(Bucket=bucket, Key="k", Range="bytes=0-1"), 404, "NoSuchKey")
+
+
+def test_recreate_in_store_after_delete_is_seen(s3, store_s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"first life")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"first life"
+    store_s3.delete_object(Bucket=bucket, Key="k")
+    expect_error(lambda: s3.get_object(Bucket=bucket, Key="k"), 404, "NoSuchKey")
+    store_s3.put_object(Bucket=bucket, Key="k", Body=b"second life")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"second life"
+
+
+def test_writes_through_hoard_reach_the_store(s3, store_s3, bucket):
+    data = random_bytes(3 * 1024 * 1024)
+    s3.put_object(Bucket=bucket, Key="w", Body=data, Metadata={"via": "hoard"})
+    got = store_s3.get_object(Bucket=bucket, Key="w")
+    assert got["Body"].read() == data
+    assert got["Metadata"] == {"via": "hoard"}
+    s3.delete_object(Bucket=bucket, Key="w")
+    expect_error(lambda: store_s3.head_object(Bucket=bucket, Key="w"), 404, "404", "NoSuchKey")
+
+
+def test_conditional_get_after_store_overwrite(s3, store_s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"one")
+    old_etag = s3.head_object(Bucket=bucket, Key="k")["ETag"]
+    s3.get_object(Bucket=bucket, Key="k")["Body"].read()
+    store_s3.put_object(Bucket=bucket, Key="k", Body=b"two")
+    # The cached ETag is stale: If-None-Match on it must return the new bytes.
+    got = s3.get_object(Bucket=bucket, Key="k", IfNoneMatch=old_etag)
+    assert got["Body"].read() == b"two"
+    expect_error(lambda: s3.get_object(Bucket=bucket, Key="k", IfMatch=old_etag), 412, "PreconditionFailed")
+
+
+UNSUPPORTED = [
+    (
+        "PUT",
+        "lifecycle=",
+        b"<LifecycleConfiguration><Rule><ID>r</ID><Status>Enabled</Status>"
+        b"<Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>",
+    ),
+    ("GET", "torrent=", b""),
+]
+
+
+@pytest.mark.parametrize(("method", "query", "body"), UNSUPPORTED, ids=["put-lifecycle", "get-torrent"])
+def test_unsupported_operation_is_501(endpoint, creds, s3, bucket, method, query, body):
+    s3.put_object(Bucket=bucket, Key="obj", Body=b"x")
+    path = f"/{bucket}" if "lifecycle" in query else f"/{bucket}/obj"
+    headers = {}
+    if body:
+        headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    resp = signed_request(endpoint, creds, method, path, query=query, headers=headers, body=body)
+    assert resp.status == 501, (resp.status, resp.body)
+    assert xml_error_code(resp.body) == "NotImplemented", resp.body
+    assert resp.headers.get("content-type", "").startswith(("application/xml", "text/xml"))
+
+
+def test_unsupported_operation_via_boto3(s3, bucket):
+    expect_error(
+        lambda: s3.put_bucket_lifecycle_configuration(
+            Bucket=bucket,
+            LifecycleConfiguration={
+                "Rules": [{"ID": "r", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}]
+            },
+        ),
+        501,
+        "NotImplemented",
+    )
+    expect_error(lambda: s3.get_object_torrent(Bucket=bucket, Key="whatever"), 501, "NotImplemented")
