@@ -3,6 +3,7 @@ package s3api
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
@@ -110,6 +111,9 @@ func toAPIError(err error) (*APIError, bool) {
 	}
 	if errors.Is(err, cachelet.ErrObjectChanged) {
 		return apiErr("SlowDown", http.StatusServiceUnavailable, "The object changed while it was read. Please retry."), true
+	}
+	if errors.Is(err, errBodyTooLong) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return apiErr("IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."), false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return errUnavailable, true

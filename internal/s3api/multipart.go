@@ -45,7 +45,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	body := &errCapture{r: r.Body}
+	body := &errCapture{r: newExactBody(r.Body, size)}
 	part, err := s.cl.Store().UploadPart(r.Context(), rq.bucket, rq.key, uploadID, n, body, size, opts)
 	if err = bodyError(body, err); err != nil {
 		return err

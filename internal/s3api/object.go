@@ -146,7 +146,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err != nil {
 		return err
 	}
-	body := &errCapture{r: r.Body}
+	body := &errCapture{r: newExactBody(r.Body, size)}
 	res, err := s.cl.Put(r.Context(), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {
 		return err

@@ -153,6 +153,11 @@ func (v *Verifier) v2Matches(r *http.Request, q query, secret, sig string, dates
 	if enc := encodePath(r.URL.Path); enc != paths[0] {
 		paths = append(paths, enc)
 	}
+	// botocore signs a path-style bucket request ("/bkt") with the
+	// resource "/bkt/", as AWS accepts; the slash names the same bucket.
+	if p := paths[0]; len(p) > 1 && strings.Count(p, "/") == 1 {
+		paths = append(paths, p+"/")
+	}
 	buckets := []string{""}
 	if b := v.virtualHostBucket(r.Host); b != "" {
 		buckets = append(buckets, "/"+b)

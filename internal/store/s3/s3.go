@@ -166,6 +166,12 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 			// as a trailer.
 			po.Checksum = ct
 		}
+	} else if size > 0 {
+		// A trailing checksum makes the store's commit depend on the
+		// whole body arriving and matching: an upload cut short (because
+		// the client's body failed verification midway) can never be
+		// committed, whatever a store does with truncated requests.
+		po.Checksum = minio.ChecksumCRC32C
 	}
 	// UNSIGNED-PAYLOAD: the body is not hashed for the signature. A
 	// signed (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) body would cost a
