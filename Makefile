@@ -76,7 +76,7 @@ venv: $(VENV)/.stamp
 
 # --- the local default --------------------------------------------------------
 
-up: $(BIN) $(TOOLS)/minio
+up: $(BIN) $(TOOLS)/minio venv
 	$(BIN) up
 
 down: $(BIN)

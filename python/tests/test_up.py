@@ -1,0 +1,112 @@
+"""`hoard up --detach` and `hoard down`: the local default, as a user runs it.
+
+`hoard up` starts its own MinIO (this module does not use the session's
+servers): it must write `.hoard/env` with working settings, serve S3 through
+the cachelet, expose metrics, and stop cleanly with `hoard down`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from conftest import REPO_ROOT, free_port
+
+pytestmark = pytest.mark.hoard
+
+ENV_KEYS = {
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "HOARD_STORE_ENDPOINT",
+    "HOARD_METRICS_URL",
+}
+
+
+def _hoard() -> Path:
+    return Path(os.environ.get("HOARD_BIN", REPO_ROOT / "bin" / "hoard"))
+
+
+def _run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([str(_hoard()), *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    env = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition("=")
+        env[name] = value
+    return env
+
+
+def test_up_detach_then_down(tmp_path):
+    state = tmp_path / "state"
+    ports = [free_port() for _ in range(3)]
+    up = _run(
+        "up",
+        "--detach",
+        "--dir",
+        str(state),
+        "--listen",
+        f"127.0.0.1:{ports[0]}",
+        "--metrics-listen",
+        f"127.0.0.1:{ports[1]}",
+        "--store-listen",
+        f"127.0.0.1:{ports[2]}",
+        "--budget",
+        "64MiB",
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        env = _read_env(state / "env")
+        assert set(env) == ENV_KEYS
+        assert env["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{ports[0]}"
+        assert env["HOARD_STORE_ENDPOINT"] == f"http://127.0.0.1:{ports[2]}"
+
+        # A second `up` on the same state directory refuses to start.
+        again = _run("up", "--detach", "--dir", str(state))
+        assert again.returncode != 0
+        assert "already running" in again.stderr
+
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_DEFAULT_REGION"],
+            config=Config(s3={"addressing_style": "path"}),
+        )
+        s3.create_bucket(Bucket="up-test")
+        s3.put_object(Bucket="up-test", Key="k", Body=b"through the local default")
+        for _ in range(2):
+            assert s3.get_object(Bucket="up-test", Key="k")["Body"].read() == b"through the local default"
+        metrics = urllib.request.urlopen(env["HOARD_METRICS_URL"], timeout=10).read().decode()
+        assert 'hoard_cachelet_reads_total{outcome="local_hit"}' in metrics
+
+        # The store behind it really is a separate MinIO with its own keys.
+        store = boto3.client(
+            "s3",
+            endpoint_url=env["HOARD_STORE_ENDPOINT"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        )
+        with pytest.raises(Exception, match="InvalidAccessKeyId"):
+            store.list_buckets()
+    finally:
+        down = _run("down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert "stopped" in down.stdout
+    assert not (state / "env").exists()
+    assert not (state / "hoard.pid").exists()
+    # Data survives a restart of the local default: it lives under --dir.
+    assert (state / "minio").is_dir()
+    # A second `down` has nothing to stop.
+    assert "not running" in _run("down", "--dir", str(state)).stdout
