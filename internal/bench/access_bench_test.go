@@ -26,6 +26,7 @@ import (
 func BenchmarkGetStore4KiB(b *testing.B)     { benchGet(b, "store") }
 func BenchmarkGetWarm4KiB(b *testing.B)      { benchGet(b, cachelet.ReadVersionCheck) }
 func BenchmarkGetWarmLocal4KiB(b *testing.B) { benchGet(b, cachelet.ReadLocal) }
+func BenchmarkGetCold4KiB(b *testing.B)      { benchGet(b, "cold") }
 
 func benchGet(b *testing.B, mode cachelet.ReadMode) {
 	const size = 4 << 10
@@ -51,11 +52,16 @@ func benchGet(b *testing.B, mode cachelet.ReadMode) {
 		b.Fatal(err)
 	}
 	g := NewS3Getter(store, benchBucket)
+	var in *instance.Instance
 	if mode != "store" {
-		in, err := instance.Start(ctx, instance.Config{
+		readMode := mode
+		if mode == "cold" {
+			readMode = cachelet.ReadVersionCheck
+		}
+		in, err = instance.Start(ctx, instance.Config{
 			MetricsListen: "off", AccessKey: clientKey, SecretKey: clientSec,
 			Store:    s3store.Config{Endpoint: srv.Endpoint(), AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey(), Region: benchRegion},
-			Cachelet: cachelet.Config{Cache: cache.Config{Budget: 64 << 20}, ReadMode: mode},
+			Cachelet: cachelet.Config{Cache: cache.Config{Budget: 64 << 20}, ReadMode: readMode},
 		}, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -70,15 +76,25 @@ func benchGet(b *testing.B, mode cachelet.ReadMode) {
 			b.Fatal(err)
 		}
 		g.Expect = string(cachelet.LocalHit)
+		if mode == "cold" {
+			g.Expect = string(cachelet.LocalMiss)
+		}
+	}
+	get := func() error {
+		if mode == "cold" { // each read a local miss
+			in.Cachelet().Invalidate(benchBucket, key)
+		}
+		_, err := g.Get(ctx, key)
+		return err
 	}
 	for range 10 {
-		if _, err := g.Get(ctx, key); err != nil {
+		if err := get(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.SetBytes(size)
 	for b.Loop() {
-		if _, err := g.Get(ctx, key); err != nil {
+		if err := get(); err != nil {
 			b.Fatal(err)
 		}
 	}

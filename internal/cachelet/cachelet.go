@@ -95,18 +95,57 @@ type Cachelet struct {
 	mu      sync.Mutex
 	filling map[cache.Key]*cache.Entry // fills in flight, readable
 	pending map[cache.Key]*cache.Entry // buffered writes awaiting the store
-	flights map[cache.Key]*flight      // store GETs whose answer is not in yet
-	wg      sync.WaitGroup             // fill goroutines
-	closed  bool
+	flights map[cache.Key]*flight      // cold reads others may still join
+	// asking holds every store GET whose answer may be installed, from
+	// before it is sent until its answer is installed (or not): a write
+	// must doom an answer that may predate it even before it is installed.
+	asking map[cache.Key]map[*flight]struct{}
+	wg     sync.WaitGroup // fill goroutines
+	closed bool
 }
 
-// flight is a cold read's store request, shared by readers that arrive
-// before its answer does.
+// flight is a store GET whose answer may be installed in memory. A cold
+// read's flight (done set) is shared by readers that arrive before its
+// answer does.
 type flight struct {
-	done   chan struct{}
-	entry  *cache.Entry // set when the object is being filled
+	done   chan struct{} // nil unless others can join
+	entry  *cache.Entry  // set when the object is being filled
 	err    error
-	doomed bool // a write overtook this read: whatever it returns is not cached
+	doomed bool // a write overtook this GET: whatever it returns is not cached
+}
+
+// askLocked registers a store GET of k about to be sent, so that writes
+// doom its answer. Called with mu held; endAskLocked ends it.
+func (c *Cachelet) askLocked(k cache.Key, fl *flight) *flight {
+	set := c.asking[k]
+	if set == nil {
+		set = make(map[*flight]struct{})
+		c.asking[k] = set
+	}
+	set[fl] = struct{}{}
+	return fl
+}
+
+func (c *Cachelet) endAskLocked(k cache.Key, fl *flight) {
+	if set := c.asking[k]; set != nil {
+		delete(set, fl)
+		if len(set) == 0 {
+			delete(c.asking, k)
+		}
+	}
+}
+
+// ask registers a store GET of k that no other reader joins.
+func (c *Cachelet) ask(k cache.Key) *flight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.askLocked(k, &flight{})
+}
+
+func (c *Cachelet) endAsk(k cache.Key, fl *flight) {
+	c.mu.Lock()
+	c.endAskLocked(k, fl)
+	c.mu.Unlock()
 }
 
 // New returns a Cachelet over st. reg may be nil (no metrics exported).
@@ -124,6 +163,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		filling: make(map[cache.Key]*cache.Entry),
 		pending: make(map[cache.Key]*cache.Entry),
 		flights: make(map[cache.Key]*flight),
+		asking:  make(map[cache.Key]map[*flight]struct{}),
 	}
 	c.m = newMetrics(reg, c)
 	ccfg := cfg.Cache
@@ -158,54 +198,75 @@ func (c *Cachelet) Close() error {
 }
 
 // Invalidate drops the cached copy of bucket/key and dooms every fill of it
-// in flight. Writes call it before and after they reach the store.
+// in flight, and every store GET of it whose answer is not in yet. Writes
+// call it before and after they reach the store.
 func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.mu.Lock()
-	if e := c.filling[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.filling, k)
-	}
 	if e := c.pending[k]; e != nil {
 		c.cache.Doom(e)
 		delete(c.pending, k)
 	}
-	if f := c.flights[k]; f != nil {
-		f.doomed = true
-		if f.entry != nil {
-			c.cache.Doom(f.entry)
-		}
-	}
+	c.doomReadsLocked(k)
 	c.mu.Unlock()
 	c.cache.Remove(k)
 }
 
+// doomReadsLocked dooms what reads of k have in flight: fills, and store
+// GETs not answered yet. Nothing doomed stays where a new read would find
+// it: a read that starts after a write returned must not join a download
+// that may predate the write. Called with mu held.
+func (c *Cachelet) doomReadsLocked(k cache.Key) {
+	if e := c.filling[k]; e != nil {
+		c.cache.Doom(e)
+		delete(c.filling, k)
+	}
+	for fl := range c.asking[k] {
+		fl.doomed = true
+		if fl.entry != nil {
+			c.cache.Doom(fl.entry)
+		}
+	}
+	delete(c.flights, k)
+}
+
 // install takes a store body of a whole object and either starts filling
 // memory from it (returning the entry, which readers can read at once) or,
-// when the object is not admitted, hands the body back for streaming. fl,
-// when set, is the flight the body answers; a doomed flight's entry is
-// filled but never admitted.
+// when the object is not admitted, hands the body back for streaming. fl is
+// the registered GET the body answers; a doomed GET's entry is filled for
+// the readers already waiting on it, but no new read finds it and it is
+// never admitted.
 func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser) {
 	if !c.cache.Reserve(info.Size) {
 		return nil, body
 	}
 	e := cache.NewEntry(k, info)
 	c.mu.Lock()
-	if old := c.filling[k]; old != nil {
-		c.cache.Doom(old) // we hold a newer answer
-	}
-	c.filling[k] = e
-	if fl != nil {
-		fl.entry = e
-		if fl.doomed {
-			c.cache.Doom(e)
+	fl.entry = e
+	if fl.doomed {
+		c.cache.Doom(e)
+	} else {
+		if old := c.filling[k]; old != nil {
+			c.cache.Doom(old) // we hold a newer answer
 		}
+		c.filling[k] = e
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
-	go c.fill(e, body)
+	if info.Size <= syncFillMax {
+		// Small objects arrive in one read or two: filling them here
+		// spares a goroutine and a wake-up per cold read, and streaming
+		// would gain nothing.
+		c.fill(e, body)
+	} else {
+		go c.fill(e, body)
+	}
 	return e, nil
 }
+
+// syncFillMax is the largest object filled by the reader that missed
+// rather than by a goroutine of its own.
+const syncFillMax = 64 << 10
 
 func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) {
 	defer c.wg.Done()

@@ -128,7 +128,7 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key) (*cache.Entry, io.R
 	leader := false
 	if e == nil {
 		if fl = c.flights[k]; fl == nil {
-			fl = &flight{done: make(chan struct{})}
+			fl = c.askLocked(k, &flight{done: make(chan struct{})})
 			c.flights[k] = fl
 			leader = true
 		}
@@ -167,13 +167,19 @@ func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight) (*cache.En
 	if c.flights[k] == fl {
 		delete(c.flights, k)
 	}
+	c.endAskLocked(k, fl)
 	c.mu.Unlock()
 	close(fl.done)
 	return e, body, info, outcome, err
 }
 
-// fetch reads the whole object from the store and installs it.
+// fetch reads the whole object from the store and installs it. fl is the
+// registered flight the GET answers; nil registers one of its own.
 func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	if fl == nil {
+		fl = c.ask(k)
+		defer c.endAsk(k, fl)
+	}
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
 	if err != nil {
@@ -198,6 +204,9 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry) (*c
 	if c.cfg.ReadMode == ReadLocal {
 		return e, nil, store.ObjectInfo{}, LocalHit, nil
 	}
+	// The check's answer may be a newer version, installed below.
+	fl := c.ask(k)
+	defer c.endAsk(k, fl)
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
 	switch {
@@ -210,7 +219,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry) (*c
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
 		body = cancelOnClose{ReadCloser: body, cancel: cancel}
-		if ne, pass := c.install(k, body, info, nil); ne != nil {
+		if ne, pass := c.install(k, body, info, fl); ne != nil {
 			return ne, nil, info, LocalMiss, nil
 		} else {
 			return nil, pass, info, PassThrough, nil

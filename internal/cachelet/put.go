@@ -48,6 +48,9 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 	}
 	// Swap the placeholder for the real entry while it is still
 	// registered, so an Invalidate racing with Add dooms or removes it.
+	// Reads that asked the store after the Invalidate above, but before it
+	// had this write, may hold the older version: doom them too, or their
+	// fill would land over this entry.
 	ne := cache.NewCompleteEntry(k, info, buf.buf)
 	c.mu.Lock()
 	if c.pending[k] == e {
@@ -56,6 +59,7 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 	if e.Doomed() {
 		c.cache.Doom(ne)
 	}
+	c.doomReadsLocked(k)
 	c.mu.Unlock()
 	c.cache.Add(ne)
 	c.mu.Lock()

@@ -3,12 +3,13 @@ package cachelet
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/hoard-io/hoard/internal/store"
-	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 
 // cput writes through the cachelet.
@@ -207,11 +208,16 @@ func TestDeleteDuringAColdReadsRequest(t *testing.T) {
 	<-bodyHold.Reached() // the old answer is being downloaded
 
 	// The delete has returned: a new read must not get v1.
-	data, obj, err := e.read("k", nil)
-	if !errors.Is(err, store.ErrNoSuchKey) {
-		t.Errorf("read after Delete returned = %d bytes (%v), %v; want ErrNoSuchKey", len(data), obj, err)
-	}
+	obj, err := e.c.Get(t.Context(), testBucket, "k", nil)
 	bodyHold.Release()
+	if obj != nil {
+		data, _ := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		t.Errorf("read after Delete returned = %d bytes (%s; v1: %v), want ErrNoSuchKey",
+			len(data), obj.Outcome, bytes.Equal(data, v1))
+	} else if !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("read after Delete returned = %v, want ErrNoSuchKey", err)
+	}
 	if r := <-first; r.err != nil || !bytes.Equal(r.data, v1) {
 		t.Errorf("the read that began before the delete = %d bytes, %v; want v1", len(r.data), r.err)
 	}
@@ -222,6 +228,46 @@ func TestDeleteDuringAColdReadsRequest(t *testing.T) {
 	if s := e.c.Stats(); s.Objects != 0 || s.Reserved != 0 {
 		t.Errorf("stats %+v, want nothing held", s)
 	}
+}
+
+// A read that starts after a delete returned must not join a cold read's
+// store request sent before the delete: that request's answer is the old
+// version.
+func TestReadAfterDeleteDoesNotJoinAnOlderRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, readLocal)
+		v1 := object("k", 1, 10<<10)
+		e.storePut("k", v1)
+		hold := e.st.HoldGet(testBucket, "k")
+		first := make(chan error, 1)
+		go func() {
+			got, _, err := e.read("k", nil)
+			if err == nil && !bytes.Equal(got, v1) {
+				err = errors.New("wrong bytes")
+			}
+			first <- err
+		}()
+		<-hold.Reached()
+		if err := e.c.Delete(t.Context(), testBucket, "k"); err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan error, 1)
+		go func() {
+			got, _, err := e.read("k", nil)
+			if err == nil {
+				err = fmt.Errorf("read %d bytes (v1: %v)", len(got), bytes.Equal(got, v1))
+			}
+			second <- err
+		}()
+		synctest.Wait() // the second read is waiting: on the store, or on the first read
+		hold.Release()
+		if err := <-first; err != nil {
+			t.Errorf("the read that began before the delete: %v", err)
+		}
+		if err := <-second; !errors.Is(err, store.ErrNoSuchKey) {
+			t.Errorf("the read that began after the delete: %v, want ErrNoSuchKey", err)
+		}
+	})
 }
 
 // Every write path drops the cached copy of what it changed. ReadLocal
@@ -360,5 +406,4 @@ func TestConcurrentWritesAndReads(t *testing.T) {
 		e.mustRead(k, last[k], LocalHit)
 	}
 	e.checkBudget()
-	_ = memstore.OpPut
 }
