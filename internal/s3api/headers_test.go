@@ -219,3 +219,5 @@ func TestSplitPath(t *testing.T) {
 		}
 	}
 }
+
+var storeGetAll = store.GetOptions{}

@@ -252,11 +252,14 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 	host = strings.ToLower(host)
 	for _, d := range s.cfg.Domains {
 		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
-			_, key, err := splitPath("/x" + r.URL.Path)
-			if err == nil && !validBucketName(b) {
-				err = errInvalidBucketName
+			key := strings.TrimPrefix(r.URL.Path, "/")
+			switch {
+			case !validBucketName(b):
+				return b, key, errInvalidBucketName
+			case key != "":
+				return b, key, checkKey(key)
 			}
-			return b, key, err
+			return b, key, nil
 		}
 	}
 	return splitPath(r.URL.Path)
