@@ -264,6 +264,7 @@ func TestMetadataHeaderCase(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
+	//lint:ignore SA1008 the point is the exact, non-canonical name sent on the wire
 	if vals := rec.Header()["x-amz-meta-color"]; len(vals) != 1 || vals[0] != "Blue" {
 		t.Fatalf("headers sent: %v", rec.Header())
 	}
