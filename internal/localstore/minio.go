@@ -69,17 +69,25 @@ func StartMinIO(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // minioReady asks MinIO's readiness endpoint, which answers 200 once the
-// object layer is initialised (before that, S3 calls get 503
-// XMinioServerNotInitialized).
+// object layer is initialised, and then the S3 API itself: right after
+// start-up the readiness endpoint can answer 200 while S3 calls still get
+// 503 (XMinioServerNotInitialized, IAM still loading). An unsigned
+// ListBuckets answered with anything but a 5xx (403 when working) means
+// the S3 API serves.
 func minioReady(ctx context.Context, client *http.Client, endpoint string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/minio/health/ready", nil)
-	if err != nil {
-		return false
+	for _, path := range []string{"/minio/health/ready", "/"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+path, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if path != "/" && resp.StatusCode != http.StatusOK || resp.StatusCode >= 500 {
+			return false
+		}
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return true
 }

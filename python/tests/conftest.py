@@ -155,7 +155,7 @@ def _start(name: str, argv: list[str], tmp: Path, env: dict[str, str] | None = N
 
 
 def _wait_ready(server: Server, url: str, *, any_status: bool = False) -> None:
-    """Poll url until it answers 200 (or any HTTP status if any_status)."""
+    """Poll url until it answers 200 (or any status below 500 if any_status)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     last = "no attempt"
     while time.monotonic() < deadline:
@@ -167,7 +167,7 @@ def _wait_ready(server: Server, url: str, *, any_status: bool = False) -> None:
                     return
                 last = f"HTTP {resp.status}"
         except urllib.error.HTTPError as exc:
-            if any_status:
+            if any_status and exc.code < 500:
                 return
             last = f"HTTP {exc.code}"
         except (urllib.error.URLError, OSError) as exc:
@@ -210,6 +210,9 @@ def _start_minio(tmp: Path) -> tuple[Server, str]:
     )
     endpoint = f"http://127.0.0.1:{port}"
     _wait_ready(server, f"{endpoint}/minio/health/ready")
+    # Readiness can report 200 while S3 calls still get 503 (IAM loading):
+    # wait until an unsigned ListBuckets is refused (403) instead.
+    _wait_ready(server, f"{endpoint}/", any_status=True)
     return server, endpoint
 
 
