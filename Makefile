@@ -31,7 +31,7 @@ export HOARD_BIN           := $(BIN)
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: build up down test test-unit test-integration test-e2e lint bench tools venv redis clean fuzz
+.PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis clean fuzz
 
 build: $(BIN)
 
@@ -84,7 +84,7 @@ down: $(BIN)
 
 # --- tests --------------------------------------------------------------------
 
-test: test-unit test-integration test-e2e
+test: test-unit test-integration test-e2e test-bench-smoke
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -95,6 +95,11 @@ test-integration: $(TOOLS)/minio $(TOOLS)/versitygw
 test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv
 	HOARD_E2E_STORE=minio     $(VENV)/bin/pytest -q python/tests
 	HOARD_E2E_STORE=versitygw $(VENV)/bin/pytest -q python/tests
+
+# The benchmark harness runs end to end (tiny sizes; Redis left out so
+# the suite needs no root). Figures from this run mean nothing.
+test-bench-smoke: $(BIN) $(TOOLS)/minio
+	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,tcp --boto3=false >/dev/null
 
 # Short fuzzing of the request parsers, beyond their seed corpora.
 fuzz:
