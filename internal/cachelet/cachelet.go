@@ -102,6 +102,10 @@ type Cachelet struct {
 	asking map[cache.Key]map[*flight]struct{}
 	wg     sync.WaitGroup // fill goroutines
 	closed bool
+
+	// stopped ends when Close begins; fills derive from it.
+	stopped   context.Context
+	stopFills context.CancelFunc
 }
 
 // flight is a store GET whose answer may be installed in memory. A cold
@@ -165,6 +169,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		flights: make(map[cache.Key]*flight),
 		asking:  make(map[cache.Key]map[*flight]struct{}),
 	}
+	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
 	ccfg := cfg.Cache
 	user := ccfg.OnEvict
@@ -187,12 +192,14 @@ func (c *Cachelet) Store() store.Store { return c.store }
 // Stats returns the memory tier's occupancy.
 func (c *Cachelet) Stats() cache.Stats { return c.cache.Stats() }
 
-// Close waits for fills in flight to end. It does not close the store.
-// Idempotent.
+// Close cancels the fills still in flight (those no request is waiting
+// for any more: the listener shut down first), waits for them, and turns
+// later fills into pass-through. It does not close the store. Idempotent.
 func (c *Cachelet) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.stopFills()
 	c.wg.Wait()
 	return nil
 }
@@ -236,12 +243,18 @@ func (c *Cachelet) doomReadsLocked(k cache.Key) {
 // the registered GET the body answers; a doomed GET's entry is filled for
 // the readers already waiting on it, but no new read finds it and it is
 // never admitted.
-func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser) {
+func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, error) {
 	if !c.cache.Reserve(info.Size) {
-		return nil, body
+		return nil, body, nil
 	}
 	e := cache.NewEntry(k, info)
 	c.mu.Lock()
+	if c.closed {
+		// No new fill goroutines once Close began: stream this one.
+		c.mu.Unlock()
+		c.cache.Release(info.Size)
+		return nil, body, nil
+	}
 	fl.entry = e
 	if fl.doomed {
 		c.cache.Doom(e)
@@ -256,19 +269,24 @@ func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInf
 	if info.Size <= syncFillMax {
 		// Small objects arrive in one read or two: filling them here
 		// spares a goroutine and a wake-up per cold read, and streaming
-		// would gain nothing.
-		c.fill(e, body)
-	} else {
-		go c.fill(e, body)
+		// would gain nothing. A failure is the reader's error before any
+		// header is sent, not a broken body after.
+		if err := c.fill(e, body); err != nil {
+			return nil, nil, err
+		}
+		return e, nil, nil
 	}
-	return e, nil
+	go c.fill(e, body) // its readers see its error
+	return e, nil, nil
 }
 
 // syncFillMax is the largest object filled by the reader that missed
 // rather than by a goroutine of its own.
 const syncFillMax = 64 << 10
 
-func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) {
+// fill copies a store body into e and admits e to the cache; it returns
+// the error that aborted the fill, if any.
+func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 	defer c.wg.Done()
 	start := time.Now()
 	_, err := e.ReadFrom(body)
@@ -291,12 +309,16 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) {
 		delete(c.filling, e.Key())
 	}
 	c.mu.Unlock()
+	return err
 }
 
 // fillContext detaches a store request from the client's request: a fill
 // outlives the reader that started it, and other readers may depend on it.
+// Close cancels it.
 func (c *Cachelet) fillContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
+	stop := context.AfterFunc(c.stopped, cancel)
+	return fctx, func() { stop(); cancel() }
 }
 
 // cancelOnClose releases a request context when its body is closed.

@@ -187,11 +187,19 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight) (*cache.E
 		return nil, nil, store.ObjectInfo{}, "", err
 	}
 	body = cancelOnClose{ReadCloser: body, cancel: cancel}
-	if e, pass := c.install(k, body, info, fl); e != nil {
+	return c.installed(k, body, info, fl)
+}
+
+// installed installs a store answer and says how the read is served.
+func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	e, pass, err := c.install(k, body, info, fl)
+	switch {
+	case err != nil:
+		return nil, nil, store.ObjectInfo{}, "", err
+	case e != nil:
 		return e, nil, info, LocalMiss, nil
-	} else {
-		return nil, pass, info, PassThrough, nil
 	}
+	return nil, pass, info, PassThrough, nil
 }
 
 // confirm serves a read from entry e, first checking it against the store
@@ -219,11 +227,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry) (*c
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
 		body = cancelOnClose{ReadCloser: body, cancel: cancel}
-		if ne, pass := c.install(k, body, info, fl); ne != nil {
-			return ne, nil, info, LocalMiss, nil
-		} else {
-			return nil, pass, info, PassThrough, nil
-		}
+		return c.installed(k, body, info, fl)
 	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -571,5 +572,33 @@ func TestStat(t *testing.T) {
 				t.Errorf("%d objects held after Stat, want %d", got, wantObjects)
 			}
 		})
+	}
+}
+
+// TestCloseCancelsOrphanedFills: a fill nobody waits for any more does not
+// hold Close up until its timeout; Close cancels it, and it is not cached.
+func TestCloseCancelsOrphanedFills(t *testing.T) {
+	e := newEnv(t, nil)
+	data := object("big", 1, 200<<10) // filled by a goroutine of its own
+	e.storePut("big", data)
+	hold := e.st.HoldBody(testBucket, "big", 1000)
+	defer hold.Release()
+
+	obj, err := e.c.Get(t.Context(), testBucket, "big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold.Reached()
+	done := make(chan error, 1)
+	go func() { done <- e.c.Close() }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(obj.Body); err == nil {
+		t.Fatal("a read of a fill cancelled by Close ended without an error")
+	}
+	obj.Body.Close()
+	if s := e.c.Stats(); s.Objects != 0 || s.Reserved != 0 {
+		t.Fatalf("after Close: %+v", s)
 	}
 }
