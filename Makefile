@@ -105,6 +105,8 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzChunkedDecoder -fuzztime 30s ./internal/s3auth
 	$(GO) test -run XXX -fuzz FuzzParseRange -fuzztime 30s ./internal/s3api
+	$(GO) test -run XXX -fuzz FuzzServeHTTP -fuzztime 60s ./internal/s3api
+	$(GO) test -run XXX -fuzz FuzzVerify -fuzztime 30s ./internal/s3auth
 
 lint: $(TOOLS)/staticcheck venv
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -38,7 +38,7 @@ type testServer struct {
 	store *memstore.Store
 }
 
-func newTestServer(t *testing.T, domains ...string) *testServer {
+func newTestServer(t testing.TB, domains ...string) *testServer {
 	t.Helper()
 	st := memstore.New()
 	cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 16 << 20}}, st, nil, nil)
@@ -88,7 +88,7 @@ func (s *testServer) do(t *testing.T, method, target string, body []byte, hdr ma
 }
 
 // sign signs req as S3 SDKs do: the path exactly as sent, not re-escaped.
-func sign(t *testing.T, req *http.Request, payloadHash string) {
+func sign(t testing.TB, req *http.Request, payloadHash string) {
 	t.Helper()
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 	if err := signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testAK, SecretAccessKey: testSK},
