@@ -269,3 +269,23 @@ func TestMetadataHeaderCase(t *testing.T) {
 		t.Fatalf("headers sent: %v", rec.Header())
 	}
 }
+
+// TestOversizedUpload: a declared length over S3's 5 GiB limit is refused
+// before any of the body is read.
+func TestOversizedUpload(t *testing.T) {
+	s := newTestServer(t)
+	for _, target := range []string{"/bkt/huge", "/bkt/huge?partNumber=1&uploadId=x"} {
+		req := httptest.NewRequest(http.MethodPut, target, strings.NewReader(""))
+		req.ContentLength = MaxObjectSize + 1
+		req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+		sign(t, req, "UNSIGNED-PAYLOAD")
+		rec := httptest.NewRecorder()
+		s.api.ServeHTTP(rec, req)
+		if rec.Code != 400 || !strings.Contains(rec.Body.String(), "<Code>EntityTooLarge</Code>") {
+			t.Fatalf("%s: %d %s", target, rec.Code, rec.Body)
+		}
+	}
+	if got := s.object(t, "huge"); !strings.HasPrefix(got, "<") {
+		t.Fatalf("an object was stored: %q", got)
+	}
+}
