@@ -98,6 +98,14 @@ type handler func(w http.ResponseWriter, r *http.Request, rq *request) error
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// S3 answers 100 Continue whenever asked. Go's server skips it
+		// for empty bodies and answers at once, and botocore, handed a
+		// final answer while it waits for 100, keeps stale state on the
+		// kept-alive connection: its next request there hangs until its
+		// read timeout.
+		w.WriteHeader(http.StatusContinue)
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	rq := &request{id: newRequestID()}
 	h := w.Header()

@@ -1,12 +1,14 @@
 package s3api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -287,5 +289,42 @@ func TestOversizedUpload(t *testing.T) {
 	}
 	if got := s.object(t, "huge"); !strings.HasPrefix(got, "<") {
 		t.Fatalf("an object was stored: %q", got)
+	}
+}
+
+// TestContinueForEmptyBodies: a request that asks for 100 Continue gets it
+// even with an empty body, as from S3. botocore, answered finally while it
+// waits for 100, leaves its kept-alive connection in a state where its next
+// request hangs; `aws s3 sync` of a tree holding an empty file did.
+func TestContinueForEmptyBodies(t *testing.T) {
+	s := newTestServer(t)
+	req, _ := http.NewRequest(http.MethodPut, s.URL+"/bkt/empty", http.NoBody)
+	req.ContentLength = 0
+	req.Header.Set("Expect", "100-continue")
+	const emptySHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	req.Header.Set("X-Amz-Content-Sha256", emptySHA)
+	sign(t, req, emptySHA)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusContinue {
+		t.Fatalf("first answer %d, want 100 Continue", resp.StatusCode)
+	}
+	if resp, err = http.ReadResponse(br, req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("final status %d", resp.StatusCode)
 	}
 }
