@@ -1,0 +1,189 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// MaxIdleConnsPerPeer is the keep-alive pool per peer; default 64.
+	MaxIdleConnsPerPeer int
+	// DialTimeout bounds connecting to a peer; default 2 s. A peer that
+	// cannot be reached quickly is treated as down: callers fall back to
+	// the store.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for a peer's answer after the
+	// request was sent; default 30 s (a remote miss waits for the store).
+	ResponseHeaderTimeout time.Duration
+}
+
+func (c *ClientConfig) withDefaults() ClientConfig {
+	out := *c
+	if out.MaxIdleConnsPerPeer == 0 {
+		out.MaxIdleConnsPerPeer = 64
+	}
+	if out.DialTimeout == 0 {
+		out.DialTimeout = 2 * time.Second
+	}
+	if out.ResponseHeaderTimeout == 0 {
+		out.ResponseHeaderTimeout = 30 * time.Second
+	}
+	return out
+}
+
+// Client speaks the peer protocol to the other cachelets of one
+// application. Safe for concurrent use.
+type Client struct {
+	auth *Auth
+	http *http.Client
+	tr   *http.Transport
+}
+
+// NewClient returns a Client signing with auth.
+func NewClient(auth *Auth, cfg ClientConfig) *Client {
+	cfg = cfg.withDefaults()
+	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:           d.DialContext,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerPeer,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		DisableCompression:    true,
+		WriteBufferSize:       64 << 10,
+		ReadBufferSize:        64 << 10,
+	}
+	return &Client{auth: auth, http: &http.Client{Transport: tr}, tr: tr}
+}
+
+// Close drops pooled connections.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Get fetches a whole object from its owner at addr ("host:port"). With
+// ifNoneMatch set and current, it returns store.ErrNotModified. Errors:
+// store sentinels, ErrNotOwner, and store.ErrUnavailable when the peer
+// cannot be reached.
+func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*Object, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+objectPath(bucket, key), nil)
+	if err != nil {
+		return nil, err
+	}
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", `"`+ifNoneMatch+`"`)
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	info, err := infoFromHeaders(bucket, key, resp.Header)
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	if resp.ContentLength != info.Size {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: peer %s sent %d bytes for an object of %d", store.ErrUnavailable, addr, resp.ContentLength, info.Size)
+	}
+	return &Object{Info: info, Body: resp.Body, Outcome: Outcome(resp.Header.Get(hdrRead))}, nil
+}
+
+// Put writes an object through to its owner at addr. body must hold
+// exactly size bytes; it streams with a CRC32C trailer the owner checks
+// before it commits anything.
+func (c *Client) Put(ctx context.Context, addr, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist Persist) (store.PutResult, error) {
+	cb := &crcBody{r: body, crc: crc32.New(castagnoli)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+addr+objectPath(bucket, key), cb)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	req.ContentLength = -1 // chunked, so the trailer can follow
+	req.Trailer = http.Header{hdrCRC: nil}
+	cb.req = req
+	setInfoHeaders(req.Header, store.ObjectInfo{
+		Size: size, ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
+		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
+		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
+	})
+	req.Header.Del("ETag")
+	req.Header.Set(hdrPersist, string(persist))
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if cb.err != nil {
+			return store.PutResult{}, cb.err
+		}
+		return store.PutResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return store.PutResult{}, readError(resp)
+	}
+	return store.PutResult{ETag: trimQuotes(resp.Header.Get("ETag"))}, nil
+}
+
+// Invalidate asks the peer at addr to drop its copies of keys.
+func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error {
+	data, err := json.Marshal(keys)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/invalidate", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return readError(resp)
+	}
+	return nil
+}
+
+// crcBody computes the CRC32C of what it passes and sets it as the
+// request's trailer at EOF.
+type crcBody struct {
+	r   io.Reader
+	req *http.Request
+	crc interface {
+		io.Writer
+		Sum32() uint32
+	}
+	err error
+}
+
+func (b *crcBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.crc.Write(p[:n])
+	if err == io.EOF {
+		b.req.Trailer.Set(hdrCRC, strconv.FormatUint(uint64(b.crc.Sum32()), 16))
+	} else if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func trimQuotes(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,199 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Owner is what a cachelet does for its peers as the owner of keys.
+// Implementations are called concurrently.
+type Owner interface {
+	// PeerGet serves a whole object this cachelet owns, from memory or
+	// from the store (which it then keeps). ifNoneMatch, when set, is the
+	// caller's version: if it is current, PeerGet returns
+	// store.ErrNotModified and no body. ErrNotOwner when the key is not
+	// this cachelet's; store errors otherwise.
+	PeerGet(ctx context.Context, bucket, key, ifNoneMatch string) (*Object, error)
+	// PeerPut takes a write through to the owner: body holds exactly size
+	// bytes (a body that fails verification returns an error from Read,
+	// and nothing may be committed). persist says whether the store is
+	// written before PeerPut returns.
+	PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist Persist) (store.PutResult, error)
+	// PeerInvalidate drops cached copies of keys.
+	PeerInvalidate(ctx context.Context, keys []Key)
+}
+
+// Server serves the peer protocol for one cachelet. It is an http.Handler.
+type Server struct {
+	auth  *Auth
+	owner Owner
+	log   *slog.Logger
+}
+
+// NewServer returns a Server; log may be nil.
+func NewServer(auth *Auth, owner Owner, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{auth: auth, owner: owner, log: log}
+}
+
+// maxInvalidate bounds one invalidation request.
+const maxInvalidate = 10000
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.auth.Verify(r); err != nil {
+		s.log.Warn("peer request refused", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", err)
+		writeError(w, ErrUnauthenticated)
+		return
+	}
+	if r.URL.Path == "/v1/invalidate" && r.Method == http.MethodPost {
+		var keys []Key
+		dec := json.NewDecoder(io.LimitReader(r.Body, 8<<20))
+		if err := dec.Decode(&keys); err != nil || len(keys) > maxInvalidate {
+			writeError(w, ErrBadRequest)
+			return
+		}
+		s.owner.PeerInvalidate(r.Context(), keys)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	bucket, key, ok := splitObjectPath(r.URL.Path)
+	if !ok {
+		writeError(w, ErrBadRequest)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.get(w, r, bucket, key)
+	case http.MethodPut:
+		s.put(w, r, bucket, key)
+	default:
+		writeError(w, ErrBadRequest)
+	}
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string) {
+	obj, err := s.owner.PeerGet(r.Context(), bucket, key, strings.Trim(r.Header.Get("If-None-Match"), `"`))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer obj.Body.Close()
+	h := w.Header()
+	setInfoHeaders(h, obj.Info)
+	h.Set(hdrRead, string(obj.Outcome))
+	h.Set("Content-Length", strconv.FormatInt(obj.Info.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if n, err := io.Copy(w, obj.Body); err != nil {
+		// Headers are out: a short body is the signal, never wrong bytes.
+		s.log.Warn("peer get aborted mid-body", "bucket", bucket, "key", key, "sent", n, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, bucket, key string) {
+	size, err := strconv.ParseInt(r.Header.Get(hdrSize), 10, 64)
+	if err != nil || size < 0 {
+		writeError(w, ErrBadRequest)
+		return
+	}
+	persist := Persist(r.Header.Get(hdrPersist))
+	if persist != PersistSync && persist != PersistAsync {
+		writeError(w, ErrBadRequest)
+		return
+	}
+	info, err := infoFromHeaders(bucket, key, r.Header)
+	if err != nil {
+		writeError(w, ErrBadRequest)
+		return
+	}
+	opts := store.PutOptions{
+		ContentType: info.ContentType, ContentEncoding: info.ContentEncoding,
+		ContentDisposition: info.ContentDisposition, ContentLanguage: info.ContentLanguage,
+		CacheControl: info.CacheControl, Expires: info.Expires, UserMetadata: info.UserMetadata,
+	}
+	body := &trailerChecked{r: r.Body, req: r, remaining: size, crc: crc32.New(castagnoli)}
+	res, err := s.owner.PeerPut(r.Context(), bucket, key, body, size, opts, persist)
+	if err != nil {
+		if body.err != nil {
+			err = body.err
+		}
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("ETag", `"`+res.ETag+`"`)
+	w.WriteHeader(http.StatusOK)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errCorrupt: a streamed body did not match its CRC32C trailer.
+var errCorrupt = fmt.Errorf("%w: body does not match its checksum", ErrBadRequest)
+
+// errLength: a streamed body was shorter or longer than announced.
+var errLength = fmt.Errorf("%w: body length differs from the announced size", ErrBadRequest)
+
+// trailerChecked passes exactly remaining bytes of a streamed body and
+// withholds the last of them until the CRC32C trailer has been checked, so
+// the owner never commits a body that arrived damaged or short.
+type trailerChecked struct {
+	r         io.Reader
+	req       *http.Request
+	remaining int64
+	crc       interface {
+		io.Writer
+		Sum32() uint32
+	}
+	err error
+}
+
+func (t *trailerChecked) Read(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	if t.remaining == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > t.remaining {
+		p = p[:t.remaining]
+	}
+	n, err := t.r.Read(p)
+	t.remaining -= int64(n)
+	t.crc.Write(p[:n])
+	if err == io.EOF && t.remaining > 0 {
+		err = errLength
+	}
+	if err != nil && err != io.EOF {
+		t.err = err
+		return 0, err
+	}
+	if t.remaining == 0 {
+		// Read to the end, where the trailer arrives.
+		var one [1]byte
+		m, err := io.ReadFull(t.r, one[:])
+		switch {
+		case m > 0:
+			t.err = errLength
+			return 0, t.err
+		case err != io.EOF:
+			t.err = err
+			return 0, err
+		}
+		want := t.req.Trailer.Get(hdrCRC)
+		if want != strconv.FormatUint(uint64(t.crc.Sum32()), 16) {
+			t.err = errCorrupt
+			return 0, t.err
+		}
+	}
+	return n, nil
+}
