@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
-// Config sizes the memory tier.
+// Config sizes the memory tier and picks its eviction policy.
 type Config struct {
 	// Budget is the most bytes the cache holds, counting fills in progress.
 	// Required (> 0).
@@ -17,9 +18,32 @@ type Config struct {
 	MaxObjectSize int64
 	// OnEvict, if set, is called (under the cache's lock, so it must be
 	// quick and must not call back into the cache) for each entry evicted
-	// to make room. Removals by Remove are not evictions.
+	// to make room. Removals by Remove, and expired entries dropped when
+	// looked up, are not evictions.
 	OnEvict func(*Entry)
+
+	// Policy picks which entry is evicted when room is needed: one of
+	// PolicyOwnerLRU, PolicySizeAware, PolicyTTL. Default PolicyOwnerLRU.
+	Policy Policy
+	// Owns reports whether this cachelet owns k on the application's ring.
+	// The cache asks it once per Add and once per entry on
+	// OwnershipChanged, with its lock held: it must be quick and must not
+	// call back into the cache. Default (nil): every key is owned, which
+	// makes PolicyOwnerLRU plain LRU.
+	Owns func(Key) bool
+	// LargeObjectSize is, under PolicySizeAware, the size above which an
+	// entry is large. Default 12 KiB; set only with PolicySizeAware.
+	LargeObjectSize int64
+	// TTL is, under PolicyTTL, how long after its Add an entry expires.
+	// Required (> 0) with PolicyTTL; set only with it.
+	TTL time.Duration
+	// Now is the clock that TTLs are measured with. Default time.Now.
+	Now func() time.Time
 }
+
+// DefaultLargeObjectSize is PolicySizeAware's default LargeObjectSize: the
+// threshold of Faa$T's size-aware policy.
+const DefaultLargeObjectSize = 12 << 10
 
 // Validate checks the config and fills in defaults.
 func (c *Config) Validate() error {
@@ -32,6 +56,34 @@ func (c *Config) Validate() error {
 	if c.MaxObjectSize < 0 || c.MaxObjectSize > c.Budget {
 		return fmt.Errorf("cache: max object size %d must be in [1, budget %d]", c.MaxObjectSize, c.Budget)
 	}
+	if c.Policy == "" {
+		c.Policy = PolicyOwnerLRU
+	}
+	switch c.Policy {
+	case PolicyOwnerLRU, PolicySizeAware, PolicyTTL:
+	default:
+		return fmt.Errorf("cache: unknown eviction policy %q (valid: %s)", c.Policy, validPolicies)
+	}
+	if c.Policy == PolicySizeAware {
+		if c.LargeObjectSize == 0 {
+			c.LargeObjectSize = DefaultLargeObjectSize
+		}
+		if c.LargeObjectSize < 0 {
+			return fmt.Errorf("cache: large object size %d must be positive", c.LargeObjectSize)
+		}
+	} else if c.LargeObjectSize != 0 {
+		return fmt.Errorf("cache: large object size is for the %s policy, not %s", PolicySizeAware, c.Policy)
+	}
+	if c.Policy == PolicyTTL {
+		if c.TTL <= 0 {
+			return fmt.Errorf("cache: the %s policy needs a positive TTL", PolicyTTL)
+		}
+	} else if c.TTL != 0 {
+		return fmt.Errorf("cache: TTL is for the %s policy, not %s", PolicyTTL, c.Policy)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return nil
 }
 
@@ -41,20 +93,31 @@ type Stats struct {
 	Bytes     int64 // held by complete entries
 	Reserved  int64 // held by fills in progress
 	Budget    int64
-	Evictions uint64
+	Evictions uint64 // entries evicted to make room
+	// EvictedNotOwned and EvictedOwned split Evictions by whether this
+	// cachelet owned the entry (by Owns at its Add or at the last
+	// OwnershipChanged).
+	EvictedNotOwned uint64
+	EvictedOwned    uint64
+	// Expired counts entries dropped because their TTL had passed when Get
+	// or Peek looked them up (PolicyTTL). Expired entries evicted to make
+	// room count as evictions instead.
+	Expired uint64
 }
 
-// Cache is an LRU of complete entries under a byte budget that also counts
-// the reservations of fills in progress. Safe for concurrent use.
+// Cache is an index of complete entries under a byte budget that also
+// counts the reservations of fills in progress; its Policy picks what to
+// evict. Safe for concurrent use.
 type Cache struct {
 	cfg Config
 
-	mu        sync.Mutex
-	items     map[Key]*Entry
-	head      Entry // sentinel: head.next is most recent, head.prev least
-	bytes     int64
-	reserved  int64
-	evictions uint64
+	mu       sync.Mutex
+	items    map[Key]*Entry
+	order    evictionOrder
+	expiry   expirer // order, when its entries lapse; else nil
+	bytes    int64
+	reserved int64
+	stats    Stats // the counters only
 }
 
 // New returns an empty cache.
@@ -62,8 +125,12 @@ func New(cfg Config) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Cache{cfg: cfg, items: make(map[Key]*Entry)}
-	c.head.next, c.head.prev = &c.head, &c.head
+	order, err := newOrder(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{cfg: cfg, items: make(map[Key]*Entry), order: order}
+	c.expiry, _ = order.(expirer)
 	return c, nil
 }
 
@@ -72,27 +139,45 @@ func (c *Cache) Admissible(size int64) bool {
 	return size >= 0 && size <= c.cfg.MaxObjectSize
 }
 
-// Get returns the complete entry for k and marks it recently used, or nil.
+// Get returns the complete entry for k and records the hit with the
+// policy (under the LRU-based policies it becomes the most recently used),
+// or nil. An expired entry is dropped and reported as nil.
 func (c *Cache) Get(k Key) *Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.items[k]
-	if e != nil {
-		c.unlink(e)
-		c.pushFront(e)
+	if e == nil || c.lapsed(e) {
+		return nil
+	}
+	c.order.touched(e)
+	return e
+}
+
+// Peek returns the entry for k without recording a hit, or nil. An expired
+// entry is dropped and reported as nil.
+func (c *Cache) Peek(k Key) *Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.items[k]
+	if e == nil || c.lapsed(e) {
+		return nil
 	}
 	return e
 }
 
-// Peek returns the entry for k without touching recency, or nil.
-func (c *Cache) Peek(k Key) *Entry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.items[k]
+// lapsed drops e and reports true if its policy says it expired. Called
+// with mu held.
+func (c *Cache) lapsed(e *Entry) bool {
+	if c.expiry == nil || !c.expiry.expired(e) {
+		return false
+	}
+	c.remove(e)
+	c.stats.Expired++
+	return true
 }
 
-// Reserve charges size bytes to a fill about to start, evicting least
-// recently used entries to make room. It returns false, charging nothing,
+// Reserve charges size bytes to a fill about to start, evicting entries in
+// the policy's order to make room. It returns false, charging nothing,
 // when the object is not admissible or the room cannot be made because
 // other fills hold it.
 func (c *Cache) Reserve(size int64) bool {
@@ -120,7 +205,7 @@ func (c *Cache) Release(size int64) {
 // any entry of the same key. e must be complete and must have been
 // reserved with Reserve(e.Size()). If e is doomed (Doom was called on it)
 // the reservation is released and e is not added; Add reports whether e was
-// added.
+// added. Config.Owns is asked about e's key.
 func (c *Cache) Add(e *Entry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -136,9 +221,35 @@ func (c *Cache) Add(e *Entry) bool {
 	c.items[e.key] = e
 	c.bytes += e.Size()
 	e.inCache = true
-	c.pushFront(e)
+	e.owned = c.owns(e.key)
+	c.order.added(e)
 	return true
 }
+
+// OwnershipChanged tells the cache that Config.Owns may answer differently
+// (the ring's membership changed). It re-classifies eagerly: it asks Owns
+// about every entry and lets the policy re-rank them, all under the
+// cache's lock, which costs O(n) calls of Owns plus, for the LRU-based
+// policies, an O(n) rebuild of their lists and one n-pointer allocation
+// (about 10 ms at 100k entries; every other call on the cache waits). Until
+// it is called, entries keep the ownership Owns gave them at Add. It does
+// nothing when Owns is nil. Call it once per ring change, without holding
+// any lock that Owns takes.
+func (c *Cache) OwnershipChanged() {
+	if c.cfg.Owns == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		e.owned = c.cfg.Owns(k)
+	}
+	if r, ok := c.order.(reclassifier); ok {
+		r.ownershipChanged()
+	}
+}
+
+func (c *Cache) owns(k Key) bool { return c.cfg.Owns == nil || c.cfg.Owns(k) }
 
 // Doom marks a fill in progress as obsolete: a write or delete overtook it,
 // so Add must not admit it. Safe to call on any entry, any number of times.
@@ -188,15 +299,26 @@ func (c *Cache) RemoveBucket(bucket string) int {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Objects: len(c.items), Bytes: c.bytes, Reserved: c.reserved, Budget: c.cfg.Budget, Evictions: c.evictions}
+	s := c.stats
+	s.Objects, s.Bytes, s.Reserved, s.Budget = len(c.items), c.bytes, c.reserved, c.cfg.Budget
+	return s
 }
 
-// makeRoom evicts from the LRU end until size more bytes fit. Called with mu held.
+// makeRoom evicts in the policy's order until size more bytes fit. Called
+// with mu held.
 func (c *Cache) makeRoom(size int64) {
-	for c.bytes+c.reserved+size > c.cfg.Budget && c.head.prev != &c.head {
-		victim := c.head.prev
+	for c.bytes+c.reserved+size > c.cfg.Budget {
+		victim := c.order.victim()
+		if victim == nil {
+			return
+		}
 		c.remove(victim)
-		c.evictions++
+		c.stats.Evictions++
+		if victim.owned {
+			c.stats.EvictedOwned++
+		} else {
+			c.stats.EvictedNotOwned++
+		}
 		if c.cfg.OnEvict != nil {
 			c.cfg.OnEvict(victim)
 		}
@@ -204,25 +326,10 @@ func (c *Cache) makeRoom(size int64) {
 }
 
 func (c *Cache) remove(e *Entry) {
-	c.unlink(e)
+	c.order.removed(e)
 	delete(c.items, e.key)
 	c.bytes -= e.Size()
 	e.inCache = false
-}
-
-func (c *Cache) unlink(e *Entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-		e.next.prev = e.prev
-		e.prev, e.next = nil, nil
-	}
-}
-
-func (c *Cache) pushFront(e *Entry) {
-	e.prev = &c.head
-	e.next = c.head.next
-	c.head.next.prev = e
-	c.head.next = e
 }
 
 // Doomed reports whether Doom was called on e.

@@ -7,8 +7,10 @@
 // shares one download. A complete Entry is immutable and is served straight
 // from its buffer.
 //
-// The Cache is the LRU index of complete entries. It does no I/O and starts
-// no goroutines; the cachelet drives fills.
+// The Cache is the index of complete entries under a byte budget. It
+// decides when to evict; the application's Policy decides which entry goes
+// next: owner-aware LRU (the default), size-aware, or TTL. It does no I/O
+// and starts no goroutines; the cachelet drives fills.
 package cache
 
 import (
@@ -17,6 +19,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -38,6 +41,14 @@ func (k Key) String() string { return k.Bucket + "/" + k.Object }
 // Concurrency: any number of readers may call Bytes, Reader and Info
 // concurrently with the single filler calling ReadFrom (or Abort).
 type Entry struct {
+	// The eviction order's state, under the cache's lock; first, so that
+	// a hit touches one cache line of the entry.
+	prev, next *Entry    // lruClasses: links in the list of class
+	tick       uint64    // lruClasses: last use; ttlOrder: admission
+	class      uint8     // lruClasses: which list
+	idx        int       // ttlOrder: index in the heap
+	expires    time.Time // ttlOrder
+
 	key  Key
 	info store.ObjectInfo
 	buf  []byte
@@ -49,10 +60,11 @@ type Entry struct {
 	cond *sync.Cond
 	err  error // why the fill was aborted
 
-	// LRU links, owned by Cache under its lock.
-	prev, next *Entry
-	inCache    bool
-	doomed     atomic.Bool // a write made this fill obsolete: never admit it
+	doomed atomic.Bool // a write made this fill obsolete: never admit it
+
+	// Owned by Cache under its lock.
+	inCache bool
+	owned   bool // Config.Owns said so at Add or the last OwnershipChanged
 }
 
 const (

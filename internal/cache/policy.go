@@ -1,0 +1,99 @@
+package cache
+
+import "fmt"
+
+// Policy names an eviction policy: the order in which the cache gives up
+// complete entries when it needs room. Each application picks one.
+type Policy string
+
+const (
+	// PolicyOwnerLRU evicts the entries this cachelet does not own first,
+	// least recently used first, then the owned ones in LRU order. With
+	// Config.Owns nil every entry is owned and this is plain LRU. The
+	// default.
+	PolicyOwnerLRU Policy = "owner-lru"
+	// PolicySizeAware evicts in four classes, each in LRU order: entries
+	// not owned and larger than Config.LargeObjectSize, then the smaller
+	// ones not owned, then owned large ones, then owned small ones.
+	PolicySizeAware Policy = "size-aware"
+	// PolicyTTL expires each entry Config.TTL after it was added: an
+	// expired entry is a miss. When room is needed, the entries closest to
+	// expiry (expired ones first) go first; reads do not extend a life.
+	PolicyTTL Policy = "ttl"
+)
+
+// validPolicies lists every Policy, the default first, for error messages.
+const validPolicies = string(PolicyOwnerLRU) + ", " + string(PolicySizeAware) + ", " + string(PolicyTTL)
+
+// evictionOrder is what a Policy is made of: it keeps the complete entries
+// in the order they are to be evicted. The Cache decides when to evict (the
+// budget and the reservations are its business alone); the order decides
+// which entry goes next.
+//
+// Concurrency: every method is called with the cache's lock held, so one at
+// a time; none may call back into the cache. added, touched and removed
+// are called only for entries in the cache (added once per admission,
+// removed once when it leaves for any reason: replaced, removed, evicted or
+// expired). The cache computes e.owned before added and after an ownership
+// change; orders read it and may keep per-entry state in Entry's order
+// fields (prev, next, class, tick, expires, idx).
+type evictionOrder interface {
+	// added takes in an entry just admitted.
+	added(e *Entry)
+	// touched records a hit on e (Get, not Peek).
+	touched(e *Entry)
+	// removed forgets e.
+	removed(e *Entry)
+	// victim returns the entry to evict next, nil when the order holds
+	// none. It does not remove it: the cache calls removed.
+	victim() *Entry
+}
+
+// reclassifier is implemented by orders that rank entries by ownership:
+// after the cache updated e.owned of every entry, ownershipChanged
+// re-ranks them.
+type reclassifier interface {
+	ownershipChanged()
+}
+
+// expirer is implemented by orders under which entries lapse: an expired
+// entry is dropped, and reported as a miss, when it is looked up.
+type expirer interface {
+	expired(e *Entry) bool
+}
+
+// newOrder builds the order for a validated config.
+func newOrder(cfg *Config) (evictionOrder, error) {
+	switch cfg.Policy {
+	case PolicyOwnerLRU:
+		return newLRUClasses(2, ownerClass), nil
+	case PolicySizeAware:
+		large := cfg.LargeObjectSize
+		return newLRUClasses(4, func(e *Entry) uint8 { return sizeClass(e, large) }), nil
+	case PolicyTTL:
+		return newTTLOrder(cfg.TTL, cfg.Now), nil
+	}
+	return nil, fmt.Errorf("cache: unknown eviction policy %q (valid: %s)", cfg.Policy, validPolicies)
+}
+
+// ownerClass ranks entries for PolicyOwnerLRU: not owned (0) before owned (1).
+func ownerClass(e *Entry) uint8 {
+	if e.owned {
+		return 1
+	}
+	return 0
+}
+
+// sizeClass ranks entries for PolicySizeAware: not owned and large (0), not
+// owned and small (1), owned and large (2), owned and small (3). An entry of
+// exactly large bytes is small.
+func sizeClass(e *Entry, large int64) uint8 {
+	var c uint8
+	if e.owned {
+		c = 2
+	}
+	if e.Size() <= large {
+		c++
+	}
+	return c
+}
