@@ -6,7 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/instance"
 )
@@ -52,6 +54,8 @@ type cacheFlags struct {
 	budget, maxObject byteSize
 	readMode          string
 	noWriteCache      bool
+	eviction          string
+	ttl               time.Duration
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) {
@@ -60,6 +64,8 @@ func (c *cacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.readMode, "read-mode", string(cachelet.ReadVersionCheck),
 		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy")
 	fs.BoolVar(&c.noWriteCache, "no-write-cache", false, "do not keep the bytes of objects written through the cache")
+	fs.StringVar(&c.eviction, "eviction", string(cache.PolicyOwnerLRU), "eviction policy: owner-lru, size-aware or ttl")
+	fs.DurationVar(&c.ttl, "ttl", 0, "with --eviction ttl: how long an object stays cached")
 }
 
 func (c *cacheFlags) apply(cfg *instance.Config) {
@@ -67,6 +73,8 @@ func (c *cacheFlags) apply(cfg *instance.Config) {
 	cfg.Cachelet.Cache.MaxObjectSize = int64(c.maxObject)
 	cfg.Cachelet.ReadMode = cachelet.ReadMode(c.readMode)
 	cfg.Cachelet.DisableWriteCaching = c.noWriteCache
+	cfg.Cachelet.Cache.Policy = cache.Policy(c.eviction)
+	cfg.Cachelet.Cache.TTL = c.ttl
 }
 
 // envDefault returns the environment variable's value, or def.

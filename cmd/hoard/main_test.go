@@ -48,6 +48,8 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"serve", "--access-key", "a", "--secret-key", "b"}, 1, "store"},
 		{[]string{"serve", "--access-key", "a", "--secret-key", "b", "--store-endpoint", "http://127.0.0.1:1", "--read-mode", "sometimes"}, 1, "unknown read mode"},
 		{[]string{"serve", "--log-level", "loud"}, 2, "bad log level"},
+		{[]string{"serve", "--access-key", "a", "--secret-key", "b", "--store-endpoint", "http://127.0.0.1:1", "--eviction", "lfu"}, 1, "unknown eviction policy"},
+		{[]string{"serve", "--access-key", "a", "--secret-key", "b", "--store-endpoint", "http://127.0.0.1:1", "--eviction", "ttl"}, 1, "TTL"},
 		{[]string{"bench", "nope"}, 2, ""},
 	}
 	for _, tt := range tests {

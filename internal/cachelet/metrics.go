@@ -81,6 +81,12 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		gauge("hoard_cache_budget_bytes", "The memory tier's byte budget.", func() float64 { return float64(c.cache.Stats().Budget) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evictions_total", Help: "Objects evicted to make room."},
 			func() float64 { return float64(c.cache.Stats().Evictions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evicted_not_owned_total", Help: "Evictions of objects another cachelet owns."},
+			func() float64 { return float64(c.cache.Stats().EvictedNotOwned) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evicted_owned_total", Help: "Evictions of objects this cachelet owns."},
+			func() float64 { return float64(c.cache.Stats().EvictedOwned) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_expired_total", Help: "Objects dropped because their TTL ran out."},
+			func() float64 { return float64(c.cache.Stats().Expired) }),
 	)
 	return m
 }
