@@ -48,6 +48,12 @@ type Config struct {
 	// FillTimeout bounds one download from the store into memory, which
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
+	// Router and Peers make the cachelet one of its application's: misses
+	// of keys another cachelet owns go to that owner (remote hit or
+	// miss), which falls back to the store when the owner cannot answer.
+	// Both nil (the default): a cachelet on its own.
+	Router Router
+	Peers  Peers
 	// CacheWrites keeps the bytes of objects written through the cachelet
 	// in memory (after the store acknowledged them). Default true; set
 	// DisableWriteCaching to turn it off.
@@ -172,6 +178,12 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
 	ccfg := cfg.Cache
+	if cfg.Router != nil && ccfg.Owns == nil {
+		ccfg.Owns = func(k cache.Key) bool {
+			_, self := cfg.Router.Owner(k.Bucket, k.Object)
+			return self
+		}
+	}
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -65,7 +66,7 @@ func ResolveRange(r store.ByteRange, size int64) (store.ByteRange, error) {
 func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteRange) (*Object, error) {
 	start := time.Now()
 	k := cache.Key{Bucket: bucket, Object: key}
-	e, body, info, outcome, err := c.acquire(ctx, k)
+	e, body, info, outcome, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
 			c.m.readErrors.Inc()
@@ -117,8 +118,10 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 var ErrObjectChanged = errors.New("object changed in the store while being read; retry")
 
 // acquire finds or starts what serves a read of k: a cache entry (complete
-// or filling), or a store body to stream through.
-func (c *Cachelet) acquire(ctx context.Context, k cache.Key) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+// or filling), or a store body to stream through. route says whether a miss
+// may go to the key's owner among the peers (a read on behalf of a peer
+// never does: the owner answers from memory or the store).
+func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
 	c.mu.Lock()
 	e := c.cache.Get(k)
 	if e == nil {
@@ -137,9 +140,9 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key) (*cache.Entry, io.R
 
 	switch {
 	case e != nil:
-		return c.confirm(ctx, k, e)
+		return c.confirm(ctx, k, e, route)
 	case leader:
-		return c.lead(ctx, k, fl)
+		return c.lead(ctx, k, fl, route)
 	}
 	// Follower of a cold read already asking the store.
 	select {
@@ -148,20 +151,20 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key) (*cache.Entry, io.R
 		return nil, nil, store.ObjectInfo{}, "", ctx.Err()
 	}
 	if fl.entry != nil {
-		return c.confirm(ctx, k, fl.entry)
+		return c.confirm(ctx, k, fl.entry, route)
 	}
 	if c.cfg.ReadMode == ReadLocal && fl.err != nil {
 		return nil, nil, store.ObjectInfo{}, "", fl.err
 	}
 	// The leader streamed its answer through, or its answer predates this
-	// read: ask the store ourselves.
-	return c.fetch(ctx, k, nil)
+	// read: ask ourselves.
+	return c.fetch(ctx, k, nil, route)
 }
 
 // lead runs a cold read's store request on behalf of every reader that
 // joins it.
-func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
-	e, body, info, outcome, err := c.fetch(ctx, k, fl)
+func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	e, body, info, outcome, err := c.fetch(ctx, k, fl, route)
 	c.mu.Lock()
 	fl.err = err
 	if c.flights[k] == fl {
@@ -173,12 +176,25 @@ func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight) (*cache.En
 	return e, body, info, outcome, err
 }
 
-// fetch reads the whole object from the store and installs it. fl is the
+// fetch reads the whole object, from its owner when routed there and
+// another cachelet owns it, else from the store, and installs it. fl is the
 // registered flight the GET answers; nil registers one of its own.
-func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
 	if fl == nil {
 		fl = c.ask(k)
 		defer c.endAsk(k, fl)
+	}
+	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
+		if addr, self := c.cfg.Router.Owner(k.Bucket, k.Object); !self && addr != "" {
+			e, body, info, outcome, err := c.fetchRemote(ctx, k, fl, addr)
+			if err == nil || errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
+				return e, body, info, outcome, err // the owner asked the store
+			}
+			// The owner cannot answer (down, cut off, or its ring
+			// differs): the store can, and serving goes on.
+			c.m.peerFallbacks.Inc()
+			c.log.Debug("owner unavailable, reading from the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
+		}
 	}
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
@@ -204,10 +220,10 @@ func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectI
 
 // confirm serves a read from entry e, first checking it against the store
 // unless reads are local.
-func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
 	if e.Aborted() {
 		// A fill that failed is a miss, never partial bytes.
-		return c.fetch(ctx, k, nil)
+		return c.fetch(ctx, k, nil, route)
 	}
 	if c.cfg.ReadMode == ReadLocal {
 		return e, nil, store.ObjectInfo{}, LocalHit, nil
@@ -256,4 +272,25 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 		}
 	}
 	return info, err
+}
+
+// fetchRemote fetches a whole object from its owner at addr and keeps a
+// copy: a remote hit when the owner had it, a remote miss when the owner
+// read it from the store (and kept it).
+func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+	fctx, cancel := c.fillContext(ctx)
+	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
+	if err != nil {
+		cancel()
+		return nil, nil, store.ObjectInfo{}, "", err
+	}
+	body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
+	e, pass, info, outcome, err := c.installed(k, body, obj.Info, fl)
+	if err != nil || outcome == PassThrough {
+		return e, pass, info, outcome, err
+	}
+	if obj.Outcome == peer.RemoteHit {
+		return e, pass, info, RemoteHit, nil
+	}
+	return e, pass, info, RemoteMiss, nil
 }

@@ -20,13 +20,16 @@ type metrics struct {
 	fillSeconds  prometheus.Histogram
 	writes       *prometheus.CounterVec
 	evictedBytes prometheus.Counter
+
+	peerFallbacks prometheus.Counter
+	peerServed    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	m := &metrics{
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoard_cachelet_reads_total",
-			Help: "Object reads by outcome: local_hit, local_miss, pass_through.",
+			Help: "Object reads by outcome: local_hit, local_miss, remote_hit, remote_miss, pass_through, for_peer (served to a peer as owner).",
 		}, []string{"outcome"}),
 		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoard_cachelet_read_bytes_total",
@@ -63,7 +66,15 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			Help: "Bytes evicted from the memory tier to make room.",
 		}),
 	}
-	for _, o := range []Outcome{LocalHit, LocalMiss, PassThrough} {
+	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_peer_fallbacks_total",
+		Help: "Misses the key's owner could not answer, read from the store instead.",
+	})
+	m.peerServed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_peer_served_total",
+		Help: "Objects served to peers as their owner: remote_hit (from memory) or remote_miss (from the store).",
+	}, []string{"outcome"})
+	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
 	}
@@ -74,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

@@ -1,0 +1,224 @@
+package cachelet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/store/memstore"
+)
+
+// staticRouter routes every key to one owner, which tests can move.
+type staticRouter struct {
+	mu    sync.Mutex
+	self  string
+	owner string
+}
+
+func (r *staticRouter) Owner(_, _ string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owner, r.owner == r.self
+}
+
+func (r *staticRouter) set(owner string) {
+	r.mu.Lock()
+	r.owner = owner
+	r.mu.Unlock()
+}
+
+// group is n cachelets of one application over one store, each with a peer
+// server, all routing every key to the same owner.
+type group struct {
+	st      *memstore.Store
+	members []*Cachelet
+	addrs   []string
+	routers []*staticRouter
+	servers []*httptest.Server
+}
+
+func newGroup(t *testing.T, n int) *group {
+	t.Helper()
+	st := memstore.New()
+	if err := st.CreateBucket(t.Context(), testBucket, ""); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := peer.NewAuth("app", []byte("a-secret-of-at-least-16-bytes"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &group{st: st}
+	// Listen first: routers need every address.
+	for range n {
+		srv := httptest.NewUnstartedServer(nil)
+		g.servers = append(g.servers, srv)
+		g.addrs = append(g.addrs, srv.Listener.Addr().String())
+	}
+	client := peer.NewClient(auth, peer.ClientConfig{})
+	t.Cleanup(client.Close)
+	for i := range n {
+		r := &staticRouter{self: g.addrs[i], owner: g.addrs[0]}
+		c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize}, Router: r, Peers: client}, st, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.servers[i].Config.Handler = peer.NewServer(auth, c, nil)
+		g.servers[i].Start()
+		t.Cleanup(func() { g.servers[i].Close(); c.Close() })
+		g.members = append(g.members, c)
+		g.routers = append(g.routers, r)
+	}
+	return g
+}
+
+func (g *group) read(t *testing.T, i int, key string) ([]byte, Outcome, error) {
+	t.Helper()
+	obj, err := g.members[i].Get(t.Context(), testBucket, key, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer obj.Body.Close()
+	data, err := io.ReadAll(obj.Body)
+	return data, obj.Outcome, err
+}
+
+func (g *group) mustRead(t *testing.T, i int, key string, want []byte, outcome Outcome) {
+	t.Helper()
+	got, o, err := g.read(t, i, key)
+	if err != nil {
+		t.Fatalf("cachelet %d read %s: %v", i, key, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("cachelet %d read %s: wrong bytes", i, key)
+	}
+	if o != outcome {
+		t.Fatalf("cachelet %d read %s: outcome %s, want %s", i, key, o, outcome)
+	}
+}
+
+func (g *group) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	if _, err := g.st.Put(t.Context(), testBucket, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFourWaysToRead: LM at the owner, RH and RM at a non-owner, LH after.
+func TestFourWaysToRead(t *testing.T) {
+	g := newGroup(t, 3)
+	a, b := object("a", 1, 5000), object("b", 1, 5000)
+	g.put(t, "a", a)
+	g.put(t, "b", b)
+
+	g.mustRead(t, 0, "a", a, LocalMiss)  // the owner reads the store
+	g.mustRead(t, 1, "a", a, RemoteHit)  // the owner has it
+	g.mustRead(t, 1, "a", a, LocalHit)   // and now so does cachelet 1
+	g.mustRead(t, 2, "b", b, RemoteMiss) // neither has it: the owner reads the store
+	g.mustRead(t, 0, "b", b, LocalHit)   // ... and kept it
+	g.mustRead(t, 2, "b", b, LocalHit)
+}
+
+// TestRemoteReadsAreConfirmed: under the default read mode an object
+// changed in the store behind every cachelet's back is never served stale,
+// by the owner or by a non-owner.
+func TestRemoteReadsAreConfirmed(t *testing.T) {
+	g := newGroup(t, 2)
+	v1, v2 := object("k", 1, 3000), object("k", 2, 3000)
+	g.put(t, "k", v1)
+	g.mustRead(t, 1, "k", v1, RemoteMiss)
+	g.put(t, "k", v2)
+	got, _, err := g.read(t, 1, "k")
+	if err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("non-owner after an overwrite in the store: %v, stale=%v", err, bytes.Equal(got, v1))
+	}
+	got, _, err = g.read(t, 0, "k")
+	if err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("owner after an overwrite in the store: %v", err)
+	}
+	if err := g.st.Delete(t.Context(), testBucket, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := g.read(t, 1, "k"); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Fatalf("after a delete in the store: %v", err)
+	}
+}
+
+// TestOwnerDownFallsBackToTheStore: a miss whose owner cannot be reached
+// is served from the store, and counted.
+func TestOwnerDownFallsBackToTheStore(t *testing.T) {
+	g := newGroup(t, 2)
+	data := object("k", 1, 2000)
+	g.put(t, "k", data)
+	g.servers[0].Close()
+	g.mustRead(t, 1, "k", data, LocalMiss)
+	if n := toFloat64(g.members[1].m.peerFallbacks); n != 1 {
+		t.Fatalf("fallbacks counted: %v", n)
+	}
+}
+
+// TestMissingObjectThroughTheOwner: the owner's "no such key" (from the
+// store) is the answer, not a reason to fall back.
+func TestMissingObjectThroughTheOwner(t *testing.T) {
+	g := newGroup(t, 2)
+	if _, _, err := g.read(t, 1, "nope"); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Fatalf("missing key: %v", err)
+	}
+	if n := toFloat64(g.members[1].m.peerFallbacks); n != 0 {
+		t.Fatalf("a missing key fell back to the store %v times", n)
+	}
+}
+
+// TestOwnershipMoves: when the ring moves a key, the new owner fetches on
+// demand and nobody serves stale bytes.
+func TestOwnershipMoves(t *testing.T) {
+	g := newGroup(t, 3)
+	v1, v2 := object("k", 1, 4000), object("k", 2, 4000)
+	g.put(t, "k", v1)
+	g.mustRead(t, 2, "k", v1, RemoteMiss) // owner 0 and cachelet 2 hold v1
+	g.put(t, "k", v2)                     // changed behind every back
+	for _, r := range g.routers {
+		r.set(g.addrs[1])
+	}
+	for i := range g.members {
+		g.members[i].OwnershipChanged()
+	}
+	for i := range g.members {
+		got, _, err := g.read(t, i, "k")
+		if err != nil || !bytes.Equal(got, v2) {
+			t.Fatalf("cachelet %d after the move: err %v, stale %v", i, err, bytes.Equal(got, v1))
+		}
+	}
+}
+
+// TestPeerGetConditional: a peer that holds the current version gets 304.
+func TestPeerGetConditional(t *testing.T) {
+	g := newGroup(t, 2)
+	data := object("k", 1, 100)
+	res, err := g.st.Put(t.Context(), testBucket, "k", bytes.NewReader(data), int64(len(data)), store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.members[0].PeerGet(context.Background(), testBucket, "k", res.ETag); !errors.Is(err, store.ErrNotModified) {
+		t.Fatalf("conditional PeerGet: %v", err)
+	}
+	obj, err := g.members[0].PeerGet(context.Background(), testBucket, "k", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if !bytes.Equal(got, data) || obj.Outcome != peer.RemoteHit {
+		t.Fatalf("PeerGet: %d bytes, outcome %s", len(got), obj.Outcome)
+	}
+	if _, err := g.members[0].PeerPut(context.Background(), testBucket, "k", strings.NewReader("x"), 1, store.PutOptions{}, peer.PersistAsync); !errors.Is(err, peer.ErrBadRequest) {
+		t.Fatalf("async persistence: %v", err)
+	}
+}
