@@ -295,6 +295,18 @@ func (c *Cache) RemoveBucket(bucket string) int {
 	return n
 }
 
+// Clear drops every entry and returns how many. Reservations of fills in
+// flight stay (their fills decide themselves whether they are added).
+func (c *Cache) Clear() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.items)
+	for _, e := range c.items {
+		c.remove(e)
+	}
+	return n
+}
+
 // Stats returns a snapshot of occupancy.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/writeback"
 )
 
 // ReadMode says how far a read trusts the memory copy.
@@ -37,6 +38,11 @@ const (
 	ReadVersionCheck ReadMode = "version-check"
 	// ReadLocal serves cached copies without asking the store.
 	ReadLocal ReadMode = "local"
+	// ReadOwner confirms cached copies with the key's owner, which holds
+	// the newest version written through the application's cachelets;
+	// the owner itself trusts its memory. Objects changed in the store
+	// behind hoard's back are not seen until the owner drops its copy.
+	ReadOwner ReadMode = "owner"
 )
 
 // Config configures a Cachelet.
@@ -48,6 +54,13 @@ type Config struct {
 	// FillTimeout bounds one download from the store into memory, which
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
+	// WriteTarget and WriteMode: where a write must land before Put
+	// returns (see Consistencies). Default WriteStore, WriteSync.
+	WriteTarget WriteTarget
+	WriteMode   WriteMode
+	// DrainTimeout bounds how long Close waits for queued writes to reach
+	// the store (or their owner). Default 30 s; what is left is logged.
+	DrainTimeout time.Duration
 	// Router and Peers make the cachelet one of its application's: misses
 	// of keys another cachelet owns go to that owner (remote hit or
 	// miss), which falls back to the store when the owner cannot answer.
@@ -65,14 +78,23 @@ func (c *Config) Validate() error {
 	if c.ReadMode == "" {
 		c.ReadMode = ReadVersionCheck
 	}
-	if c.ReadMode != ReadVersionCheck && c.ReadMode != ReadLocal {
-		return fmt.Errorf("cachelet: unknown read mode %q (want %q or %q)", c.ReadMode, ReadVersionCheck, ReadLocal)
+	if c.ReadMode != ReadVersionCheck && c.ReadMode != ReadLocal && c.ReadMode != ReadOwner {
+		return fmt.Errorf("cachelet: unknown read mode %q (want %q, %q or %q)", c.ReadMode, ReadVersionCheck, ReadOwner, ReadLocal)
 	}
 	if c.FillTimeout == 0 {
 		c.FillTimeout = 10 * time.Minute
 	}
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if err := c.validateWrites(); err != nil {
+		return err
+	}
+	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
+		return errors.New("cachelet: Router and Peers go together")
 	}
 	return c.Cache.Validate()
 }
@@ -108,6 +130,10 @@ type Cachelet struct {
 	asking map[cache.Key]map[*flight]struct{}
 	wg     sync.WaitGroup // fill goroutines
 	closed bool
+
+	// Background persistence: writes queued for the store, and writes
+	// queued for their owner (owner target, async mode).
+	toStore, toOwner *writeback.Queue
 
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
@@ -195,6 +221,20 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
+	wrap := func(q string) prometheus.Registerer {
+		if reg == nil {
+			return nil
+		}
+		return prometheus.WrapRegistererWith(prometheus.Labels{"queue": q}, reg)
+	}
+	if c.toStore, err = writeback.New(writeback.Config{Sink: storeSink{st}, Permanent: permanent,
+		Logger: log.With("queue", "store"), Registerer: wrap("store")}); err != nil {
+		return nil, err
+	}
+	if c.toOwner, err = writeback.New(writeback.Config{Sink: ownerSink{c}, Permanent: permanent,
+		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -208,12 +248,18 @@ func (c *Cachelet) Stats() cache.Stats { return c.cache.Stats() }
 // for any more: the listener shut down first), waits for them, and turns
 // later fills into pass-through. It does not close the store. Idempotent.
 func (c *Cachelet) Close() error {
+	// Queued writes first: to their owners (while the peers still
+	// listen), then to the store. Nothing queued is dropped silently:
+	// what cannot be persisted in time is reported.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
+	defer cancel()
+	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.stopFills()
 	c.wg.Wait()
-	return nil
+	return err
 }
 
 // Invalidate drops the cached copy of bucket/key and dooms every fill of it

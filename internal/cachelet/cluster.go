@@ -2,6 +2,7 @@ package cachelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -25,6 +26,7 @@ type Router interface {
 // Peers is the client side of the peer protocol (peer.Client satisfies it).
 type Peers interface {
 	Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*peer.Object, error)
+	Put(ctx context.Context, addr, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error)
 }
 
 // Outcomes of reads served through the key's owner.
@@ -38,7 +40,69 @@ const (
 // OwnershipChanged tells the cachelet that the ring changed, so eviction
 // re-classifies owned and non-owned objects. Called by the membership
 // watcher after each new ring.
-func (c *Cachelet) OwnershipChanged() { c.cache.OwnershipChanged() }
+//
+// Under ReadOwner a cachelet trusts what it holds as an owner; a copy it
+// kept as a non-owner may predate writes made through the old owner, so
+// when ownership moves it drops everything it holds and refetches on
+// demand (conservative: ring changes are rare next to reads).
+func (c *Cachelet) OwnershipChanged() {
+	if c.cfg.ReadMode == ReadOwner {
+		n := c.cache.Clear()
+		c.log.Info("ring changed: dropped cached copies", "objects", n)
+		return
+	}
+	c.cache.OwnershipChanged()
+}
+
+// owner says who owns k: the peer address, and self when this cachelet
+// does (or works alone).
+func (c *Cachelet) owner(k cache.Key) (addr string, self bool) {
+	if c.cfg.Router == nil || c.cfg.Peers == nil {
+		return "", true
+	}
+	addr, self = c.cfg.Router.Owner(k.Bucket, k.Object)
+	if addr == "" {
+		return "", true // no ring yet: this cachelet answers alone
+	}
+	return addr, self
+}
+
+// confirmWithOwner asks k's owner whether e is current (ReadOwner). It
+// reports handled=false when the owner cannot answer, so the caller falls
+// back to the store's word.
+func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.Entry, addr string) (_ *cache.Entry, _ io.ReadCloser, _ store.ObjectInfo, _ Outcome, _ error, handled bool) {
+	fl := c.ask(k)
+	defer c.endAsk(k, fl)
+	fctx, cancel := c.fillContext(ctx)
+	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, e.Info().ETag)
+	switch {
+	case errors.Is(err, store.ErrNotModified):
+		cancel()
+		c.m.validations.WithLabelValues("fresh").Inc()
+		return e, nil, store.ObjectInfo{}, LocalHit, nil, true
+	case err == nil:
+		c.m.validations.WithLabelValues("changed").Inc()
+		c.cache.RemoveIf(k, e)
+		body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
+		ne, pass, info, outcome, err := c.installed(k, body, obj.Info, fl)
+		if err == nil && outcome == LocalMiss {
+			outcome = RemoteMiss
+			if obj.Outcome == peer.RemoteHit {
+				outcome = RemoteHit
+			}
+		}
+		return ne, pass, info, outcome, err, true
+	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
+		cancel()
+		c.m.validations.WithLabelValues("gone").Inc()
+		c.Invalidate(k.Bucket, k.Object)
+		return nil, nil, store.ObjectInfo{}, "", err, true
+	}
+	cancel()
+	c.m.peerFallbacks.Inc()
+	c.log.Debug("owner unavailable for a version check, asking the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
+	return nil, nil, store.ObjectInfo{}, "", nil, false
+}
 
 // PeerGet serves a whole object to a peer, as its owner: from memory after
 // confirming it (per the read mode), or from the store (kept afterwards).
@@ -69,13 +133,19 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 // servedForPeer labels reads made on behalf of a peer in the read metrics.
 const servedForPeer Outcome = "for_peer"
 
-// PeerPut takes a write through from a peer. Only synchronous persistence
-// exists so far: the store is written before PeerPut returns.
+// PeerPut takes a write through from a peer, as the key's owner. With
+// PersistSync the store is written before PeerPut returns; with
+// PersistAsync the owner keeps the object in memory (it serves it from
+// there) and persists it in the background. An object too large for the
+// memory tier is written through to the store either way.
 func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error) {
-	if persist != peer.PersistSync {
-		return store.PutResult{}, fmt.Errorf("%w: persistence %q is not supported yet", peer.ErrBadRequest, persist)
+	switch {
+	case persist == peer.PersistAsync && c.cache.Admissible(size):
+		return c.acceptOwned(bucket, key, body, size, opts)
+	case persist == peer.PersistAsync, persist == peer.PersistSync:
+		return c.putThrough(ctx, bucket, key, body, size, opts)
 	}
-	return c.Put(ctx, bucket, key, body, size, opts)
+	return store.PutResult{}, fmt.Errorf("%w: unknown persistence %q", peer.ErrBadRequest, persist)
 }
 
 // PeerInvalidate drops cached copies of keys at a peer's request.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,7 @@ type group struct {
 	servers []*httptest.Server
 }
 
-func newGroup(t *testing.T, n int) *group {
+func newGroup(t *testing.T, n int, opts ...func(*Config)) *group {
 	t.Helper()
 	st := memstore.New()
 	if err := st.CreateBucket(t.Context(), testBucket, ""); err != nil {
@@ -66,7 +67,11 @@ func newGroup(t *testing.T, n int) *group {
 	t.Cleanup(client.Close)
 	for i := range n {
 		r := &staticRouter{self: g.addrs[i], owner: g.addrs[0]}
-		c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize}, Router: r, Peers: client}, st, nil, nil)
+		cfg := Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize}, Router: r, Peers: client}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		c, err := New(cfg, st, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +223,64 @@ func TestPeerGetConditional(t *testing.T) {
 	if !bytes.Equal(got, data) || obj.Outcome != peer.RemoteHit {
 		t.Fatalf("PeerGet: %d bytes, outcome %s", len(got), obj.Outcome)
 	}
-	if _, err := g.members[0].PeerPut(context.Background(), testBucket, "k", strings.NewReader("x"), 1, store.PutOptions{}, peer.PersistAsync); !errors.Is(err, peer.ErrBadRequest) {
-		t.Fatalf("async persistence: %v", err)
+	if _, err := g.members[0].PeerPut(context.Background(), testBucket, "k", strings.NewReader("x"), 1, store.PutOptions{}, "later"); !errors.Is(err, peer.ErrBadRequest) {
+		t.Fatalf("unknown persistence: %v", err)
+	}
+}
+
+// TestCounterTable6 is Faa$T's Table 6: five cachelets increment one
+// counter object round-robin to 1,000 under each consistency setting. The
+// strong settings lose no increment; the weak ones do, which shows they
+// really skip what makes the strong ones strong.
+func TestCounterTable6(t *testing.T) {
+	const increments = 1000
+	for _, s := range Consistencies {
+		t.Run(s.Name, func(t *testing.T) {
+			g := newGroup(t, 5, s.Apply)
+			ctx := t.Context()
+			put := func(i, v int) {
+				data := []byte(strconv.Itoa(v))
+				if _, err := g.members[i].Put(ctx, testBucket, "counter", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+					t.Fatalf("put via %d: %v", i, err)
+				}
+			}
+			put(0, 0)
+			for n := range increments {
+				i := n % len(g.members)
+				data, _, err := g.read(t, i, "counter")
+				if err != nil {
+					t.Fatalf("read via %d: %v", i, err)
+				}
+				v, err := strconv.Atoi(string(data))
+				if err != nil {
+					t.Fatalf("read via %d: %q", i, data)
+				}
+				put(i, v+1)
+			}
+			for _, c := range g.members {
+				if err := c.Drain(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			body, _, _, err := g.st.Get(ctx, testBucket, "counter", store.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(body)
+			body.Close()
+			final, _ := strconv.Atoi(string(data))
+			lost := increments - final
+			t.Logf("%-16s target=%-5s mode=%-5s read=%-13s lost increments: %d", s.Name, s.Target, s.Mode, s.Read, lost)
+			switch s.Name {
+			case "strong", "owner":
+				if lost != 0 {
+					t.Fatalf("a strong setting lost %d increments", lost)
+				}
+			case "owner-local-read", "local", "local-async":
+				if lost == 0 {
+					t.Fatalf("a setting that reads local copies lost nothing: it is not doing what it says")
+				}
+			}
+		})
 	}
 }

@@ -225,8 +225,19 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// A fill that failed is a miss, never partial bytes.
 		return c.fetch(ctx, k, nil, route)
 	}
-	if c.cfg.ReadMode == ReadLocal {
+	switch c.cfg.ReadMode {
+	case ReadLocal:
 		return e, nil, store.ObjectInfo{}, LocalHit, nil
+	case ReadOwner:
+		addr, self := c.owner(k)
+		if self || !route {
+			// The owner holds the newest version written through
+			// the application: its memory is the answer.
+			return e, nil, store.ObjectInfo{}, LocalHit, nil
+		}
+		if ne, body, info, outcome, err, ok := c.confirmWithOwner(ctx, k, e, addr); ok {
+			return ne, body, info, outcome, err
+		}
 	}
 	// The check's answer may be a newer version, installed below.
 	fl := c.ask(k)
@@ -264,6 +275,21 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 	e := c.cache.Peek(k)
 	if e != nil && c.cfg.ReadMode == ReadLocal {
 		return e.Info(), nil
+	}
+	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {
+		// The newest version may not be in the store yet (persisted in
+		// the background): ask the way a read does.
+		e, body, info, _, err := c.acquire(ctx, k, true)
+		if err != nil {
+			return store.ObjectInfo{}, err
+		}
+		if body != nil {
+			body.Close()
+		}
+		if e != nil {
+			info = e.Info()
+		}
+		return info, nil
 	}
 	info, err := c.store.Stat(ctx, bucket, key)
 	if e != nil {

@@ -13,7 +13,20 @@ import (
 // (-1 when unknown: such a write is not kept). body must report any payload
 // verification failure (bad signature, checksum mismatch) as a read error,
 // so the store never commits a body the client did not send.
+//
+// Under the owner and local write targets an object the memory tier admits
+// is held whole and persisted in the background (see consistency.go);
+// larger ones, and every write under the store target, go through to the
+// store before Put returns.
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
+		return c.putBuffered(ctx, bucket, key, body, size, opts)
+	}
+	return c.putThrough(ctx, bucket, key, body, size, opts)
+}
+
+// putThrough writes to the store, then keeps the bytes.
+func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.Invalidate(bucket, key)
 

@@ -1,0 +1,227 @@
+package cachelet
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/writeback"
+)
+
+// WriteTarget is where a write must land before it counts as done
+// (Faa$T's Table 3).
+type WriteTarget string
+
+const (
+	// WriteStore: the store (the default; strong, highest fault tolerance).
+	WriteStore WriteTarget = "store"
+	// WriteOwner: the key's owner cachelet, which persists to the store in
+	// the background.
+	WriteOwner WriteTarget = "owner"
+	// WriteLocal: this cachelet, which persists to the store in the
+	// background; no other cachelet learns of the write.
+	WriteLocal WriteTarget = "local"
+)
+
+// WriteMode says whether the writer waits for its target.
+type WriteMode string
+
+const (
+	// WriteSync: the writer waits until the target holds the write.
+	WriteSync WriteMode = "sync"
+	// WriteAsync: the writer returns once the write is queued.
+	WriteAsync WriteMode = "async"
+)
+
+// Consistency is one of Faa$T's six write/read settings.
+type Consistency struct {
+	Name   string
+	Target WriteTarget
+	Mode   WriteMode
+	Read   ReadMode
+}
+
+// Consistencies are the settings an application may choose, by name.
+var Consistencies = []Consistency{
+	{"strong", WriteStore, WriteSync, ReadVersionCheck},
+	{"owner", WriteOwner, WriteSync, ReadOwner},
+	{"owner-async", WriteOwner, WriteAsync, ReadOwner},
+	{"owner-local-read", WriteOwner, WriteSync, ReadLocal},
+	{"local", WriteLocal, WriteSync, ReadLocal},
+	{"local-async", WriteLocal, WriteAsync, ReadLocal},
+}
+
+// ParseConsistency returns the setting of that name.
+func ParseConsistency(name string) (Consistency, error) {
+	for _, c := range Consistencies {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	var names []string
+	for _, c := range Consistencies {
+		names = append(names, c.Name)
+	}
+	return Consistency{}, fmt.Errorf("cachelet: unknown consistency %q (valid: %v)", name, names)
+}
+
+// Apply sets the config's write and read settings.
+func (s Consistency) Apply(cfg *Config) {
+	cfg.WriteTarget, cfg.WriteMode, cfg.ReadMode = s.Target, s.Mode, s.Read
+}
+
+// validateWrites checks the write settings against the six rows.
+func (c *Config) validateWrites() error {
+	if c.WriteTarget == "" {
+		c.WriteTarget = WriteStore
+	}
+	if c.WriteMode == "" {
+		c.WriteMode = WriteSync
+	}
+	for _, s := range Consistencies {
+		if s.Target == c.WriteTarget && s.Mode == c.WriteMode {
+			return nil
+		}
+	}
+	return fmt.Errorf("cachelet: write target %q with mode %q is not a supported setting", c.WriteTarget, c.WriteMode)
+}
+
+// putBuffered takes a write under the owner and local targets: the whole
+// object is held in memory (it is what the owner serves until the store
+// has it), its ETag is its MD5 as S3 gives single-part objects, and it is
+// persisted in the background.
+func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	data, etag, err := readWhole(body, size)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	k := cache.Key{Bucket: bucket, Object: key}
+	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
+
+	if c.cfg.WriteTarget == WriteOwner {
+		if addr, self := c.owner(k); !self {
+			if c.cfg.WriteMode == WriteAsync {
+				c.keep(k, data, etag, opts)
+				c.toOwner.Enqueue(w)
+				c.m.writes.WithLabelValues("queued_to_owner", "ok").Inc()
+				return store.PutResult{ETag: etag}, nil
+			}
+			res, err := c.cfg.Peers.Put(ctx, addr, bucket, key, bytes.NewReader(data), size, opts, peer.PersistAsync)
+			if err == nil {
+				c.keep(k, data, etag, opts)
+				c.m.writes.WithLabelValues("to_owner", "ok").Inc()
+				return res, nil
+			}
+			if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner) {
+				return store.PutResult{}, err
+			}
+			// The owner cannot take it: the store can, synchronously.
+			c.m.peerFallbacks.Inc()
+			return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
+		}
+	}
+	c.keep(k, data, etag, opts)
+	c.toStore.Enqueue(w)
+	c.m.writes.WithLabelValues("queued_to_store", "ok").Inc()
+	return store.PutResult{ETag: etag}, nil
+}
+
+// readWhole reads exactly size bytes and the body's verified end, and
+// returns them with their MD5, the ETag S3 gives single-part objects.
+func readWhole(body io.Reader, size int64) ([]byte, string, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return nil, "", err
+	}
+	var one [1]byte // the body must end here: its verification completes at EOF
+	if n, err := body.Read(one[:]); n > 0 || (err != nil && err != io.EOF) {
+		if err == nil {
+			err = fmt.Errorf("%w: body longer than its declared length", peer.ErrBadRequest)
+		}
+		return nil, "", err
+	}
+	sum := md5.Sum(data)
+	return data, hex.EncodeToString(sum[:]), nil
+}
+
+// keep caches a write's bytes under its ETag, replacing any older copy.
+func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) {
+	c.Invalidate(k.Bucket, k.Object)
+	size := int64(len(data))
+	if !c.cache.Reserve(size) {
+		return // not admitted: the queue still persists it
+	}
+	info := store.ObjectInfo{
+		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: time.Now().UTC(),
+		ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
+		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
+		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
+	}
+	c.cache.Add(cache.NewCompleteEntry(k, info, data))
+}
+
+// storeSink persists queued writes to the store.
+type storeSink struct{ st store.Store }
+
+func (s storeSink) Persist(ctx context.Context, w writeback.Write) error {
+	if w.Delete {
+		return s.st.Delete(ctx, w.Bucket, w.Key)
+	}
+	_, err := s.st.Put(ctx, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts)
+	return err
+}
+
+// ownerSink hands queued writes to the key's owner at the time they are
+// sent (it may have moved since they were queued); with no reachable
+// owner, to the store.
+type ownerSink struct{ c *Cachelet }
+
+func (s ownerSink) Persist(ctx context.Context, w writeback.Write) error {
+	k := cache.Key{Bucket: w.Bucket, Object: w.Key}
+	addr, self := s.c.owner(k)
+	if !self {
+		_, err := s.c.cfg.Peers.Put(ctx, addr, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts, peer.PersistAsync)
+		if err == nil || (!errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner)) {
+			return err
+		}
+	}
+	return storeSink{s.c.store}.Persist(ctx, w)
+}
+
+// permanent says which persistence errors retrying cannot fix: the store
+// refused the request itself (4xx), or the data is missing.
+func permanent(err error) bool {
+	var api *store.APIError
+	if errors.As(err, &api) {
+		return api.StatusCode >= 400 && api.StatusCode < 500 && api.StatusCode != http.StatusRequestTimeout
+	}
+	return errors.Is(err, store.ErrNoSuchBucket) || errors.Is(err, peer.ErrBadRequest)
+}
+
+// acceptOwned takes a write through from a peer as the key's owner: kept
+// in memory and persisted in the background.
+func (c *Cachelet) acceptOwned(bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	data, etag, err := readWhole(body, size)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	k := cache.Key{Bucket: bucket, Object: key}
+	c.keep(k, data, etag, opts)
+	c.toStore.Enqueue(writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts})
+	return store.PutResult{ETag: etag}, nil
+}
+
+// Drain waits until every write queued before the call is persisted (or
+// failed for good), bounded by ctx.
+func (c *Cachelet) Drain(ctx context.Context) error {
+	return errors.Join(c.toOwner.Drain(ctx), c.toStore.Drain(ctx))
+}
