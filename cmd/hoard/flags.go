@@ -56,6 +56,7 @@ type cacheFlags struct {
 	noWriteCache      bool
 	eviction          string
 	ttl               time.Duration
+	consistency       string
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) {
@@ -66,15 +67,24 @@ func (c *cacheFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.noWriteCache, "no-write-cache", false, "do not keep the bytes of objects written through the cache")
 	fs.StringVar(&c.eviction, "eviction", string(cache.PolicyOwnerLRU), "eviction policy: owner-lru, size-aware or ttl")
 	fs.DurationVar(&c.ttl, "ttl", 0, "with --eviction ttl: how long an object stays cached")
+	fs.StringVar(&c.consistency, "consistency", "", "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async (sets --read-mode)")
 }
 
-func (c *cacheFlags) apply(cfg *instance.Config) {
+func (c *cacheFlags) apply(cfg *instance.Config) error {
 	cfg.Cachelet.Cache.Budget = int64(c.budget)
 	cfg.Cachelet.Cache.MaxObjectSize = int64(c.maxObject)
 	cfg.Cachelet.ReadMode = cachelet.ReadMode(c.readMode)
 	cfg.Cachelet.DisableWriteCaching = c.noWriteCache
 	cfg.Cachelet.Cache.Policy = cache.Policy(c.eviction)
 	cfg.Cachelet.Cache.TTL = c.ttl
+	if c.consistency != "" {
+		s, err := cachelet.ParseConsistency(c.consistency)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		s.Apply(&cfg.Cachelet)
+	}
+	return nil
 }
 
 // envDefault returns the environment variable's value, or def.

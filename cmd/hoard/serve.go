@@ -9,17 +9,21 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/instance"
+	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 )
 
 // runServe runs one cachelet in front of an existing S3 endpoint until the
-// context ends. Secrets may come from the environment so they stay out of
-// process listings: HOARD_SECRET_KEY, HOARD_STORE_SECRET_KEY.
+// context ends. With --etcd-endpoints it joins its application's ring
+// (membership in that etcd) and cooperates with the application's other
+// cachelets over the peer protocol. Secrets may come from the environment
+// so they stay out of process listings: HOARD_SECRET_KEY,
+// HOARD_STORE_SECRET_KEY, HOARD_PEER_SECRET.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg instance.Config
 	var cf cacheFlags
-	var logLevel, domains string
+	var logLevel, domains, etcdEndpoints, peerSecret string
 	var logJSON bool
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9200", "S3 endpoint address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9201", "Prometheus /metrics address, or off")
@@ -31,6 +35,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Store.SecretKey, "store-secret-key", envDefault("HOARD_STORE_SECRET_KEY", ""), "the store's secret key (env HOARD_STORE_SECRET_KEY)")
 	fs.StringVar(&cfg.Store.Region, "store-region", "", "region the store signs for (default: --region)")
 	fs.StringVar(&domains, "domains", "", "comma-separated base domains for virtual-host style requests (bucket.DOMAIN)")
+	fs.StringVar(&cfg.App, "app", envDefault("HOARD_APP", "default"), "with --etcd-endpoints: the application whose ring this cachelet joins (env HOARD_APP)")
+	fs.StringVar(&cfg.ID, "id", "", "with --etcd-endpoints: this cachelet's member ID (default: <app>-<random>)")
+	fs.StringVar(&cfg.PeerListen, "peer-listen", "127.0.0.1:0", "with --etcd-endpoints: peer protocol address, reachable by the other cachelets")
+	fs.StringVar(&etcdEndpoints, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs holding membership; empty: a cachelet on its own (env HOARD_ETCD_ENDPOINTS)")
+	fs.StringVar(&peerSecret, "peer-secret", envDefault("HOARD_PEER_SECRET", ""), "with --etcd-endpoints: the application's peer secret, at least 16 bytes (env HOARD_PEER_SECRET)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log as JSON lines")
 	cf.register(fs)
@@ -40,7 +49,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	cf.apply(&cfg)
+	if err := cf.apply(&cfg); err != nil {
+		return err
+	}
 	for _, d := range strings.Split(domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
@@ -50,14 +61,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	var reg *etcdmembership.Registry
+	if eps := splitList(etcdEndpoints); len(eps) > 0 {
+		if len(peerSecret) < 16 {
+			return fmt.Errorf("%w: --etcd-endpoints needs the application's --peer-secret (or HOARD_PEER_SECRET), at least 16 bytes", errUsage)
+		}
+		reg, err = etcdmembership.New(etcdmembership.Config{Endpoints: eps, Logger: log.With("component", "membership")})
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		cfg.Registry, cfg.Secret = reg, []byte(peerSecret)
+	}
 	in, err := instance.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "hoard cachelet serving S3 at %s (metrics %s), store %s\n", in.Endpoint(), in.MetricsURL(), cfg.Store.Endpoint)
+	if reg != nil {
+		fmt.Fprintf(stdout, "hoard cachelet %s of %q serving S3 at %s (metrics %s, peer %s), store %s, %d members\n",
+			in.ID(), cfg.App, in.Endpoint(), in.MetricsURL(), in.PeerAddr(), cfg.Store.Endpoint, in.Cluster().Ring().Len())
+	} else {
+		fmt.Fprintf(stdout, "hoard cachelet serving S3 at %s (metrics %s), store %s\n", in.Endpoint(), in.MetricsURL(), cfg.Store.Endpoint)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return in.Close(sctx)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
+	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 )
 
 // The files `hoard up` keeps in its state directory.
@@ -32,20 +35,29 @@ const (
 
 type upFlags struct {
 	dir, listen, metricsListen, storeListen, region, logLevel string
+	peerListen                                                string
+	cachelets                                                 int
 	detach                                                    bool
 	cache                                                     cacheFlags
 }
 
-// runUp starts MinIO on loopback with its data under --dir and a cachelet
-// in front of it, writes the connection settings to DIR/env, and serves
-// until interrupted (or, with --detach, in the background until `hoard down`).
+// upApp is the application `hoard up`'s cachelets belong to.
+const upApp = "default"
+
+// runUp starts MinIO on loopback with its data under --dir, an embedded
+// etcd for membership, and --cachelets cachelets of one application in
+// front of MinIO sharing one ring; writes the connection settings to
+// DIR/env; and serves until interrupted (or, with --detach, in the
+// background until `hoard down`).
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f upFlags
 	fs.StringVar(&f.dir, "dir", ".hoard", "state directory: store data, credentials, env file, logs")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:9200", "the cachelet's S3 endpoint address")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9201", "Prometheus /metrics address")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:9200", "the first cachelet's S3 endpoint address; cachelet i listens on port+2i")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9201", "the first cachelet's Prometheus /metrics address; cachelet i on port+2i")
+	fs.StringVar(&f.peerListen, "peer-listen", "127.0.0.1:0", "the first cachelet's peer protocol address; cachelet i on port+i (port 0: free ports)")
+	fs.IntVar(&f.cachelets, "cachelets", 1, "how many cachelets of the application to run, sharing one ring")
 	fs.StringVar(&f.storeListen, "store-listen", "127.0.0.1:9300", "MinIO's address")
 	fs.StringVar(&f.region, "region", "us-east-1", "region clients sign for")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -56,6 +68,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if f.cachelets < 1 {
+		return fmt.Errorf("%w: --cachelets must be at least 1", errUsage)
 	}
 	dir, err := filepath.Abs(f.dir)
 	if err != nil {
@@ -105,32 +120,108 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	}
 	defer minio.Close()
 
-	cfg := instance.Config{
-		Listen: f.listen, MetricsListen: f.metricsListen, Region: f.region,
-		AccessKey: creds.AccessKey, SecretKey: creds.SecretKey,
+	// The application's membership lives in an embedded etcd, as an
+	// application's would in a production etcd cluster.
+	fmt.Fprintf(stdout, "starting etcd (data in %s)\n", filepath.Join(dir, "etcd"))
+	etcd, err := etcdembed.Start(startCtx, etcdembed.Config{Dir: dir, Logger: log.With("component", "etcd")})
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
 	}
-	cfg.Store.Endpoint = minio.Endpoint()
-	cfg.Store.AccessKey, cfg.Store.SecretKey = creds.StoreAccessKey, creds.StoreSecretKey
-	f.cache.apply(&cfg)
-	in, err := instance.Start(startCtx, cfg, log)
+	defer etcd.Close()
+	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Logger: log.With("component", "membership")})
 	if err != nil {
 		return err
 	}
-	env := fmt.Sprintf("AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_METRICS_URL=%s\n",
-		in.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), in.MetricsURL())
+	defer reg.Close()
+
+	var ins []*instance.Instance
+	closeAll := func(ctx context.Context) error {
+		var errs []error
+		for _, in := range ins {
+			errs = append(errs, in.Close(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	for i := range f.cachelets {
+		cfg := instance.Config{
+			Region: f.region, AccessKey: creds.AccessKey, SecretKey: creds.SecretKey,
+			Registry: reg, App: upApp, Secret: []byte(creds.PeerSecret),
+		}
+		if cfg.Listen, err = offsetPort(f.listen, 2*i); err != nil {
+			return fmt.Errorf("%w: --listen: %v", errUsage, err)
+		}
+		if cfg.MetricsListen, err = offsetPort(f.metricsListen, 2*i); err != nil {
+			return fmt.Errorf("%w: --metrics-listen: %v", errUsage, err)
+		}
+		if cfg.PeerListen, err = offsetPort(f.peerListen, i); err != nil {
+			return fmt.Errorf("%w: --peer-listen: %v", errUsage, err)
+		}
+		cfg.Store.Endpoint = minio.Endpoint()
+		cfg.Store.AccessKey, cfg.Store.SecretKey = creds.StoreAccessKey, creds.StoreSecretKey
+		if err := f.cache.apply(&cfg); err != nil {
+			_ = closeAll(context.Background())
+			return err
+		}
+		in, err := instance.Start(startCtx, cfg, log.With("cachelet", i))
+		if err != nil {
+			_ = closeAll(context.Background())
+			return fmt.Errorf("start cachelet %d: %w", i, err)
+		}
+		ins = append(ins, in)
+	}
+	var endpoints, metricsURLs []string
+	for _, in := range ins {
+		endpoints = append(endpoints, in.Endpoint())
+		metricsURLs = append(metricsURLs, in.MetricsURL())
+	}
+	first := ins[0]
+	env := fmt.Sprintf("AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_METRICS_URL=%s\nHOARD_ENDPOINTS=%s\nHOARD_METRICS_URLS=%s\n",
+		first.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), first.MetricsURL(),
+		strings.Join(endpoints, ","), strings.Join(metricsURLs, ","))
 	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
-		_ = in.Close(context.Background())
+		_ = closeAll(context.Background())
 		return err
 	}
 	defer os.Remove(filepath.Join(dir, envFile))
-	fmt.Fprintf(stdout, "\nhoard is up.\n  S3 endpoint:  %s\n  access key:   %s\n  secret key:   %s\n  region:       %s\n  store:        %s (MinIO)\n  metrics:      %s\n\nPoint any S3 client at it:  set -a; . %s; set +a\nStop with Ctrl-C.\n",
-		in.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), in.MetricsURL(), filepath.Join(dir, envFile))
+	var banner strings.Builder
+	fmt.Fprintf(&banner, "\nhoard is up.\n  S3 endpoint:  %s\n  access key:   %s\n  secret key:   %s\n  region:       %s\n  store:        %s (MinIO)\n  metrics:      %s\n",
+		first.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), first.MetricsURL())
+	fmt.Fprintf(&banner, "  membership:   etcd %s, application %q\n  cachelets:    %d\n", strings.Join(etcd.Endpoints(), ","), upApp, len(ins))
+	for i, in := range ins {
+		fmt.Fprintf(&banner, "    %d  %-20s S3 %s  metrics %s  peer %s\n", i, in.ID(), in.Endpoint(), in.MetricsURL(), in.PeerAddr())
+	}
+	fmt.Fprintf(&banner, "\nPoint any S3 client at it:  set -a; . %s; set +a\nStop with Ctrl-C.\n", filepath.Join(dir, envFile))
+	fmt.Fprint(stdout, banner.String())
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
-	return errors.Join(in.Close(sctx), minio.Close())
+	// Cachelets first (each leaves the ring), then membership, etcd, MinIO.
+	err = closeAll(sctx)
+	err = errors.Join(err, reg.Close())
+	etcd.Close()
+	return errors.Join(err, minio.Close())
+}
+
+// offsetPort returns addr with its port raised by n; port 0 (any free
+// port) stays 0.
+func offsetPort(addr string, n int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	if p == 0 || n == 0 {
+		return addr, nil
+	}
+	if p+n > 65535 {
+		return "", fmt.Errorf("port %d+%d is out of range", p, n)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+n)), nil
 }
 
 // detach re-runs `hoard up` in a new session with its output in the log
@@ -194,6 +285,10 @@ type credentials struct {
 	SecretKey      string `json:"secret_key"`
 	StoreAccessKey string `json:"store_access_key"`
 	StoreSecretKey string `json:"store_secret_key"`
+	// PeerSecret signs the peer protocol between the cachelets of `hoard
+	// up`'s application. Files written before it existed get one on the
+	// next start.
+	PeerSecret string `json:"peer_secret"`
 }
 
 // loadOrCreateCreds keeps one set of generated credentials per state
@@ -205,7 +300,11 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" || c.StoreAccessKey == "" || c.StoreSecretKey == "" {
 			return c, fmt.Errorf("%s is damaged; remove it to generate new credentials", path)
 		}
-		return c, nil
+		if c.PeerSecret != "" {
+			return c, nil
+		}
+		c.PeerSecret = randHex(32)
+		return c, saveCreds(path, c)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return c, err
@@ -213,9 +312,14 @@ func loadOrCreateCreds(path string) (credentials, error) {
 	c = credentials{
 		AccessKey: "HOARD" + strings.ToUpper(randHex(8)), SecretKey: randHex(20),
 		StoreAccessKey: "store" + randHex(6), StoreSecretKey: randHex(20),
+		PeerSecret: randHex(32),
 	}
-	data, _ = json.MarshalIndent(c, "", "  ")
-	return c, writeFileAtomic(path, append(data, '\n'), 0o600)
+	return c, saveCreds(path, c)
+}
+
+func saveCreds(path string, c credentials) error {
+	data, _ := json.MarshalIndent(c, "", "  ")
+	return writeFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 func randHex(n int) string {

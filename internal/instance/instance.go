@@ -2,16 +2,25 @@
 // store client, a cachelet over it, the S3 front serving it on a listener,
 // and the Prometheus endpoint. It is the composition root shared by
 // `hoard serve`, `hoard up`, the benchmarks and the integration tests.
+//
+// With a membership Registry the instance is one cachelet of its
+// application's cooperative cache: it also serves the peer protocol on its
+// own listener, joins the application's ring (package cluster), and sends
+// misses of keys other cachelets own to those owners. Without one it is a
+// cachelet on its own, in front of the store.
 package instance
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +28,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/cluster"
+	"github.com/hoard-io/hoard/internal/membership"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/ring"
 	"github.com/hoard-io/hoard/internal/s3api"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
@@ -48,6 +61,30 @@ type Config struct {
 	// (answered with a bare 431); default 1 MiB. Below it, the S3 front
 	// answers headers over 16 KiB with S3's RequestHeaderSectionTooLarge.
 	MaxHeaderBytes int
+
+	// The fields below make the instance one cachelet of its application's
+	// cooperative cache. They are used only when Registry is set.
+
+	// Registry is the membership store the cachelet joins. Default nil: no
+	// cooperation (a cachelet on its own; the other fields are ignored).
+	// The instance does not close it.
+	Registry membership.Registry
+	// App is the application's name: its ring, and the name peer requests
+	// are signed for. Default "default".
+	App string
+	// ID names this cachelet among App's live members. Default
+	// "<App>-<8 random hex digits>".
+	ID string
+	// PeerListen is the address of the peer protocol's listener; default
+	// "127.0.0.1:0" (a free port). Peers dial the address it is bound to,
+	// so it must be reachable from them (not a wildcard).
+	PeerListen string
+	// Secret is the application's peer secret, shared by all its
+	// cachelets; at least 16 bytes. Required with Registry.
+	Secret []byte
+	// Ring shapes the ring; all of App's cachelets must agree. Default:
+	// ring's defaults.
+	Ring ring.Config
 }
 
 // Validate checks the config and fills in defaults.
@@ -76,6 +113,31 @@ func (c *Config) Validate() error {
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 1 << 20
 	}
+	if c.Registry != nil {
+		if c.App == "" {
+			c.App = "default"
+		}
+		if err := membership.ValidateName(c.App); err != nil {
+			return fmt.Errorf("instance: app: %w", err)
+		}
+		if c.ID == "" {
+			var b [4]byte
+			_, _ = rand.Read(b[:])
+			c.ID = c.App + "-" + hex.EncodeToString(b[:])
+		}
+		if err := membership.ValidateName(c.ID); err != nil {
+			return fmt.Errorf("instance: id: %w", err)
+		}
+		if c.PeerListen == "" {
+			c.PeerListen = "127.0.0.1:0"
+		}
+		if len(c.Secret) < 16 {
+			return errors.New("instance: the application's peer secret (at least 16 bytes) is required with a membership registry")
+		}
+		if err := c.Ring.Validate(); err != nil {
+			return fmt.Errorf("instance: %w", err)
+		}
+	}
 	return c.Cachelet.Validate()
 }
 
@@ -90,6 +152,15 @@ type Instance struct {
 	s3Addr   string
 	metAddr  string
 	reg      *prometheus.Registry
+
+	// Set with Config.Registry only.
+	member   *cluster.Member
+	peers    *peer.Client
+	peerSrv  *http.Server
+	peerAddr string
+	// current is the cachelet once built, for OnChange, which the cluster
+	// may call (on its watch goroutine) before the cachelet exists.
+	current atomic.Pointer[cachelet.Cachelet]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -106,14 +177,56 @@ func (c staticCreds) Secret(ak string) (string, bool) {
 	return "", false
 }
 
+// starting holds what Start has built so far, to release it on failure.
+type starting struct {
+	lns    []net.Listener
+	member *cluster.Member
+	peers  *peer.Client
+	cl     *cachelet.Cachelet
+	st     *s3store.Store
+}
+
+func (s *starting) release() {
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	if s.member != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.member.Close(ctx)
+		cancel()
+	}
+	if s.peers != nil {
+		s.peers.Close()
+	}
+	if s.cl != nil {
+		_ = s.cl.Close()
+	}
+	if s.st != nil {
+		s.st.Close()
+	}
+}
+
 // Start builds the instance and starts serving. ctx bounds start-up only.
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Instance, error) {
+//
+// With cfg.Registry set, the order matters: the peer listener is bound
+// first, because the ring publishes its address; the cachelet then joins
+// its application (so the cachelet is built with its Router in place and
+// classifies ownership from the first entry); then the cachelet is built;
+// and only then do the listeners serve, so a peer that routes here before
+// that waits in the listen backlog rather than reaching a missing cachelet.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var s starting
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -121,30 +234,88 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Instance, error)
 	if err != nil {
 		return nil, fmt.Errorf("instance: store: %w", err)
 	}
+	s.st = st
+	in = &Instance{cfg: cfg, log: log, store: st, reg: reg}
+
+	var lc net.ListenConfig
+	listen := func(addr string) (net.Listener, error) {
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("instance: listen on %s: %w", addr, err)
+		}
+		s.lns = append(s.lns, ln)
+		return ln, nil
+	}
+	s3ln, err := listen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	in.s3Addr = s3ln.Addr().String()
+	var mln net.Listener
+	if cfg.MetricsListen != "off" {
+		if mln, err = listen(cfg.MetricsListen); err != nil {
+			return nil, err
+		}
+		in.metAddr = mln.Addr().String()
+	}
+
+	var (
+		peerLn net.Listener
+		auth   *peer.Auth
+	)
+	if cfg.Registry != nil {
+		if auth, err = peer.NewAuth(cfg.App, cfg.Secret, nil); err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		if peerLn, err = listen(cfg.PeerListen); err != nil {
+			return nil, err
+		}
+		in.peerAddr = peerLn.Addr().String()
+		in.member, err = cluster.Join(ctx, cluster.Config{
+			App: cfg.App, ID: cfg.ID, PeerAddr: in.peerAddr, S3Addr: in.s3Addr,
+			Registry: cfg.Registry, Ring: cfg.Ring, Logger: log.With("component", "cluster"),
+			// Runs on the cluster's watch goroutine, possibly before the
+			// cachelet exists: a change then is already reflected in the
+			// ring the cachelet's cache consults when it is built.
+			OnChange: func(_, _ *ring.Ring) {
+				if cl := in.current.Load(); cl != nil {
+					cl.OwnershipChanged()
+				}
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		s.member = in.member
+		in.peers = peer.NewClient(auth, peer.ClientConfig{})
+		s.peers = in.peers
+		cfg.Cachelet.Router, cfg.Cachelet.Peers = in.member, in.peers
+	}
+
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)
 	if err != nil {
-		st.Close()
 		return nil, err
+	}
+	s.cl = cl
+	in.cachelet = cl
+	in.current.Store(cl)
+	var owner peer.Owner
+	if cfg.Registry != nil {
+		var ok bool
+		if owner, ok = any(cl).(peer.Owner); !ok {
+			return nil, errors.New("instance: this cachelet cannot serve its peers (no peer.Owner implementation); run without a membership registry")
+		}
 	}
 	ver, err := s3auth.New(s3auth.Config{Region: cfg.Region, Domains: cfg.Domains}, staticCreds{cfg.AccessKey, cfg.SecretKey})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	api, err := s3api.New(s3api.Config{Region: cfg.Region, Domains: cfg.Domains}, cl, ver, log.With("component", "s3api"), reg)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
-	in := &Instance{cfg: cfg, log: log, store: st, cachelet: cl, reg: reg}
 
-	var lc net.ListenConfig
-	s3ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("instance: listen on %s: %w", cfg.Listen, err)
-	}
-	in.s3Addr = s3ln.Addr().String()
+	// Nothing fails from here on: serve.
 	in.s3 = &http.Server{
 		Handler:           api,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -153,22 +324,28 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Instance, error)
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	in.serve(in.s3, s3ln)
-
-	if cfg.MetricsListen != "off" {
-		mln, err := lc.Listen(ctx, "tcp", cfg.MetricsListen)
-		if err != nil {
-			_ = in.Close(context.Background())
-			return nil, fmt.Errorf("instance: listen on %s: %w", cfg.MetricsListen, err)
+	if peerLn != nil {
+		in.peerSrv = &http.Server{
+			Handler:           peer.NewServer(auth, owner, log.With("component", "peer")),
+			ReadHeaderTimeout: 30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
-		in.metAddr = mln.Addr().String()
+		in.serve(in.peerSrv, peerLn)
+	}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		in.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		in.serve(in.metrics, mln)
 	}
-	log.Info("cachelet serving", "endpoint", in.Endpoint(), "metrics", in.MetricsURL(),
-		"store", cfg.Store.Endpoint, "budget_bytes", cfg.Cachelet.Cache.Budget, "read_mode", cfg.Cachelet.ReadMode)
+	attrs := []any{"endpoint", in.Endpoint(), "metrics", in.MetricsURL(),
+		"store", cfg.Store.Endpoint, "budget_bytes", cfg.Cachelet.Cache.Budget, "read_mode", cfg.Cachelet.ReadMode}
+	if in.member != nil {
+		attrs = append(attrs, "app", cfg.App, "id", cfg.ID, "peer", in.peerAddr, "members", in.member.Ring().Len())
+	}
+	log.Info("cachelet serving", attrs...)
 	return in, nil
 }
 
@@ -193,14 +370,33 @@ func (in *Instance) MetricsURL() string {
 	return "http://" + in.metAddr + "/metrics"
 }
 
+// PeerAddr is the host:port of the peer listener, or "" without a
+// membership registry.
+func (in *Instance) PeerAddr() string { return in.peerAddr }
+
+// ID is the cachelet's member ID in its application, or "" without a
+// membership registry.
+func (in *Instance) ID() string {
+	if in.member == nil {
+		return ""
+	}
+	return in.cfg.ID
+}
+
+// Cluster exposes the instance's view of its application (ring and
+// members), or nil without a membership registry.
+func (in *Instance) Cluster() *cluster.Member { return in.member }
+
 // Cachelet exposes the instance's cachelet (for tests and benchmarks).
 func (in *Instance) Cachelet() *cachelet.Cachelet { return in.cachelet }
 
 // Registry exposes the instance's metrics registry.
 func (in *Instance) Registry() *prometheus.Registry { return in.reg }
 
-// Close stops accepting requests, lets those in flight finish within ctx,
-// waits for cache fills, and releases the store client. Idempotent.
+// Close stops accepting requests and lets those in flight finish within
+// ctx; leaves the application (so peers stop routing here) before the peer
+// listener stops (so peers that routed here meanwhile are still served);
+// waits for cache fills; and releases the store client. Idempotent.
 func (in *Instance) Close(ctx context.Context) error {
 	in.closeOnce.Do(func() {
 		var errs []error
@@ -208,13 +404,28 @@ func (in *Instance) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("s3 listener: %w", err))
 			_ = in.s3.Close()
 		}
+		if in.member != nil {
+			if err := in.member.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if in.peerSrv != nil {
+			if err := in.peerSrv.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("peer listener: %w", err))
+				_ = in.peerSrv.Close()
+			}
+		}
 		if in.metrics != nil {
 			if err := in.metrics.Shutdown(ctx); err != nil {
 				_ = in.metrics.Close()
 			}
 		}
 		in.serving.Wait()
-		errs = append(errs, in.cachelet.Close(), in.store.Close())
+		errs = append(errs, in.cachelet.Close())
+		if in.peers != nil {
+			in.peers.Close()
+		}
+		errs = append(errs, in.store.Close())
 		in.closeErr = errors.Join(errs...)
 	})
 	return in.closeErr

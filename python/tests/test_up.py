@@ -27,6 +27,8 @@ ENV_KEYS = {
     "AWS_DEFAULT_REGION",
     "HOARD_STORE_ENDPOINT",
     "HOARD_METRICS_URL",
+    "HOARD_ENDPOINTS",
+    "HOARD_METRICS_URLS",
 }
 
 
@@ -110,3 +112,59 @@ def test_up_detach_then_down(tmp_path):
     assert (state / "minio").is_dir()
     # A second `down` has nothing to stop.
     assert "not running" in _run("down", "--dir", str(state)).stdout
+
+
+def test_up_three_cachelets(tmp_path):
+    """`hoard up --cachelets 3`: three cachelets of one application, one ring."""
+    state = tmp_path / "state"
+    up = _run(
+        "up",
+        "--detach",
+        "--dir",
+        str(state),
+        "--cachelets",
+        "3",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--store-listen",
+        f"127.0.0.1:{free_port()}",
+        "--budget",
+        "64MiB",
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        env = _read_env(state / "env")
+        endpoints = env["HOARD_ENDPOINTS"].split(",")
+        assert len(endpoints) == 3
+        assert len(set(endpoints)) == 3
+        assert env["AWS_ENDPOINT_URL"] == endpoints[0]
+        assert len(env["HOARD_METRICS_URLS"].split(",")) == 3
+        assert "peer_secret" in (state / "credentials.json").read_text()
+
+        def client(endpoint):
+            return boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                region_name=env["AWS_DEFAULT_REGION"],
+                config=Config(s3={"addressing_style": "path"}),
+            )
+
+        s3 = [client(e) for e in endpoints]
+        s3[0].create_bucket(Bucket="ring-test")
+        for i in range(8):
+            s3[i % 3].put_object(Bucket="ring-test", Key=f"k{i}", Body=f"value {i}".encode())
+        for i in range(8):
+            for c in s3:
+                assert c.get_object(Bucket="ring-test", Key=f"k{i}")["Body"].read() == f"value {i}".encode()
+    finally:
+        down = _run("down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert "stopped" in down.stdout
+    assert not (state / "env").exists()
+    for endpoint in endpoints:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(endpoint, timeout=5)
