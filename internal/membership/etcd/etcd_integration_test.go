@@ -42,7 +42,7 @@ func TestServerLost(t *testing.T) {
 	select {
 	case <-m1.Done():
 		t.Logf("Done %v after etcd stopped", time.Since(start).Round(time.Millisecond))
-	case <-time.After(testTTL + 3*time.Second):
+	case <-time.After(testTTL + 10*time.Second): // generous: the suite shares two CPUs with other packages
 		t.Fatal("Done not closed after etcd stopped")
 	}
 	select {
