@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/ring"
@@ -80,6 +81,15 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// sessionBox holds a Session for atomic.Pointer.
+type sessionBox struct{ membership.Session }
+
+// Backoff between attempts to rejoin after the session was lost.
+const (
+	rejoinMinBackoff = 250 * time.Millisecond
+	rejoinMaxBackoff = 5 * time.Second
+)
+
 // view is one membership snapshot made into a ring. Immutable.
 type view struct {
 	rev     int64
@@ -93,7 +103,7 @@ type view struct {
 type Member struct {
 	cfg  Config
 	log  *slog.Logger
-	sess membership.Session
+	sess atomic.Pointer[sessionBox] // the current session; replaced on rejoin
 	view atomic.Pointer[view]
 
 	stop      context.CancelFunc // ends the watch
@@ -120,9 +130,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{
 		cfg:  cfg,
 		log:  cfg.Logger.With("app", cfg.App, "member", cfg.ID),
-		sess: sess,
 		done: make(chan struct{}),
 	}
+	m.sess.Store(&sessionBox{sess})
 	// The watch outlives ctx, which bounds start-up only.
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	m.stop = stop
@@ -151,10 +161,14 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	return m, nil
 }
 
-// watch applies snapshots until the watch ends, and notes a lost session.
+// watch applies snapshots until the watch ends. When the session is lost
+// it serves as a non-owner and tries to rejoin, with capped exponential
+// backoff (the old lease may still hold the ID until it expires).
 func (m *Member) watch(ctx context.Context, snaps <-chan membership.Snapshot) {
 	defer close(m.done)
-	lost := m.sess.Done()
+	lost := m.session().Done()
+	var retry <-chan time.Time
+	backoff := rejoinMinBackoff
 	for {
 		select {
 		case s, ok := <-snaps:
@@ -167,16 +181,47 @@ func (m *Member) watch(ctx context.Context, snaps <-chan membership.Snapshot) {
 			if ctx.Err() != nil {
 				return // Close: leaving on purpose
 			}
-			m.log.Warn("membership session lost: serving as a non-owner, the store is the fallback")
-			if m.cfg.OnChange != nil {
-				r := m.Ring()
-				m.cfg.OnChange(r, r)
+			m.log.Warn("membership session lost: serving as a non-owner, the store is the fallback; rejoining")
+			m.changed()
+			retry = time.After(backoff)
+		case <-retry:
+			retry = nil
+			if sess, err := m.rejoin(ctx); err != nil {
+				backoff = min(2*backoff, rejoinMaxBackoff)
+				m.log.Debug("rejoin failed", "err", err, "next_in", backoff)
+				retry = time.After(backoff)
+			} else {
+				backoff = rejoinMinBackoff
+				m.sess.Store(&sessionBox{sess})
+				lost = sess.Done()
+				m.log.Info("rejoined the application")
+				m.changed()
 			}
 		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// rejoin registers the member again under a new session.
+func (m *Member) rejoin(ctx context.Context) (membership.Session, error) {
+	jctx, cancel := context.WithTimeout(ctx, rejoinMaxBackoff)
+	defer cancel()
+	return m.cfg.Registry.Join(jctx, membership.Member{
+		ID: m.cfg.ID, App: m.cfg.App, PeerAddr: m.cfg.PeerAddr, S3Addr: m.cfg.S3Addr,
+	})
+}
+
+// changed reports an ownership change that the ring does not show (the
+// session was lost or regained).
+func (m *Member) changed() {
+	if m.cfg.OnChange != nil {
+		r := m.Ring()
+		m.cfg.OnChange(r, r)
+	}
+}
+
+func (m *Member) session() membership.Session { return m.sess.Load().Session }
 
 // apply swaps in the ring of snapshot s, unless s has the same members
 // (IDs and peer addresses) as the current view.
@@ -227,11 +272,12 @@ func (m *Member) Owner(bucket, key string) (addr string, self bool) {
 	return v.addrs[id], false
 }
 
-// Lost reports whether the member's session is done: its lease was lost or
-// the member left. A lost member claims no keys.
+// Lost reports whether the member's session is done: its lease was lost
+// (until the member rejoins) or the member left. A lost member claims no
+// keys.
 func (m *Member) Lost() bool {
 	select {
-	case <-m.sess.Done():
+	case <-m.session().Done():
 		return true
 	default:
 		return false
@@ -268,8 +314,8 @@ func (m *Member) Members() []membership.Member {
 func (m *Member) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		m.stop()
-		err := m.sess.Close(ctx)
-		<-m.done
+		<-m.done // no rejoin can race with leaving
+		err := m.session().Close(ctx)
 		if err != nil {
 			m.closeErr = fmt.Errorf("cluster: leave %s/%s: %w", m.cfg.App, m.cfg.ID, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/membership/memory"
@@ -165,7 +166,7 @@ func TestLeaveAndCrashRemoveMember(t *testing.T) {
 		synctest.Wait()
 		f.wantRings([]string{"a", "b", "c"}, "a", "b", "c")
 
-		f.reg.Crash(f.members["c"].sess)
+		f.reg.Crash(f.members["c"].session())
 		synctest.Wait()
 		f.wantRings([]string{"a", "b", "c"}, "a", "b") // the lease still runs
 		f.clock.Advance(f.reg.TTL())
@@ -236,7 +237,7 @@ func TestLostSessionClaimsNothing(t *testing.T) {
 
 		// a is cut off: its lease expires and it hears of no change.
 		close(part.cut)
-		f.reg.Expire(a.sess)
+		f.reg.Expire(a.session())
 		synctest.Wait()
 		if !a.Lost() {
 			t.Fatal("Lost() = false after the lease expired")
@@ -271,7 +272,7 @@ func TestExpiredMemberRoutesToOthers(t *testing.T) {
 		a := f.join("a")
 		f.join("b")
 		synctest.Wait()
-		f.reg.Expire(a.sess) // still connected: it sees itself removed
+		f.reg.Expire(a.session()) // still connected: it sees itself removed
 		synctest.Wait()
 		f.wantRings([]string{"b"}, "a", "b")
 		for i := range 200 {
@@ -321,6 +322,37 @@ func TestJoinErrors(t *testing.T) {
 			if _, err := Join(t.Context(), cfg); err == nil {
 				t.Errorf("Join(%+v) succeeded", cfg)
 			}
+		}
+	})
+}
+
+// TestRejoinAfterLostSession: a member whose lease was lost (while it
+// stayed connected) registers again after a backoff and owns keys again.
+func TestRejoinAfterLostSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		a := f.join("a")
+		f.join("b")
+		synctest.Wait()
+		f.reg.Expire(a.session())
+		synctest.Wait()
+		if !a.Lost() {
+			t.Fatal("Lost() = false right after the lease expired")
+		}
+		time.Sleep(rejoinMinBackoff) // fake time: the first rejoin attempt
+		synctest.Wait()
+		if a.Lost() {
+			t.Fatal("still lost after the rejoin backoff")
+		}
+		f.wantRings([]string{"a", "b"}, "a", "b")
+		owned := 0
+		for i := range 200 {
+			if _, self := a.Owner("bkt", fmt.Sprintf("k%d", i)); self {
+				owned++
+			}
+		}
+		if owned == 0 {
+			t.Fatal("a owns no key after rejoining")
 		}
 	})
 }
