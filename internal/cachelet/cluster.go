@@ -27,6 +27,8 @@ type Router interface {
 type Peers interface {
 	Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*peer.Object, error)
 	Put(ctx context.Context, addr, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error)
+	Invalidate(ctx context.Context, addr string, keys []peer.Key) error
+	Flush(ctx context.Context, addr string) error
 }
 
 // Outcomes of reads served through the key's owner.
@@ -147,6 +149,9 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	}
 	return store.PutResult{}, fmt.Errorf("%w: unknown persistence %q", peer.ErrBadRequest, persist)
 }
+
+// PeerFlush persists everything this cachelet has queued (see peer.Owner).
+func (c *Cachelet) PeerFlush(ctx context.Context) error { return c.Drain(ctx) }
 
 // PeerInvalidate drops cached copies of keys at a peer's request.
 func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {

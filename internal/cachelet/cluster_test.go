@@ -22,12 +22,23 @@ type staticRouter struct {
 	mu    sync.Mutex
 	self  string
 	owner string
+	all   []string
 }
 
 func (r *staticRouter) Owner(_, _ string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.owner, r.owner == r.self
+}
+
+func (r *staticRouter) PeerAddrs() []string {
+	var out []string
+	for _, a := range r.all {
+		if a != r.self {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (r *staticRouter) set(owner string) {
@@ -66,7 +77,7 @@ func newGroup(t *testing.T, n int, opts ...func(*Config)) *group {
 	client := peer.NewClient(auth, peer.ClientConfig{})
 	t.Cleanup(client.Close)
 	for i := range n {
-		r := &staticRouter{self: g.addrs[i], owner: g.addrs[0]}
+		r := &staticRouter{self: g.addrs[i], owner: g.addrs[0], all: g.addrs}
 		cfg := Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize}, Router: r, Peers: client}
 		for _, o := range opts {
 			o(&cfg)
@@ -280,6 +291,45 @@ func TestCounterTable6(t *testing.T) {
 				if lost == 0 {
 					t.Fatalf("a setting that reads local copies lost nothing: it is not doing what it says")
 				}
+			}
+		})
+	}
+}
+
+// TestDeleteUnderOwnerSettings: a delete is a synchronization point. Writes
+// queued anywhere for the key reach the store first, the owner drops its
+// copy, and no cachelet serves the object afterwards, nor does a queued
+// write bring it back.
+func TestDeleteUnderOwnerSettings(t *testing.T) {
+	for _, name := range []string{"owner", "owner-async"} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := ParseConsistency(name)
+			g := newGroup(t, 3, s.Apply)
+			ctx := t.Context()
+			data := object("k", 1, 1000)
+			if _, err := g.members[1].Put(ctx, testBucket, "k", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := g.read(t, 2, "k"); err != nil || !bytes.Equal(got, data) {
+				if name == "owner" {
+					t.Fatalf("read after an owner-synchronous write: %v", err)
+				}
+			}
+			if err := g.members[2].Delete(ctx, testBucket, "k"); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range g.members {
+				if err := c.Drain(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range g.members {
+				if _, _, err := g.read(t, i, "k"); !errors.Is(err, store.ErrNoSuchKey) {
+					t.Fatalf("cachelet %d after the delete: %v", i, err)
+				}
+			}
+			if _, err := g.st.Stat(ctx, testBucket, "k"); !errors.Is(err, store.ErrNoSuchKey) {
+				t.Fatalf("the store after the delete: %v", err)
 			}
 		})
 	}

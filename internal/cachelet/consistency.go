@@ -225,3 +225,78 @@ func (c *Cachelet) acceptOwned(bucket, key string, body io.Reader, size int64, o
 func (c *Cachelet) Drain(ctx context.Context) error {
 	return errors.Join(c.toOwner.Drain(ctx), c.toStore.Drain(ctx))
 }
+
+// syncPoint comes before an operation that changes the store directly
+// (delete, copy, multipart completion) under the owner and local write
+// targets: every write queued for the store or for an owner, here and at
+// the other cachelets, is delivered first (the other members' queues, then
+// the owners', whose queues the first step may have fed), so no older
+// queued write lands after the operation. Under the store target nothing
+// is queued and it returns at once.
+func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string) error {
+	if c.cfg.WriteTarget == WriteStore {
+		return nil
+	}
+	if err := c.Drain(ctx); err != nil {
+		return fmt.Errorf("%w: queued writes did not reach the store: %v", store.ErrUnavailable, err)
+	}
+	owners := map[string]bool{}
+	for _, key := range keys {
+		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+			owners[addr] = true
+		}
+	}
+	var others []string
+	if l, ok := c.cfg.Router.(PeerLister); ok {
+		for _, addr := range l.PeerAddrs() {
+			if !owners[addr] {
+				others = append(others, addr)
+			}
+		}
+	}
+	for _, group := range [][]string{others, mapKeys(owners)} {
+		for _, addr := range group {
+			if err := c.cfg.Peers.Flush(ctx, addr); err != nil && !errors.Is(err, store.ErrUnavailable) {
+				return err
+			}
+			// A peer that cannot be reached has nothing it can still
+			// deliver before its lease ends; the operation goes on.
+		}
+	}
+	return nil
+}
+
+// PeerLister is implemented by Routers that know every other member's
+// peer address (cluster.Member does), so synchronization points can flush
+// the writes queued at every member.
+type PeerLister interface {
+	PeerAddrs() []string
+}
+
+func mapKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// tellOwners drops the owners' copies of keys after the store changed
+// directly, under the settings where reads trust owners (best effort: an
+// unreachable owner loses its ownership with its lease).
+func (c *Cachelet) tellOwners(ctx context.Context, bucket string, keys ...string) {
+	if c.cfg.ReadMode == ReadVersionCheck || c.cfg.Peers == nil {
+		return
+	}
+	byOwner := map[string][]peer.Key{}
+	for _, key := range keys {
+		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+			byOwner[addr] = append(byOwner[addr], peer.Key{Bucket: bucket, Key: key})
+		}
+	}
+	for addr, ks := range byOwner {
+		if err := c.cfg.Peers.Invalidate(ctx, addr, ks); err != nil {
+			c.log.Warn("could not tell the owner to drop its copies", "owner", addr, "keys", len(ks), "err", err)
+		}
+	}
+}

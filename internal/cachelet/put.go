@@ -118,8 +118,12 @@ func (t *teeBuffer) Read(p []byte) (int, error) {
 // Delete removes an object from the store and the cache.
 func (c *Cachelet) Delete(ctx context.Context, bucket, key string) error {
 	c.Invalidate(bucket, key)
+	if err := c.syncPoint(ctx, bucket, key); err != nil {
+		return err
+	}
 	err := c.store.Delete(ctx, bucket, key)
 	c.Invalidate(bucket, key)
+	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("delete", resultLabel(err)).Inc()
 	return err
 }
@@ -129,10 +133,14 @@ func (c *Cachelet) DeleteMany(ctx context.Context, bucket string, keys []string)
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
+	if err := c.syncPoint(ctx, bucket, keys...); err != nil {
+		return nil, err
+	}
 	failed, err := c.store.DeleteMany(ctx, bucket, keys)
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
+	c.tellOwners(ctx, bucket, keys...)
 	c.m.writes.WithLabelValues("delete_many", resultLabel(err)).Inc()
 	return failed, err
 }
@@ -141,8 +149,15 @@ func (c *Cachelet) DeleteMany(ctx context.Context, bucket string, keys []string)
 // if any, is dropped.
 func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.CopyResult, error) {
 	c.Invalidate(dstBucket, dstKey)
+	if err := c.syncPoint(ctx, dstBucket, dstKey); err != nil {
+		return store.CopyResult{}, err
+	}
+	if err := c.syncPoint(ctx, src.Bucket, src.Key); err != nil {
+		return store.CopyResult{}, err
+	}
 	res, err := c.store.Copy(ctx, src, dstBucket, dstKey, opts)
 	c.Invalidate(dstBucket, dstKey)
+	c.tellOwners(ctx, dstBucket, dstKey)
 	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
 	return res, err
 }
@@ -151,8 +166,12 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 // any, is dropped.
 func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part) (store.PutResult, error) {
 	c.Invalidate(bucket, key)
+	if err := c.syncPoint(ctx, bucket, key); err != nil {
+		return store.PutResult{}, err
+	}
 	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts)
 	c.Invalidate(bucket, key)
+	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
 	return res, err
 }

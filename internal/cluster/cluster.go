@@ -284,6 +284,19 @@ func (m *Member) Lost() bool {
 	}
 }
 
+// PeerAddrs returns the peer addresses of the other current members
+// (cachelet.PeerLister).
+func (m *Member) PeerAddrs() []string {
+	v := m.view.Load()
+	out := make([]string, 0, len(v.members))
+	for _, mem := range v.members {
+		if mem.ID != m.cfg.ID {
+			out = append(out, mem.PeerAddr)
+		}
+	}
+	return out
+}
+
 // ID is the member's ID.
 func (m *Member) ID() string { return m.cfg.ID }
 

@@ -158,6 +158,24 @@ func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error 
 	return nil
 }
 
+// Flush asks the peer at addr to persist everything it has queued.
+func (c *Client) Flush(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/flush", nil)
+	if err != nil {
+		return err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return readError(resp)
+	}
+	return nil
+}
+
 // crcBody computes the CRC32C of what it passes and sets it as the
 // request's trailer at EOF.
 type crcBody struct {

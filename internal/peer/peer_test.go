@@ -22,6 +22,7 @@ type fakeOwner struct {
 	objects     map[string]stored
 	invalidated []Key
 	notOwner    bool
+	flushes     int
 }
 
 type stored struct {
@@ -67,6 +68,13 @@ func (f *fakeOwner) PeerInvalidate(_ context.Context, keys []Key) {
 	f.mu.Lock()
 	f.invalidated = append(f.invalidated, keys...)
 	f.mu.Unlock()
+}
+
+func (f *fakeOwner) PeerFlush(context.Context) error {
+	f.mu.Lock()
+	f.flushes++
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *fakeOwner) get(bucket, key string) ([]byte, bool) {
@@ -268,6 +276,9 @@ func TestInvalidate(t *testing.T) {
 	}
 	if len(owner.invalidated) != 2 || owner.invalidated[1] != keys[1] {
 		t.Fatalf("invalidated %v", owner.invalidated)
+	}
+	if err := cl.Flush(context.Background(), addr); err != nil || owner.flushes != 1 {
+		t.Fatalf("flush: %v, %d flushes", err, owner.flushes)
 	}
 }
 

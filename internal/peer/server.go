@@ -30,6 +30,11 @@ type Owner interface {
 	PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist Persist) (store.PutResult, error)
 	// PeerInvalidate drops cached copies of keys.
 	PeerInvalidate(ctx context.Context, keys []Key)
+	// PeerFlush returns once every write the owner queued before the call
+	// reached the store (or failed for good), bounded by ctx. A peer about
+	// to change the store directly (delete, copy, complete a multipart
+	// upload) calls it so that no older queued write lands after.
+	PeerFlush(ctx context.Context) error
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -64,6 +69,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.owner.PeerInvalidate(r.Context(), keys)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.URL.Path == "/v1/flush" && r.Method == http.MethodPost {
+		if err := s.owner.PeerFlush(r.Context()); err != nil {
+			writeError(w, fmt.Errorf("%w: %v", store.ErrUnavailable, err))
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
