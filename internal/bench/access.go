@@ -33,6 +33,12 @@ var (
 // ColdMethod is how the cold target makes every timed GET a local miss.
 const ColdMethod = "before every timed GET the cached copy is dropped with Cachelet.Invalidate (untimed), so each timed GET is a local miss that fetches the object from MinIO while streaming it to the client"
 
+// RemoteMethod is how the remote-hit and remote-miss targets are measured.
+const RemoteMethod = "two cachelets of one application (in-process instances, embedded etcd, membership/etcd registry), default setting strong; every GET goes through the cachelet that does not own the key; before each timed GET the reader's copy is dropped with Cachelet.Invalidate on the reader only (remote-hit: the owner still holds it, and confirms it with MinIO under strong) or on both cachelets (remote-miss: the owner fetches from MinIO)"
+
+// remoteApp is the application the remote targets' cachelets belong to.
+const remoteApp = "bench-access"
+
 const (
 	benchBucket = "hoard-bench"
 	benchRegion = "us-east-1"
@@ -233,6 +239,11 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	if want(TargetCold) {
 		rep.Settings.ColdMethod = ColdMethod
 	}
+	wantRemote := want(TargetRemoteHit) || want(TargetRemoteMiss)
+	if wantRemote {
+		rep.Settings.RemoteMethod = RemoteMethod
+		rep.Settings.RemoteOwners = map[string]string{}
+	}
 	rep.Machine.MinIOVersion = commandVersion(cfg.MinIOBinary, "--version")
 
 	tmp, err := os.MkdirTemp(cfg.TempDir, "hoard-bench-")
@@ -343,6 +354,24 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		defer closeInstance(local)
 	}
 
+	// Two cachelets of one application for the remote targets, under the
+	// default setting (strong).
+	var app *appCluster
+	if wantRemote {
+		etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"), cfg.Log)
+		if err != nil {
+			return nil, err
+		}
+		defer etcd.Close()
+		progress("started embedded etcd on %v", etcd.Endpoints())
+		app, err = startAppCluster(ctx, etcd, storeEndpoint{srv.Endpoint(), srv.AccessKey(), srv.SecretKey()}, remoteApp, 2,
+			cachelet.Config{Cache: cache.Config{Budget: budget, MaxObjectSize: largest}}, cfg.Log)
+		if err != nil {
+			return nil, err
+		}
+		defer app.Close()
+	}
+
 	// The objects: the same random bytes in MinIO and in Redis.
 	rng := rand.NewChaCha8([32]byte{'h', 'o', 'a', 'r', 'd'})
 	for _, size := range cfg.Sizes {
@@ -389,6 +418,26 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 				t.getter, t.onTimed = hoardGetter(checkedCore, string(cachelet.LocalHit))
 			case TargetWarmLocal:
 				t.getter, t.onTimed = hoardGetter(localCore, string(cachelet.LocalHit))
+			case TargetRemoteHit, TargetRemoteMiss:
+				own, err := app.owner(benchBucket, key)
+				if err != nil {
+					return nil, err
+				}
+				via := 1 - own
+				rep.Settings.RemoteOwners[sr.Label] = fmt.Sprintf("owner %s, read through %s", app.ins[own].ID(), app.ins[via].ID())
+				expect := cachelet.RemoteHit
+				if name == TargetRemoteMiss {
+					expect = cachelet.RemoteMiss
+				}
+				t.getter, t.onTimed = hoardGetter(app.cores[via], string(expect))
+				reader, owner := app.ins[via].Cachelet(), app.ins[own].Cachelet()
+				t.before = func(_ context.Context, key string) error {
+					reader.Invalidate(benchBucket, key)
+					if name == TargetRemoteMiss {
+						owner.Invalidate(benchBucket, key)
+					}
+					return nil
+				}
 			case TargetRedis:
 				t.getter = RedisGetter{Client: rdb}
 			case TargetTCP:

@@ -17,12 +17,14 @@ const (
 	TargetWarmLocal  = "warm-local"
 	TargetRedis      = "redis"
 	TargetTCP        = "tcp"
+	TargetRemoteHit  = "remote-hit"
+	TargetRemoteMiss = "remote-miss"
 	TargetBoto3Store = "boto3-store"
 	TargetBoto3Warm  = "boto3-warm"
 )
 
 // AllTargets are the Go-measured targets.
-var AllTargets = []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRedis, TargetTCP}
+var AllTargets = []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
 
 // TargetDescriptions say what each target measures.
 var TargetDescriptions = map[string]string{
@@ -32,6 +34,8 @@ var TargetDescriptions = map[string]string{
 	TargetWarmLocal:  "hoard local hit, read mode local (second instance; no store round trip)",
 	TargetRedis:      "Redis GET of the same bytes (go-redis, which allocates each value)",
 	TargetTCP:        "plain loopback TCP copy of the same bytes (the ceiling)",
+	TargetRemoteHit:  "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
+	TargetRemoteMiss: "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
 	TargetBoto3Store: "boto3 get_object from MinIO, body read in 1 MiB chunks",
 	TargetBoto3Warm:  "boto3 get_object from hoard (warm, version-check), body read in 1 MiB chunks",
 }
@@ -48,11 +52,17 @@ type Report struct {
 
 // Settings records how the run was configured.
 type Settings struct {
-	Quick        bool              `json:"quick"`
-	Sizes        []int64           `json:"sizes"`
-	Targets      []string          `json:"targets"`
-	Boto3        bool              `json:"boto3"`
-	ColdMethod   string            `json:"cold_method"`
+	Quick      bool     `json:"quick"`
+	Sizes      []int64  `json:"sizes"`
+	Targets    []string `json:"targets"`
+	Boto3      bool     `json:"boto3"`
+	ColdMethod string   `json:"cold_method"`
+	// RemoteMethod says how remote-hit and remote-miss were measured
+	// (the application, its registry, its setting, the drops).
+	RemoteMethod string `json:"remote_method,omitempty"`
+	// RemoteOwners names, per size label, the cachelet that owned the
+	// key and the one read through.
+	RemoteOwners map[string]string `json:"remote_owners,omitempty"`
 	Budget       int64             `json:"cache_budget_bytes"`
 	Descriptions map[string]string `json:"target_descriptions"`
 }
@@ -96,6 +106,11 @@ type Ratios struct {
 	StoreWarmLocalP50  *float64 `json:"store_warm_local_p50,omitempty"`
 	WarmLocalRedisMBps *float64 `json:"warm_local_redis_mbps,omitempty"`
 	WarmLocalTCPMBps   *float64 `json:"warm_local_tcp_mbps,omitempty"`
+	// Remote reads against local ones (Faa$T's RH/LH and RM/LM).
+	RemoteHitWarmP50      *float64 `json:"remote_hit_warm_p50,omitempty"`       // remote-hit p50 / warm p50
+	RemoteHitWarmLocalP50 *float64 `json:"remote_hit_warm_local_p50,omitempty"` // remote-hit p50 / warm-local p50
+	RemoteMissColdP50     *float64 `json:"remote_miss_cold_p50,omitempty"`      // remote-miss p50 / cold p50
+	RemoteMissStoreP50    *float64 `json:"remote_miss_store_p50,omitempty"`     // remote-miss p50 / store p50
 }
 
 // ComputeRatios fills s.Ratios from its targets.
@@ -126,6 +141,11 @@ func (s *SizeResult) ComputeRatios() {
 		StoreWarmLocalP50:  p50(TargetStore, TargetWarmLocal),
 		WarmLocalRedisMBps: mbps(TargetWarmLocal, TargetRedis),
 		WarmLocalTCPMBps:   mbps(TargetWarmLocal, TargetTCP),
+
+		RemoteHitWarmP50:      p50(TargetRemoteHit, TargetWarm),
+		RemoteHitWarmLocalP50: p50(TargetRemoteHit, TargetWarmLocal),
+		RemoteMissColdP50:     p50(TargetRemoteMiss, TargetCold),
+		RemoteMissStoreP50:    p50(TargetRemoteMiss, TargetStore),
 	}
 }
 
@@ -212,6 +232,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Settings.ColdMethod != "" {
 		fmt.Fprintf(&b, "cold: %s\n", r.Settings.ColdMethod)
 	}
+	if r.Settings.RemoteMethod != "" {
+		fmt.Fprintf(&b, "remote: %s\n", r.Settings.RemoteMethod)
+	}
 	b.WriteString("p50/p99: exact percentiles (nearest rank) of the timed GETs, one at a time; MB/s: 10^6 bytes/s over the timed GETs\n")
 	for _, s := range r.Sizes {
 		fmt.Fprintf(&b, "\n== %s ==\n", s.Label)
@@ -227,7 +250,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "warm-local: warm-local/redis p50 %s | store/warm-local p50 %s faster than store | warm-local/redis MB/s %s | warm-local/tcp MB/s %s\n",
 			fmtRatio(x.WarmLocalRedisP50), fmtRatio(x.StoreWarmLocalP50), fmtRatio(x.WarmLocalRedisMBps), fmtRatio(x.WarmLocalTCPMBps))
 		fmt.Fprintf(&b, "cold:       cold/store p50 %s\n", fmtRatio(x.ColdStoreP50))
+		if s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil {
+			fmt.Fprintf(&b, "remote:     RH/LH remote-hit/warm p50 %s | remote-hit/warm-local p50 %s | remote-miss/cold p50 %s | remote-miss/store p50 %s\n",
+				fmtRatio(x.RemoteHitWarmP50), fmtRatio(x.RemoteHitWarmLocalP50), fmtRatio(x.RemoteMissColdP50), fmtRatio(x.RemoteMissStoreP50))
+		}
 	}
+	r.writeRemoteSummary(&b)
 	if len(r.Checks) > 0 {
 		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference)\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -242,6 +270,42 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// FaasTRemoteHit is the paper's figure the remote-hit ratio is set next to.
+const (
+	FaasTRemoteHit      = "Faa$T: remote hits within ~13% of local hits for small objects"
+	FaasTRemoteHitRatio = 1.13
+)
+
+// writeRemoteSummary prints, when remote-hit was measured, RH against LH
+// at every size next to the paper's statement.
+func (r *Report) writeRemoteSummary(b *strings.Builder) {
+	measured := false
+	for _, s := range r.Sizes {
+		measured = measured || s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil
+	}
+	if !measured {
+		return
+	}
+	p50 := func(s SizeResult, name string) string {
+		if t := s.Target(name); t != nil && t.N > 0 {
+			return FormatDuration(t.P50)
+		}
+		return "-"
+	}
+	fmt.Fprintf(b, "\nremote reads against local ones (p50); %s, i.e. RH/LH <= ~%.2fx\n", FaasTRemoteHit, FaasTRemoteHitRatio)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size	remote-hit	warm	RH/LH	warm-local	RH/LH-local	remote-miss	cold	RM/LM	store	RM/store	")
+	for _, s := range r.Sizes {
+		x := s.Ratios
+		fmt.Fprintf(tw, "%s	%s	%s	%s	%s	%s	%s	%s	%s	%s	%s	\n", s.Label,
+			p50(s, TargetRemoteHit), p50(s, TargetWarm), fmtRatio(x.RemoteHitWarmP50),
+			p50(s, TargetWarmLocal), fmtRatio(x.RemoteHitWarmLocalP50),
+			p50(s, TargetRemoteMiss), p50(s, TargetCold), fmtRatio(x.RemoteMissColdP50),
+			p50(s, TargetStore), fmtRatio(x.RemoteMissStoreP50))
+	}
+	tw.Flush()
 }
 
 // WriteJSON writes the whole report, raw samples included.

@@ -126,3 +126,25 @@ func FormatMBps(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 }
+
+// MeanStddev returns the mean of samples and their sample standard
+// deviation (n-1 in the denominator; zero for fewer than two samples).
+func MeanStddev(samples []time.Duration) (mean, stddev time.Duration) {
+	if len(samples) == 0 {
+		return 0, 0
+	}
+	var sum float64
+	for _, d := range samples {
+		sum += float64(d)
+	}
+	m := sum / float64(len(samples))
+	if len(samples) < 2 {
+		return time.Duration(math.Round(m)), 0
+	}
+	var sq float64
+	for _, d := range samples {
+		x := float64(d) - m
+		sq += x * x
+	}
+	return time.Duration(math.Round(m)), time.Duration(math.Round(math.Sqrt(sq / float64(len(samples)-1))))
+}
