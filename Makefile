@@ -89,7 +89,7 @@ test: test-unit test-integration test-e2e test-bench-smoke
 test-unit:
 	$(GO) test -race -count=1 ./...
 
-test-integration: $(TOOLS)/minio $(TOOLS)/versitygw
+test-integration: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw
 	$(GO) test -tags integration -count=1 -timeout 10m ./...
 
 test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv

@@ -919,12 +919,12 @@ func TestCutOffCachelet(t *testing.T) {
 		frozen.id, thawedAt.Sub(frozenAt).Round(time.Millisecond), owned, nKeys, nKeys, hotReads, maxOp.Round(time.Millisecond))
 	t.Logf("cold reads of keys %s owns through survivors: %d ok, %d failed, slowest %v; survivors' peer fallbacks: %.0f; left the ring meanwhile: %v",
 		frozen.id, coldOK, coldFailed, coldMax.Round(time.Millisecond), fallbacks, leftRing)
-	// Reads stalled on the frozen owner end once it thaws, not at some
-	// later timeout.
-	if coldMax > pause+5*time.Second {
-		t.Errorf("a cold read took %v; %s was frozen for %v", coldMax, frozen.id, pause)
+	// A stuck owner costs a read the peer fetch timeout (2 s), then the
+	// store answers: reads do not wait for the owner to thaw.
+	if coldMax >= pause {
+		t.Errorf("a cold read took %v, as long as %s was frozen (%v): it waited instead of falling back", coldMax, frozen.id, pause)
 	}
-	if coldFailed > 0 && fallbacks == 0 {
-		t.Errorf("%d cold reads failed and no read fell back to the store", coldFailed)
+	if fallbacks == 0 {
+		t.Errorf("no read of a key the frozen %s owns fell back to the store", frozen.id)
 	}
 }

@@ -23,8 +23,15 @@ type ClientConfig struct {
 	// cannot be reached quickly is treated as down: callers fall back to
 	// the store.
 	DialTimeout time.Duration
-	// ResponseHeaderTimeout bounds the wait for a peer's answer after the
-	// request was sent; default 30 s (a remote miss waits for the store).
+	// GetTimeout bounds the wait for an owner's answer to a fetch (its
+	// headers; the body then streams). Default 2 s: an owner that is
+	// alive but stuck (paused, overloaded) must not stall readers, who
+	// fall back to the store after this long. A remote miss whose store
+	// answers slower than this is read from the store by the reader too.
+	GetTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the answer to a write,
+	// flush or invalidation once the request was sent; default 30 s (an
+	// owner persisting synchronously answers after the store did).
 	ResponseHeaderTimeout time.Duration
 }
 
@@ -34,7 +41,10 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 		out.MaxIdleConnsPerPeer = 64
 	}
 	if out.DialTimeout == 0 {
-		out.DialTimeout = 2 * time.Second
+		out.DialTimeout = time.Second
+	}
+	if out.GetTimeout == 0 {
+		out.GetTimeout = 2 * time.Second
 	}
 	if out.ResponseHeaderTimeout == 0 {
 		out.ResponseHeaderTimeout = 30 * time.Second
@@ -45,29 +55,36 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 // Client speaks the peer protocol to the other cachelets of one
 // application. Safe for concurrent use.
 type Client struct {
-	auth *Auth
-	http *http.Client
-	tr   *http.Transport
+	auth     *Auth
+	http     *http.Client // writes, flushes, invalidations
+	get      *http.Client // fetches: a short wait for the answer
+	tr, getT *http.Transport
 }
 
 // NewClient returns a Client signing with auth.
 func NewClient(auth *Auth, cfg ClientConfig) *Client {
 	cfg = cfg.withDefaults()
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		DialContext:           d.DialContext,
-		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerPeer,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-		DisableCompression:    true,
-		WriteBufferSize:       64 << 10,
-		ReadBufferSize:        64 << 10,
+	transport := func(headerTimeout time.Duration) *http.Transport {
+		return &http.Transport{
+			DialContext:           d.DialContext,
+			MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerPeer,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: headerTimeout,
+			DisableCompression:    true,
+			WriteBufferSize:       64 << 10,
+			ReadBufferSize:        64 << 10,
+		}
 	}
-	return &Client{auth: auth, http: &http.Client{Transport: tr}, tr: tr}
+	tr, getT := transport(cfg.ResponseHeaderTimeout), transport(cfg.GetTimeout)
+	return &Client{auth: auth, http: &http.Client{Transport: tr}, get: &http.Client{Transport: getT}, tr: tr, getT: getT}
 }
 
 // Close drops pooled connections.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.tr.CloseIdleConnections()
+	c.getT.CloseIdleConnections()
+}
 
 // Get fetches a whole object from its owner at addr ("host:port"). With
 // ifNoneMatch set and current, it returns store.ErrNotModified. Errors:
@@ -82,7 +99,7 @@ func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string)
 		req.Header.Set("If-None-Match", `"`+ifNoneMatch+`"`)
 	}
 	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.get.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
 	}

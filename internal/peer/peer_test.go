@@ -317,3 +317,24 @@ func BenchmarkGet4KiB(b *testing.B) {
 		obj.Body.Close()
 	}
 }
+
+// TestStuckOwner: an owner that accepts the connection but never answers
+// (paused, overloaded) costs a fetch GetTimeout, not the reader's patience:
+// the caller gets ErrUnavailable and falls back to the store.
+func TestStuckOwner(t *testing.T) {
+	auth, _ := NewAuth("app1", []byte(secret), nil)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	cl := NewClient(auth, ClientConfig{GetTimeout: 100 * time.Millisecond})
+	defer cl.Close()
+	start := time.Now()
+	_, err := cl.Get(context.Background(), strings.TrimPrefix(srv.URL, "http://"), "bkt", "k", "")
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("stuck owner: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("waited %v for a stuck owner", d)
+	}
+}
