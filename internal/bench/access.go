@@ -358,13 +358,13 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	// default setting (strong).
 	var app *appCluster
 	if wantRemote {
-		etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"), cfg.Log)
+		etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"))
 		if err != nil {
 			return nil, err
 		}
 		defer etcd.Close()
 		progress("started embedded etcd on %v", etcd.Endpoints())
-		app, err = startAppCluster(ctx, etcd, storeEndpoint{srv.Endpoint(), srv.AccessKey(), srv.SecretKey()}, remoteApp, 2,
+		app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{srv.Endpoint(), srv.AccessKey(), srv.SecretKey()}, remoteApp, 2,
 			cachelet.Config{Cache: cache.Config{Budget: budget, MaxObjectSize: largest}}, cfg.Log)
 		if err != nil {
 			return nil, err
