@@ -99,7 +99,8 @@ test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv
 # The benchmark harness runs end to end (tiny sizes; Redis left out so
 # the suite needs no root). Figures from this run mean nothing.
 test-bench-smoke: $(BIN) $(TOOLS)/minio
-	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,tcp --boto3=false >/dev/null
+	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,remote-hit,remote-miss,tcp --boto3=false >/dev/null
+	$(BIN) bench consistency --increments 50 >/dev/null
 
 # Short fuzzing of the request parsers, beyond their seed corpora.
 fuzz:

@@ -29,7 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, "usage: hoard bench <benchmark> [flags]\n\nbenchmarks:")
 		for _, b := range benchmarks {
-			fmt.Fprintf(stderr, "  %-8s %s\n", b.name, b.summary)
+			fmt.Fprintf(stderr, "  %-12s %s\n", b.name, b.summary)
 		}
 		if len(args) == 0 {
 			return fmt.Errorf("%w: which benchmark?", errUsage)

@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func remoteReport() *Report {
+	r := &Report{
+		Benchmark: "access",
+		Settings:  Settings{RemoteMethod: RemoteMethod},
+		Sizes: []SizeResult{
+			{Size: 4 << 10, Label: "4 KiB", Targets: []TargetResult{
+				result(TargetStore, 400*time.Microsecond, 10),
+				result(TargetCold, 500*time.Microsecond, 8),
+				result(TargetWarm, 480*time.Microsecond, 8.5),
+				result(TargetWarmLocal, 60*time.Microsecond, 68),
+				result(TargetRemoteHit, 552*time.Microsecond, 7.4),
+				result(TargetRemoteMiss, 650*time.Microsecond, 6.3),
+			}},
+			{Size: 1 << 20, Label: "1 MiB", Targets: []TargetResult{
+				result(TargetStore, time.Millisecond, 1000),
+				result(TargetRemoteHit, 900*time.Microsecond, 1100),
+				// no warm, warm-local, cold, remote-miss
+			}},
+		},
+	}
+	for i := range r.Sizes {
+		r.Sizes[i].ComputeRatios()
+	}
+	return r
+}
+
+func TestRemoteRatios(t *testing.T) {
+	r := remoteReport()
+	x := r.Sizes[0].Ratios
+	approx(t, "remote-hit/warm p50", x.RemoteHitWarmP50, 1.15)
+	approx(t, "remote-hit/warm-local p50", x.RemoteHitWarmLocalP50, 9.2)
+	approx(t, "remote-miss/cold p50", x.RemoteMissColdP50, 1.3)
+	approx(t, "remote-miss/store p50", x.RemoteMissStoreP50, 1.625)
+	y := r.Sizes[1].Ratios
+	if y.RemoteHitWarmP50 != nil || y.RemoteHitWarmLocalP50 != nil || y.RemoteMissColdP50 != nil || y.RemoteMissStoreP50 != nil {
+		t.Errorf("ratios with a missing target: %+v", y)
+	}
+}
+
+func TestRemoteTargetsAreKnown(t *testing.T) {
+	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss} {
+		found := false
+		for _, a := range AllTargets {
+			found = found || a == name
+		}
+		if !found {
+			t.Errorf("%s is not in AllTargets", name)
+		}
+		if TargetDescriptions[name] == "" {
+			t.Errorf("%s has no description", name)
+		}
+	}
+}
+
+func TestWriteTableRemote(t *testing.T) {
+	var b strings.Builder
+	if err := remoteReport().WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"remote: two cachelets of one application",
+		"remote:     RH/LH remote-hit/warm p50 1.15x | remote-hit/warm-local p50 9.20x | remote-miss/cold p50 1.30x | remote-miss/store p50 1.62x",
+		FaasTRemoteHit,
+		"RH/LH <= ~1.13x",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// The summary has one line per size, "-" where a target is missing.
+	var lines []string
+	for l := range strings.SplitSeq(out, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && (f[0] == "4" || f[0] == "1") && (f[1] == "KiB" || f[1] == "MiB") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("summary lines %q", lines)
+	}
+	if f := strings.Fields(lines[0]); strings.Join(f[2:6], " ") != "552.0µs 480.0µs 1.15x 60.00µs" {
+		t.Errorf("4 KiB summary: %q", lines[0])
+	}
+	if f := strings.Fields(lines[1]); strings.Join(f[2:5], " ") != "900.0µs - -" {
+		t.Errorf("1 MiB summary: %q", lines[1])
+	}
+}
+
+func TestWriteTableWithoutRemote(t *testing.T) {
+	var b strings.Builder
+	if err := testReport().WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "remote") {
+		t.Errorf("a run without remote targets mentions them:\n%s", b.String())
+	}
+}
