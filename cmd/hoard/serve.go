@@ -37,7 +37,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&domains, "domains", "", "comma-separated base domains for virtual-host style requests (bucket.DOMAIN)")
 	fs.StringVar(&cfg.App, "app", envDefault("HOARD_APP", "default"), "with --etcd-endpoints: the application whose ring this cachelet joins (env HOARD_APP)")
 	fs.StringVar(&cfg.ID, "id", "", "with --etcd-endpoints: this cachelet's member ID (default: <app>-<random>)")
-	fs.StringVar(&cfg.PeerListen, "peer-listen", "127.0.0.1:0", "with --etcd-endpoints: peer protocol address, reachable by the other cachelets")
+	fs.StringVar(&cfg.PeerListen, "peer-listen", "127.0.0.1:0", "with --etcd-endpoints: peer protocol address, reachable by the other cachelets (or see --peer-advertise)")
+	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise", "", "with --etcd-endpoints: HOST:PORT the other cachelets dial to reach this one's peer listener, when that is not --peer-listen's address (NAT, a Kubernetes Service, a proxy, a wildcard listener); default: the peer listener's address")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs holding membership; empty: a cachelet on its own (env HOARD_ETCD_ENDPOINTS)")
 	fs.StringVar(&peerSecret, "peer-secret", envDefault("HOARD_PEER_SECRET", ""), "with --etcd-endpoints: the application's peer secret, at least 16 bytes (env HOARD_PEER_SECRET)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -78,8 +79,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if reg != nil {
+		peerAt := in.PeerAddr()
+		if in.PeerListenAddr() != peerAt {
+			peerAt = in.PeerListenAddr() + " advertised as " + peerAt
+		}
 		fmt.Fprintf(stdout, "hoard cachelet %s of %q serving S3 at %s (metrics %s, peer %s), store %s, %d members\n",
-			in.ID(), cfg.App, in.Endpoint(), in.MetricsURL(), in.PeerAddr(), cfg.Store.Endpoint, in.Cluster().Ring().Len())
+			in.ID(), cfg.App, in.Endpoint(), in.MetricsURL(), peerAt, cfg.Store.Endpoint, in.Cluster().Ring().Len())
 	} else {
 		fmt.Fprintf(stdout, "hoard cachelet serving S3 at %s (metrics %s), store %s\n", in.Endpoint(), in.MetricsURL(), cfg.Store.Endpoint)
 	}

@@ -35,7 +35,7 @@ const (
 
 type upFlags struct {
 	dir, listen, metricsListen, storeListen, region, logLevel string
-	peerListen                                                string
+	peerListen, peerAdvertise                                 string
 	cachelets                                                 int
 	detach                                                    bool
 	cache                                                     cacheFlags
@@ -57,6 +57,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9200", "the first cachelet's S3 endpoint address; cachelet i listens on port+2i")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9201", "the first cachelet's Prometheus /metrics address; cachelet i on port+2i")
 	fs.StringVar(&f.peerListen, "peer-listen", "127.0.0.1:0", "the first cachelet's peer protocol address; cachelet i on port+i (port 0: free ports)")
+	fs.StringVar(&f.peerAdvertise, "peer-advertise", "", "HOST:PORT the other cachelets dial to reach the first cachelet's peer listener, when that is not its --peer-listen address; cachelet i advertises port+i (default: each peer listener's address)")
 	fs.IntVar(&f.cachelets, "cachelets", 1, "how many cachelets of the application to run, sharing one ring")
 	fs.StringVar(&f.storeListen, "store-listen", "127.0.0.1:9300", "MinIO's address")
 	fs.StringVar(&f.region, "region", "us-east-1", "region clients sign for")
@@ -155,6 +156,11 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		}
 		if cfg.PeerListen, err = offsetPort(f.peerListen, i); err != nil {
 			return fmt.Errorf("%w: --peer-listen: %v", errUsage, err)
+		}
+		if f.peerAdvertise != "" {
+			if cfg.PeerAdvertise, err = offsetPort(f.peerAdvertise, i); err != nil {
+				return fmt.Errorf("%w: --peer-advertise: %v", errUsage, err)
+			}
 		}
 		cfg.Store.Endpoint = minio.Endpoint()
 		cfg.Store.AccessKey, cfg.Store.SecretKey = creds.StoreAccessKey, creds.StoreSecretKey

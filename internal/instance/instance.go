@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,9 +78,17 @@ type Config struct {
 	// "<App>-<8 random hex digits>".
 	ID string
 	// PeerListen is the address of the peer protocol's listener; default
-	// "127.0.0.1:0" (a free port). Peers dial the address it is bound to,
-	// so it must be reachable from them (not a wildcard).
+	// "127.0.0.1:0" (a free port). Without PeerAdvertise, peers dial the
+	// address it is bound to, so it must then be reachable from them (not
+	// a wildcard).
 	PeerListen string
+	// PeerAdvertise is the host:port the other cachelets dial to reach
+	// this one's peer listener, published in the ring. Default: the
+	// address the peer listener is bound to. Set it when peers reach the
+	// listener through another address: behind NAT, a Kubernetes Service,
+	// a proxy, or a listener bound to a wildcard. The host may be a name;
+	// the port must be explicit (1-65535).
+	PeerAdvertise string
 	// Secret is the application's peer secret, shared by all its
 	// cachelets; at least 16 bytes. Required with Registry.
 	Secret []byte
@@ -131,6 +141,11 @@ func (c *Config) Validate() error {
 		if c.PeerListen == "" {
 			c.PeerListen = "127.0.0.1:0"
 		}
+		if c.PeerAdvertise != "" {
+			if err := validateAdvertise(c.PeerAdvertise); err != nil {
+				return fmt.Errorf("instance: peer advertise address: %w", err)
+			}
+		}
 		if len(c.Secret) < 16 {
 			return errors.New("instance: the application's peer secret (at least 16 bytes) is required with a membership registry")
 		}
@@ -139,6 +154,30 @@ func (c *Config) Validate() error {
 		}
 	}
 	return c.Cachelet.Validate()
+}
+
+// validateAdvertise checks that a is a host:port peers can dial: a
+// non-empty host (a name or an IP address, not a wildcard) and a numeric
+// port in 1-65535, with nothing else (no scheme, path or user).
+func validateAdvertise(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", a, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", a)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q is a wildcard address, which peers cannot dial", a)
+	}
+	if strings.ContainsAny(host, "/?#@ \t\r\n%") {
+		return fmt.Errorf("%q: bad host %q", a, host)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return fmt.Errorf("%q: port must be a number in 1-65535", a)
+	}
+	return nil
 }
 
 // Instance is a running cachelet with its listeners.
@@ -157,7 +196,8 @@ type Instance struct {
 	member   *cluster.Member
 	peers    *peer.Client
 	peerSrv  *http.Server
-	peerAddr string
+	peerAddr string // the listener's address
+	peerAdv  string // what the ring publishes: PeerAdvertise, or peerAddr
 	// current is the cachelet once built, for OnChange, which the cluster
 	// may call (on its watch goroutine) before the cachelet exists.
 	current atomic.Pointer[cachelet.Cachelet]
@@ -271,8 +311,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			return nil, err
 		}
 		in.peerAddr = peerLn.Addr().String()
+		in.peerAdv = cfg.PeerAdvertise
+		if in.peerAdv == "" {
+			in.peerAdv = in.peerAddr
+		}
 		in.member, err = cluster.Join(ctx, cluster.Config{
-			App: cfg.App, ID: cfg.ID, PeerAddr: in.peerAddr, S3Addr: in.s3Addr,
+			App: cfg.App, ID: cfg.ID, PeerAddr: in.peerAdv, S3Addr: in.s3Addr,
 			Registry: cfg.Registry, Ring: cfg.Ring, Logger: log.With("component", "cluster"),
 			// Runs on the cluster's watch goroutine, possibly before the
 			// cachelet exists: a change then is already reflected in the
@@ -343,7 +387,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	attrs := []any{"endpoint", in.Endpoint(), "metrics", in.MetricsURL(),
 		"store", cfg.Store.Endpoint, "budget_bytes", cfg.Cachelet.Cache.Budget, "read_mode", cfg.Cachelet.ReadMode}
 	if in.member != nil {
-		attrs = append(attrs, "app", cfg.App, "id", cfg.ID, "peer", in.peerAddr, "members", in.member.Ring().Len())
+		attrs = append(attrs, "app", cfg.App, "id", cfg.ID, "peer", in.peerAddr, "peer_advertise", in.peerAdv, "members", in.member.Ring().Len())
 	}
 	log.Info("cachelet serving", attrs...)
 	return in, nil
@@ -370,9 +414,16 @@ func (in *Instance) MetricsURL() string {
 	return "http://" + in.metAddr + "/metrics"
 }
 
-// PeerAddr is the host:port of the peer listener, or "" without a
-// membership registry.
-func (in *Instance) PeerAddr() string { return in.peerAddr }
+// PeerAddr is the host:port the other cachelets reach this one's peer
+// listener at, as the ring publishes it (Config.PeerAdvertise, by default
+// the listener's address), or "" without a membership registry. It is what
+// the cluster's Owner returns for keys this cachelet owns.
+func (in *Instance) PeerAddr() string { return in.peerAdv }
+
+// PeerListenAddr is the host:port the peer listener is bound to, or ""
+// without a membership registry. It differs from PeerAddr only when
+// Config.PeerAdvertise is set.
+func (in *Instance) PeerListenAddr() string { return in.peerAddr }
 
 // ID is the cachelet's member ID in its application, or "" without a
 // membership registry.
