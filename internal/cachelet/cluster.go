@@ -57,16 +57,15 @@ func (c *Cachelet) OwnershipChanged() {
 }
 
 // owner says who owns k: the peer address, and self when this cachelet
-// does (or works alone).
+// does. A cachelet on its own owns everything. In an application, an
+// empty address with self false means no owner is known (no ring yet, or
+// this cachelet lost its membership session and claims nothing): callers
+// then take the strong path, the store.
 func (c *Cachelet) owner(k cache.Key) (addr string, self bool) {
 	if c.cfg.Router == nil || c.cfg.Peers == nil {
 		return "", true
 	}
-	addr, self = c.cfg.Router.Owner(k.Bucket, k.Object)
-	if addr == "" {
-		return "", true // no ring yet: this cachelet answers alone
-	}
-	return addr, self
+	return c.cfg.Router.Owner(k.Bucket, k.Object)
 }
 
 // confirmWithOwner asks k's owner whether e is current (ReadOwner). It
@@ -141,6 +140,15 @@ const servedForPeer Outcome = "for_peer"
 // there) and persists it in the background. An object too large for the
 // memory tier is written through to the store either way.
 func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error) {
+	if persist == peer.PersistAsync {
+		if _, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+			// Rings disagree (a membership change in progress) or this
+			// cachelet lost its session: holding the write here could
+			// hide it from the key's real owner. The writer falls back
+			// to the store.
+			return store.PutResult{}, peer.ErrNotOwner
+		}
+	}
 	switch {
 	case persist == peer.PersistAsync && c.cache.Admissible(size):
 		return c.acceptOwned(bucket, key, body, size, opts)

@@ -334,3 +334,33 @@ func TestDeleteUnderOwnerSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestNoOwnerKnownIsStrong: under the owner settings, a cachelet that
+// knows no owner for a key (no ring yet, or its membership session was
+// lost) neither holds writes back nor trusts its memory: the store is
+// written synchronously and confirms reads.
+func TestNoOwnerKnownIsStrong(t *testing.T) {
+	s, _ := ParseConsistency("owner-async")
+	g := newGroup(t, 2, s.Apply)
+	for _, r := range g.routers {
+		r.set("") // nobody owns anything
+	}
+	ctx := t.Context()
+	v1 := object("k", 1, 500)
+	if _, err := g.members[1].Put(ctx, testBucket, "k", bytes.NewReader(v1), int64(len(v1)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.st.Stat(ctx, testBucket, "k"); err != nil {
+		t.Fatalf("an owner-less write was not in the store when Put returned: %v", err)
+	}
+	v2 := object("k", 2, 500)
+	g.put(t, "k", v2) // behind the cachelets' backs
+	if got, _, err := g.read(t, 1, "k"); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("an owner-less read trusted memory: err %v, stale %v", err, bytes.Equal(got, v1))
+	}
+	// A write offered to a cachelet that does not own the key is refused,
+	// so the writer falls back to the store instead of hiding it there.
+	if _, err := g.members[0].PeerPut(ctx, testBucket, "k", bytes.NewReader(v1), int64(len(v1)), store.PutOptions{}, peer.PersistAsync); !errors.Is(err, peer.ErrNotOwner) {
+		t.Fatalf("PeerPut to a non-owner: %v", err)
+	}
+}

@@ -109,6 +109,11 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 
 	if c.cfg.WriteTarget == WriteOwner {
 		if addr, self := c.owner(k); !self {
+			if addr == "" {
+				// No owner known: nobody may hold the newest version
+				// but the store.
+				return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
+			}
 			if c.cfg.WriteMode == WriteAsync {
 				c.keep(k, data, etag, opts)
 				c.toOwner.Enqueue(w)
@@ -187,8 +192,7 @@ type ownerSink struct{ c *Cachelet }
 
 func (s ownerSink) Persist(ctx context.Context, w writeback.Write) error {
 	k := cache.Key{Bucket: w.Bucket, Object: w.Key}
-	addr, self := s.c.owner(k)
-	if !self {
+	if addr, self := s.c.owner(k); !self && addr != "" {
 		_, err := s.c.cfg.Peers.Put(ctx, addr, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts, peer.PersistAsync)
 		if err == nil || (!errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner)) {
 			return err
@@ -242,7 +246,7 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	owners := map[string]bool{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			owners[addr] = true
 		}
 	}
@@ -290,7 +294,7 @@ func (c *Cachelet) tellOwners(ctx context.Context, bucket string, keys ...string
 	}
 	byOwner := map[string][]peer.Key{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			byOwner[addr] = append(byOwner[addr], peer.Key{Bucket: bucket, Key: key})
 		}
 	}

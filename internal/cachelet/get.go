@@ -230,14 +230,19 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		return e, nil, store.ObjectInfo{}, LocalHit, nil
 	case ReadOwner:
 		addr, self := c.owner(k)
-		if self || !route {
+		switch {
+		case self:
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
 			return e, nil, store.ObjectInfo{}, LocalHit, nil
+		case route && addr != "":
+			if ne, body, info, outcome, err, ok := c.confirmWithOwner(ctx, k, e, addr); ok {
+				return ne, body, info, outcome, err
+			}
 		}
-		if ne, body, info, outcome, err, ok := c.confirmWithOwner(ctx, k, e, addr); ok {
-			return ne, body, info, outcome, err
-		}
+		// No owner known (no ring, membership lost), or a peer asked
+		// this cachelet as the owner while its own ring disagrees: the
+		// store's word.
 	}
 	// The check's answer may be a newer version, installed below.
 	fl := c.ask(k)
