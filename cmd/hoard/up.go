@@ -106,7 +106,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 
 	bin, err := localstore.FindBinary(localstore.MinIOBinary)
 	if err != nil {
-		return fmt.Errorf("%w (run `make tools` to build it)", err)
+		return err
 	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s)\n", f.storeListen, filepath.Join(dir, "minio"))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -18,7 +18,8 @@ func BinaryEnv(name string) string {
 // FindBinary locates a server executable: $HOARD_<NAME>_BIN, then
 // <module root>/.tools/bin/<name> (the module root is the nearest directory
 // at or above the working directory holding go.mod; `make tools` installs
-// there), then $PATH. The error wraps ErrBinaryNotFound and says how to get
+// there), then ../.tools/bin/<name> beside the running executable, then
+// $PATH. The error wraps ErrBinaryNotFound and says how to get
 // the binary.
 func FindBinary(name string) (string, error) {
 	env := BinaryEnv(name)
@@ -32,6 +33,14 @@ func FindBinary(name string) (string, error) {
 		p := filepath.Join(root, ".tools", "bin", name)
 		if checkExecutable(p) == nil {
 			return p, nil
+		}
+	}
+	// Beside the running binary as the Makefile lays it out (bin/hoard,
+	// .tools/bin/minio), so `bin/hoard up` works from any directory.
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "..", ".tools", "bin", name)
+		if checkExecutable(p) == nil {
+			return filepath.Clean(p), nil
 		}
 	}
 	if p, err := exec.LookPath(name); err == nil {
