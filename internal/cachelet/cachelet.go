@@ -135,6 +135,10 @@ type Cachelet struct {
 	// queued for their owner (owner target, async mode).
 	toStore, toOwner *writeback.Queue
 
+	// The running ownership handoff, if any (handoff.go).
+	hmu     sync.Mutex
+	handoff chan struct{}
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc

@@ -28,7 +28,7 @@ type Peers interface {
 	Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*peer.Object, error)
 	Put(ctx context.Context, addr, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error)
 	Invalidate(ctx context.Context, addr string, keys []peer.Key) error
-	Flush(ctx context.Context, addr string) error
+	Flush(ctx context.Context, addr string, revision int64) error
 }
 
 // Outcomes of reads served through the key's owner.
@@ -43,14 +43,10 @@ const (
 // re-classifies owned and non-owned objects. Called by the membership
 // watcher after each new ring.
 //
-// Under ReadOwner a cachelet trusts what it holds as an owner; a copy it
-// kept as a non-owner may predate writes made through the old owner, so
-// when ownership moves it drops everything it holds and refetches on
-// demand (conservative: ring changes are rare next to reads).
+// Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
-	if c.cfg.ReadMode == ReadOwner {
-		n := c.cache.Clear()
-		c.log.Info("ring changed: dropped cached copies", "objects", n)
+	if c.ownerMode() {
+		c.startHandoff()
 		return
 	}
 	c.cache.OwnershipChanged()
@@ -110,6 +106,11 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 // It implements peer.Owner; it never forwards to another cachelet.
 func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string) (*peer.Object, error) {
 	start := time.Now()
+	if c.ownerMode() {
+		if err := c.waitHandoff(ctx); err != nil {
+			return nil, err
+		}
+	}
 	k := cache.Key{Bucket: bucket, Object: key}
 	e, body, info, outcome, err := c.acquire(ctx, k, false)
 	if err != nil {
@@ -141,6 +142,9 @@ const servedForPeer Outcome = "for_peer"
 // memory tier is written through to the store either way.
 func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error) {
 	if persist == peer.PersistAsync {
+		if c.inHandoff() {
+			return store.PutResult{}, errHandoff
+		}
 		if _, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
 			// Rings disagree (a membership change in progress) or this
 			// cachelet lost its session: holding the write here could
@@ -157,9 +161,6 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	}
 	return store.PutResult{}, fmt.Errorf("%w: unknown persistence %q", peer.ErrBadRequest, persist)
 }
-
-// PeerFlush persists everything this cachelet has queued (see peer.Owner).
-func (c *Cachelet) PeerFlush(ctx context.Context) error { return c.Drain(ctx) }
 
 // PeerInvalidate drops cached copies of keys at a peer's request.
 func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {

@@ -23,6 +23,13 @@ type staticRouter struct {
 	self  string
 	owner string
 	all   []string
+	rev   int64
+}
+
+func (r *staticRouter) Revision() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rev
 }
 
 func (r *staticRouter) Owner(_, _ string) (string, bool) {
@@ -44,6 +51,7 @@ func (r *staticRouter) PeerAddrs() []string {
 func (r *staticRouter) set(owner string) {
 	r.mu.Lock()
 	r.owner = owner
+	r.rev++
 	r.mu.Unlock()
 }
 
@@ -362,5 +370,56 @@ func TestNoOwnerKnownIsStrong(t *testing.T) {
 	// so the writer falls back to the store instead of hiding it there.
 	if _, err := g.members[0].PeerPut(ctx, testBucket, "k", bytes.NewReader(v1), int64(len(v1)), store.PutOptions{}, peer.PersistAsync); !errors.Is(err, peer.ErrNotOwner) {
 		t.Fatalf("PeerPut to a non-owner: %v", err)
+	}
+}
+
+// TestHandoffUnderOwner: the owner holds a write it could not persist yet
+// (the store is down) when the ring moves the key to another cachelet. The
+// new owner must not serve the store's older version: its handoff waits
+// until the old owner's queue reached the store.
+func TestHandoffUnderOwner(t *testing.T) {
+	s, _ := ParseConsistency("owner")
+	g := newGroup(t, 3, s.Apply)
+	ctx := t.Context()
+	v1, v2 := object("k", 1, 800), object("k", 2, 800)
+	put := func(i int, v []byte) {
+		t.Helper()
+		if _, err := g.members[i].Put(ctx, testBucket, "k", bytes.NewReader(v), int64(len(v)), store.PutOptions{}); err != nil {
+			t.Fatalf("put via %d: %v", i, err)
+		}
+	}
+	put(2, v1)
+	for _, c := range g.members {
+		if err := c.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.st.SetDown(true)
+	put(2, v2) // held by owner 0, queued for the store
+	if got, _, err := g.read(t, 1, "k"); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("before the move: %v", err)
+	}
+	// Move the key to cachelet 1; the store comes back while the members
+	// hand off.
+	for _, r := range g.routers {
+		r.set(g.addrs[1])
+	}
+	for _, c := range g.members {
+		c.OwnershipChanged()
+	}
+	g.st.SetDown(false)
+	for i := range g.members {
+		got, _, err := g.read(t, i, "k")
+		if err != nil || !bytes.Equal(got, v2) {
+			t.Fatalf("cachelet %d after the move: err %v, stale %v", i, err, bytes.Equal(got, v1))
+		}
+	}
+	// And a write during the new ownership lands with the new owner.
+	v3 := object("k", 3, 800)
+	put(0, v3)
+	for i := range g.members {
+		if got, _, err := g.read(t, i, "k"); err != nil || !bytes.Equal(got, v3) {
+			t.Fatalf("cachelet %d after a write to the new owner: %v", i, err)
+		}
 	}
 }

@@ -100,6 +100,11 @@ func (c *Config) validateWrites() error {
 // has it), its ETag is its MD5 as S3 gives single-part objects, and it is
 // persisted in the background.
 func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	if c.ownerMode() {
+		if err := c.waitHandoff(ctx); err != nil {
+			return store.PutResult{}, err
+		}
+	}
 	data, etag, err := readWhole(body, size)
 	if err != nil {
 		return store.PutResult{}, err
@@ -129,9 +134,14 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner) {
 				return store.PutResult{}, err
 			}
-			// The owner cannot take it: the store can, synchronously.
+			// The owner cannot take it: the store can, synchronously,
+			// and whoever owns the key by another ring drops its copy.
 			c.m.peerFallbacks.Inc()
-			return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
+			res, err = c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
+			if err == nil {
+				c.broadcastInvalidate(ctx, bucket, key)
+			}
+			return res, err
 		}
 	}
 	c.keep(k, data, etag, opts)
@@ -260,7 +270,7 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	for _, group := range [][]string{others, mapKeys(owners)} {
 		for _, addr := range group {
-			if err := c.cfg.Peers.Flush(ctx, addr); err != nil && !errors.Is(err, store.ErrUnavailable) {
+			if err := c.cfg.Peers.Flush(ctx, addr, 0); err != nil && !errors.Is(err, store.ErrUnavailable) {
 				return err
 			}
 			// A peer that cannot be reached has nothing it can still

@@ -66,6 +66,11 @@ func ResolveRange(r store.ByteRange, size int64) (store.ByteRange, error) {
 func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteRange) (*Object, error) {
 	start := time.Now()
 	k := cache.Key{Bucket: bucket, Object: key}
+	if c.ownerMode() {
+		if err := c.waitHandoff(ctx); err != nil {
+			return nil, err
+		}
+	}
 	e, body, info, outcome, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
@@ -284,6 +289,11 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {
 		// The newest version may not be in the store yet (persisted in
 		// the background): ask the way a read does.
+		if c.ownerMode() {
+			if err := c.waitHandoff(ctx); err != nil {
+				return store.ObjectInfo{}, err
+			}
+		}
 		e, body, info, _, err := c.acquire(ctx, k, true)
 		if err != nil {
 			return store.ObjectInfo{}, err

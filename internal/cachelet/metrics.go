@@ -23,6 +23,7 @@ type metrics struct {
 
 	peerFallbacks prometheus.Counter
 	peerServed    *prometheus.CounterVec
+	handoffs      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
@@ -74,6 +75,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_peer_served_total",
 		Help: "Objects served to peers as their owner: remote_hit (from memory) or remote_miss (from the store).",
 	}, []string{"outcome"})
+	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_handoffs_total",
+		Help: "Ownership handoffs run after membership changes (owner settings only).",
+	})
 	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
@@ -85,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed, m.handoffs,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

@@ -32,6 +32,7 @@ const (
 	hdrCRC       = "X-Hoard-Peer-Crc32c" // trailer of streamed bodies
 	hdrRead      = "X-Hoard-Read"
 	hdrPersist   = "X-Hoard-Peer-Persist"
+	hdrRevision  = "X-Hoard-Peer-Revision"
 )
 
 // Authentication errors. The server answers all of them with 403 and the
@@ -97,7 +98,7 @@ func (a *Auth) signature(req *http.Request) string {
 	for _, s := range []string{
 		req.Method, req.URL.EscapedPath(), req.URL.RawQuery,
 		req.Header.Get(hdrApp), req.Header.Get(hdrDate), req.Header.Get(hdrNonce),
-		req.Header.Get(hdrSize), req.Header.Get(hdrPersist), req.Header.Get("If-None-Match"),
+		req.Header.Get(hdrSize), req.Header.Get(hdrPersist), req.Header.Get(hdrRevision), req.Header.Get("If-None-Match"),
 		req.Header.Get("Range"),
 	} {
 		m.Write([]byte(s))

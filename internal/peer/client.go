@@ -175,11 +175,15 @@ func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error 
 	return nil
 }
 
-// Flush asks the peer at addr to persist everything it has queued.
-func (c *Client) Flush(ctx context.Context, addr string) error {
+// Flush asks the peer at addr to persist everything it has queued, once it
+// has seen membership revision (when positive).
+func (c *Client) Flush(ctx context.Context, addr string, revision int64) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/flush", nil)
 	if err != nil {
 		return err
+	}
+	if revision > 0 {
+		req.Header.Set(hdrRevision, strconv.FormatInt(revision, 10))
 	}
 	c.auth.Sign(req)
 	resp, err := c.http.Do(req)

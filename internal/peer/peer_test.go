@@ -23,6 +23,7 @@ type fakeOwner struct {
 	invalidated []Key
 	notOwner    bool
 	flushes     int
+	flushRev    int64
 }
 
 type stored struct {
@@ -70,9 +71,10 @@ func (f *fakeOwner) PeerInvalidate(_ context.Context, keys []Key) {
 	f.mu.Unlock()
 }
 
-func (f *fakeOwner) PeerFlush(context.Context) error {
+func (f *fakeOwner) PeerFlush(_ context.Context, rev int64) error {
 	f.mu.Lock()
 	f.flushes++
+	f.flushRev = rev
 	f.mu.Unlock()
 	return nil
 }
@@ -277,8 +279,8 @@ func TestInvalidate(t *testing.T) {
 	if len(owner.invalidated) != 2 || owner.invalidated[1] != keys[1] {
 		t.Fatalf("invalidated %v", owner.invalidated)
 	}
-	if err := cl.Flush(context.Background(), addr); err != nil || owner.flushes != 1 {
-		t.Fatalf("flush: %v, %d flushes", err, owner.flushes)
+	if err := cl.Flush(context.Background(), addr, 42); err != nil || owner.flushes != 1 || owner.flushRev != 42 {
+		t.Fatalf("flush: %v, %d flushes at revision %d", err, owner.flushes, owner.flushRev)
 	}
 }
 

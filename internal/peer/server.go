@@ -33,8 +33,12 @@ type Owner interface {
 	// PeerFlush returns once every write the owner queued before the call
 	// reached the store (or failed for good), bounded by ctx. A peer about
 	// to change the store directly (delete, copy, complete a multipart
-	// upload) calls it so that no older queued write lands after.
-	PeerFlush(ctx context.Context) error
+	// upload), or taking over keys after a membership change, calls it so
+	// that no older queued write lands after. revision, when positive, is
+	// the caller's membership revision: the flush first waits until this
+	// cachelet has seen it too, so it no longer takes writes for keys it
+	// gave up.
+	PeerFlush(ctx context.Context, revision int64) error
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -73,7 +77,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/v1/flush" && r.Method == http.MethodPost {
-		if err := s.owner.PeerFlush(r.Context()); err != nil {
+		rev, _ := strconv.ParseInt(r.Header.Get(hdrRevision), 10, 64)
+		if err := s.owner.PeerFlush(r.Context(), rev); err != nil {
 			writeError(w, fmt.Errorf("%w: %v", store.ErrUnavailable, err))
 			return
 		}

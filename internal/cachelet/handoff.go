@@ -1,0 +1,145 @@
+package cachelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Ownership handoff under the owner settings.
+//
+// An owner answers from memory and persists writes in the background, so
+// when the ring moves a key, its new owner must not serve the key before
+// the old owner's queued writes of it reached the store, and the old owner
+// must stop taking writes for it. On every ring change each cachelet runs
+// a handoff: it drops what it holds, delivers its own queues, and asks
+// every other member to deliver theirs once they too have seen the new
+// membership revision (so none takes writes for keys it gave up). Until
+// the handoff ends, its owner-trusting reads and its writes wait, and
+// writes offered to it by peers are refused (the writer goes to the
+// store). Under the store-confirmed default nothing is trusted, and no
+// handoff is needed.
+
+// handoffTimeout bounds one handoff; past it the cachelet serves again
+// (an unreachable member's lease ends within its TTL, and it claims
+// nothing after that).
+const handoffTimeout = 10 * time.Second
+
+// Revisioner is implemented by Routers that know their membership
+// revision (cluster.Member does). Without it handoffs flush without
+// waiting for peers to catch up.
+type Revisioner interface {
+	Revision() int64
+}
+
+// ownerMode reports whether this cachelet trusts owners (and so needs
+// handoffs).
+func (c *Cachelet) ownerMode() bool {
+	return c.cfg.Router != nil && c.cfg.Peers != nil &&
+		(c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget == WriteOwner)
+}
+
+// startHandoff begins a handoff for the current ring; a newer one
+// supersedes an older one still running (waiters wait for the newest).
+func (c *Cachelet) startHandoff() {
+	done := make(chan struct{})
+	c.hmu.Lock()
+	c.handoff = done
+	c.hmu.Unlock()
+	c.cache.Clear()
+	var rev int64
+	if r, ok := c.cfg.Router.(Revisioner); ok {
+		rev = r.Revision()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(c.stopped, handoffTimeout)
+		defer cancel()
+		err := c.Drain(ctx)
+		if l, ok := c.cfg.Router.(PeerLister); ok {
+			for _, addr := range l.PeerAddrs() {
+				if ferr := c.cfg.Peers.Flush(ctx, addr, rev); ferr != nil {
+					err = errors.Join(err, fmt.Errorf("peer %s: %w", addr, ferr))
+				}
+			}
+		}
+		c.cache.Clear() // nothing fetched meanwhile predates the flushes
+		c.hmu.Lock()
+		if c.handoff == done {
+			c.handoff = nil
+		}
+		c.hmu.Unlock()
+		close(done)
+		c.m.handoffs.Inc()
+		if err != nil {
+			c.log.Warn("ownership handoff finished with errors", "revision", rev, "seconds", time.Since(start).Seconds(), "err", err)
+		} else {
+			c.log.Info("ownership handoff done", "revision", rev, "seconds", time.Since(start).Seconds())
+		}
+	}()
+}
+
+// inHandoff reports whether a handoff is running.
+func (c *Cachelet) inHandoff() bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.handoff != nil
+}
+
+// waitHandoff returns once no handoff runs, or with ctx's error.
+func (c *Cachelet) waitHandoff(ctx context.Context) error {
+	for {
+		c.hmu.Lock()
+		done := c.handoff
+		c.hmu.Unlock()
+		if done == nil {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: ownership handoff in progress: %v", store.ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// PeerFlush delivers everything this cachelet has queued (see
+// peer.Owner), once it has seen membership revision rev.
+func (c *Cachelet) PeerFlush(ctx context.Context, rev int64) error {
+	if r, ok := c.cfg.Router.(Revisioner); ok && rev > 0 {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for r.Revision() < rev {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return fmt.Errorf("membership revision %d not seen here yet: %w", rev, ctx.Err())
+			}
+		}
+	}
+	return c.Drain(ctx)
+}
+
+// errHandoff refuses a peer's write during a handoff.
+var errHandoff = fmt.Errorf("%w: ownership handoff in progress", peer.ErrNotOwner)
+
+// broadcastInvalidate tells every other member to drop its copy of a key
+// written straight to the store because its owner could not take it: the
+// owner by this cachelet's ring may not be the owner by theirs.
+func (c *Cachelet) broadcastInvalidate(ctx context.Context, bucket, key string) {
+	l, ok := c.cfg.Router.(PeerLister)
+	if !ok {
+		return
+	}
+	for _, addr := range l.PeerAddrs() {
+		if err := c.cfg.Peers.Invalidate(ctx, addr, []peer.Key{{Bucket: bucket, Key: key}}); err != nil {
+			c.log.Debug("invalidate after a store fallback failed", "peer", addr, "err", err)
+		}
+	}
+}
