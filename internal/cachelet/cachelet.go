@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,6 +129,16 @@ type Cachelet struct {
 	// before it is sent until its answer is installed (or not): a write
 	// must doom an answer that may predate it even before it is installed.
 	asking map[cache.Key]map[*flight]struct{}
+	// unpersisted holds the writes this cachelet queued for the store and
+	// the store does not have yet (consistency.go), by key.
+	unpersisted map[cache.Key]*cache.Entry
+	// wmu orders buffered writes: cache, unpersisted and queue alike.
+	wmu sync.Mutex
+	// leaving is set once the cachelet stops taking writes as an owner;
+	// left is closed once what it queued before is delivered.
+	leaving atomic.Bool
+	left    chan struct{}
+
 	wg     sync.WaitGroup // fill goroutines
 	closed bool
 
@@ -204,6 +215,9 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		pending: make(map[cache.Key]*cache.Entry),
 		flights: make(map[cache.Key]*flight),
 		asking:  make(map[cache.Key]map[*flight]struct{}),
+
+		unpersisted: make(map[cache.Key]*cache.Entry),
+		left:        make(chan struct{}),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
@@ -238,6 +252,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.toOwner, err = writeback.New(writeback.Config{Sink: ownerSink{c}, Permanent: permanent,
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
+	}
+	if c.ownerMode() {
+		// A cachelet joining an application takes keys over from the
+		// members that owned them: it hands off like any ring change.
+		c.startHandoff()
 	}
 	return c, nil
 }

@@ -145,6 +145,17 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 		if c.inHandoff() {
 			return store.PutResult{}, errHandoff
 		}
+		if c.leaving.Load() {
+			// Refuse only once what this cachelet queued as the owner is
+			// in the store: the writer then writes the store itself, and
+			// its write must land after those, not before.
+			select {
+			case <-c.left:
+			case <-ctx.Done():
+				return store.PutResult{}, fmt.Errorf("%w: %v", store.ErrUnavailable, ctx.Err())
+			}
+			return store.PutResult{}, errLeaving
+		}
 		if _, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
 			// Rings disagree (a membership change in progress) or this
 			// cachelet lost its session: holding the write here could
@@ -167,4 +178,21 @@ func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {
 	for _, k := range keys {
 		c.Invalidate(k.Bucket, k.Key)
 	}
+}
+
+// errLeaving refuses a peer's write once the cachelet is leaving.
+var errLeaving = fmt.Errorf("%w: leaving the application", peer.ErrNotOwner)
+
+// Leave prepares a clean departure from the application: from now on
+// writes offered by peers are refused (their writers go to the store), and
+// everything queued is delivered, so that when the cachelet leaves the
+// ring no write it took as an owner is still missing from the store.
+// Call it after the S3 listener stopped and before leaving membership.
+func (c *Cachelet) Leave(ctx context.Context) error {
+	if c.leaving.Swap(true) {
+		return nil
+	}
+	err := c.Drain(ctx)
+	close(c.left)
+	return err
 }

@@ -120,14 +120,18 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 				return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
 			}
 			if c.cfg.WriteMode == WriteAsync {
+				c.wmu.Lock()
 				c.keep(k, data, etag, opts)
 				c.toOwner.Enqueue(w)
+				c.wmu.Unlock()
 				c.m.writes.WithLabelValues("queued_to_owner", "ok").Inc()
 				return store.PutResult{ETag: etag}, nil
 			}
 			res, err := c.cfg.Peers.Put(ctx, addr, bucket, key, bytes.NewReader(data), size, opts, peer.PersistAsync)
 			if err == nil {
+				c.wmu.Lock()
 				c.keep(k, data, etag, opts)
+				c.wmu.Unlock()
 				c.m.writes.WithLabelValues("to_owner", "ok").Inc()
 				return res, nil
 			}
@@ -144,8 +148,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			return res, err
 		}
 	}
-	c.keep(k, data, etag, opts)
-	c.toStore.Enqueue(w)
+	c.queueForStore(k, w, etag)
 	c.m.writes.WithLabelValues("queued_to_store", "ok").Inc()
 	return store.PutResult{ETag: etag}, nil
 }
@@ -169,19 +172,46 @@ func readWhole(body io.Reader, size int64) ([]byte, string, error) {
 }
 
 // keep caches a write's bytes under its ETag, replacing any older copy.
-func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) {
-	c.Invalidate(k.Bucket, k.Object)
+// Called with c.wmu held, so the cache, the record of unpersisted writes
+// and the queues see writes in one order.
+func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) *cache.Entry {
 	size := int64(len(data))
-	if !c.cache.Reserve(size) {
-		return // not admitted: the queue still persists it
-	}
 	info := store.ObjectInfo{
 		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: time.Now().UTC(),
 		ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
 		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
 		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
 	}
-	c.cache.Add(cache.NewCompleteEntry(k, info, data))
+	e := cache.NewCompleteEntry(k, info, data)
+	c.Invalidate(k.Bucket, k.Object) // dooms reads that may predate this write
+	if c.cache.Reserve(size) {
+		c.cache.Add(e)
+	}
+	return e
+}
+
+// queueForStore keeps a write that this cachelet persists in the
+// background. Until the store has it, the write is the key's truth here:
+// a read that misses the cache is served from it, never from the store's
+// older version.
+func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
+	c.wmu.Lock()
+	e := c.keep(k, w.Data, etag, w.Opts)
+	c.mu.Lock()
+	c.unpersisted[k] = e
+	c.mu.Unlock()
+	done := c.toStore.Enqueue(w)
+	c.wmu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		<-done // persisted, superseded, failed or given up: the record goes
+		c.mu.Lock()
+		if c.unpersisted[k] == e {
+			delete(c.unpersisted, k)
+		}
+		c.mu.Unlock()
+	}()
 }
 
 // storeSink persists queued writes to the store.
@@ -228,9 +258,7 @@ func (c *Cachelet) acceptOwned(bucket, key string, body io.Reader, size int64, o
 	if err != nil {
 		return store.PutResult{}, err
 	}
-	k := cache.Key{Bucket: bucket, Object: key}
-	c.keep(k, data, etag, opts)
-	c.toStore.Enqueue(writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts})
+	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}, etag)
 	return store.PutResult{ETag: etag}, nil
 }
 

@@ -132,6 +132,11 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (*cache
 	if e == nil {
 		e = c.filling[k]
 	}
+	if e == nil {
+		// A write not in the store yet is newer than anything the store
+		// could answer.
+		e = c.unpersisted[k]
+	}
 	var fl *flight
 	leader := false
 	if e == nil {

@@ -456,15 +456,24 @@ func (in *Instance) Close(ctx context.Context) error {
 			_ = in.s3.Close()
 		}
 		if in.member != nil {
+			// Deliver what this cachelet took as an owner before it
+			// leaves the ring, refusing peers' writes meanwhile: the
+			// members that take its keys over must find it in the store.
+			if err := in.cachelet.Leave(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("queued writes before leaving: %w", err))
+			}
 			if err := in.member.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if in.peerSrv != nil {
-			if err := in.peerSrv.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("peer listener: %w", err))
+			// Peers keep pooled connections open; a new one counts as
+			// active for seconds, so bound the wait and then close.
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			if err := in.peerSrv.Shutdown(sctx); err != nil {
 				_ = in.peerSrv.Close()
 			}
+			cancel()
 		}
 		if in.metrics != nil {
 			if err := in.metrics.Shutdown(ctx); err != nil {
