@@ -100,6 +100,12 @@ func newGroup(t *testing.T, n int, opts ...func(*Config)) *group {
 		g.members = append(g.members, c)
 		g.routers = append(g.routers, r)
 	}
+	// Under the owner settings each new cachelet hands off first.
+	for _, c := range g.members {
+		if err := c.waitHandoff(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return g
 }
 
