@@ -254,25 +254,11 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 
 	// The store.
 	progress("starting MinIO (%s) in %s", cfg.MinIOBinary, tmp)
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	srv, err := localstore.StartMinIO(sctx, localstore.Config{
-		Binary:  cfg.MinIOBinary,
-		DataDir: filepath.Join(tmp, "minio", "data"),
-		LogFile: filepath.Join(tmp, "minio.log"),
-		Logger:  cfg.Log,
-	})
-	cancel()
+	srv, storeCore, err := startStore(ctx, cfg.MinIOBinary, tmp, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	storeCore, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
-	if err != nil {
-		return nil, err
-	}
-	if err := makeBucket(ctx, storeCore); err != nil {
-		return nil, err
-	}
 
 	// Redis.
 	var rdb *redis.Client
@@ -526,4 +512,29 @@ func makeBucket(ctx context.Context, core *minio.Core) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startStore starts the benchmark's MinIO under tmp, with its bucket, and
+// a client of it.
+func startStore(ctx context.Context, binary, tmp string, log *slog.Logger) (*localstore.Server, *minio.Core, error) {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	srv, err := localstore.StartMinIO(sctx, localstore.Config{
+		Binary:  binary,
+		DataDir: filepath.Join(tmp, "minio", "data"),
+		LogFile: filepath.Join(tmp, "minio.log"),
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	core, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
+	if err == nil {
+		err = makeBucket(ctx, core)
+	}
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return srv, core, nil
 }

@@ -349,25 +349,11 @@ func RunConsistency(ctx context.Context, cfg ConsistencyConfig) (*ConsistencyRep
 	}
 	defer os.RemoveAll(tmp)
 	progress("starting MinIO (%s) in %s", cfg.MinIOBinary, tmp)
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	srv, err := localstore.StartMinIO(sctx, localstore.Config{
-		Binary:  cfg.MinIOBinary,
-		DataDir: filepath.Join(tmp, "minio", "data"),
-		LogFile: filepath.Join(tmp, "minio.log"),
-		Logger:  cfg.Log,
-	})
-	cancel()
+	srv, storeCore, err := startStore(ctx, cfg.MinIOBinary, tmp, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	storeCore, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
-	if err != nil {
-		return nil, err
-	}
-	if err := makeBucket(ctx, storeCore); err != nil {
-		return nil, err
-	}
 	etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"))
 	if err != nil {
 		return nil, err
