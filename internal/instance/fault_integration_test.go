@@ -278,43 +278,8 @@ func newFaultCluster(t *testing.T, app string, n int) *faultCluster {
 	fc.members = watchMembers(t, etcd.Endpoints(), app)
 	var ids []string
 	for i := range n {
-		p := &hoardProc{
-			id: fmt.Sprintf("%s-%d", app, i), s3: freeAddr(t), metrics: freeAddr(t), peer: freeAddr(t),
-			logPath: filepath.Join(dir, fmt.Sprintf("hoard-%d.log", i)), exited: make(chan struct{}),
-		}
-		logf, err := os.Create(p.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.cmd = exec.Command(bin, "serve",
-			"--listen", p.s3, "--metrics-listen", p.metrics, "--peer-listen", p.peer,
-			"--app", app, "--id", p.id, "--etcd-endpoints", eps, "--consistency", "strong",
-			"--store-endpoint", srv.Endpoint(), "--budget", "64MiB", "--log-level", "warn")
-		// Secrets through the environment, as in production.
-		p.cmd.Env = append(os.Environ(),
-			"HOARD_ACCESS_KEY="+clientAK, "HOARD_SECRET_KEY="+clientSK,
-			"HOARD_STORE_ACCESS_KEY="+storeAK, "HOARD_STORE_SECRET_KEY="+storeSK,
-			"HOARD_PEER_SECRET="+faultPeerSecret)
-		p.cmd.Stdout, p.cmd.Stderr = logf, logf
-		// A test binary that dies takes its cachelets with it.
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := p.cmd.Start(); err != nil {
-			logf.Close()
-			t.Fatalf("start %s: %v", p.id, err)
-		}
-		go func() {
-			p.waitErr = p.cmd.Wait()
-			logf.Close()
-			close(p.exited)
-		}()
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			if t.Failed() {
-				t.Logf("%s log tail:\n%s", p.id, p.logTail())
-			}
-		})
+		p := newHoardProc(t, dir, app, i)
+		p.start(t, bin, app, eps, srv.Endpoint())
 		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 		fc.procs = append(fc.procs, p)
 		ids = append(ids, p.id)
@@ -927,4 +892,55 @@ func TestCutOffCachelet(t *testing.T) {
 	if fallbacks == 0 {
 		t.Errorf("no read of a key the frozen %s owns fell back to the store", frozen.id)
 	}
+}
+
+// newHoardProc allocates the ports and log file of cachelet i of app.
+func newHoardProc(t *testing.T, dir, app string, i int) *hoardProc {
+	t.Helper()
+	return &hoardProc{
+		id: fmt.Sprintf("%s-%d", app, i), s3: freeAddr(t), metrics: freeAddr(t), peer: freeAddr(t),
+		logPath: filepath.Join(dir, fmt.Sprintf("hoard-%d.log", i)), exited: make(chan struct{}),
+	}
+}
+
+// start runs `hoard serve` for p, joined to app through etcd at eps, in
+// front of the store at storeEndpoint; extra flags are appended. The child
+// dies with the test binary and is killed at cleanup (its log printed if
+// the test failed).
+func (p *hoardProc) start(t *testing.T, bin, app, eps, storeEndpoint string, extra ...string) {
+	t.Helper()
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"serve",
+		"--listen", p.s3, "--metrics-listen", p.metrics, "--peer-listen", p.peer,
+		"--app", app, "--id", p.id, "--etcd-endpoints", eps, "--consistency", "strong",
+		"--store-endpoint", storeEndpoint, "--budget", "64MiB", "--log-level", "warn"}, extra...)
+	p.cmd = exec.Command(bin, args...)
+	// Secrets through the environment, as in production.
+	p.cmd.Env = append(os.Environ(),
+		"HOARD_ACCESS_KEY="+clientAK, "HOARD_SECRET_KEY="+clientSK,
+		"HOARD_STORE_ACCESS_KEY="+storeAK, "HOARD_STORE_SECRET_KEY="+storeSK,
+		"HOARD_PEER_SECRET="+faultPeerSecret)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	// A test binary that dies takes its cachelets with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s: %v", p.id, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s log tail:\n%s", p.id, p.logTail())
+		}
+	})
 }

@@ -22,14 +22,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -205,42 +202,9 @@ func newPartitionCluster(t *testing.T, app string, n int) *partitionCluster {
 	pc.members = watchMembers(t, etcd.Endpoints(), app)
 	var ids []string
 	for i := range n {
-		p := &hoardProc{
-			id: fmt.Sprintf("%s-%d", app, i), s3: freeAddr(t), metrics: freeAddr(t), peer: freeAddr(t),
-			logPath: filepath.Join(dir, fmt.Sprintf("hoard-%d.log", i)), exited: make(chan struct{}),
-		}
+		p := newHoardProc(t, dir, app, i)
 		px := startPeerProxy(t, p.peer)
-		logf, err := os.Create(p.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.cmd = exec.Command(bin, "serve",
-			"--listen", p.s3, "--metrics-listen", p.metrics,
-			"--peer-listen", p.peer, "--peer-advertise", px.addr,
-			"--app", app, "--id", p.id, "--etcd-endpoints", eps, "--consistency", "strong",
-			"--store-endpoint", srv.Endpoint(), "--budget", "64MiB", "--log-level", "warn")
-		p.cmd.Env = append(os.Environ(),
-			"HOARD_ACCESS_KEY="+clientAK, "HOARD_SECRET_KEY="+clientSK,
-			"HOARD_STORE_ACCESS_KEY="+storeAK, "HOARD_STORE_SECRET_KEY="+storeSK,
-			"HOARD_PEER_SECRET="+faultPeerSecret)
-		p.cmd.Stdout, p.cmd.Stderr = logf, logf
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := p.cmd.Start(); err != nil {
-			logf.Close()
-			t.Fatalf("start %s: %v", p.id, err)
-		}
-		go func() {
-			p.waitErr = p.cmd.Wait()
-			logf.Close()
-			close(p.exited)
-		}()
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			if t.Failed() {
-				t.Logf("%s log tail:\n%s", p.id, p.logTail())
-			}
-		})
+		p.start(t, bin, app, eps, srv.Endpoint(), "--peer-advertise", px.addr)
 		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 		pc.procs = append(pc.procs, p)
 		pc.proxies = append(pc.proxies, px)
