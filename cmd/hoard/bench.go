@@ -119,15 +119,8 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	if err := rep.WriteTable(stdout); err != nil {
+	if err := printReport(rep, jsonPath, stdout, stderr); err != nil {
 		return err
-	}
-	if jsonPath != "" {
-		if err := rep.WriteJSONFile(jsonPath); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", jsonPath)
 	}
 	return nil
 }
@@ -198,15 +191,8 @@ func runBenchConsistency(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	if err := rep.WriteTable(stdout); err != nil {
+	if err := printReport(rep, jsonPath, stdout, stderr); err != nil {
 		return err
-	}
-	if jsonPath != "" {
-		if err := rep.WriteJSONFile(jsonPath); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", jsonPath)
 	}
 	if l := rep.StrongLosses(); len(l) > 0 {
 		return fmt.Errorf("bench consistency: a strongly consistent setting lost increments: %s", strings.Join(l, "; "))
@@ -283,4 +269,25 @@ func findModuleRoot() string {
 func isFile(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
+}
+
+// benchReport is what every benchmark hands back.
+type benchReport interface {
+	WriteTable(io.Writer) error
+	WriteJSONFile(path string) error
+}
+
+// printReport prints a report's table, and writes its JSON when asked.
+func printReport(rep benchReport, jsonPath string, stdout, stderr io.Writer) error {
+	fmt.Fprintln(stdout)
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		if err := rep.WriteJSONFile(jsonPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", jsonPath)
+	}
+	return nil
 }
