@@ -114,8 +114,8 @@ lint: $(TOOLS)/staticcheck venv
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	$(TOOLS)/staticcheck ./...
-	$(VENV)/bin/ruff check python
-	$(VENV)/bin/ruff format --check python
+	$(VENV)/bin/ruff check python examples
+	$(VENV)/bin/ruff format --check python examples
 
 bench: $(BIN) $(TOOLS)/minio redis venv
 	$(BIN) bench access

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/instance"
@@ -28,26 +28,7 @@ func (b *byteSize) Set(s string) error {
 }
 
 // parseBytes reads sizes with binary (KiB, MiB, GiB) or decimal (KB, MB, GB) units.
-func parseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return int64(f * float64(mult)), nil
-}
+func parseBytes(s string) (int64, error) { return bytesize.Parse(s) }
 
 // cacheFlags registers the cache settings shared by serve and up.
 type cacheFlags struct {

@@ -31,6 +31,12 @@ func commands() []command {
 		{"down", "stop what `hoard up --detach` started", runDown},
 		{"serve", "run a cachelet in front of any S3 endpoint", runServe},
 		{"bench", "run a benchmark (hoard bench access)", runBench},
+		{"deploy", "deploy an application directory (hoard.yaml) to the platform", runDeploy},
+		{"invoke", "invoke a function or run a pipeline of an application", runInvoke},
+		{"apps", "list the deployed applications and their instances", runApps},
+		{"logs", "show an application's recent invocations with their logs", runLogs},
+		{"controller", "run the platform's controller", runController},
+		{"agent", "run a node agent", runAgent},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
 			_, err := fmt.Fprintln(out, "hoard", version)
 			return err
@@ -80,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: hoard <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'hoard <command> -h' for a command's flags.")
 }

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,13 +21,18 @@ import (
 // (membership in that etcd) and cooperates with the application's other
 // cachelets over the peer protocol. Secrets may come from the environment
 // so they stay out of process listings: HOARD_SECRET_KEY,
-// HOARD_STORE_SECRET_KEY, HOARD_PEER_SECRET.
+// HOARD_STORE_SECRET_KEY, HOARD_PEER_SECRET, HOARD_NOTIFY_TOKEN.
+//
+// For the platform's node agent: --ready-file names a file written (whole,
+// by rename) once every listener is bound and the ring joined, saying
+// where the cachelet serves (readyInfo), and removed at shutdown;
+// --notify-url sends cache triggers (package notify).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg instance.Config
 	var cf cacheFlags
-	var logLevel, domains, etcdEndpoints, peerSecret string
+	var logLevel, domains, etcdEndpoints, peerSecret, readyFile string
 	var logJSON bool
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:9200", "S3 endpoint address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9201", "Prometheus /metrics address, or off")
@@ -41,6 +50,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise", "", "with --etcd-endpoints: HOST:PORT the other cachelets dial to reach this one's peer listener, when that is not --peer-listen's address (NAT, a Kubernetes Service, a proxy, a wildcard listener); default: the peer listener's address")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs holding membership; empty: a cachelet on its own (env HOARD_ETCD_ENDPOINTS)")
 	fs.StringVar(&peerSecret, "peer-secret", envDefault("HOARD_PEER_SECRET", ""), "with --etcd-endpoints: the application's peer secret, at least 16 bytes (env HOARD_PEER_SECRET)")
+	fs.StringVar(&readyFile, "ready-file", "", "once serving (listeners bound, ring joined), write this JSON file: id, app, endpoint, metrics_url, peer_addr, pid")
+	fs.StringVar(&cfg.NotifyURL, "notify-url", envDefault("HOARD_NOTIFY_URL", ""), "post an S3 event notification here after every successful PutObject, CopyObject and CompleteMultipartUpload (cache triggers; env HOARD_NOTIFY_URL)")
+	fs.StringVar(&cfg.NotifyToken, "notify-token", envDefault("HOARD_NOTIFY_TOKEN", ""), "with --notify-url: bearer token sent with each event (env HOARD_NOTIFY_TOKEN)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log as JSON lines")
 	cf.register(fs)
@@ -88,11 +100,73 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		fmt.Fprintf(stdout, "hoard cachelet serving S3 at %s (metrics %s), store %s\n", in.Endpoint(), in.MetricsURL(), cfg.Store.Endpoint)
 	}
+	if readyFile != "" {
+		id := in.ID()
+		if id == "" {
+			id = cfg.ID // on its own: the --id given, if any
+		}
+		info := readyInfo{ID: id, App: cfg.App, Endpoint: in.Endpoint(), MetricsURL: in.MetricsURL(),
+			PeerAddr: in.PeerAddr(), PID: os.Getpid()}
+		if err := writeReadyFile(readyFile, info); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return errors.Join(fmt.Errorf("ready file: %w", err), in.Close(sctx))
+		}
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
+	if readyFile != "" {
+		_ = os.Remove(readyFile) // no longer ready
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return in.Close(sctx)
+}
+
+// readyInfo is the JSON document of --ready-file.
+type readyInfo struct {
+	// ID is the cachelet's member ID (its --id, or the one generated).
+	ID  string `json:"id"`
+	App string `json:"app"`
+	// Endpoint is the S3 endpoint, "http://127.0.0.1:PORT".
+	Endpoint string `json:"endpoint"`
+	// MetricsURL is ".../metrics" on the metrics listener, whose /stats
+	// serves the read counters; "" with --metrics-listen off.
+	MetricsURL string `json:"metrics_url"`
+	// PeerAddr is the host:port of the peer protocol (Drop), "" without
+	// --etcd-endpoints.
+	PeerAddr string `json:"peer_addr"`
+	PID      int    `json:"pid"`
+}
+
+// writeReadyFile writes info to path atomically: a reader sees no file or
+// the whole document, never part of it.
+func writeReadyFile(path string, info readyInfo) (err error) {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

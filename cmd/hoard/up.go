@@ -23,6 +23,7 @@ import (
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
+	"github.com/hoard-io/hoard/internal/platform"
 )
 
 // The files `hoard up` keeps in its state directory.
@@ -36,8 +37,10 @@ const (
 type upFlags struct {
 	dir, listen, metricsListen, storeListen, region, logLevel string
 	peerListen, peerAdvertise                                 string
+	controllerListen, examples                                string
 	cachelets                                                 int
-	detach                                                    bool
+	detach, noPlatform, demo                                  bool
+	demoScale                                                 float64
 	cache                                                     cacheFlags
 }
 
@@ -63,6 +66,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.region, "region", "us-east-1", "region clients sign for")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.detach, "detach", false, "serve in the background; stop with `hoard down`")
+	fs.StringVar(&f.controllerListen, "controller-listen", "127.0.0.1:9100", "the platform controller's API address (deploy, invoke, HTTP triggers)")
+	fs.StringVar(&f.examples, "examples", "", "deploy every application under this directory (default: the examples/ of the hoard checkout, if any; \"none\" for none)")
+	fs.BoolVar(&f.noPlatform, "no-platform", false, "run only MinIO, etcd and the cachelets: no controller, no agent, no applications")
+	fs.BoolVar(&f.demo, "demo", false, "once up, prepare the examples' data, run a short workload against them and print a report")
+	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
 	f.cache.register(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -108,6 +116,18 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	// The controller's address is bound first: MinIO is started with a
+	// webhook to it, so objects written to the store directly fire
+	// triggers too.
+	var controllerLn net.Listener
+	var minioEnv []string
+	if !f.noPlatform {
+		if controllerLn, err = net.Listen("tcp", f.controllerListen); err != nil {
+			return fmt.Errorf("the controller's address: %w", err)
+		}
+		defer controllerLn.Close()
+		minioEnv = platform.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
+	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s)\n", f.storeListen, filepath.Join(dir, "minio"))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -115,6 +135,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		Binary: bin, DataDir: filepath.Join(dir, "minio"), Addr: f.storeListen,
 		AccessKey: creds.StoreAccessKey, SecretKey: creds.StoreSecretKey,
 		LogFile: filepath.Join(dir, "minio.log"), Logger: log.With("component", "minio"),
+		Env: minioEnv,
 	})
 	if err != nil {
 		return fmt.Errorf("start MinIO: %w", err)
@@ -175,6 +196,25 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		}
 		ins = append(ins, in)
 	}
+	var plat *platform.Platform
+	if !f.noPlatform {
+		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
+		plat, err = platform.Start(startCtx, platform.Config{
+			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir,
+			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
+			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
+			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true,
+		}, log)
+		if err != nil {
+			_ = closeAll(context.Background())
+			return fmt.Errorf("start the platform: %w", err)
+		}
+		defer plat.Close()
+		if err := deployExamples(ctx, plat, f.examples, stdout); err != nil {
+			_ = closeAll(context.Background())
+			return err
+		}
+	}
 	var endpoints, metricsURLs []string
 	for _, in := range ins {
 		endpoints = append(endpoints, in.Endpoint())
@@ -184,6 +224,9 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	env := fmt.Sprintf("AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_METRICS_URL=%s\nHOARD_ENDPOINTS=%s\nHOARD_METRICS_URLS=%s\n",
 		first.Endpoint(), creds.AccessKey, creds.SecretKey, f.region, minio.Endpoint(), first.MetricsURL(),
 		strings.Join(endpoints, ","), strings.Join(metricsURLs, ","))
+	if plat != nil {
+		env += fmt.Sprintf("HOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\n", plat.ControllerURL, creds.ControllerToken)
+	}
 	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		_ = closeAll(context.Background())
 		return err
@@ -196,14 +239,32 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	for i, in := range ins {
 		fmt.Fprintf(&banner, "    %d  %-20s S3 %s  metrics %s  peer %s\n", i, in.ID(), in.Endpoint(), in.MetricsURL(), in.PeerAddr())
 	}
+	if plat != nil {
+		fmt.Fprintf(&banner, "  platform:     controller %s (metrics %s/metrics), agent %s, sandboxes %s\n",
+			plat.ControllerURL, plat.ControllerURL, plat.AgentURL, plat.Agent.SandboxMode())
+		for _, a := range plat.Controller.Apps() {
+			fmt.Fprintf(&banner, "    app %-16s functions %s\n", a.Name, strings.Join(a.Functions, ", "))
+		}
+		fmt.Fprintf(&banner, "  deploy yours: hoard deploy DIR; hoard invoke APP FUNCTION --data '{...}'; hoard apps; hoard logs APP\n")
+	}
 	fmt.Fprintf(&banner, "\nPoint any S3 client at it:  set -a; . %s; set +a\nStop with Ctrl-C.\n", filepath.Join(dir, envFile))
 	fmt.Fprint(stdout, banner.String())
+	if plat != nil && f.demo {
+		if err := runDemo(ctx, plat, f.demoScale, stdout); err != nil {
+			fmt.Fprintf(stdout, "the demo failed: %v\n", err)
+		}
+		fmt.Fprintln(stdout, "\nStill serving; stop with Ctrl-C.")
+	}
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
-	// Cachelets first (each leaves the ring), then membership, etcd, MinIO.
+	// The platform first (its instances' cachelets leave their rings),
+	// then the cachelets, membership, etcd, MinIO.
+	if plat != nil {
+		plat.Close()
+	}
 	err = closeAll(sctx)
 	err = errors.Join(err, reg.Close())
 	etcd.Close()
@@ -295,6 +356,10 @@ type credentials struct {
 	// up`'s application. Files written before it existed get one on the
 	// next start.
 	PeerSecret string `json:"peer_secret"`
+	// ControllerToken authenticates clients (and MinIO's webhook) to the
+	// platform's controller; AgentToken the controller to the agent.
+	ControllerToken string `json:"controller_token"`
+	AgentToken      string `json:"agent_token"`
 }
 
 // loadOrCreateCreds keeps one set of generated credentials per state
@@ -306,10 +371,18 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" || c.StoreAccessKey == "" || c.StoreSecretKey == "" {
 			return c, fmt.Errorf("%s is damaged; remove it to generate new credentials", path)
 		}
-		if c.PeerSecret != "" {
+		if c.PeerSecret != "" && c.ControllerToken != "" && c.AgentToken != "" {
 			return c, nil
 		}
-		c.PeerSecret = randHex(32)
+		if c.PeerSecret == "" {
+			c.PeerSecret = randHex(32)
+		}
+		if c.ControllerToken == "" {
+			c.ControllerToken = randHex(24)
+		}
+		if c.AgentToken == "" {
+			c.AgentToken = randHex(24)
+		}
 		return c, saveCreds(path, c)
 	}
 	if !errors.Is(err, os.ErrNotExist) {
@@ -318,7 +391,7 @@ func loadOrCreateCreds(path string) (credentials, error) {
 	c = credentials{
 		AccessKey: "HOARD" + strings.ToUpper(randHex(8)), SecretKey: randHex(20),
 		StoreAccessKey: "store" + randHex(6), StoreSecretKey: randHex(20),
-		PeerSecret: randHex(32),
+		PeerSecret: randHex(32), ControllerToken: randHex(24), AgentToken: randHex(24),
 	}
 	return c, saveCreds(path, c)
 }

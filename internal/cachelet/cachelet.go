@@ -150,6 +150,10 @@ type Cachelet struct {
 	hmu     sync.Mutex
 	handoff chan struct{}
 
+	// The key census of a DropPrefix in progress, if any (drop.go).
+	censusMu sync.Mutex
+	census   atomic.Pointer[census]
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -222,11 +226,20 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
 	ccfg := cfg.Cache
-	if cfg.Router != nil && ccfg.Owns == nil {
-		ccfg.Owns = func(k cache.Key) bool {
+	owns := ccfg.Owns
+	if cfg.Router != nil && owns == nil {
+		owns = func(k cache.Key) bool {
 			_, self := cfg.Router.Owner(k.Bucket, k.Object)
 			return self
 		}
+	}
+	// Always set, so that a census (drop.go) sees every entry; with no
+	// ring every entry is owned, as with a nil Owns.
+	ccfg.Owns = func(k cache.Key) bool {
+		if s := c.census.Load(); s != nil {
+			s.saw(k)
+		}
+		return owns == nil || owns(k)
 	}
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
@@ -291,11 +304,7 @@ func (c *Cachelet) Close() error {
 func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.mu.Lock()
-	if e := c.pending[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.pending, k)
-	}
-	c.doomReadsLocked(k)
+	c.doomLocked(k)
 	c.mu.Unlock()
 	c.cache.Remove(k)
 }

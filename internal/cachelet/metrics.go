@@ -24,6 +24,9 @@ type metrics struct {
 	peerFallbacks prometheus.Counter
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
+
+	// counts mirror reads and writes for Cachelet.Counters.
+	counts counters
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
@@ -141,6 +144,7 @@ func (b *trackedBody) Close() error {
 		b.m.reads.WithLabelValues(o).Inc()
 		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
 		b.m.readSeconds.WithLabelValues(o).Observe(time.Since(b.start).Seconds())
+		b.m.counts.read(b.outcome, b.n)
 	})
 	return err
 }

@@ -18,11 +18,19 @@ import (
 // is held whole and persisted in the background (see consistency.go);
 // larger ones, and every write under the store target, go through to the
 // store before Put returns.
-func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
+	defer func() { c.countWrite(err) }()
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}
 	return c.putThrough(ctx, bucket, key, body, size, opts)
+}
+
+// countWrite counts a client's object write in Counters once it succeeded.
+func (c *Cachelet) countWrite(err error) {
+	if err == nil {
+		c.m.counts.writes.Add(1)
+	}
 }
 
 // putThrough writes to the store, then keeps the bytes.
@@ -55,7 +63,10 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// Last-Modified) is what later reads check against. If someone else's
 	// write already replaced ours, keep nothing.
 	info, serr := c.store.Stat(ctx, bucket, key)
-	if serr != nil || info.ETag != res.ETag || info.Size != size {
+	if serr != nil || info.ETag != res.ETag || info.Size != size || e.Doomed() {
+		// Doomed: a write that began before the store acknowledged this
+		// one may have cached its own bytes, which the store has since
+		// replaced with these. Keep neither.
 		c.dropWrite(k, e, size)
 		return res, nil
 	}
@@ -159,6 +170,7 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 	c.Invalidate(dstBucket, dstKey)
 	c.tellOwners(ctx, dstBucket, dstKey)
 	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
+	c.countWrite(err)
 	return res, err
 }
 
@@ -173,6 +185,7 @@ func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, upl
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
+	c.countWrite(err)
 	return res, err
 }
 

@@ -407,3 +407,29 @@ func TestConcurrentWritesAndReads(t *testing.T) {
 	}
 	e.checkBudget()
 }
+
+// Two writes of one key overlap, and the one that began first reaches the
+// store last: its bytes are the store's, so the other's must not stay
+// cached (ReadLocal would serve them). Neither copy is kept.
+func TestOverlappingPutsLeaveNoOlderCopy(t *testing.T) {
+	e := newEnv(t, readLocal)
+	va, vb := object("k", 1, 10<<10), object("k", 2, 10<<10)
+	pr, pw := io.Pipe()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.c.Put(t.Context(), testBucket, "k", pr, int64(len(va)), store.PutOptions{})
+		first <- err
+	}()
+	if _, err := pw.Write(va[:1000]); err != nil { // the first write is under way
+		t.Fatal(err)
+	}
+	e.cput("k", vb) // the second begins and ends
+	if _, err := pw.Write(va[1000:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-first; err != nil { // the first reaches the store last
+		t.Fatal(err)
+	}
+	e.mustRead("k", va, LocalMiss)
+}

@@ -1,7 +1,9 @@
 // Package instance assembles one application instance's data layer: a
 // store client, a cachelet over it, the S3 front serving it on a listener,
-// and the Prometheus endpoint. It is the composition root shared by
-// `hoard serve`, `hoard up`, the benchmarks and the integration tests.
+// the Prometheus endpoint (with the cachelet's counters as JSON at /stats
+// beside it) and, when configured, the notifier of cache triggers. It is
+// the composition root shared by `hoard serve`, `hoard up`, the benchmarks
+// and the integration tests.
 //
 // With a membership Registry the instance is one cachelet of its
 // application's cooperative cache: it also serves the peer protocol on its
@@ -14,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +35,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/cluster"
 	"github.com/hoard-io/hoard/internal/membership"
+	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/ring"
 	"github.com/hoard-io/hoard/internal/s3api"
@@ -63,6 +67,12 @@ type Config struct {
 	// (answered with a bare 431); default 1 MiB. Below it, the S3 front
 	// answers headers over 16 KiB with S3's RequestHeaderSectionTooLarge.
 	MaxHeaderBytes int
+	// NotifyURL, when set, receives an S3 event notification (package
+	// notify) after every PutObject, CopyObject and
+	// CompleteMultipartUpload the instance answered with success: the
+	// platform's cache triggers. NotifyToken, when set, is sent with each
+	// as a bearer token. Events name the sender by App and ID.
+	NotifyURL, NotifyToken string
 
 	// The fields below make the instance one cachelet of its application's
 	// cooperative cache. They are used only when Registry is set.
@@ -191,6 +201,7 @@ type Instance struct {
 	s3Addr   string
 	metAddr  string
 	reg      *prometheus.Registry
+	notifier *notify.Notifier // nil without Config.NotifyURL
 
 	// Set with Config.Registry only.
 	member   *cluster.Member
@@ -224,6 +235,7 @@ type starting struct {
 	peers  *peer.Client
 	cl     *cachelet.Cachelet
 	st     *s3store.Store
+	nt     *notify.Notifier
 }
 
 func (s *starting) release() {
@@ -243,6 +255,11 @@ func (s *starting) release() {
 	}
 	if s.st != nil {
 		s.st.Close()
+	}
+	if s.nt != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.nt.Close(ctx) // nothing was queued
+		cancel()
 	}
 }
 
@@ -354,7 +371,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if err != nil {
 		return nil, err
 	}
-	api, err := s3api.New(s3api.Config{Region: cfg.Region, Domains: cfg.Domains}, cl, ver, log.With("component", "s3api"), reg)
+	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains}
+	if cfg.NotifyURL != "" {
+		in.notifier, err = notify.New(notify.Config{URL: cfg.NotifyURL, Token: cfg.NotifyToken, App: cfg.App, Cachelet: cfg.ID,
+			Logger: log.With("component", "notify"), Registerer: reg})
+		if err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		s.nt = in.notifier
+		acfg.Notifier = in.notifier
+	}
+	api, err := s3api.New(acfg, cl, ver, log.With("component", "s3api"), reg)
 	if err != nil {
 		return nil, err
 	}
@@ -381,6 +408,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /stats", in.serveStats)
 		in.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		in.serve(in.metrics, mln)
 	}
@@ -405,6 +433,29 @@ func (in *Instance) serve(srv *http.Server, ln net.Listener) {
 
 // Endpoint is the S3 endpoint URL clients use.
 func (in *Instance) Endpoint() string { return "http://" + in.s3Addr }
+
+// serveStats answers /stats: the cachelet's counters (cachelet.Counters)
+// as JSON, for the platform to diff around each invocation.
+func (in *Instance) serveStats(w http.ResponseWriter, _ *http.Request) {
+	body, err := json.Marshal(in.cachelet.Counters())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// StatsURL is the counters' JSON endpoint (/stats, next to /metrics), or
+// "" when the metrics listener is disabled.
+func (in *Instance) StatsURL() string {
+	if in.metAddr == "" {
+		return ""
+	}
+	return "http://" + in.metAddr + "/stats"
+}
 
 // MetricsURL is the Prometheus endpoint, or "" when disabled.
 func (in *Instance) MetricsURL() string {
@@ -486,6 +537,14 @@ func (in *Instance) Close(ctx context.Context) error {
 			in.peers.Close()
 		}
 		errs = append(errs, in.store.Close())
+		if in.notifier != nil {
+			// Last: what is queued goes out while ctx lasts, and a
+			// controller that is down must not take the time the
+			// queued writes above needed.
+			if err := in.notifier.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		in.closeErr = errors.Join(errs...)
 	})
 	return in.closeErr

@@ -80,6 +80,9 @@ type Config struct {
 	GracePeriod time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Env holds extra NAME=VALUE settings for the server, such as MinIO's
+	// MINIO_NOTIFY_WEBHOOK_* notification targets.
+	Env []string
 }
 
 // withDefaults returns a copy with every defaulted field filled in.

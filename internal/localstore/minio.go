@@ -65,6 +65,7 @@ func StartMinIO(ctx context.Context, cfg Config) (*Server, error) {
 		scrubEnv: []string{"MINIO_"},
 		ready:    minioReady,
 	}
+	sp.env = append(sp.env, cfg.Env...)
 	return start(ctx, cfg, bin, endpointFor(addr), sp)
 }
 

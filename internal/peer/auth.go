@@ -1,5 +1,6 @@
 // Package peer is the protocol between the cachelets of one application:
-// fetch an object from its owner, write through to the owner, invalidate.
+// fetch an object from its owner, write through to the owner, invalidate,
+// flush queued writes, and drop cached objects by prefix.
 //
 // It is HTTP/1.1 over kept-alive connections (see
 // docs/design/cooperative-cache.md for why), with every request signed by

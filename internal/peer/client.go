@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -195,6 +196,34 @@ func (c *Client) Flush(ctx context.Context, addr string, revision int64) error {
 		return readError(resp)
 	}
 	return nil
+}
+
+// Drop asks the cachelet at addr to drop its cached copies of bucket's
+// objects whose keys start with prefix (an empty prefix: the whole
+// bucket), and returns how many it dropped. Writes it holds that the store
+// does not have yet are kept (and not counted). The store is not touched.
+// Callers outside the application's cachelets (the platform, ending a
+// pipeline run) sign with the same application secret.
+func (c *Client) Drop(ctx context.Context, addr, bucket, prefix string) (dropped int, err error) {
+	q := url.Values{"bucket": {bucket}, "prefix": {prefix}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/drop?"+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, readError(resp)
+	}
+	var res dropResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
+		return 0, fmt.Errorf("%w: peer %s: bad drop answer: %v", store.ErrUnavailable, addr, err)
+	}
+	return res.Dropped, nil
 }
 
 // crcBody computes the CRC32C of what it passes and sets it as the

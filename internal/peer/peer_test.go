@@ -24,6 +24,7 @@ type fakeOwner struct {
 	notOwner    bool
 	flushes     int
 	flushRev    int64
+	drops       []Key // bucket and prefix of each drop
 }
 
 type stored struct {
@@ -77,6 +78,21 @@ func (f *fakeOwner) PeerFlush(_ context.Context, rev int64) error {
 	f.flushRev = rev
 	f.mu.Unlock()
 	return nil
+}
+
+// PeerDrop drops the fake's objects under bucket/prefix.
+func (f *fakeOwner) PeerDrop(_ context.Context, bucket, prefix string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drops = append(f.drops, Key{Bucket: bucket, Key: prefix})
+	n := 0
+	for k, o := range f.objects {
+		if o.info.Bucket == bucket && strings.HasPrefix(o.info.Key, prefix) {
+			delete(f.objects, k)
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (f *fakeOwner) get(bucket, key string) ([]byte, bool) {
@@ -338,5 +354,76 @@ func TestStuckOwner(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("waited %v for a stuck owner", d)
+	}
+}
+
+func TestDrop(t *testing.T) {
+	cl, owner, addr := newPair(t)
+	ctx := context.Background()
+	for _, k := range []string{"tmp/run 1/a", "tmp/run 1/b+c", "tmp/run 2/a", "keep/x"} {
+		if _, err := cl.Put(ctx, addr, "bkt", k, strings.NewReader("x"), 1, store.PutOptions{}, PersistSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := cl.Drop(ctx, addr, "bkt", "tmp/run 1/")
+	if err != nil || n != 2 {
+		t.Fatalf("Drop(tmp/run 1/) = %d, %v; want 2", n, err)
+	}
+	if _, ok := owner.get("bkt", "tmp/run 2/a"); !ok {
+		t.Fatal("an object outside the prefix was dropped")
+	}
+	// An empty prefix is the whole bucket; another bucket drops nothing.
+	if n, err := cl.Drop(ctx, addr, "other", ""); err != nil || n != 0 {
+		t.Fatalf("Drop(other) = %d, %v; want 0", n, err)
+	}
+	if n, err := cl.Drop(ctx, addr, "bkt", ""); err != nil || n != 2 {
+		t.Fatalf("Drop(bkt, \"\") = %d, %v; want 2", n, err)
+	}
+	want := []Key{{"bkt", "tmp/run 1/"}, {"other", ""}, {"bkt", ""}}
+	if len(owner.drops) != len(want) {
+		t.Fatalf("owner was asked %v, want %v", owner.drops, want)
+	}
+	for i := range want {
+		if owner.drops[i] != want[i] {
+			t.Fatalf("owner was asked %v, want %v", owner.drops, want)
+		}
+	}
+	if _, err := cl.Drop(ctx, addr, "", "tmp/"); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("drop without a bucket: %v, want ErrBadRequest", err)
+	}
+	if _, err := cl.Drop(ctx, "127.0.0.1:1", "bkt", ""); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("unreachable peer: %v", err)
+	}
+}
+
+// A drop is signed like every peer request, its bucket and prefix
+// included: nobody without the application's secret can empty a cache,
+// and a signed drop cannot be widened.
+func TestDropIsSigned(t *testing.T) {
+	auth, _ := NewAuth("app1", []byte(secret), nil)
+	owner := newFakeOwner()
+	srv := httptest.NewServer(NewServer(auth, owner, nil))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	other, _ := NewAuth("app1", []byte("another-secret-0123456789"), nil)
+	if _, err := NewClient(other, ClientConfig{}).Drop(context.Background(), addr, "bkt", ""); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	resp, err := http.Post(srv.URL+"/v1/drop?bucket=bkt&prefix=", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("unsigned drop: %d, want 403", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/drop?bucket=bkt&prefix=tmp%2Frun-1%2F", nil)
+	auth.Sign(req)
+	req.URL.RawQuery = "bucket=bkt&prefix="
+	if err := auth.Verify(req); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("widened prefix: %v, want ErrBadSignature", err)
+	}
+	if len(owner.drops) != 0 {
+		t.Fatalf("owner dropped %v on unauthenticated requests", owner.drops)
 	}
 }

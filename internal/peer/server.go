@@ -39,6 +39,10 @@ type Owner interface {
 	// cachelet has seen it too, so it no longer takes writes for keys it
 	// gave up.
 	PeerFlush(ctx context.Context, revision int64) error
+	// PeerDrop drops the cached copies of bucket's objects whose keys
+	// start with prefix (empty: the whole bucket), keeping writes the
+	// store does not have yet, and returns how many it dropped.
+	PeerDrop(ctx context.Context, bucket, prefix string) (int, error)
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -85,6 +89,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if r.URL.Path == "/v1/drop" && r.Method == http.MethodPost {
+		s.drop(w, r)
+		return
+	}
 	bucket, key, ok := splitObjectPath(r.URL.Path)
 	if !ok {
 		writeError(w, ErrBadRequest)
@@ -117,6 +125,27 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string)
 		s.log.Warn("peer get aborted mid-body", "bucket", bucket, "key", key, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// drop serves Client.Drop. Bucket and prefix travel in the query, which
+// the signature covers.
+func (s *Server) drop(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	bucket, prefix := q.Get("bucket"), q.Get("prefix")
+	if bucket == "" {
+		writeError(w, fmt.Errorf("%w: drop needs a bucket", ErrBadRequest))
+		return
+	}
+	n, err := s.owner.PeerDrop(r.Context(), bucket, prefix)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("dropped cached objects at a peer's request", "remote", r.RemoteAddr, "bucket", bucket, "prefix", prefix, "objects", n)
+	body, _ := json.Marshal(dropResult{Dropped: n})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, bucket, key string) {

@@ -48,6 +48,11 @@ type Key struct {
 	Key    string `json:"key"`
 }
 
+// dropResult is the body of a successful drop.
+type dropResult struct {
+	Dropped int `json:"dropped"`
+}
+
 // objectPath is the peer URL path of an object.
 func objectPath(bucket, key string) string {
 	return "/v1/o/" + url.PathEscape(bucket) + "/" + escapeKey(key)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -81,8 +82,12 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	return writeXML(w, completeMultipartUploadResult{NS: s3NS, Location: "/" + rq.bucket + "/" + rq.key,
-		Bucket: rq.bucket, Key: rq.key, ETag: `"` + res.ETag + `"`, checksumFields: checksumFieldsOf(res.Checksums)})
+	if err := writeXML(w, completeMultipartUploadResult{NS: s3NS, Location: "/" + rq.bucket + "/" + rq.key,
+		Bucket: rq.bucket, Key: rq.key, ETag: `"` + res.ETag + `"`, checksumFields: checksumFieldsOf(res.Checksums)}); err != nil {
+		return err
+	}
+	s.notifyUnsized(w, r, rq, notify.ObjectCreatedCompleteMultipartUpload, res.ETag)
+	return nil
 }
 
 func (s *Server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -158,6 +159,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	setResultChecksums(h, res.Checksums)
 	w.WriteHeader(http.StatusOK)
+	s.notify(r, rq, notify.ObjectCreatedPut, size, res.ETag)
 	return nil
 }
 
@@ -211,7 +213,11 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if lm.IsZero() {
 		lm = time.Now()
 	}
-	return writeXML(w, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)})
+	if err := writeXML(w, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)}); err != nil {
+		return err
+	}
+	s.notifyUnsized(w, r, rq, notify.ObjectCreatedCopy, res.ETag)
+	return nil
 }
 
 // parseCopySource reads x-amz-copy-source: "[/]bucket/key", URL-encoded.

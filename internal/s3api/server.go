@@ -50,6 +50,9 @@ type Config struct {
 	// virtual-host style ("bucket.s3.example.com"). Requests to any other
 	// host are path style. Default none.
 	Domains []string
+	// Notifier, when set, is told of every PutObject, CopyObject and
+	// CompleteMultipartUpload answered with success, once answered.
+	Notifier Notifier
 }
 
 // Validate fills in defaults.

@@ -42,16 +42,22 @@ type testServer struct {
 
 func newTestServer(t testing.TB, domains ...string) *testServer {
 	t.Helper()
+	return newTestServerWith(t, Config{Region: testRegion, Domains: domains})
+}
+
+// newTestServerWith is newTestServer with the front's config given.
+func newTestServerWith(t testing.TB, cfg Config) *testServer {
+	t.Helper()
 	st := memstore.New()
 	cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 16 << 20}}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ver, err := s3auth.New(s3auth.Config{Region: testRegion, Domains: domains}, creds{})
+	ver, err := s3auth.New(s3auth.Config{Region: cfg.Region, Domains: cfg.Domains}, creds{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{Region: testRegion, Domains: domains}, cl, ver, nil, nil)
+	api, err := New(cfg, cl, ver, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

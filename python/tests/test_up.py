@@ -29,6 +29,8 @@ ENV_KEYS = {
     "HOARD_METRICS_URL",
     "HOARD_ENDPOINTS",
     "HOARD_METRICS_URLS",
+    "HOARD_CONTROLLER_URL",
+    "HOARD_CONTROLLER_TOKEN",
 }
 
 
@@ -50,7 +52,7 @@ def _read_env(path: Path) -> dict[str, str]:
 
 def test_up_detach_then_down(tmp_path):
     state = tmp_path / "state"
-    ports = [free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(4)]
     up = _run(
         "up",
         "--detach",
@@ -62,6 +64,10 @@ def test_up_detach_then_down(tmp_path):
         f"127.0.0.1:{ports[1]}",
         "--store-listen",
         f"127.0.0.1:{ports[2]}",
+        "--controller-listen",
+        f"127.0.0.1:{ports[3]}",
+        "--examples",
+        "none",
         "--budget",
         "64MiB",
     )
@@ -69,6 +75,7 @@ def test_up_detach_then_down(tmp_path):
         assert up.returncode == 0, up.stderr
         env = _read_env(state / "env")
         assert set(env) == ENV_KEYS
+        assert env["HOARD_CONTROLLER_URL"] == f"http://127.0.0.1:{ports[3]}"
         assert env["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{ports[0]}"
         assert env["HOARD_STORE_ENDPOINT"] == f"http://127.0.0.1:{ports[2]}"
 
@@ -124,6 +131,7 @@ def test_up_three_cachelets(tmp_path):
         str(state),
         "--cachelets",
         "3",
+        "--no-platform",
         "--listen",
         "127.0.0.1:0",
         "--metrics-listen",
@@ -140,6 +148,7 @@ def test_up_three_cachelets(tmp_path):
         assert len(endpoints) == 3
         assert len(set(endpoints)) == 3
         assert env["AWS_ENDPOINT_URL"] == endpoints[0]
+        assert "HOARD_CONTROLLER_URL" not in env
         assert len(env["HOARD_METRICS_URLS"].split(",")) == 3
         assert "peer_secret" in (state / "credentials.json").read_text()
 

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/s3api"
+	"github.com/hoard-io/hoard/internal/s3auth"
+	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/store/memstore"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
+)
+
+type oneCred struct{ ak, sk string }
+
+func (c oneCred) Secret(ak string) (string, bool) { return c.sk, ak == c.ak }
+
+// memStore serves an in-memory store holding one bucket over S3, for a
+// cachelet to front without a store process.
+func memStore(t *testing.T, bucket string) string {
+	t.Helper()
+	st := memstore.New()
+	if err := st.CreateBucket(t.Context(), bucket, ""); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 1 << 20}}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := s3auth.New(s3auth.Config{Region: "us-east-1"}, oneCred{"sak", "ssk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := s3api.New(s3api.Config{Region: "us-east-1"}, cl, ver, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() { srv.Close(); cl.Close() })
+	return srv.URL
+}
+
+// serving runs `hoard serve args...` until the test ends, and returns what
+// its ready file says once it appears.
+func serving(t *testing.T, args ...string) (readyInfo, string) {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- runServe(ctx, append(args, "--ready-file", ready, "--log-level", "warn"), io.Discard, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hoard serve: %v", err)
+		}
+		if _, err := os.Stat(ready); !os.IsNotExist(err) {
+			t.Errorf("the ready file outlived the cachelet: %v", err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("hoard serve ended before it was ready: %v\n%s", err, stderr.String())
+		default:
+		}
+		if data, err := os.ReadFile(ready); err == nil {
+			var info readyInfo
+			if err := json.Unmarshal(data, &info); err != nil {
+				t.Fatalf("ready file %q: %v", data, err)
+			}
+			return info, ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no ready file after 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func baseServeArgs(t *testing.T, bucket string) []string {
+	return []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
+		"--access-key", "ak", "--secret-key", "sk", "--budget", "16MiB",
+		"--store-endpoint", memStore(t, bucket), "--store-access-key", "sak", "--store-secret-key", "ssk"}
+}
+
+// On its own, a cachelet's ready file says where it serves (no peer
+// address), its /stats answers, and a PUT through it is notified.
+func TestServeReadyFileAndTriggers(t *testing.T) {
+	var mu sync.Mutex
+	var msgs []notify.Message
+	var auth []string
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m notify.Message
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		msgs, auth = append(msgs, m), append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer sink.Close()
+	t.Setenv("HOARD_NOTIFY_TOKEN", "from-env")
+
+	info, ready := serving(t, append(baseServeArgs(t, "bkt"), "--app", "thumbs", "--id", "thumbs-1", "--notify-url", sink.URL)...)
+	if info.ID != "thumbs-1" || info.App != "thumbs" || info.PeerAddr != "" || info.PID != os.Getpid() ||
+		!strings.HasPrefix(info.Endpoint, "http://127.0.0.1:") || !strings.HasPrefix(info.MetricsURL, "http://127.0.0.1:") ||
+		!strings.HasSuffix(info.MetricsURL, "/metrics") {
+		t.Fatalf("ready file: %+v", info)
+	}
+	if fi, err := os.Stat(ready); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("ready file mode: %v, %v", fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(ready), ".ready.json.*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+
+	client, err := s3store.New(s3store.Config{Endpoint: info.Endpoint, AccessKey: "ak", SecretKey: "sk", Region: "us-east-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	res, err := client.Put(t.Context(), "bkt", "in/x.txt", strings.NewReader("hello"), 5, store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := http.Get(strings.TrimSuffix(info.MetricsURL, "/metrics") + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats cachelet.Counters
+	err = json.NewDecoder(resp.Body).Decode(&stats)
+	resp.Body.Close()
+	if err != nil || stats.Writes != 1 || stats.CacheObjects != 1 || stats.BudgetBytes != 16<<20 {
+		t.Fatalf("/stats: %+v, %v", stats, err)
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(msgs)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(msgs) != 1 || len(msgs[0].Records) != 1 {
+		t.Fatalf("%d events, want 1", len(msgs))
+	}
+	o := msgs[0].Records[0].S3.Object
+	if o.Key != "in/x.txt" || o.Size != 5 || o.ETag != res.ETag || msgs[0].Hoard.Cachelet != "thumbs-1" || auth[0] != "Bearer from-env" {
+		t.Fatalf("event %+v from %+v, authorization %q; the client got ETag %s", o, msgs[0].Hoard, auth[0], res.ETag)
+	}
+}
+
+// In an application (etcd), the ready file appears once the ring is
+// joined, with the peer address the platform drops objects through.
+func TestServeReadyFileInAnApplication(t *testing.T) {
+	etcd, err := etcdembed.Start(t.Context(), etcdembed.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close) // after the cachelet left: cleanups run last first
+	const secret = "the-application-secret"
+	info, _ := serving(t, append(baseServeArgs(t, "bkt"), "--app", "pipes", "--id", "pipes-1",
+		"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--peer-secret", secret)...)
+	if info.ID != "pipes-1" || info.App != "pipes" || !strings.HasPrefix(info.PeerAddr, "127.0.0.1:") {
+		t.Fatalf("ready file: %+v", info)
+	}
+
+	client, err := s3store.New(s3store.Config{Endpoint: info.Endpoint, AccessKey: "ak", SecretKey: "sk", Region: "us-east-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for _, k := range []string{"tmp/run-1/a", "tmp/run-1/b", "out/c"} {
+		if _, err := client.Put(t.Context(), "bkt", k, strings.NewReader("data"), 4, store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auth, err := peer.NewAuth("pipes", []byte(secret), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := peer.NewClient(auth, peer.ClientConfig{})
+	defer pc.Close()
+	if n, err := pc.Drop(t.Context(), info.PeerAddr, "bkt", "tmp/run-1/"); err != nil || n != 2 {
+		t.Fatalf("Drop = %d, %v; want 2", n, err)
+	}
+}

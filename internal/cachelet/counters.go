@@ -1,0 +1,91 @@
+package cachelet
+
+import "sync/atomic"
+
+// Counters is a snapshot of what the cachelet has served since it started,
+// for a platform that diffs two snapshots to learn one invocation's reads
+// (the instance serves it as JSON at /stats). The counters only grow; the
+// cache fields are occupancy at the time of the snapshot.
+type Counters struct {
+	Reads ReadCounters `json:"reads"`
+	// Writes counts objects written by this cachelet's clients and
+	// acknowledged: PutObject (whatever the write target), CopyObject and
+	// CompleteMultipartUpload. Writes taken for a peer as the key's owner
+	// are not counted (the peer counts them).
+	Writes       int64 `json:"writes"`
+	CacheBytes   int64 `json:"cache_bytes"`
+	CacheObjects int64 `json:"cache_objects"`
+	BudgetBytes  int64 `json:"budget_bytes"`
+}
+
+// ReadCounters splits reads by how they were served. A read counts once
+// its body is closed, with the bytes the client read. Reads served to a
+// peer as the key's owner are not counted (the peer counts them as remote
+// hits or misses).
+type ReadCounters struct {
+	LocalHit    ReadCount `json:"local_hit"`
+	LocalMiss   ReadCount `json:"local_miss"`
+	RemoteHit   ReadCount `json:"remote_hit"`
+	RemoteMiss  ReadCount `json:"remote_miss"`
+	PassThrough ReadCount `json:"pass_through"`
+}
+
+// ReadCount is how many reads of one kind ended and the bytes they sent.
+type ReadCount struct {
+	Count int64 `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+// counters are the atomic counterparts of Counters, updated next to the
+// Prometheus series (which are costlier to read back).
+type counters struct {
+	localHit, localMiss, remoteHit, remoteMiss, passThrough readCounter
+	writes                                                  atomic.Int64
+}
+
+type readCounter struct{ n, bytes atomic.Int64 }
+
+func (r *readCounter) load() ReadCount {
+	return ReadCount{Count: r.n.Load(), Bytes: r.bytes.Load()}
+}
+
+// read records one finished read; outcomes outside the five (reads for a
+// peer) are not counted.
+func (c *counters) read(o Outcome, bytes int64) {
+	var r *readCounter
+	switch o {
+	case LocalHit:
+		r = &c.localHit
+	case LocalMiss:
+		r = &c.localMiss
+	case RemoteHit:
+		r = &c.remoteHit
+	case RemoteMiss:
+		r = &c.remoteMiss
+	case PassThrough:
+		r = &c.passThrough
+	default:
+		return
+	}
+	r.n.Add(1)
+	r.bytes.Add(bytes)
+}
+
+// Counters returns a snapshot of the read and write counters and of the
+// memory tier's occupancy. It is cheap: atomic loads and one look at the
+// cache's totals.
+func (c *Cachelet) Counters() Counters {
+	k := &c.m.counts
+	s := c.cache.Stats()
+	return Counters{
+		Reads: ReadCounters{
+			LocalHit: k.localHit.load(), LocalMiss: k.localMiss.load(),
+			RemoteHit: k.remoteHit.load(), RemoteMiss: k.remoteMiss.load(),
+			PassThrough: k.passThrough.load(),
+		},
+		Writes:       k.writes.Load(),
+		CacheBytes:   s.Bytes,
+		CacheObjects: int64(s.Objects),
+		BudgetBytes:  s.Budget,
+	}
+}

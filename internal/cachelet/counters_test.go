@@ -1,0 +1,91 @@
+package cachelet
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+func TestCounters(t *testing.T) {
+	e := newEnv(t, nil)
+	small, large := object("small", 1, 3000), object("large", 1, testMaxSize+1)
+	e.storePut("small", small)
+	e.storePut("large", large)
+	before := e.c.Counters()
+	if before != (Counters{BudgetBytes: testBudget}) {
+		t.Fatalf("a new cachelet's counters: %+v", before)
+	}
+
+	e.mustRead("small", small, LocalMiss)
+	e.mustRead("small", small, LocalHit)
+	e.mustRead("small", small, LocalHit)
+	e.mustRead("large", large, PassThrough)
+	if _, _, err := e.read("small", &store.ByteRange{Start: 0, End: 99}); err != nil {
+		t.Fatal(err)
+	}
+	e.cput("written", object("written", 1, 500))
+	if _, err := e.c.Copy(t.Context(), store.CopySource{Bucket: testBucket, Key: "small"}, testBucket, "copy", store.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Copy(t.Context(), store.CopySource{Bucket: testBucket, Key: "missing"}, testBucket, "copy2", store.CopyOptions{}); err == nil {
+		t.Fatal("copy of a missing object succeeded")
+	}
+
+	got := e.c.Counters()
+	want := Counters{
+		Reads: ReadCounters{
+			LocalMiss:   ReadCount{1, 3000},
+			LocalHit:    ReadCount{3, 2*3000 + 100}, // the range counts what it sent
+			PassThrough: ReadCount{1, int64(len(large))},
+		},
+		Writes:       2, // the failed copy does not count
+		CacheBytes:   3000 + 500,
+		CacheObjects: 2,
+		BudgetBytes:  testBudget,
+	}
+	if got != want {
+		t.Fatalf("counters\n got %+v\nwant %+v", got, want)
+	}
+
+	// The JSON the platform reads.
+	data, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantJSON = `{"reads":{"local_hit":{"count":3,"bytes":6100},"local_miss":{"count":1,"bytes":3000},` +
+		`"remote_hit":{"count":0,"bytes":0},"remote_miss":{"count":0,"bytes":0},"pass_through":{"count":1,"bytes":262145}},` +
+		`"writes":2,"cache_bytes":3500,"cache_objects":2,"budget_bytes":1048576}`
+	if string(data) != wantJSON {
+		t.Fatalf("JSON\n got %s\nwant %s", data, wantJSON)
+	}
+}
+
+// Reads through the key's owner count as remote hits and misses where they
+// were asked for; the owner does not count what it served its peers.
+func TestCountersRemote(t *testing.T) {
+	g := newGroup(t, 3)
+	a, b := object("a", 1, 5000), object("b", 1, 7000)
+	g.put(t, "a", a)
+	g.put(t, "b", b)
+	g.mustRead(t, 0, "a", a, LocalMiss)
+	g.mustRead(t, 1, "a", a, RemoteHit)
+	g.mustRead(t, 1, "b", b, RemoteMiss)
+	g.mustRead(t, 1, "b", b, LocalHit)
+
+	if got := g.members[1].Counters().Reads; got != (ReadCounters{
+		LocalHit: ReadCount{1, 7000}, RemoteHit: ReadCount{1, 5000}, RemoteMiss: ReadCount{1, 7000},
+	}) {
+		t.Fatalf("the reader's counters: %+v", got)
+	}
+	if got := g.members[0].Counters().Reads; got != (ReadCounters{LocalMiss: ReadCount{1, 5000}}) {
+		t.Fatalf("the owner's counters: %+v (reads for peers must not count)", got)
+	}
+	if _, err := g.members[2].Put(t.Context(), testBucket, "c", bytes.NewReader(a), int64(len(a)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := g.members[2].Counters().Writes; w != 1 {
+		t.Fatalf("writes = %d, want 1", w)
+	}
+}

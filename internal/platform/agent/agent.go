@@ -1,0 +1,437 @@
+// Package agent is hoard's node agent: it runs the instances of
+// applications on one machine. An instance is a memory sandbox (package
+// sandbox) holding the instance's cachelet — a `hoard serve` process joined
+// to its application's ring — and a Python worker (package worker) whose
+// S3 SDKs point at that cachelet. The controller drives the agent over
+// HTTP (api.go); docs/platform.md tells the lifecycle.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/sandbox"
+	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/worker"
+)
+
+// Config configures an agent.
+type Config struct {
+	// ID names the agent; default "agent-<hostname>".
+	ID string
+	// Dir is the agent's working directory: unpacked code, instance logs.
+	// Required.
+	Dir string
+	// HoardBin is the hoard binary started as each instance's cachelet;
+	// default the running executable.
+	HoardBin string
+	// Python runs the workers; default worker.FindPython().
+	Python string
+	// Store is the store, for code packages.
+	Store store.Store
+	// StoreEndpoint, StoreAccessKey and StoreSecretKey are what the
+	// cachelets use to reach the store.
+	StoreEndpoint, StoreAccessKey, StoreSecretKey string
+	// Region the cachelets serve; default us-east-1.
+	Region string
+	// EtcdEndpoints hold the applications' rings. Required.
+	EtcdEndpoints []string
+	// NotifyURL, when set, is where cachelets post object-created events
+	// (cache triggers), with NotifyToken as bearer token.
+	NotifyURL, NotifyToken string
+	// Sandboxes makes the instances' sandboxes. Required.
+	Sandboxes *sandbox.Manager
+	// Registerer takes the agent's metrics; default none.
+	Registerer prometheus.Registerer
+	// StartTimeout bounds loading one instance; default 60 s.
+	StartTimeout time.Duration
+}
+
+// Agent runs instances.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	codeMu sync.Mutex // one code download at a time
+
+	mu        sync.Mutex
+	instances map[string]*Instance
+	closed    bool
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// New makes an agent; it starts nothing until asked.
+func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if cfg.Dir == "" || cfg.Store == nil || cfg.Sandboxes == nil || len(cfg.EtcdEndpoints) == 0 {
+		return nil, errors.New("agent: Dir, Store, Sandboxes and EtcdEndpoints are required")
+	}
+	if cfg.ID == "" {
+		h, _ := os.Hostname()
+		cfg.ID = "agent-" + strings.ToLower(h)
+	}
+	if cfg.HoardBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("agent: finding the hoard binary: %w", err)
+		}
+		cfg.HoardBin = exe
+	}
+	if cfg.Python == "" {
+		p, err := worker.FindPython()
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		cfg.Python = p
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	for _, d := range []string{"code", "instances", "logs"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}}, nil
+}
+
+// ID is the agent's name.
+func (a *Agent) ID() string { return a.cfg.ID }
+
+// SandboxMode says how instances are sandboxed: cgroup2, cgroup1 or none.
+func (a *Agent) SandboxMode() string { return a.cfg.Sandboxes.Mode() }
+
+// Instances lists the instances.
+func (a *Agent) Instances() []InstanceInfo {
+	a.mu.Lock()
+	list := make([]*Instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		list = append(list, in)
+	}
+	a.mu.Unlock()
+	out := make([]InstanceInfo, 0, len(list))
+	for _, in := range list {
+		out = append(out, in.Info())
+	}
+	return out
+}
+
+// Instance returns the named instance, or nil.
+func (a *Agent) Instance(id string) *Instance {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.instances[id]
+}
+
+// ErrExists is returned by Start for an instance ID already in use.
+var ErrExists = errors.New("agent: an instance with that id exists")
+
+// Start loads an instance and returns once it can take invocations: code
+// unpacked, sandbox made, cachelet joined to its ring, worker ready.
+func (a *Agent) Start(ctx context.Context, req StartRequest) (*Instance, error) {
+	if !idRE.MatchString(req.ID) {
+		return nil, fmt.Errorf("agent: instance id %q: want 1-63 of a-z, 0-9 and '-'", req.ID)
+	}
+	spec, err := appspec.Parse([]byte(req.Spec))
+	if err != nil {
+		return nil, err
+	}
+	if spec.Name != req.App {
+		return nil, fmt.Errorf("agent: the spec is for %q, not %q", spec.Name, req.App)
+	}
+	if len(req.Credentials.PeerSecret) < 16 || req.Credentials.AccessKey == "" || req.Credentials.SecretKey == "" {
+		return nil, errors.New("agent: the application's credentials are incomplete")
+	}
+	in := &Instance{agent: a, req: req, spec: spec, state: StateStarting, started: time.Now(), done: make(chan struct{})}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil, errors.New("agent: closing")
+	}
+	if a.instances[req.ID] != nil {
+		a.mu.Unlock()
+		return nil, ErrExists
+	}
+	a.instances[req.ID] = in
+	a.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.StartTimeout)
+	defer cancel()
+	if err := in.load(ctx); err != nil {
+		in.teardown("failed to start: " + err.Error())
+		a.forget(req.ID)
+		a.m.starts.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("agent: starting %s: %w", req.ID, err)
+	}
+	a.m.starts.WithLabelValues("ok").Inc()
+	a.m.startSeconds.Observe(time.Since(in.started).Seconds())
+	return in, nil
+}
+
+// Stop unloads an instance: its worker ends, its cachelet leaves the ring
+// (handing off what it owns), its sandbox goes.
+func (a *Agent) Stop(id string) error {
+	in := a.Instance(id)
+	if in == nil {
+		return fmt.Errorf("agent: no instance %q", id)
+	}
+	in.teardown("unloaded")
+	a.forget(id)
+	return nil
+}
+
+func (a *Agent) forget(id string) {
+	a.mu.Lock()
+	delete(a.instances, id)
+	a.mu.Unlock()
+}
+
+// Close unloads every instance.
+func (a *Agent) Close() {
+	a.mu.Lock()
+	a.closed = true
+	list := make([]*Instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		list = append(list, in)
+	}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, in := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.teardown("agent shut down")
+			a.forget(in.req.ID)
+		}()
+	}
+	wg.Wait()
+}
+
+// code returns the directory holding an application's unpacked code,
+// downloading and checking the package when it is not there yet.
+func (a *Agent) code(ctx context.Context, ref PackageRef) (string, error) {
+	if len(ref.SHA256) != 64 || strings.Trim(ref.SHA256, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("bad package digest %q", ref.SHA256)
+	}
+	dir := filepath.Join(a.cfg.Dir, "code", ref.SHA256)
+	a.codeMu.Lock()
+	defer a.codeMu.Unlock()
+	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {
+		return dir, nil
+	}
+	body, _, _, err := a.cfg.Store.Get(ctx, ref.Bucket, ref.Key, store.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("fetching the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(body, appspec.MaxPackageBytes+1))
+	body.Close()
+	if err != nil {
+		return "", fmt.Errorf("fetching the code package: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != ref.SHA256 {
+		return "", fmt.Errorf("the code package %s/%s does not match its digest", ref.Bucket, ref.Key)
+	}
+	os.RemoveAll(dir)
+	if err := appspec.Unpack(data, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// readyInfo is what `hoard serve --ready-file` writes.
+type readyInfo struct {
+	ID         string `json:"id"`
+	Endpoint   string `json:"endpoint"`
+	MetricsURL string `json:"metrics_url"`
+	PeerAddr   string `json:"peer_addr"`
+	PID        int    `json:"pid"`
+}
+
+// startCachelet starts `hoard serve` for the instance, in its sandbox, and
+// waits for its ready file.
+func (in *Instance) startCachelet(ctx context.Context) error {
+	a, spec := in.agent, in.spec
+	ready := filepath.Join(in.dir, "ready.json")
+	args := []string{"serve",
+		"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
+		"--app", spec.Name, "--id", in.req.ID, "--region", a.cfg.Region,
+		"--etcd-endpoints", strings.Join(a.cfg.EtcdEndpoints, ","),
+		"--budget", fmt.Sprint(int64(spec.Cache.Budget)),
+		"--consistency", spec.Cache.Consistency, "--eviction", spec.Cache.Eviction,
+		"--ready-file", ready, "--log-json",
+	}
+	if spec.Cache.TTL > 0 {
+		args = append(args, "--ttl", spec.Cache.TTL.D().String())
+	}
+	if a.cfg.NotifyURL != "" {
+		args = append(args, "--notify-url", a.cfg.NotifyURL)
+	}
+	cmd := exec.Command(a.cfg.HoardBin, args...)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOARD_ACCESS_KEY=" + in.req.Credentials.AccessKey,
+		"HOARD_SECRET_KEY=" + in.req.Credentials.SecretKey,
+		"HOARD_PEER_SECRET=" + in.req.Credentials.PeerSecret,
+		"HOARD_STORE_ENDPOINT=" + a.cfg.StoreEndpoint,
+		"HOARD_STORE_ACCESS_KEY=" + a.cfg.StoreAccessKey,
+		"HOARD_STORE_SECRET_KEY=" + a.cfg.StoreSecretKey,
+		"HOARD_NOTIFY_TOKEN=" + a.cfg.NotifyToken,
+	}
+	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the cachelet: %w", err)
+	}
+	in.cachelet = cmd
+	in.cacheletDone = make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(in.cacheletDone)
+		in.cacheletExited(err)
+	}()
+	if err := in.box.Add(cmd.Process.Pid); err != nil {
+		return fmt.Errorf("moving the cachelet into its sandbox: %w", err)
+	}
+	if in.box.Enforced() {
+		// The function, not the cachelet, is what the OOM killer should
+		// take: the worker is marked preferred (startWorker), and the
+		// cachelet protected where the host allows it.
+		if err := in.box.ProtectFromOOM(cmd.Process.Pid); err != nil {
+			a.log.Debug("cannot protect the cachelet from the OOM killer", "instance", in.req.ID, "err", err)
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(ready); err == nil {
+			var r readyInfo
+			if err := json.Unmarshal(b, &r); err != nil {
+				return fmt.Errorf("the cachelet's ready file: %w", err)
+			}
+			in.ready = r
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the cachelet did not become ready: %w%s", ctx.Err(), in.logTail())
+		case <-in.cacheletDone:
+			return fmt.Errorf("the cachelet exited while starting%s", in.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+// workerEnv is the environment of an instance's worker: every AWS SDK
+// points at the instance's cachelet, with the application's credentials.
+func (in *Instance) workerEnv() []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + in.dir,
+		"LANG=C.UTF-8",
+		"AWS_ENDPOINT_URL=" + in.ready.Endpoint,
+		"AWS_ENDPOINT_URL_S3=" + in.ready.Endpoint,
+		"AWS_ACCESS_KEY_ID=" + in.req.Credentials.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + in.req.Credentials.SecretKey,
+		"AWS_DEFAULT_REGION=" + in.agent.cfg.Region,
+		"AWS_REGION=" + in.agent.cfg.Region,
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=" + filepath.Join(in.dir, "aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(in.dir, "aws-credentials"),
+		"HOARD_APP=" + in.spec.Name,
+		"HOARD_INSTANCE=" + in.req.ID,
+	}
+	return env
+}
+
+// awsConfig makes SDKs address buckets by path, which a cachelet on a
+// loopback address needs (there is no DNS for bucket.127.0.0.1).
+const awsConfig = "[default]\ns3 =\n    addressing_style = path\n"
+
+// startWorker starts a worker in the instance's sandbox.
+func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
+	w, err := worker.Start(ctx, worker.Config{
+		Python:      in.agent.cfg.Python,
+		CodeDir:     in.code,
+		Env:         in.workerEnv(),
+		Log:         in.logFile,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := in.box.Add(w.Pid()); err != nil {
+		w.Kill()
+		return nil, fmt.Errorf("moving the worker into its sandbox: %w", err)
+	}
+	if in.box.Enforced() {
+		if err := in.box.PreferForOOM(w.Pid()); err != nil {
+			in.agent.log.Warn("cannot mark the worker first for the OOM killer", "instance", in.req.ID, "err", err)
+		}
+	}
+	return w, nil
+}
+
+// fetchStats reads the cachelet's read counters.
+func (in *Instance) fetchStats(ctx context.Context) (map[string]ReadCount, error) {
+	u := strings.TrimSuffix(in.ready.MetricsURL, "/metrics") + "/stats"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := statsClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("cachelet stats: %s", resp.Status)
+	}
+	var s struct {
+		Reads map[string]ReadCount `json:"reads"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
+		return nil, err
+	}
+	return s.Reads, nil
+}
+
+var statsClient = &http.Client{Timeout: 5 * time.Second}
+
+func writeFile(path, body string) error {
+	return os.WriteFile(path, []byte(body), 0o600)
+}
+
+func (in *Instance) logTail() string {
+	b, err := os.ReadFile(in.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return ":\n" + string(bytes.TrimSpace(b))
+}

@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The agent's HTTP API, used by the controller. Every request carries
+// "Authorization: Bearer TOKEN".
+//
+//	POST   /v1/instances              StartRequest -> InstanceInfo (when ready)
+//	GET    /v1/instances              -> []InstanceInfo
+//	GET    /v1/instances/{id}         -> InstanceInfo
+//	POST   /v1/instances/{id}/invoke  InvokeRequest -> InvokeResult
+//	POST   /v1/instances/{id}/drop    DropRequest -> {"dropped": N}
+//	DELETE /v1/instances/{id}         unload
+//	GET    /healthz
+
+// PackageRef says where an application's code package is in the store.
+type PackageRef struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256"`
+}
+
+// Credentials are an application's: the keys its functions sign S3
+// requests with, and the secret its cachelets sign peer requests with.
+type Credentials struct {
+	AccessKey  string `json:"access_key"`
+	SecretKey  string `json:"secret_key"`
+	PeerSecret string `json:"peer_secret"`
+}
+
+// StartRequest loads one instance of an application.
+type StartRequest struct {
+	App         string      `json:"app"`
+	ID          string      `json:"id"`
+	Spec        string      `json:"spec"` // the application's hoard.yaml
+	Package     PackageRef  `json:"package"`
+	Credentials Credentials `json:"credentials"`
+}
+
+// Instance states.
+const (
+	StateStarting = "starting"
+	StateIdle     = "idle"
+	StateBusy     = "busy"
+	StateDead     = "dead"
+)
+
+// InstanceInfo describes one instance.
+type InstanceInfo struct {
+	ID          string    `json:"id"`
+	App         string    `json:"app"`
+	Rev         string    `json:"rev"` // the code package's SHA-256
+	Agent       string    `json:"agent"`
+	State       string    `json:"state"`
+	Reason      string    `json:"reason,omitempty"` // why it is dead
+	Endpoint    string    `json:"endpoint"`         // the cachelet's S3 endpoint
+	MetricsURL  string    `json:"metrics_url"`
+	PeerAddr    string    `json:"peer_addr"`
+	MemoryLimit int64     `json:"memory_limit"`
+	MemoryUsage int64     `json:"memory_usage"`
+	Enforced    bool      `json:"enforced"` // whether the memory limit is enforced
+	StartedAt   time.Time `json:"started_at"`
+	LastUsed    time.Time `json:"last_used"`
+	StartMillis float64   `json:"start_ms"` // how long loading took (the cold start)
+	Invocations int64     `json:"invocations"`
+	OOMKills    uint64    `json:"oom_kills"`
+}
+
+// InvokeRequest runs one function in an instance.
+type InvokeRequest struct {
+	RequestID string          `json:"request_id"`
+	Function  string          `json:"function"`
+	Event     json.RawMessage `json:"event"`
+}
+
+// ErrorInfo is why an invocation failed. Type is the exception's class
+// name, or one of the platform's: Timeout, OutOfMemory, Crashed,
+// InstanceUnavailable.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+// ReadCount is a count of reads and their bytes.
+type ReadCount struct {
+	Count int64 `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+// InvokeResult is one invocation's outcome.
+type InvokeResult struct {
+	RequestID  string               `json:"request_id"`
+	Instance   string               `json:"instance"`
+	OK         bool                 `json:"ok"`
+	Result     json.RawMessage      `json:"result,omitempty"`
+	Error      *ErrorInfo           `json:"error,omitempty"`
+	Log        string               `json:"log"`
+	DurationMS float64              `json:"duration_ms"`
+	Reads      map[string]ReadCount `json:"reads"` // by access type: local_hit, local_miss, remote_hit, remote_miss, pass_through
+	// Replaced says the instance's worker died and was replaced.
+	Replaced bool `json:"replaced,omitempty"`
+}
+
+// DropRequest drops an application's cached objects under a prefix.
+type DropRequest struct {
+	Bucket string `json:"bucket"`
+	Prefix string `json:"prefix"`
+}
+
+// EtcdPrefix is where agents register (key: prefix + agent id, value:
+// Registration as JSON, under a lease).
+const EtcdPrefix = "/hoard/platform/agents/"
+
+// Registration is an agent's entry in etcd.
+type Registration struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+}

@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/sandbox"
+	"github.com/hoard-io/hoard/internal/worker"
+)
+
+// Instance is one loaded instance of an application.
+type Instance struct {
+	agent   *Agent
+	req     StartRequest
+	spec    *appspec.Spec
+	started time.Time
+
+	dir, code, logPath string
+	logFile            *os.File
+	box                *sandbox.Sandbox
+	cachelet           *exec.Cmd
+	cacheletDone       chan struct{}
+	ready              readyInfo
+	startDur           time.Duration
+
+	invokeMu sync.Mutex // one invocation at a time
+
+	mu          sync.Mutex
+	state       string
+	reason      string
+	worker      *worker.Worker
+	lastUsed    time.Time
+	invocations int64
+	tornDown    bool
+	done        chan struct{}
+}
+
+// load brings the instance up; on error the caller tears it down.
+func (in *Instance) load(ctx context.Context) error {
+	a := in.agent
+	in.dir = filepath.Join(a.cfg.Dir, "instances", in.req.ID)
+	os.RemoveAll(in.dir)
+	if err := os.MkdirAll(in.dir, 0o700); err != nil {
+		return err
+	}
+	in.logPath = filepath.Join(a.cfg.Dir, "logs", in.req.ID+".log")
+	f, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	in.logFile = f
+	if err := writeFile(filepath.Join(in.dir, "aws-config"), awsConfig); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(in.dir, "aws-credentials"), ""); err != nil {
+		return err
+	}
+	code, err := a.code(ctx, in.req.Package)
+	if err != nil {
+		return err
+	}
+	in.code = code
+	box, err := a.cfg.Sandboxes.Create("hoard-"+in.req.ID, in.spec.InstanceMemory())
+	if err != nil {
+		return fmt.Errorf("making the sandbox: %w", err)
+	}
+	in.box = box
+	if err := in.startCachelet(ctx); err != nil {
+		return err
+	}
+	w, err := in.startWorker(ctx)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	in.worker = w
+	in.state = StateIdle
+	in.lastUsed = time.Now()
+	in.startDur = time.Since(in.started)
+	in.mu.Unlock()
+	a.log.Info("instance loaded", "instance", in.req.ID, "app", in.spec.Name,
+		"memory_limit", bytesize.Format(box.Limit()), "enforced", box.Enforced(), "took", in.startDur.Round(time.Millisecond))
+	return nil
+}
+
+// Info describes the instance.
+func (in *Instance) Info() InstanceInfo {
+	in.mu.Lock()
+	info := InstanceInfo{
+		ID: in.req.ID, App: in.req.App, Rev: in.req.Package.SHA256, Agent: in.agent.cfg.ID,
+		State: in.state, Reason: in.reason,
+		Endpoint: in.ready.Endpoint, MetricsURL: in.ready.MetricsURL, PeerAddr: in.ready.PeerAddr,
+		StartedAt: in.started, LastUsed: in.lastUsed, StartMillis: float64(in.startDur.Microseconds()) / 1e3,
+		Invocations: in.invocations,
+	}
+	box := in.box
+	in.mu.Unlock()
+	if box != nil {
+		info.MemoryLimit, info.Enforced = box.Limit(), box.Enforced()
+		info.MemoryUsage, _ = box.Usage()
+		info.OOMKills, _ = box.OOMKills()
+	}
+	return info
+}
+
+// ErrBusy is returned by Invoke while another invocation runs.
+var ErrBusy = errors.New("agent: the instance is busy")
+
+// ErrUnavailable is returned by Invoke on an instance that is not loaded.
+var ErrUnavailable = errors.New("agent: the instance is not available")
+
+// Invoke runs one function. A function's own failure (an exception, a
+// timeout, running out of memory) is an InvokeResult with OK false and
+// the function's log; an error means the invocation did not run.
+func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult, error) {
+	if !in.invokeMu.TryLock() {
+		return nil, ErrBusy
+	}
+	defer in.invokeMu.Unlock()
+	fn := in.spec.Functions[req.Function]
+	if fn == nil {
+		return nil, fmt.Errorf("agent: application %s has no function %q", in.spec.Name, req.Function)
+	}
+	in.mu.Lock()
+	if in.state != StateIdle {
+		state := in.state
+		in.mu.Unlock()
+		return nil, fmt.Errorf("%w (%s)", ErrUnavailable, state)
+	}
+	in.state = StateBusy
+	w := in.worker
+	in.invocations++
+	in.mu.Unlock()
+
+	a := in.agent
+	res := &InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
+	before, err := in.fetchStats(ctx)
+	if err != nil {
+		a.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
+	}
+	oomBefore, _ := in.box.OOMKills()
+	start := time.Now()
+	event := req.Event
+	if len(event) == 0 {
+		event = []byte("{}")
+	}
+	wres, werr := w.Invoke(ctx, worker.Request{
+		RequestID: req.RequestID, Function: req.Function, Handler: fn.Handler, Event: event,
+		Timeout: fn.Timeout.D(), MemoryLimitMB: int(fn.Memory >> 20),
+	})
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1e3
+	var timeout *worker.TimeoutError
+	var crash *worker.CrashError
+	switch {
+	case werr == nil:
+		res.OK, res.Result, res.Log = wres.OK, wres.Payload, wres.Log
+		if wres.Error != nil {
+			res.Error = &ErrorInfo{Type: wres.Error.Type, Message: wres.Error.Message, Traceback: wres.Error.Traceback}
+		}
+	case errors.As(werr, &timeout):
+		res.Log = timeout.Log
+		res.Error = &ErrorInfo{Type: "Timeout", Message: fmt.Sprintf("the function ran longer than its timeout of %s and was stopped", fn.Timeout.D())}
+		a.m.failures.WithLabelValues("timeout").Inc()
+	case errors.As(werr, &crash):
+		res.Log = crash.Log
+		if oom, _ := in.box.OOMKills(); oom > oomBefore {
+			res.Error = &ErrorInfo{Type: "OutOfMemory", Message: fmt.Sprintf(
+				"the function exceeded the instance's memory limit (%s: %s booked + %s cache) and was killed",
+				bytesize.Format(in.box.Limit()), bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))}
+			a.m.failures.WithLabelValues("oom").Inc()
+		} else {
+			res.Error = &ErrorInfo{Type: "Crashed", Message: "the function's worker died: " + crash.Error()}
+			a.m.failures.WithLabelValues("crash").Inc()
+		}
+	default:
+		res.Error = &ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
+	}
+	if after, err := in.fetchStats(context.WithoutCancel(ctx)); err == nil && before != nil {
+		res.Reads = map[string]ReadCount{}
+		for k, v := range after {
+			d := ReadCount{Count: v.Count - before[k].Count, Bytes: v.Bytes - before[k].Bytes}
+			if d.Count != 0 || d.Bytes != 0 {
+				res.Reads[k] = d
+			}
+		}
+	}
+	// A worker that died (timeout, OOM, crash) is replaced; the instance
+	// keeps its cachelet and what it caches.
+	next := StateIdle
+	select {
+	case <-w.Done():
+		res.Replaced = true
+		nw, err := in.startWorker(context.WithoutCancel(ctx))
+		if err != nil {
+			a.log.Error("replacing a dead worker failed", "instance", in.req.ID, "err", err)
+			next = StateDead
+			in.mu.Lock()
+			in.reason = "its worker could not be restarted: " + err.Error()
+			in.mu.Unlock()
+		} else {
+			in.mu.Lock()
+			in.worker = nw
+			in.mu.Unlock()
+		}
+	default:
+	}
+	in.mu.Lock()
+	if in.state == StateBusy {
+		in.state = next
+	}
+	in.lastUsed = time.Now()
+	in.mu.Unlock()
+	if next == StateDead {
+		go func() { in.teardown(in.reason); a.forget(in.req.ID) }()
+	}
+	return res, nil
+}
+
+// Drop drops the application's objects under bucket/prefix from this
+// instance's cachelet, asking it over the signed peer protocol. Writes
+// not yet persisted stay.
+func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error) {
+	auth, err := peer.NewAuth(in.spec.Name, []byte(in.req.Credentials.PeerSecret), nil)
+	if err != nil {
+		return 0, err
+	}
+	c := peer.NewClient(auth, peer.ClientConfig{})
+	defer c.Close()
+	return c.Drop(ctx, in.ready.PeerAddr, bucket, prefix)
+}
+
+// cacheletExited is called when the cachelet process ends; unless the
+// instance is being unloaded, the instance is dead.
+func (in *Instance) cacheletExited(err error) {
+	in.mu.Lock()
+	if in.tornDown || in.state == StateStarting {
+		in.mu.Unlock()
+		return
+	}
+	in.state = StateDead
+	in.reason = fmt.Sprintf("its cachelet exited: %v", err)
+	in.mu.Unlock()
+	in.agent.log.Error("cachelet exited", "instance", in.req.ID, "err", err)
+	go func() { in.teardown(in.reason); in.agent.forget(in.req.ID) }()
+}
+
+// teardown stops the worker and the cachelet (SIGTERM: it leaves its
+// ring and delivers what it holds for the store; SIGKILL after 30 s) and
+// removes the sandbox. It is idempotent.
+func (in *Instance) teardown(reason string) {
+	in.mu.Lock()
+	if in.tornDown {
+		in.mu.Unlock()
+		<-in.done
+		return
+	}
+	in.tornDown = true
+	if in.state != StateDead {
+		in.state = StateDead
+		in.reason = reason
+	}
+	w := in.worker
+	in.mu.Unlock()
+	defer close(in.done)
+	if w != nil {
+		w.Close()
+	}
+	if in.cachelet != nil {
+		_ = in.cachelet.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-in.cacheletDone:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-in.cachelet.Process.Pid, syscall.SIGKILL)
+			<-in.cacheletDone
+		}
+	}
+	if in.box != nil {
+		if err := in.box.Delete(); err != nil {
+			in.agent.log.Warn("removing a sandbox", "instance", in.req.ID, "err", err)
+		}
+	}
+	if in.logFile != nil {
+		in.logFile.Close()
+	}
+	if in.dir != "" {
+		os.RemoveAll(in.dir)
+	}
+	in.agent.log.Info("instance unloaded", "instance", in.req.ID, "app", in.req.App, "reason", reason)
+}

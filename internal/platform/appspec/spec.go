@@ -1,0 +1,459 @@
+// Package appspec reads and checks an application's spec (hoard.yaml):
+// its functions, triggers, pipelines and cache settings, and packs an
+// application directory into the code package the platform stores and its
+// agents unpack. It is pure: no network, and file access only in Pack and
+// Unpack. docs/platform.md describes the format.
+package appspec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cachelet"
+)
+
+// FileName is the spec's name at the root of an application directory.
+const FileName = "hoard.yaml"
+
+// Defaults and bounds of the spec's settings.
+const (
+	DefaultMemory       = 256 << 20
+	MinMemory           = 32 << 20
+	MaxMemory           = 16 << 30
+	DefaultTimeout      = 60 * time.Second
+	MaxTimeout          = 15 * time.Minute
+	DefaultKeepAlive    = 10 * time.Minute
+	DefaultMaxInstances = 4
+	MaxMaxInstances     = 64
+	DefaultCacheBudget  = 64 << 20
+	MinCacheBudget      = 1 << 20
+	MaxSpecBytes        = 1 << 20
+)
+
+// ErrInvalid marks every spec error.
+var ErrInvalid = errors.New("invalid application spec")
+
+// Size is a byte count written "256MiB" (or a plain number of bytes).
+type Size int64
+
+// UnmarshalYAML reads a size with a unit.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := bytesize.Parse(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*s = Size(v)
+	return nil
+}
+
+// MarshalYAML writes the size with a binary unit.
+func (s Size) MarshalYAML() (any, error) { return bytesize.Format(int64(s)), nil }
+
+// Duration is a Go duration written "30s", "10m".
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: bad duration %q (want e.g. 30s, 10m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as Go does.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Spec is one application.
+type Spec struct {
+	// Name names the application: its ring, its instances, its URLs.
+	Name string `yaml:"name"`
+	// Runtime runs its functions; "python3", the only one so far.
+	Runtime string `yaml:"runtime,omitempty"`
+	// Memory is the booked memory of an instance, for its functions.
+	Memory Size `yaml:"memory,omitempty"`
+	// Timeout bounds one invocation.
+	Timeout Duration `yaml:"timeout,omitempty"`
+	// KeepAlive is how long an idle instance stays loaded.
+	KeepAlive Duration `yaml:"keep_alive,omitempty"`
+	// MaxInstances bounds compute scaling.
+	MaxInstances int `yaml:"max_instances,omitempty"`
+	// Cache configures every instance's cachelet.
+	Cache CacheSpec `yaml:"cache,omitempty"`
+	// Functions by name.
+	Functions map[string]*Function `yaml:"functions"`
+	// Triggers bind HTTP paths and object writes to functions or pipelines.
+	Triggers []*Trigger `yaml:"triggers,omitempty"`
+	// Pipelines by name.
+	Pipelines map[string]*Pipeline `yaml:"pipelines,omitempty"`
+}
+
+// CacheSpec is the cachelets' configuration.
+type CacheSpec struct {
+	// Consistency is one of Faa$T's six settings (cachelet.ParseConsistency).
+	Consistency string `yaml:"consistency,omitempty"`
+	// Eviction is the eviction policy: owner-lru, size-aware or ttl.
+	Eviction string `yaml:"eviction,omitempty"`
+	// TTL is how long an object stays cached, with eviction ttl.
+	TTL Duration `yaml:"ttl,omitempty"`
+	// Budget is the cachelet's memory, inside the instance's limit.
+	Budget Size `yaml:"budget,omitempty"`
+}
+
+// Function is one function of the application.
+type Function struct {
+	// Handler is "module.function", imported from the application directory.
+	Handler string `yaml:"handler"`
+	// Memory overrides the application's booked memory (upwards or down).
+	Memory Size `yaml:"memory,omitempty"`
+	// Timeout overrides the application's timeout.
+	Timeout Duration `yaml:"timeout,omitempty"`
+}
+
+// Trigger binds an HTTP path or object writes to a function or a pipeline.
+type Trigger struct {
+	// HTTP is the path under /http/APP that invokes the target.
+	HTTP string `yaml:"http,omitempty"`
+	// Object fires the target when an object is created that matches.
+	Object *ObjectFilter `yaml:"object,omitempty"`
+	// Function or Pipeline is the target; exactly one is set.
+	Function string `yaml:"function,omitempty"`
+	Pipeline string `yaml:"pipeline,omitempty"`
+}
+
+// ObjectFilter matches created objects by bucket, key prefix and suffix.
+type ObjectFilter struct {
+	Bucket string `yaml:"bucket"`
+	Prefix string `yaml:"prefix,omitempty"`
+	Suffix string `yaml:"suffix,omitempty"`
+}
+
+// Match reports whether an object created at bucket/key matches.
+func (f *ObjectFilter) Match(bucket, key string) bool {
+	return f.Bucket == bucket && strings.HasPrefix(key, f.Prefix) && strings.HasSuffix(key, f.Suffix)
+}
+
+// Pipeline is a DAG of stages, each a function.
+type Pipeline struct {
+	// Intermediate is where the stages put the run's intermediate objects:
+	// under Prefix + run id + "/". Optional.
+	Intermediate *Location `yaml:"intermediate,omitempty"`
+	// DeleteIntermediate also deletes the intermediate objects from the
+	// store when the run ends (they are always dropped from the cache).
+	DeleteIntermediate bool `yaml:"delete_intermediate,omitempty"`
+	// Stages in any order; After names the stages one waits for.
+	Stages []*Stage `yaml:"stages"`
+}
+
+// Location is a bucket and a key prefix.
+type Location struct {
+	Bucket string `yaml:"bucket" json:"bucket"`
+	Prefix string `yaml:"prefix,omitempty" json:"prefix"`
+}
+
+// Stage is one step of a pipeline.
+type Stage struct {
+	Name     string         `yaml:"name"`
+	Function string         `yaml:"function"`
+	After    []string       `yaml:"after,omitempty"`
+	Args     map[string]any `yaml:"args,omitempty"`
+}
+
+var (
+	appNameRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+	funcNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+	handlerRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+	bucketRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	httpPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$|^/$`)
+)
+
+// Parse reads a spec strictly (unknown fields are errors), fills in the
+// defaults and checks it.
+func Parse(data []byte) (*Spec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Marshal writes the spec back as YAML (with its defaults filled in).
+func (s *Spec) Marshal() ([]byte, error) { return yaml.Marshal(s) }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// Validate fills in defaults and checks every field and reference.
+func (s *Spec) Validate() error {
+	if !appNameRE.MatchString(s.Name) {
+		return invalid("name %q: want 1-40 of a-z, 0-9 and '-', not starting or ending with '-'", s.Name)
+	}
+	if s.Runtime == "" {
+		s.Runtime = "python3"
+	}
+	if s.Runtime != "python3" {
+		return invalid("runtime %q: only python3 is supported", s.Runtime)
+	}
+	if s.Memory == 0 {
+		s.Memory = DefaultMemory
+	}
+	if err := checkMemory("memory", s.Memory); err != nil {
+		return err
+	}
+	if s.Timeout == 0 {
+		s.Timeout = Duration(DefaultTimeout)
+	}
+	if err := checkTimeout("timeout", s.Timeout); err != nil {
+		return err
+	}
+	if s.KeepAlive == 0 {
+		s.KeepAlive = Duration(DefaultKeepAlive)
+	}
+	if s.KeepAlive.D() < time.Second {
+		return invalid("keep_alive %s: at least 1s", s.KeepAlive.D())
+	}
+	if s.MaxInstances == 0 {
+		s.MaxInstances = DefaultMaxInstances
+	}
+	if s.MaxInstances < 1 || s.MaxInstances > MaxMaxInstances {
+		return invalid("max_instances %d: want 1-%d", s.MaxInstances, MaxMaxInstances)
+	}
+	if err := s.Cache.validate(); err != nil {
+		return err
+	}
+	if len(s.Functions) == 0 {
+		return invalid("no functions")
+	}
+	for name, f := range s.Functions {
+		if !funcNameRE.MatchString(name) {
+			return invalid("function name %q: want 1-64 of A-Z, a-z, 0-9, '_' and '-'", name)
+		}
+		if f == nil {
+			return invalid("function %s: empty", name)
+		}
+		if !handlerRE.MatchString(f.Handler) {
+			return invalid("function %s: handler %q: want module.function (e.g. main.handler)", name, f.Handler)
+		}
+		if f.Memory == 0 {
+			f.Memory = s.Memory
+		}
+		if err := checkMemory("function "+name+": memory", f.Memory); err != nil {
+			return err
+		}
+		if f.Timeout == 0 {
+			f.Timeout = s.Timeout
+		}
+		if err := checkTimeout("function "+name+": timeout", f.Timeout); err != nil {
+			return err
+		}
+	}
+	for name, p := range s.Pipelines {
+		if err := s.validatePipeline(name, p); err != nil {
+			return err
+		}
+	}
+	paths := map[string]bool{}
+	for i, t := range s.Triggers {
+		if t == nil {
+			return invalid("trigger %d: empty", i+1)
+		}
+		if err := s.validateTrigger(t, paths); err != nil {
+			return fmt.Errorf("%w (trigger %d)", err, i+1)
+		}
+	}
+	return nil
+}
+
+func checkMemory(what string, m Size) error {
+	if m < MinMemory || m > MaxMemory {
+		return invalid("%s %s: want %s to %s", what, bytesize.Format(int64(m)), bytesize.Format(MinMemory), bytesize.Format(MaxMemory))
+	}
+	return nil
+}
+
+func checkTimeout(what string, d Duration) error {
+	if d.D() < time.Millisecond || d.D() > MaxTimeout {
+		return invalid("%s %s: want 1ms to %s", what, d.D(), MaxTimeout)
+	}
+	return nil
+}
+
+func (c *CacheSpec) validate() error {
+	if c.Consistency == "" {
+		c.Consistency = "strong"
+	}
+	if _, err := cachelet.ParseConsistency(c.Consistency); err != nil {
+		return invalid("cache: %v", err)
+	}
+	if c.Eviction == "" {
+		c.Eviction = string(cache.PolicyOwnerLRU)
+	}
+	switch cache.Policy(c.Eviction) {
+	case cache.PolicyOwnerLRU, cache.PolicySizeAware:
+		if c.TTL != 0 {
+			return invalid("cache: ttl is for eviction ttl, not %s", c.Eviction)
+		}
+	case cache.PolicyTTL:
+		if c.TTL.D() <= 0 {
+			return invalid("cache: eviction ttl needs a ttl (e.g. 10m)")
+		}
+	default:
+		return invalid("cache: eviction %q: want owner-lru, size-aware or ttl", c.Eviction)
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultCacheBudget
+	}
+	if c.Budget < MinCacheBudget || c.Budget > MaxMemory {
+		return invalid("cache: budget %s: want %s to %s", bytesize.Format(int64(c.Budget)), bytesize.Format(MinCacheBudget), bytesize.Format(MaxMemory))
+	}
+	return nil
+}
+
+func (s *Spec) validateTrigger(t *Trigger, paths map[string]bool) error {
+	switch {
+	case (t.HTTP == "") == (t.Object == nil):
+		return invalid("a trigger has exactly one of http and object")
+	case (t.Function == "") == (t.Pipeline == ""):
+		return invalid("a trigger targets exactly one of function and pipeline")
+	case t.Function != "" && s.Functions[t.Function] == nil:
+		return invalid("trigger targets function %q, which the spec does not define", t.Function)
+	case t.Pipeline != "" && s.Pipelines[t.Pipeline] == nil:
+		return invalid("trigger targets pipeline %q, which the spec does not define", t.Pipeline)
+	}
+	if t.HTTP != "" {
+		if !httpPathRE.MatchString(t.HTTP) || strings.Contains(t.HTTP, "/./") || strings.Contains(t.HTTP, "/../") || strings.HasSuffix(t.HTTP, "/..") || strings.HasSuffix(t.HTTP, "/.") {
+			return invalid("http path %q: want /segment[/segment...] of A-Z, a-z, 0-9 and . _ ~ -", t.HTTP)
+		}
+		if paths[t.HTTP] {
+			return invalid("http path %q bound twice", t.HTTP)
+		}
+		paths[t.HTTP] = true
+		return nil
+	}
+	if !bucketRE.MatchString(t.Object.Bucket) {
+		return invalid("object trigger: bucket %q is not a valid bucket name", t.Object.Bucket)
+	}
+	if len(t.Object.Prefix) > 1024 || len(t.Object.Suffix) > 1024 {
+		return invalid("object trigger: prefix and suffix are at most 1024 bytes")
+	}
+	return nil
+}
+
+func (s *Spec) validatePipeline(name string, p *Pipeline) error {
+	if !funcNameRE.MatchString(name) {
+		return invalid("pipeline name %q: want 1-64 of A-Z, a-z, 0-9, '_' and '-'", name)
+	}
+	if p == nil || len(p.Stages) == 0 {
+		return invalid("pipeline %s: no stages", name)
+	}
+	if p.Intermediate != nil && !bucketRE.MatchString(p.Intermediate.Bucket) {
+		return invalid("pipeline %s: intermediate bucket %q is not a valid bucket name", name, p.Intermediate.Bucket)
+	}
+	if p.Intermediate == nil && p.DeleteIntermediate {
+		return invalid("pipeline %s: delete_intermediate without intermediate", name)
+	}
+	stages := map[string]*Stage{}
+	for _, st := range p.Stages {
+		if st == nil || !funcNameRE.MatchString(st.Name) {
+			return invalid("pipeline %s: every stage needs a name of A-Z, a-z, 0-9, '_' and '-'", name)
+		}
+		if stages[st.Name] != nil {
+			return invalid("pipeline %s: stage %q defined twice", name, st.Name)
+		}
+		if s.Functions[st.Function] == nil {
+			return invalid("pipeline %s: stage %s runs function %q, which the spec does not define", name, st.Name, st.Function)
+		}
+		stages[st.Name] = st
+	}
+	for _, st := range p.Stages {
+		for _, a := range st.After {
+			if stages[a] == nil {
+				return invalid("pipeline %s: stage %s waits for unknown stage %q", name, st.Name, a)
+			}
+		}
+	}
+	if _, err := p.Order(); err != nil {
+		return invalid("pipeline %s: %v", name, err)
+	}
+	return nil
+}
+
+// Order returns the stages in an order where each comes after those it
+// waits for (ties by name), or an error naming a cycle.
+func (p *Pipeline) Order() ([]*Stage, error) {
+	done := map[string]bool{}
+	var out []*Stage
+	for len(out) < len(p.Stages) {
+		var ready []*Stage
+		for _, st := range p.Stages {
+			if done[st.Name] {
+				continue
+			}
+			ok := true
+			for _, a := range st.After {
+				ok = ok && done[a]
+			}
+			if ok {
+				ready = append(ready, st)
+			}
+		}
+		if len(ready) == 0 {
+			var left []string
+			for _, st := range p.Stages {
+				if !done[st.Name] {
+					left = append(left, st.Name)
+				}
+			}
+			sort.Strings(left)
+			return nil, fmt.Errorf("stages %s wait for each other (a cycle)", strings.Join(left, ", "))
+		}
+		sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
+		for _, st := range ready {
+			done[st.Name] = true
+		}
+		out = append(out, ready...)
+	}
+	return out, nil
+}
+
+// InstanceMemory is what one instance is allowed: the largest booked
+// memory of the functions plus the cache's budget.
+func (s *Spec) InstanceMemory() int64 {
+	var m int64
+	for _, f := range s.Functions {
+		m = max(m, int64(f.Memory))
+	}
+	return m + int64(s.Cache.Budget)
+}
+
+// FunctionNames lists the functions, sorted.
+func (s *Spec) FunctionNames() []string {
+	out := make([]string, 0, len(s.Functions))
+	for n := range s.Functions {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,192 @@
+package appspec
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `
+name: thumbs
+memory: 128MiB
+keep_alive: 2m
+cache: {consistency: owner, budget: 32MiB}
+functions:
+  thumbnail: {handler: thumbs.handler}
+  blur: {handler: thumbs.blur, memory: 512MiB, timeout: 5s}
+triggers:
+  - {http: /thumbnail, function: thumbnail}
+  - {object: {bucket: images, prefix: incoming/}, pipeline: process}
+pipelines:
+  process:
+    intermediate: {bucket: images, prefix: tmp/}
+    stages:
+      - {name: blur, function: blur, after: [resize], args: {radius: 4}}
+      - {name: resize, function: thumbnail}
+`
+
+func TestParseFillsDefaults(t *testing.T) {
+	s, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runtime != "python3" || s.Timeout.D() != DefaultTimeout || s.KeepAlive.D() != 2*time.Minute || s.MaxInstances != DefaultMaxInstances {
+		t.Errorf("defaults: %+v", s)
+	}
+	if s.Functions["thumbnail"].Memory != 128<<20 || s.Functions["blur"].Memory != 512<<20 || s.Functions["blur"].Timeout.D() != 5*time.Second {
+		t.Errorf("function overrides: %+v %+v", s.Functions["thumbnail"], s.Functions["blur"])
+	}
+	if s.Cache.Eviction != "owner-lru" || s.Cache.Budget != 32<<20 {
+		t.Errorf("cache: %+v", s.Cache)
+	}
+	if got := s.InstanceMemory(); got != (512+32)<<20 {
+		t.Errorf("InstanceMemory = %d", got)
+	}
+	order, _ := s.Pipelines["process"].Order()
+	if order[0].Name != "resize" || order[1].Name != "blur" || order[1].Args["radius"] != 4 {
+		t.Errorf("order: %v %v", order[0].Name, order[1].Name)
+	}
+	if !s.Triggers[1].Object.Match("images", "incoming/a.jpg") || s.Triggers[1].Object.Match("images", "out/a.jpg") || s.Triggers[1].Object.Match("other", "incoming/a") {
+		t.Error("object filter")
+	}
+	// Marshal and parse again: the same spec.
+	raw, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Parse(raw)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, raw)
+	}
+	if s2.Functions["blur"].Memory != 512<<20 || s2.KeepAlive != s.KeepAlive {
+		t.Errorf("round trip changed the spec:\n%s", raw)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	base := "name: a\nfunctions: {f: {handler: m.h}}\n"
+	for name, tc := range map[string]struct{ spec, want string }{
+		"unknown field":     {base + "colour: red\n", "colour"},
+		"bad name":          {"name: Bad_Name\nfunctions: {f: {handler: m.h}}\n", "name"},
+		"no functions":      {"name: a\n", "no functions"},
+		"bad handler":       {"name: a\nfunctions: {f: {handler: handler}}\n", "handler"},
+		"bad size":          {base + "memory: lots\n", "bad size"},
+		"tiny memory":       {base + "memory: 1MiB\n", "memory"},
+		"bad duration":      {base + "timeout: soon\n", "bad duration"},
+		"long timeout":      {base + "timeout: 2h\n", "timeout"},
+		"bad consistency":   {base + "cache: {consistency: maybe}\n", "consistency"},
+		"ttl needs ttl":     {base + "cache: {eviction: ttl}\n", "ttl"},
+		"ttl on lru":        {base + "cache: {ttl: 1m}\n", "ttl"},
+		"trigger both":      {base + "triggers: [{http: /x, object: {bucket: abc}, function: f}]\n", "exactly one"},
+		"trigger no target": {base + "triggers: [{http: /x}]\n", "exactly one"},
+		"trigger unknown":   {base + "triggers: [{http: /x, function: g}]\n", `"g"`},
+		"http path dots":    {base + "triggers: [{http: /a/../b, function: f}]\n", "http path"},
+		"http twice":        {base + "triggers: [{http: /x, function: f}, {http: /x, function: f}]\n", "twice"},
+		"bad bucket":        {base + "triggers: [{object: {bucket: A_B}, function: f}]\n", "bucket"},
+		"cycle":             {base + "pipelines: {p: {stages: [{name: a, function: f, after: [b]}, {name: b, function: f, after: [a]}]}}\n", "cycle"},
+		"unknown stage":     {base + "pipelines: {p: {stages: [{name: a, function: f, after: [z]}]}}\n", "unknown stage"},
+		"stage function":    {base + "pipelines: {p: {stages: [{name: a, function: g}]}}\n", `"g"`},
+		"duplicate stage":   {base + "pipelines: {p: {stages: [{name: a, function: f}, {name: a, function: f}]}}\n", "twice"},
+		"max instances":     {base + "max_instances: 1000\n", "max_instances"},
+	} {
+		_, err := Parse([]byte(tc.spec))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want ErrInvalid mentioning %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestPackUnpack(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(FileName, good)
+	write("thumbs.py", "def handler(e, c): return 1\n")
+	write("lib/util.py", "X = 1\n")
+	write(".git/config", "secret")
+	write("__pycache__/x.pyc", "junk")
+	pkg, err := Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ReadPackage(pkg.Data)
+	if err != nil || again.SHA256 != pkg.SHA256 || again.Spec.Name != "thumbs" {
+		t.Fatalf("ReadPackage: %v %+v", err, again)
+	}
+	dest := filepath.Join(t.TempDir(), "code")
+	if err := Unpack(pkg.Data, dest); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "lib/util.py")); string(b) != "X = 1\n" {
+		t.Errorf("lib/util.py = %q", b)
+	}
+	for _, gone := range []string{".git", "__pycache__"} {
+		if _, err := os.Stat(filepath.Join(dest, gone)); err == nil {
+			t.Errorf("%s was packed", gone)
+		}
+	}
+	if err := Unpack(pkg.Data, dest); err == nil {
+		t.Error("Unpack over an existing directory succeeded")
+	}
+
+	os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
+	if _, err := Pack(dir); err == nil || !strings.Contains(err.Error(), "symbolic") {
+		t.Errorf("Pack with a symlink: %v", err)
+	}
+}
+
+func TestReadPackageRefusesHostileArchives(t *testing.T) {
+	mk := func(entries ...tar.Header) []byte {
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(gz)
+		for _, h := range entries {
+			h := h
+			body := strings.Repeat("x", int(min(h.Size, 1<<20)))
+			if h.Name == FileName {
+				body = "name: a\nfunctions: {f: {handler: m.h}}\n"
+				h.Size = int64(len(body))
+			}
+			tw.WriteHeader(&h)
+			tw.Write([]byte(body))
+		}
+		tw.Close()
+		gz.Close()
+		return buf.Bytes()
+	}
+	spec := tar.Header{Name: FileName, Typeflag: tar.TypeReg, Mode: 0o644}
+	for name, data := range map[string][]byte{
+		"not gzip":    []byte("hello"),
+		"no spec":     mk(tar.Header{Name: "a.py", Typeflag: tar.TypeReg, Size: 1}),
+		"dot dot":     mk(spec, tar.Header{Name: "../evil.py", Typeflag: tar.TypeReg, Size: 1}),
+		"absolute":    mk(spec, tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Size: 1}),
+		"unclean":     mk(spec, tar.Header{Name: "a/../../b", Typeflag: tar.TypeReg, Size: 1}),
+		"symlink":     mk(spec, tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}),
+		"hard link":   mk(spec, tar.Header{Name: "l", Typeflag: tar.TypeLink, Linkname: FileName}),
+		"duplicate":   mk(spec, tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}, tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}),
+		"device":      mk(spec, tar.Header{Name: "d", Typeflag: tar.TypeChar}),
+		"huge claims": mk(spec, tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: MaxUnpackedBytes + 1}),
+	} {
+		if _, err := ReadPackage(data); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v; want ErrInvalid", name, err)
+		}
+		dest := filepath.Join(t.TempDir(), "x")
+		if err := Unpack(data, dest); err == nil {
+			t.Errorf("%s: Unpack succeeded", name)
+		}
+		if _, err := os.Stat(dest); err == nil {
+			t.Errorf("%s: Unpack left %s behind", name, dest)
+		}
+	}
+}

@@ -1,0 +1,424 @@
+// Package controller is hoard's platform controller: the HTTP API that
+// deploys applications and invokes their functions, the frontend that
+// routes each invocation to a warm idle instance (starting one when all
+// are busy), keep-alive, triggers (HTTP, objects written through a
+// cachelet or straight to the store) and pipelines. Its state lives in
+// etcd under /hoard/platform/, so a restarted controller resumes: it
+// re-reads the applications and adopts the instances its agents still
+// run. docs/platform.md tells how an invocation flows.
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// EtcdApps is where application records live (key: prefix + name).
+const EtcdApps = "/hoard/platform/apps/"
+
+// Config configures a controller.
+type Config struct {
+	// Etcd holds the platform's state. Required.
+	Etcd *clientv3.Client
+	// Store holds code packages (in SystemBucket) and the applications'
+	// data. Required.
+	Store store.Store
+	// SystemBucket holds code packages; default "hoard-platform".
+	SystemBucket string
+	// Notifications configures the store's bucket notifications so that
+	// objects written to the store directly fire object triggers; nil
+	// means only writes through cachelets fire them.
+	Notifications BucketNotifier
+	// AgentToken authenticates the controller to agents.
+	AgentToken string
+	// Registerer takes the controller's metrics; default none.
+	Registerer prometheus.Registerer
+	// ScanInterval is how often keep-alive is checked; default 1 s.
+	ScanInterval time.Duration
+	// DedupWindow is how long an object-created event is remembered so
+	// the same write notified twice (by a cachelet and by the store) runs
+	// its triggers once; default 10 minutes.
+	DedupWindow time.Duration
+}
+
+// BucketNotifier asks the store to notify the controller of objects
+// created in a bucket.
+type BucketNotifier interface {
+	EnableNotifications(ctx context.Context, bucket string) error
+}
+
+// Record is an application as stored in etcd.
+type Record struct {
+	Name        string            `json:"name"`
+	Spec        string            `json:"spec"`
+	Package     agent.PackageRef  `json:"package"`
+	Credentials agent.Credentials `json:"credentials"`
+	Version     int               `json:"version"`
+	DeployedAt  time.Time         `json:"deployed_at"`
+}
+
+// Controller is the platform's control plane.
+type Controller struct {
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	agents *agentClient
+
+	mu   sync.Mutex
+	apps map[string]*app
+	seen map[string]time.Time // dedup of object-created events
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// app is one deployed application and its instances.
+type app struct {
+	rec  Record
+	spec *appspec.Spec
+
+	instances map[string]*inst
+	starting  int
+	waiters   []*waiter
+	seq       int
+
+	records []*Invocation // the most recent, oldest first
+	fstats  map[string]*funcStats
+}
+
+// inst is one instance as the controller sees it.
+type inst struct {
+	id, agentID, agentURL, rev, endpoint string
+	busy                                 bool
+	orphan                               bool // adopted busy after a restart: polled until idle
+	lastUsed                             time.Time
+}
+
+type waiter struct {
+	ch chan *inst
+}
+
+// New starts a controller: it loads the applications from etcd and adopts
+// the instances the agents run.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error) {
+	if cfg.Etcd == nil || cfg.Store == nil {
+		return nil, errors.New("controller: Etcd and Store are required")
+	}
+	if cfg.SystemBucket == "" {
+		cfg.SystemBucket = "hoard-platform"
+	}
+	if cfg.ScanInterval == 0 {
+		cfg.ScanInterval = time.Second
+	}
+	if cfg.DedupWindow == 0 {
+		cfg.DedupWindow = 10 * time.Minute
+	}
+	c := &Controller{cfg: cfg, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
+		agents: newAgentClient(cfg.Etcd, cfg.AgentToken)}
+	c.m = newMetrics(cfg.Registerer, c)
+	if err := c.load(ctx); err != nil {
+		return nil, err
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.scan()
+	return c, nil
+}
+
+// Close stops the controller's loops. Instances keep running: a new
+// controller adopts them.
+func (c *Controller) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// load reads the applications from etcd and adopts running instances.
+func (c *Controller) load(ctx context.Context) error {
+	resp, err := c.cfg.Etcd.Get(ctx, EtcdApps, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("controller: reading applications from etcd: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		var rec Record
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			c.log.Error("skipping an unreadable application record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		spec, err := appspec.Parse([]byte(rec.Spec))
+		if err != nil {
+			c.log.Error("skipping an application whose spec no longer parses", "app", rec.Name, "err", err)
+			continue
+		}
+		c.apps[rec.Name] = newApp(rec, spec)
+	}
+	agents, err := c.agents.list(ctx)
+	if err != nil {
+		return err
+	}
+	adopted := 0
+	for _, ag := range agents {
+		list, err := c.agents.instances(ctx, ag.URL)
+		if err != nil {
+			c.log.Warn("cannot list an agent's instances", "agent", ag.ID, "err", err)
+			continue
+		}
+		for _, info := range list {
+			a := c.apps[info.App]
+			if a == nil || info.State == agent.StateDead || info.State == agent.StateStarting {
+				continue
+			}
+			a.instances[info.ID] = &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint,
+				busy: info.State == agent.StateBusy, orphan: info.State == agent.StateBusy, lastUsed: info.LastUsed}
+			adopted++
+		}
+	}
+	c.log.Info("controller state loaded", "apps", len(c.apps), "agents", len(agents), "instances adopted", adopted)
+	return nil
+}
+
+func newApp(rec Record, spec *appspec.Spec) *app {
+	return &app{rec: rec, spec: spec, instances: map[string]*inst{}, fstats: map[string]*funcStats{}}
+}
+
+// ErrNotFound marks unknown applications, functions and pipelines.
+var ErrNotFound = errors.New("not found")
+
+func (c *Controller) app(name string) (*app, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.apps[name]
+	if a == nil {
+		return nil, fmt.Errorf("%w: no application %q", ErrNotFound, name)
+	}
+	return a, nil
+}
+
+// Deploy stores an application's package and record and makes it live.
+// A redeploy keeps the application's credentials; instances of the older
+// version finish what they run and are unloaded.
+func (c *Controller) Deploy(ctx context.Context, data []byte) (*AppInfo, error) {
+	pkg, err := appspec.ReadPackage(data)
+	if err != nil {
+		return nil, err
+	}
+	name := pkg.Spec.Name
+	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
+		return nil, err
+	}
+	ref := agent.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + ".tar.gz", SHA256: pkg.SHA256}
+	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: "application/gzip"}); err != nil {
+		return nil, fmt.Errorf("storing the code package: %w", err)
+	}
+	specYAML, err := pkg.Spec.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	rec := Record{Name: name, Spec: string(specYAML), Package: ref, DeployedAt: time.Now().UTC(), Version: 1}
+	c.mu.Lock()
+	if old := c.apps[name]; old != nil {
+		rec.Credentials, rec.Version = old.rec.Credentials, old.rec.Version+1
+	}
+	c.mu.Unlock()
+	if rec.Credentials.AccessKey == "" {
+		rec.Credentials = agent.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
+	}
+	for _, b := range triggerBuckets(pkg.Spec) {
+		if err := c.ensureBucket(ctx, b); err != nil {
+			return nil, err
+		}
+		if c.cfg.Notifications != nil {
+			if err := c.cfg.Notifications.EnableNotifications(ctx, b); err != nil {
+				c.log.Warn("the store will not notify writes made to it directly; only writes through cachelets fire triggers",
+					"bucket", b, "err", err)
+			}
+		}
+	}
+	val, _ := json.Marshal(rec)
+	if _, err := c.cfg.Etcd.Put(ctx, EtcdApps+name, string(val)); err != nil {
+		return nil, fmt.Errorf("recording the application in etcd: %w", err)
+	}
+	c.mu.Lock()
+	a := c.apps[name]
+	if a == nil {
+		a = newApp(rec, pkg.Spec)
+		c.apps[name] = a
+	} else {
+		a.rec, a.spec = rec, pkg.Spec
+	}
+	c.mu.Unlock()
+	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)
+	info := c.info(a)
+	return &info, nil
+}
+
+// Remove unloads an application's instances and forgets it.
+func (c *Controller) Remove(ctx context.Context, name string) error {
+	a, err := c.app(name)
+	if err != nil {
+		return err
+	}
+	if _, err := c.cfg.Etcd.Delete(ctx, EtcdApps+name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.apps, name)
+	list := make([]*inst, 0, len(a.instances))
+	for _, in := range a.instances {
+		list = append(list, in)
+	}
+	a.instances = map[string]*inst{}
+	for _, w := range a.waiters {
+		close(w.ch)
+	}
+	a.waiters = nil
+	c.mu.Unlock()
+	for _, in := range list {
+		c.unload(in, "application removed")
+	}
+	return nil
+}
+
+func triggerBuckets(s *appspec.Spec) []string {
+	set := map[string]bool{}
+	for _, t := range s.Triggers {
+		if t.Object != nil {
+			set[t.Object.Bucket] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for b := range set {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Controller) ensureBucket(ctx context.Context, b string) error {
+	err := c.cfg.Store.HeadBucket(ctx, b)
+	if errors.Is(err, store.ErrNoSuchBucket) {
+		err = c.cfg.Store.CreateBucket(ctx, b, "")
+		if errors.Is(err, store.ErrBucketExists) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", b, err)
+	}
+	return nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// AppInfo describes a deployed application.
+type AppInfo struct {
+	Name        string               `json:"name"`
+	Version     int                  `json:"version"`
+	DeployedAt  time.Time            `json:"deployed_at"`
+	Rev         string               `json:"rev"`
+	Functions   []string             `json:"functions"`
+	Pipelines   []string             `json:"pipelines"`
+	Triggers    int                  `json:"triggers"`
+	Instances   []InstanceSummary    `json:"instances"`
+	Queue       int                  `json:"queue"`
+	Invocations int64                `json:"invocations"`
+	Credentials *agent.Credentials   `json:"credentials,omitempty"`
+	Spec        string               `json:"spec,omitempty"`
+	Stats       map[string]FuncStats `json:"stats,omitempty"`
+}
+
+// InstanceSummary is an instance in AppInfo.
+type InstanceSummary struct {
+	ID       string    `json:"id"`
+	Agent    string    `json:"agent"`
+	State    string    `json:"state"`
+	Endpoint string    `json:"endpoint"`
+	Current  bool      `json:"current"` // runs the deployed version
+	LastUsed time.Time `json:"last_used"`
+}
+
+// Apps lists the applications.
+func (c *Controller) Apps() []AppInfo {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.apps))
+	for n := range c.apps {
+		names = append(names, n)
+	}
+	c.mu.Unlock()
+	sort.Strings(names)
+	out := make([]AppInfo, 0, len(names))
+	for _, n := range names {
+		if a, err := c.app(n); err == nil {
+			out = append(out, c.info(a))
+		}
+	}
+	return out
+}
+
+func (c *Controller) info(a *app) AppInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := AppInfo{Name: a.rec.Name, Version: a.rec.Version, DeployedAt: a.rec.DeployedAt, Rev: a.rec.Package.SHA256,
+		Functions: a.spec.FunctionNames(), Triggers: len(a.spec.Triggers), Queue: len(a.waiters), Spec: a.rec.Spec}
+	for p := range a.spec.Pipelines {
+		info.Pipelines = append(info.Pipelines, p)
+	}
+	sort.Strings(info.Pipelines)
+	for _, in := range a.instances {
+		state := agent.StateIdle
+		if in.busy {
+			state = agent.StateBusy
+		}
+		info.Instances = append(info.Instances, InstanceSummary{ID: in.id, Agent: in.agentID, State: state,
+			Endpoint: in.endpoint, Current: in.rev == a.rec.Package.SHA256, LastUsed: in.lastUsed})
+	}
+	sort.Slice(info.Instances, func(i, j int) bool { return info.Instances[i].ID < info.Instances[j].ID })
+	for _, fs := range a.fstats {
+		info.Invocations += fs.n
+	}
+	return info
+}
+
+// Credentials returns an application's credentials (the S3 keys its
+// functions use against its cachelets).
+func (c *Controller) Credentials(name string) (agent.Credentials, error) {
+	a, err := c.app(name)
+	if err != nil {
+		return agent.Credentials{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return a.rec.Credentials, nil
+}
+
+// agentClient talks to the agents registered in etcd.
+type agentClient struct {
+	etcd  *clientv3.Client
+	token string
+	http  *http.Client
+}
+
+func newAgentClient(etcd *clientv3.Client, token string) *agentClient {
+	return &agentClient{etcd: etcd, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
+}

@@ -1,0 +1,280 @@
+package controller
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/platform/appspec"
+)
+
+// The controller's HTTP API. Everything under /v1 needs "Authorization:
+// Bearer TOKEN"; /http/APP/PATH (HTTP triggers) is open, like a function
+// URL; /healthz is open.
+//
+//	POST   /v1/apps                                  body: code package (tar.gz) -> AppInfo
+//	GET    /v1/apps                                  -> []AppInfo
+//	GET    /v1/apps/{app}                            -> AppInfo with spec, credentials and stats
+//	DELETE /v1/apps/{app}
+//	POST   /v1/apps/{app}/functions/{fn}/invoke      body: event JSON -> Invocation
+//	POST   /v1/apps/{app}/pipelines/{p}/run          body: input JSON -> PipelineRun
+//	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
+//	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
+//	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
+//	ANY    /http/{app}/{path...}                     HTTP trigger
+
+// Handler serves the API.
+func (c *Controller) Handler(token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("POST /v1/apps", func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(io.LimitReader(r.Body, appspec.MaxPackageBytes+1))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		info, err := c.Deploy(r.Context(), data)
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, info)
+	})
+	mux.HandleFunc("GET /v1/apps", func(w http.ResponseWriter, r *http.Request) {
+		apps := c.Apps()
+		for i := range apps {
+			apps[i].Spec = ""
+		}
+		writeJSON(w, http.StatusOK, apps)
+	})
+	mux.HandleFunc("GET /v1/apps/{app}", func(w http.ResponseWriter, r *http.Request) {
+		a, err := c.app(r.PathValue("app"))
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		info := c.info(a)
+		creds, _ := c.Credentials(info.Name)
+		info.Credentials = &creds
+		info.Stats, _ = c.Stats(info.Name)
+		writeJSON(w, http.StatusOK, info)
+	})
+	mux.HandleFunc("DELETE /v1/apps/{app}", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Remove(r.Context(), r.PathValue("app")); err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/apps/{app}/functions/{fn}/invoke", func(w http.ResponseWriter, r *http.Request) {
+		event, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		rec, err := c.Invoke(r.Context(), r.PathValue("app"), r.PathValue("fn"), event, "api")
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rec)
+	})
+	mux.HandleFunc("POST /v1/apps/{app}/pipelines/{p}/run", func(w http.ResponseWriter, r *http.Request) {
+		input, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		run, err := c.RunPipeline(r.Context(), r.PathValue("app"), r.PathValue("p"), input, "api")
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, run)
+	})
+	mux.HandleFunc("GET /v1/apps/{app}/logs", func(w http.ResponseWriter, r *http.Request) {
+		n := 20
+		if s := r.URL.Query().Get("n"); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 1 || v > maxRecords {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("n: want 1-%d", maxRecords))
+				return
+			}
+			n = v
+		}
+		logs, err := c.Logs(r.PathValue("app"), r.URL.Query().Get("function"), n, r.URL.Query().Get("errors") != "")
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, logs)
+	})
+	mux.HandleFunc("GET /v1/apps/{app}/stats", func(w http.ResponseWriter, r *http.Request) {
+		s, err := c.Stats(r.PathValue("app"))
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s)
+	})
+	mux.HandleFunc("POST /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		var ev S3Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("not an S3 event: %w", err))
+			return
+		}
+		n, err := c.HandleEvent(&ev)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"fired": n})
+	})
+	mux.HandleFunc("/http/{app}/{path...}", c.serveHTTPTrigger)
+	secured := agent.RequireToken(token, mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/http/") {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		secured.ServeHTTP(w, r)
+	})
+}
+
+// serveHTTPTrigger turns a request into an API Gateway (HTTP API, payload
+// 2.0) event for the bound function, and its result into the answer: a
+// result with "statusCode" is a proxy response (statusCode, headers,
+// body, isBase64Encoded); anything else is answered as JSON.
+func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
+	appName, path := r.PathValue("app"), "/"+r.PathValue("path")
+	t, err := c.HTTPTrigger(appName, path)
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	headers := map[string]string{}
+	for k, v := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	query := map[string]string{}
+	for k, v := range r.URL.Query() {
+		query[k] = strings.Join(v, ",")
+	}
+	ev := map[string]any{
+		"version": "2.0", "routeKey": r.Method + " " + path, "rawPath": path, "rawQueryString": r.URL.RawQuery,
+		"headers": headers, "queryStringParameters": query,
+		"requestContext": map[string]any{"http": map[string]any{"method": r.Method, "path": path, "sourceIp": r.RemoteAddr},
+			"timeEpoch": time.Now().UnixMilli()},
+	}
+	if utf8.Valid(body) {
+		ev["body"], ev["isBase64Encoded"] = string(body), false
+	} else {
+		ev["body"], ev["isBase64Encoded"] = base64.StdEncoding.EncodeToString(body), true
+	}
+	event, _ := json.Marshal(ev)
+	c.m.triggers.WithLabelValues(appName, "http", "http").Inc()
+	if t.Pipeline != "" {
+		run, err := c.RunPipeline(r.Context(), appName, t.Pipeline, event, "http")
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		status := http.StatusOK
+		if !run.OK {
+			status = http.StatusBadGateway
+		}
+		writeJSON(w, status, run)
+		return
+	}
+	rec, err := c.Invoke(r.Context(), appName, t.Function, event, "http")
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	w.Header().Set("X-Hoard-Request-Id", rec.RequestID)
+	if !rec.OK {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": rec.Error, "request_id": rec.RequestID})
+		return
+	}
+	var proxy struct {
+		StatusCode      int               `json:"statusCode"`
+		Headers         map[string]string `json:"headers"`
+		Body            *string           `json:"body"`
+		IsBase64Encoded bool              `json:"isBase64Encoded"`
+	}
+	if json.Unmarshal(rec.Result, &proxy) == nil && proxy.StatusCode >= 100 && proxy.StatusCode <= 599 {
+		for k, v := range proxy.Headers {
+			w.Header().Set(k, v)
+		}
+		var out []byte
+		if proxy.Body != nil {
+			out = []byte(*proxy.Body)
+			if proxy.IsBase64Encoded {
+				if out, err = base64.StdEncoding.DecodeString(*proxy.Body); err != nil {
+					writeError(w, http.StatusBadGateway, fmt.Errorf("the function's body is not base64: %w", err))
+					return
+				}
+			}
+		}
+		w.WriteHeader(proxy.StatusCode)
+		_, _ = w.Write(out)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(rec.Result)
+}
+
+// statusOf maps errors to HTTP statuses.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, appspec.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	case strings.Contains(err.Error(), "not valid JSON"):
+		return http.StatusBadRequest
+	default:
+		return http.StatusServiceUnavailable
+	}
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, agent.MaxRequestBytes+1))
+	if err == nil && len(body) > agent.MaxRequestBytes {
+		err = fmt.Errorf("request body larger than %d MiB", agent.MaxRequestBytes>>20)
+	}
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, err)
+		return nil, false
+	}
+	return body, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,373 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hoard-io/hoard/internal/platform/agent"
+)
+
+// Invocation is one invocation's record: what ran where, how it went.
+type Invocation struct {
+	RequestID string                     `json:"request_id"`
+	App       string                     `json:"app"`
+	Function  string                     `json:"function"`
+	Instance  string                     `json:"instance"`
+	Trigger   string                     `json:"trigger"` // api, http, object, pipeline
+	Start     time.Time                  `json:"start"`
+	Cold      bool                       `json:"cold"`
+	OK        bool                       `json:"ok"`
+	Result    json.RawMessage            `json:"result,omitempty"`
+	Error     *agent.ErrorInfo           `json:"error,omitempty"`
+	Log       string                     `json:"log"`
+	TotalMS   float64                    `json:"total_ms"` // queueing and cold start included
+	ExecMS    float64                    `json:"exec_ms"`  // the function alone
+	QueueMS   float64                    `json:"queue_ms"` // waiting for an instance (a cold start included)
+	Reads     map[string]agent.ReadCount `json:"reads,omitempty"`
+}
+
+// Invoke runs a function of an application with an event and waits for
+// its outcome. A function's failure is an Invocation with OK false; an
+// error means it could not run (unknown function, no instance could be
+// started, the caller gave up).
+func (c *Controller) Invoke(ctx context.Context, appName, function string, event json.RawMessage, trigger string) (*Invocation, error) {
+	a, err := c.app(appName)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	fn := a.spec.Functions[function]
+	c.mu.Unlock()
+	if fn == nil {
+		return nil, fmt.Errorf("%w: application %s has no function %q", ErrNotFound, appName, function)
+	}
+	if len(event) == 0 {
+		event = json.RawMessage("{}")
+	}
+	if !json.Valid(event) {
+		return nil, errors.New("the event is not valid JSON")
+	}
+	rec := &Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: time.Now()}
+	// An instance that dies under us is replaced once.
+	for attempt := 0; ; attempt++ {
+		in, cold, err := c.acquire(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		rec.Cold = rec.Cold || cold
+		rec.QueueMS = ms(time.Since(rec.Start))
+		res, err := c.agents.invoke(ctx, in.agentURL, in.id, agent.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
+		if err != nil {
+			c.drop(a, in, "invocation failed: "+err.Error())
+			if attempt == 0 && ctx.Err() == nil {
+				c.log.Warn("instance lost; retrying on another", "app", appName, "instance", in.id, "err", err)
+				continue
+			}
+			return nil, fmt.Errorf("invoking %s/%s: %w", appName, function, err)
+		}
+		c.release(a, in)
+		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
+		rec.TotalMS = ms(time.Since(rec.Start))
+		c.record(a, rec)
+		return rec, nil
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+// acquire returns an idle instance of the deployed version, marked busy:
+// a warm one if any, else one started now (cold) while the application
+// has fewer than max_instances, else the first to become idle.
+func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
+	c.mu.Lock()
+	if in := a.idle(); in != nil {
+		in.busy = true
+		c.mu.Unlock()
+		return in, false, nil
+	}
+	if a.current()+a.starting < a.spec.MaxInstances {
+		a.starting++
+		a.seq++
+		id := fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3))
+		req := agent.StartRequest{App: a.rec.Name, ID: id, Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials}
+		c.mu.Unlock()
+		in, err := c.start(ctx, req)
+		c.mu.Lock()
+		a.starting--
+		if err != nil {
+			c.mu.Unlock()
+			return nil, false, err
+		}
+		if c.apps[a.rec.Name] != a {
+			c.mu.Unlock()
+			c.unload(in, "application removed")
+			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+		}
+		in.busy = true
+		a.instances[in.id] = in
+		c.mu.Unlock()
+		return in, true, nil
+	}
+	w := &waiter{ch: make(chan *inst, 1)}
+	a.waiters = append(a.waiters, w)
+	c.mu.Unlock()
+	select {
+	case in, ok := <-w.ch:
+		if !ok {
+			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+		}
+		return in, false, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		for i, x := range a.waiters {
+			if x == w {
+				a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
+				c.mu.Unlock()
+				return nil, false, ctx.Err()
+			}
+		}
+		c.mu.Unlock()
+		// Handed an instance just as we gave up: pass it on.
+		if in, ok := <-w.ch; ok {
+			c.release(a, in)
+		}
+		return nil, false, ctx.Err()
+	}
+}
+
+// idle picks the most recently used idle instance of the deployed
+// version, so that the others' keep-alive can expire when load drops;
+// the caller holds c.mu.
+func (a *app) idle() *inst {
+	var best *inst
+	for _, in := range a.instances {
+		if in.busy || in.rev != a.rec.Package.SHA256 {
+			continue
+		}
+		if best == nil || in.lastUsed.After(best.lastUsed) {
+			best = in
+		}
+	}
+	return best
+}
+
+// current counts the instances of the deployed version (those of older
+// versions are on their way out); the caller holds c.mu.
+func (a *app) current() int {
+	n := 0
+	for _, in := range a.instances {
+		if in.rev == a.rec.Package.SHA256 {
+			n++
+		}
+	}
+	return n
+}
+
+// release returns an instance: to the first waiter, else idle.
+func (c *Controller) release(a *app, in *inst) {
+	c.mu.Lock()
+	in.lastUsed = time.Now()
+	if in.rev == a.rec.Package.SHA256 && len(a.waiters) > 0 {
+		w := a.waiters[0]
+		a.waiters = a.waiters[1:]
+		c.mu.Unlock()
+		w.ch <- in
+		return
+	}
+	in.busy = false
+	c.mu.Unlock()
+}
+
+// drop forgets an instance that failed and asks its agent to unload it.
+func (c *Controller) drop(a *app, in *inst, why string) {
+	c.mu.Lock()
+	delete(a.instances, in.id)
+	c.mu.Unlock()
+	go c.unload(in, why)
+}
+
+// start asks the least loaded agent to load an instance.
+func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, error) {
+	agents, err := c.agents.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(agents) == 0 {
+		return nil, errors.New("no node agent is registered")
+	}
+	load := map[string]int{}
+	c.mu.Lock()
+	for _, a := range c.apps {
+		for _, in := range a.instances {
+			load[in.agentID]++
+		}
+	}
+	c.mu.Unlock()
+	sort.SliceStable(agents, func(i, j int) bool { return load[agents[i].ID] < load[agents[j].ID] })
+	ag := agents[0]
+	t0 := time.Now()
+	var info agent.InstanceInfo
+	if err := c.agents.call(ctx, http.MethodPost, ag.URL+"/v1/instances", req, &info); err != nil {
+		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
+		return nil, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
+	}
+	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
+	c.m.coldStartSeconds.WithLabelValues(req.App).Observe(time.Since(t0).Seconds())
+	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
+	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, nil
+}
+
+// unload asks an instance's agent to unload it.
+func (c *Controller) unload(in *inst, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := c.agents.call(ctx, http.MethodDelete, in.agentURL+"/v1/instances/"+in.id, nil, nil)
+	c.log.Info("instance unloaded", "instance", in.id, "why", why, "err", err)
+}
+
+// scan runs keep-alive: idle instances unused for the application's
+// keep_alive, and idle instances of an older version, are unloaded;
+// instances adopted busy are polled until idle.
+func (c *Controller) scan() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		type job struct {
+			a   *app
+			in  *inst
+			why string
+		}
+		var unload, poll []job
+		now := time.Now()
+		c.mu.Lock()
+		for _, a := range c.apps {
+			for _, in := range a.instances {
+				switch {
+				case in.orphan:
+					poll = append(poll, job{a: a, in: in})
+				case in.busy:
+				case in.rev != a.rec.Package.SHA256:
+					unload = append(unload, job{a, in, "a newer version was deployed"})
+				case now.Sub(in.lastUsed) >= a.spec.KeepAlive.D():
+					unload = append(unload, job{a, in, "idle for its keep-alive of " + a.spec.KeepAlive.D().String()})
+				}
+			}
+			for _, j := range unload {
+				if j.a == a {
+					delete(a.instances, j.in.id)
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, j := range unload {
+			c.m.unloads.WithLabelValues(j.a.rec.Name).Inc()
+			go c.unload(j.in, j.why)
+		}
+		for _, j := range poll {
+			var info agent.InstanceInfo
+			err := c.agents.call(c.ctx, http.MethodGet, j.in.agentURL+"/v1/instances/"+j.in.id, nil, &info)
+			switch {
+			case err != nil || info.State == agent.StateDead:
+				c.drop(j.a, j.in, "lost while adopted")
+			case info.State == agent.StateIdle:
+				c.mu.Lock()
+				j.in.orphan = false
+				c.mu.Unlock()
+				c.release(j.a, j.in)
+			}
+		}
+	}
+}
+
+// list reads the registered agents from etcd.
+func (ac *agentClient) list(ctx context.Context) ([]agent.Registration, error) {
+	resp, err := ac.etcd.Get(ctx, agent.EtcdPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading agents from etcd: %w", err)
+	}
+	var out []agent.Registration
+	for _, kv := range resp.Kvs {
+		var r agent.Registration
+		if json.Unmarshal(kv.Value, &r) == nil && r.URL != "" {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (ac *agentClient) instances(ctx context.Context, url string) ([]agent.InstanceInfo, error) {
+	var out []agent.InstanceInfo
+	err := ac.call(ctx, http.MethodGet, url+"/v1/instances", nil, &out)
+	return out, err
+}
+
+// errAgentBusy is the agent's 409: the instance is busy or gone.
+var errAgentBusy = errors.New("agent: instance busy or unavailable")
+
+func (ac *agentClient) invoke(ctx context.Context, url, id string, req agent.InvokeRequest) (*agent.InvokeResult, error) {
+	var res agent.InvokeResult
+	if err := ac.call(ctx, http.MethodPost, url+"/v1/instances/"+id+"/invoke", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// call sends a JSON request to an agent and decodes its JSON answer.
+func (ac *agentClient) call(ctx context.Context, method, url string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+ac.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ac.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		if resp.StatusCode == http.StatusConflict {
+			return fmt.Errorf("%w: %s", errAgentBusy, e.Error)
+		}
+		return errors.New(e.Error)
+	}
+	if out != nil && len(data) > 0 {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}

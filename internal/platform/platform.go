@@ -1,0 +1,221 @@
+// Package platform assembles hoard's local serverless platform: a
+// controller (package controller) and a node agent (package agent) over
+// one etcd and one store. `hoard up` runs both in its process; `hoard
+// controller` and `hoard agent` run one each. ADR 9 and docs/platform.md
+// describe the design.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/platform/controller"
+	"github.com/hoard-io/hoard/internal/sandbox"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
+)
+
+// Config configures the parts of the platform this process runs.
+type Config struct {
+	// Controller runs the controller, serving its API on
+	// ControllerListener (required then).
+	Controller         bool
+	ControllerListener net.Listener
+	// ControllerURL is where agents' cachelets post object-created events
+	// (its /v1/events); default the listener's address.
+	ControllerURL string
+	// Agent runs a node agent serving on AgentListen (default a free
+	// loopback port), keeping its files in Dir.
+	Agent       bool
+	AgentListen string
+	AgentID     string
+	Dir         string
+	// HoardBin is the binary agents start cachelets from; default the
+	// running one.
+	HoardBin string
+
+	EtcdEndpoints                                 []string
+	StoreEndpoint, StoreAccessKey, StoreSecretKey string
+	Region                                        string
+	// ControllerToken authenticates clients (and the store's webhook) to
+	// the controller; AgentToken the controller to agents.
+	ControllerToken, AgentToken string
+	// StoreNotifications: the store is a MinIO started with the
+	// MinIOWebhookEnv target, so buckets with object triggers get
+	// notification configurations.
+	StoreNotifications bool
+}
+
+// MinIOWebhookEnv is the environment that makes a MinIO post its bucket
+// notifications to a controller's /v1/events, queueing them in queueDir
+// while the controller is unreachable.
+func MinIOWebhookEnv(controllerURL, token, queueDir string) []string {
+	id := controller.MinIOWebhookID
+	return []string{
+		"MINIO_NOTIFY_WEBHOOK_ENABLE_" + id + "=on",
+		"MINIO_NOTIFY_WEBHOOK_ENDPOINT_" + id + "=" + controllerURL + "/v1/events",
+		"MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_" + id + "=" + token,
+		"MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_" + id + "=" + queueDir,
+	}
+}
+
+// Platform is the running parts.
+type Platform struct {
+	Controller *controller.Controller
+	Agent      *agent.Agent
+	// ControllerURL and AgentURL are the APIs' base URLs.
+	ControllerURL, AgentURL string
+
+	etcd      *clientv3.Client
+	servers   []*http.Server
+	closeOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// Start starts the configured parts.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err error) {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("platform: etcd: %w", err)
+	}
+	st, err := s3store.New(s3store.Config{Endpoint: cfg.StoreEndpoint, AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey, Region: cfg.Region}, log.With("component", "store"))
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	p := &Platform{etcd: cli, cancel: cancel, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	if cfg.Agent {
+		boxes, err := sandbox.NewManager("hoard", log.With("component", "sandbox"))
+		if err != nil {
+			return nil, err
+		}
+		controllerURL := cfg.ControllerURL
+		if controllerURL == "" && cfg.ControllerListener != nil {
+			controllerURL = "http://" + cfg.ControllerListener.Addr().String()
+		}
+		acfg := agent.Config{
+			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), HoardBin: cfg.HoardBin, Store: st,
+			StoreEndpoint: cfg.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
+			Region: cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
+		}
+		if controllerURL != "" {
+			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
+		}
+		p.Agent, err = agent.New(acfg, log.With("component", "agent"))
+		if err != nil {
+			return nil, err
+		}
+		addr := cfg.AgentListen
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("platform: agent listener: %w", err)
+		}
+		p.AgentURL = "http://" + ln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/", p.Agent.Handler(cfg.AgentToken))
+		p.serve(ln, mux)
+		go func() {
+			defer close(p.done)
+			p.Agent.Register(rctx, cli, p.AgentURL, log.With("component", "agent"))
+		}()
+		if err := waitRegistered(ctx, cli, p.Agent.ID()); err != nil {
+			return nil, err
+		}
+	} else {
+		close(p.done)
+	}
+	if cfg.Controller {
+		if cfg.ControllerListener == nil {
+			return nil, errors.New("platform: the controller needs a listener")
+		}
+		ccfg := controller.Config{Etcd: cli, Store: st, AgentToken: cfg.AgentToken, Registerer: reg}
+		if cfg.StoreNotifications {
+			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region)
+			if err != nil {
+				return nil, err
+			}
+			ccfg.Notifications = n
+		}
+		p.Controller, err = controller.New(ctx, ccfg, log.With("component", "controller"))
+		if err != nil {
+			return nil, err
+		}
+		p.ControllerURL = "http://" + cfg.ControllerListener.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/", p.Controller.Handler(cfg.ControllerToken))
+		p.serve(cfg.ControllerListener, mux)
+	}
+	return p, nil
+}
+
+func (p *Platform) serve(ln net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	p.servers = append(p.servers, srv)
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// waitRegistered waits until the agent's registration is visible.
+func waitRegistered(ctx context.Context, cli *clientv3.Client, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		resp, err := cli.Get(ctx, agent.EtcdPrefix+id)
+		if err == nil && len(resp.Kvs) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("platform: the agent did not register in etcd: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the controller, then the agent (unloading its instances:
+// each cachelet leaves its ring), then the listeners.
+func (p *Platform) Close() { p.closeOnce.Do(p.close) }
+
+func (p *Platform) close() {
+	if p.Controller != nil {
+		p.Controller.Close()
+	}
+	if p.Agent != nil {
+		p.Agent.Close()
+	}
+	p.cancel()
+	<-p.done
+	for _, s := range p.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.Shutdown(ctx)
+		cancel()
+	}
+	p.etcd.Close()
+}
