@@ -1,6 +1,6 @@
 # hoard's build, tools, tests and the local default.
 #
-#   make up     build what is missing and run MinIO + a cachelet on loopback
+#   make up     build what is missing, run MinIO, a cachelet and the platform with the examples, demo
 #   make test   the whole suite: unit, integration (MinIO and versitygw), e2e
 #   make lint   gofmt, go vet, staticcheck, ruff
 #   make bench  hoard bench access (Redis baseline installed on first use)
@@ -77,7 +77,7 @@ venv: $(VENV)/.stamp
 # --- the local default --------------------------------------------------------
 
 up: $(BIN) $(TOOLS)/minio venv
-	$(BIN) up
+	$(BIN) up --demo
 
 down: $(BIN)
 	$(BIN) down
