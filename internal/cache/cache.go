@@ -249,6 +249,22 @@ func (c *Cache) OwnershipChanged() {
 	}
 }
 
+// Keys returns the keys of the complete entries that match, in no order.
+// It holds the cache's lock for one pass over the entries, so it suits
+// occasional bulk operations (dropping a pipeline run's objects), not
+// per-request use.
+func (c *Cache) Keys(match func(Key) bool) []Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Key
+	for k := range c.items {
+		if match(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (c *Cache) owns(k Key) bool { return c.cfg.Owns == nil || c.cfg.Owns(k) }
 
 // Doom marks a fill in progress as obsolete: a write or delete overtook it,

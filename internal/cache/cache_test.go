@@ -180,3 +180,14 @@ func BenchmarkGetWarm(b *testing.B) {
 		i++
 	}
 }
+
+func TestKeys(t *testing.T) {
+	c := newCache(t, Config{Budget: 1 << 20})
+	for _, k := range []Key{{"b", "tmp/1"}, {"b", "tmp/2"}, {"b", "out/1"}, {"c", "tmp/1"}} {
+		admit(t, c, complete(k.Bucket, k.Object, 10))
+	}
+	got := c.Keys(func(k Key) bool { return k.Bucket == "b" && strings.HasPrefix(k.Object, "tmp/") })
+	if len(got) != 2 || got[0].Bucket != "b" || got[1].Bucket != "b" {
+		t.Errorf("Keys = %v; want b/tmp/1 and b/tmp/2", got)
+	}
+}

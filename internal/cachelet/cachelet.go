@@ -150,10 +150,6 @@ type Cachelet struct {
 	hmu     sync.Mutex
 	handoff chan struct{}
 
-	// The key census of a DropPrefix in progress, if any (drop.go).
-	censusMu sync.Mutex
-	census   atomic.Pointer[census]
-
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -233,14 +229,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 			return self
 		}
 	}
-	// Always set, so that a census (drop.go) sees every entry; with no
-	// ring every entry is owned, as with a nil Owns.
-	ccfg.Owns = func(k cache.Key) bool {
-		if s := c.census.Load(); s != nil {
-			s.saw(k)
-		}
-		return owns == nil || owns(k)
-	}
+	ccfg.Owns = owns
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))

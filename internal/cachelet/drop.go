@@ -3,7 +3,6 @@ package cachelet
 import (
 	"context"
 	"strings"
-	"sync"
 
 	"github.com/hoard-io/hoard/internal/cache"
 )
@@ -23,8 +22,8 @@ import (
 //
 // It returns how many cached objects it dropped. Pipelines call it over
 // the peer protocol to drop a run's intermediate objects when the run ends.
-// It costs one pass over the cache's entries under the cache's lock (see
-// keysWhere), so it suits such occasional bulk drops, not per-request use.
+// It costs one pass over the cache's entries under the cache's lock, so it
+// suits such occasional bulk drops, not per-request use.
 func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	match := func(k cache.Key) bool { return k.Bucket == bucket && strings.HasPrefix(k.Object, prefix) }
 
@@ -52,7 +51,7 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 
 	// Then the cached copies. wmu keeps buffered writes out meanwhile: one
 	// cached but not yet recorded as unpersisted would be dropped.
-	keys := c.keysWhere(match)
+	keys := c.cache.Keys(match)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -87,36 +86,3 @@ func (c *Cachelet) PeerDrop(_ context.Context, bucket, prefix string) (int, erro
 	return c.DropPrefix(bucket, prefix), nil
 }
 
-// census collects the cached keys a keysWhere call looks for.
-type census struct {
-	match func(cache.Key) bool
-	mu    sync.Mutex
-	keys  []cache.Key
-}
-
-func (s *census) saw(k cache.Key) {
-	if s.match(k) {
-		s.mu.Lock()
-		s.keys = append(s.keys, k)
-		s.mu.Unlock()
-	}
-}
-
-// keysWhere returns the keys of the cached objects that match (and
-// possibly of some added meanwhile). The cache offers no iteration; its
-// OwnershipChanged asks Config.Owns about every entry under its lock, and
-// the Owns that New installs reports those keys to the census in progress.
-// Re-asking ownership is harmless: it is what the cache would learn at the
-// next ring change (about 10 ms per 100k entries). A cache method listing
-// keys would say this directly; until the cache has one, this is it.
-func (c *Cachelet) keysWhere(match func(cache.Key) bool) []cache.Key {
-	c.censusMu.Lock()
-	defer c.censusMu.Unlock()
-	s := &census{match: match}
-	c.census.Store(s)
-	c.cache.OwnershipChanged()
-	c.census.Store(nil)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.keys
-}
