@@ -85,4 +85,3 @@ func (c *Cachelet) doomLocked(k cache.Key) {
 func (c *Cachelet) PeerDrop(_ context.Context, bucket, prefix string) (int, error) {
 	return c.DropPrefix(bucket, prefix), nil
 }
-

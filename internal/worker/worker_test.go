@@ -597,8 +597,10 @@ def handler(event, context):
 	}
 }
 
+// TestStartFailure is not parallel: it executes scripts it has just
+// written, and a fork in a parallel test could inherit a script's open
+// descriptor for a moment, failing the exec with "text file busy".
 func TestStartFailure(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	script := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -607,13 +609,14 @@ func TestStartFailure(t *testing.T) {
 		}
 		return p
 	}
+	dies, silent := script("dies", "echo boom >&2; exit 3"), script("silent", "echo hello; exec sleep 30")
 	ctx := context.Background()
-	_, err := Start(ctx, Config{Python: script("dies", "echo boom >&2; exit 3"), CodeDir: dir})
+	_, err := Start(ctx, Config{Python: dies, CodeDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("a worker that dies: %v", err)
 	}
 	begin := time.Now()
-	_, err = Start(ctx, Config{Python: script("silent", "echo hello; exec sleep 30"), CodeDir: dir, StartTimeout: 300 * time.Millisecond})
+	_, err = Start(ctx, Config{Python: silent, CodeDir: dir, StartTimeout: 300 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "not ready") || !strings.Contains(err.Error(), "hello") {
 		t.Fatalf("a silent worker: %v", err)
 	}
