@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/store/memstore"
+)
+
+// fakeAgent speaks the agent's API without running anything: an
+// invocation sleeps for the event's "ms" and answers its "x".
+type fakeAgent struct {
+	srv       *httptest.Server
+	mu        sync.Mutex
+	instances map[string]string // id -> state
+	revs      map[string]string // id -> rev
+	starts    atomic.Int32
+	stops     atomic.Int32
+	failNext  atomic.Bool // the next invocation's instance has died
+}
+
+func newFakeAgent(t *testing.T) *fakeAgent {
+	a := &fakeAgent{instances: map[string]string{}, revs: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/instances", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.StartRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		a.starts.Add(1)
+		a.mu.Lock()
+		a.instances[req.ID] = agent.StateIdle
+		a.revs[req.ID] = req.Package.SHA256
+		a.mu.Unlock()
+		writeJSON(w, http.StatusCreated, agent.InstanceInfo{ID: req.ID, App: req.App, Rev: req.Package.SHA256, State: agent.StateIdle})
+	})
+	mux.HandleFunc("GET /v1/instances", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		var out []agent.InstanceInfo
+		for id, st := range a.instances {
+			out = append(out, agent.InstanceInfo{ID: id, App: strings.SplitN(id, "-", 2)[0], State: st, Rev: a.revs[id]})
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("DELETE /v1/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
+		a.stops.Add(1)
+		a.mu.Lock()
+		delete(a.instances, r.PathValue("id"))
+		a.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/instances/{id}/invoke", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.InvokeRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		if a.failNext.CompareAndSwap(true, false) {
+			writeError(w, http.StatusConflict, errors.New("instance dead"))
+			return
+		}
+		a.mu.Lock()
+		if a.instances[r.PathValue("id")] == agent.StateBusy {
+			a.mu.Unlock()
+			t.Errorf("instance %s given two invocations at once", r.PathValue("id"))
+			writeError(w, http.StatusConflict, errors.New("busy"))
+			return
+		}
+		a.instances[r.PathValue("id")] = agent.StateBusy
+		a.mu.Unlock()
+		var ev struct {
+			MS int             `json:"ms"`
+			X  json.RawMessage `json:"x"`
+		}
+		json.Unmarshal(req.Event, &ev)
+		time.Sleep(time.Duration(ev.MS) * time.Millisecond)
+		a.mu.Lock()
+		a.instances[r.PathValue("id")] = agent.StateIdle
+		a.mu.Unlock()
+		writeJSON(w, http.StatusOK, agent.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
+			Reads: map[string]agent.ReadCount{"local_hit": {Count: 1, Bytes: 10}}})
+	})
+	a.srv = httptest.NewServer(agent.RequireToken("tok", mux))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *fakeAgent) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.instances)
+}
+
+func pkg(t *testing.T, spec string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Name: "hoard.yaml", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(spec))})
+	tw.Write([]byte(spec))
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func setup(t *testing.T) (*Controller, *fakeAgent, *clientv3.Client) {
+	t.Helper()
+	ctx := context.Background()
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	fa := newFakeAgent(t)
+	reg, _ := json.Marshal(agent.Registration{ID: "fake", URL: fa.srv.URL})
+	if _, err := cli.Put(ctx, agent.EtcdPrefix+"fake", string(reg)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(ctx, Config{Etcd: cli, Store: memstore.New(), AgentToken: "tok", ScanInterval: 20 * time.Millisecond},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, fa, cli
+}
+
+const spec = "name: app\nmax_instances: 2\nkeep_alive: 1s\nfunctions: {f: {handler: m.h}}\n"
+
+func TestRouting(t *testing.T) {
+	c, fa, _ := setup(t)
+	ctx := context.Background()
+	if _, err := c.Deploy(ctx, pkg(t, spec)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Warm first: sequential invocations reuse one instance.
+	first, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"x": 1}`), "test")
+	if err != nil || !first.OK || !first.Cold || string(first.Result) != "1" {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	second, _ := c.Invoke(ctx, "app", "f", json.RawMessage(`{"x": 2}`), "test")
+	if second.Cold || second.Instance != first.Instance || fa.starts.Load() != 1 {
+		t.Errorf("second: cold %v on %s (first %s), %d starts", second.Cold, second.Instance, first.Instance, fa.starts.Load())
+	}
+
+	// Busy: a second instance starts; beyond max_instances, invocations
+	// queue and run on the first instance released.
+	var wg sync.WaitGroup
+	results := make(chan *Invocation, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 150}`), "test")
+			if err != nil || !rec.OK {
+				t.Errorf("concurrent: %+v %v", rec, err)
+				return
+			}
+			results <- rec
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if info := c.Apps()[0]; info.Queue != 3 {
+		t.Errorf("queue %d; want 3 (5 invocations, 2 instances)", info.Queue)
+	}
+	wg.Wait()
+	close(results)
+	used := map[string]int{}
+	queued := 0
+	for r := range results {
+		used[r.Instance]++
+		if r.QueueMS > 100 {
+			queued++
+		}
+	}
+	if len(used) != 2 || fa.starts.Load() != 2 || queued != 3 {
+		t.Errorf("instances used %v, %d starts, %d queued; want 2, 2, 3", used, fa.starts.Load(), queued)
+	}
+
+	// A caller that gives up while queued leaves the queue.
+	hold := make(chan struct{})
+	for range 2 {
+		go func() { c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 300}`), "test"); hold <- struct{}{} }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = c.Invoke(short, "app", "f", nil, "test")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued past its deadline: %v", err)
+	}
+	if q := c.Apps()[0].Queue; q != 0 {
+		t.Errorf("queue %d after the caller gave up", q)
+	}
+	<-hold
+	<-hold
+
+	// An instance that died is dropped, and the invocation retried.
+	fa.failNext.Store(true)
+	rec, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"x": 3}`), "test")
+	if err != nil || !rec.OK || string(rec.Result) != "3" {
+		t.Errorf("after an instance died: %+v %v", rec, err)
+	}
+
+	// Statistics and logs.
+	st, _ := c.Stats("app")
+	if st["f"].Invocations != 10 || st["f"].Reads["local_hit"].Count != 10 || st["f"].ColdStarts < 2 {
+		t.Errorf("stats %+v", st["f"])
+	}
+	logs, _ := c.Logs("app", "f", 3, false)
+	if len(logs) != 3 || string(logs[2].Result) != "3" {
+		t.Errorf("logs: %d, last %s", len(logs), logs[len(logs)-1].Result)
+	}
+
+	// Keep-alive: idle instances are unloaded after 1 s.
+	deadline := time.Now().Add(5 * time.Second)
+	for fa.count() > 0 || len(c.Apps()[0].Instances) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("instances still loaded after keep-alive: agent %d, controller %d", fa.count(), len(c.Apps()[0].Instances))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Errors.
+	if _, err := c.Invoke(ctx, "nope", "f", nil, "test"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown app: %v", err)
+	}
+	if _, err := c.Invoke(ctx, "app", "g", nil, "test"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown function: %v", err)
+	}
+	if _, err := c.Deploy(ctx, []byte("not a package")); err == nil {
+		t.Error("a bad package deployed")
+	}
+}
+
+func TestRedeployAndRestart(t *testing.T) {
+	c, fa, cli := setup(t)
+	ctx := context.Background()
+	long := strings.Replace(spec, "keep_alive: 1s", "keep_alive: 1h", 1)
+	v1, err := c.Deploy(ctx, pkg(t, long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := c.Invoke(ctx, "app", "f", nil, "test")
+
+	// A restarted controller finds the application and adopts its
+	// instance: the next invocation is warm.
+	c.Close()
+	c2, err := New(ctx, Config{Etcd: cli, Store: memstore.New(), AgentToken: "tok", ScanInterval: 20 * time.Millisecond},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	rec, err := c2.Invoke(ctx, "app", "f", nil, "test")
+	if err != nil || rec.Cold || rec.Instance != first.Instance {
+		t.Fatalf("after restart: %+v %v (first on %s)", rec, err, first.Instance)
+	}
+
+	// A redeploy keeps the credentials, and the older version's idle
+	// instance is unloaded.
+	v2, err := c2.Deploy(ctx, pkg(t, long+"# v2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds1, creds2 := v1.Credentials, v2.Credentials
+	if v2.Version != 2 || creds1 != nil || creds2 != nil {
+		t.Errorf("version %d", v2.Version)
+	}
+	k1, _ := c2.Credentials("app")
+	if k1.AccessKey == "" || len(k1.PeerSecret) < 16 {
+		t.Errorf("credentials %+v", k1)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for fa.stops.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the older version's instance was not unloaded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rec, _ = c2.Invoke(ctx, "app", "f", nil, "test")
+	if !rec.Cold || rec.Instance == first.Instance {
+		t.Errorf("after redeploy: cold %v on %s", rec.Cold, rec.Instance)
+	}
+	if err := c2.Remove(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if fa.count() != 0 {
+		t.Errorf("%d instances left after Remove", fa.count())
+	}
+}
+
+func TestDedup(t *testing.T) {
+	c, _, _ := setup(t)
+	if !c.firstSighting("b", "k", "e1") || c.firstSighting("b", "k", "e1") || !c.firstSighting("b", "k", "e2") {
+		t.Error("dedup of object versions")
+	}
+}
