@@ -150,6 +150,11 @@ type Cachelet struct {
 	hmu     sync.Mutex
 	handoff chan struct{}
 
+	// Access metadata (access.go) and the keys pre-warmed and not read yet.
+	access    accessLog
+	prewarmMu sync.Mutex
+	prewarmed map[cache.Key]bool
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc

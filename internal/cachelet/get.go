@@ -81,6 +81,10 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 	if e != nil {
 		info = e.Info()
 	}
+	c.access.read(k, info.ETag, info.Size, outcome, start)
+	if outcome == LocalHit {
+		c.notePrewarmHit(k)
+	}
 	obj := &Object{Info: info, Outcome: outcome}
 	off, n := int64(0), info.Size
 	if rng != nil {

@@ -24,6 +24,8 @@ type metrics struct {
 	peerFallbacks prometheus.Counter
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
+	prewarmed     prometheus.Counter
+	prewarmHits   prometheus.Counter
 
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
@@ -82,6 +84,14 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_handoffs_total",
 		Help: "Ownership handoffs run after membership changes (owner settings only).",
 	})
+	m.prewarmed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_prewarmed_total",
+		Help: "Objects fetched into memory by pre-warming.",
+	})
+	m.prewarmHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_prewarm_hits_total",
+		Help: "Pre-warmed objects later read as local hits (each counted once).",
+	})
 	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
@@ -93,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed, m.handoffs,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

@@ -3,6 +3,7 @@ package cachelet
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
@@ -19,7 +20,12 @@ import (
 // larger ones, and every write under the store target, go through to the
 // store before Put returns.
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
-	defer func() { c.countWrite(err) }()
+	defer func() {
+		c.countWrite(err)
+		if err == nil {
+			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, time.Now())
+		}
+	}()
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}

@@ -226,6 +226,57 @@ func (c *Client) Drop(ctx context.Context, addr, bucket, prefix string) (dropped
 	return res.Dropped, nil
 }
 
+// Prewarm asks the cachelet at addr to fetch into memory those of keys it
+// owns and lacks (at most 10,000 a request). Canceling ctx stops it: the
+// platform pre-warms only while an instance is idle.
+func (c *Client) Prewarm(ctx context.Context, addr string, keys []Key) (PrewarmResult, error) {
+	data, err := json.Marshal(keys)
+	if err != nil {
+		return PrewarmResult{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/prewarm", bytes.NewReader(data))
+	if err != nil {
+		return PrewarmResult{}, err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return PrewarmResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return PrewarmResult{}, readError(resp)
+	}
+	var res PrewarmResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
+		return res, fmt.Errorf("%w: peer %s: bad pre-warm answer: %v", store.ErrUnavailable, addr, err)
+	}
+	return res, nil
+}
+
+// AccessMetadata reads the access metadata of the cachelet at addr into
+// out (JSON). The metadata names objects, so it is served only to signed
+// requests, never on the open metrics listener.
+func (c *Client) AccessMetadata(ctx context.Context, addr string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/access", nil)
+	if err != nil {
+		return err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("%w: peer %s: bad access metadata: %v", store.ErrUnavailable, addr, err)
+	}
+	return nil
+}
+
 // crcBody computes the CRC32C of what it passes and sets it as the
 // request's trailer at EOF.
 type crcBody struct {

@@ -81,6 +81,16 @@ func (f *fakeOwner) PeerFlush(_ context.Context, rev int64) error {
 }
 
 // PeerDrop drops the fake's objects under bucket/prefix.
+func (f *fakeOwner) PeerAccessMetadata(context.Context) (any, error) {
+	return []Key{{Bucket: "b", Key: "seen"}}, nil
+}
+
+func (f *fakeOwner) PeerPrewarm(_ context.Context, keys []Key) (PrewarmResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return PrewarmResult{Owned: len(keys), Fetched: len(keys)}, nil
+}
+
 func (f *fakeOwner) PeerDrop(_ context.Context, bucket, prefix string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -425,5 +435,18 @@ func TestDropIsSigned(t *testing.T) {
 	}
 	if len(owner.drops) != 0 {
 		t.Fatalf("owner dropped %v on unauthenticated requests", owner.drops)
+	}
+}
+
+func TestPrewarm(t *testing.T) {
+	cl, _, addr := newPair(t)
+	ctx := context.Background()
+	res, err := cl.Prewarm(ctx, addr, []Key{{Bucket: "b", Key: "k1"}, {Bucket: "b", Key: "k2"}})
+	if err != nil || res.Owned != 2 || res.Fetched != 2 {
+		t.Errorf("Prewarm = %+v, %v", res, err)
+	}
+	var meta []Key
+	if err := cl.AccessMetadata(ctx, addr, &meta); err != nil || len(meta) != 1 || meta[0].Key != "seen" {
+		t.Errorf("AccessMetadata = %v, %v", meta, err)
 	}
 }

@@ -43,6 +43,13 @@ type Owner interface {
 	// start with prefix (empty: the whole bucket), keeping writes the
 	// store does not have yet, and returns how many it dropped.
 	PeerDrop(ctx context.Context, bucket, prefix string) (int, error)
+	// PeerPrewarm fetches into memory the keys it owns and lacks, until
+	// ctx ends (the platform cancels it when an invocation starts).
+	PeerPrewarm(ctx context.Context, keys []Key) (PrewarmResult, error)
+	// PeerAccessMetadata returns the cachelet's access metadata, any
+	// JSON-encodable value (the platform saves it when the instance
+	// unloads, for pre-warming).
+	PeerAccessMetadata(ctx context.Context) (any, error)
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -91,6 +98,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/v1/drop" && r.Method == http.MethodPost {
 		s.drop(w, r)
+		return
+	}
+	if r.URL.Path == "/v1/access" && r.Method == http.MethodGet {
+		v, err := s.owner.PeerAccessMetadata(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = json.NewEncoder(w).Encode(v)
+		return
+	}
+	if r.URL.Path == "/v1/prewarm" && r.Method == http.MethodPost {
+		var keys []Key
+		dec := json.NewDecoder(io.LimitReader(r.Body, 8<<20))
+		if err := dec.Decode(&keys); err != nil || len(keys) > maxInvalidate {
+			writeError(w, ErrBadRequest)
+			return
+		}
+		res, err := s.owner.PeerPrewarm(r.Context(), keys)
+		if err != nil && r.Context().Err() == nil {
+			writeError(w, err)
+			return
+		}
+		body, _ := json.Marshal(res)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
 		return
 	}
 	bucket, key, ok := splitObjectPath(r.URL.Path)

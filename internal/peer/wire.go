@@ -48,6 +48,18 @@ type Key struct {
 	Key    string `json:"key"`
 }
 
+// PrewarmResult is what a pre-warm request did: of the keys sent, how many
+// the cachelet owns, already held, fetched (with their bytes), skipped as
+// too large for memory, and failed to fetch.
+type PrewarmResult struct {
+	Owned   int   `json:"owned"`
+	Cached  int   `json:"cached"`
+	Fetched int   `json:"fetched"`
+	Bytes   int64 `json:"bytes"`
+	Skipped int   `json:"skipped"`
+	Failed  int   `json:"failed"`
+}
+
 // dropResult is the body of a successful drop.
 type dropResult struct {
 	Dropped int `json:"dropped"`

@@ -1,0 +1,192 @@
+package cachelet
+
+import (
+	"context"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/platform/prewarm"
+)
+
+// MaxAccessObjects bounds the access metadata a cachelet keeps: beyond it,
+// the objects accessed longest ago are forgotten (a tenth at a time).
+const MaxAccessObjects = 20000
+
+// accessLog is the cachelet's access metadata (Faa$T §3.3): per object,
+// size, version, reads by access type, outputs written, and the mean time
+// between reads. It lives outside the cache's budget and survives
+// evictions: it says what the application reads, not what is cached.
+type accessLog struct {
+	mu   sync.Mutex
+	objs map[cache.Key]*accessEntry
+}
+
+type accessEntry struct {
+	o     prewarm.Object
+	first time.Time // first read
+}
+
+func (a *accessLog) entry(k cache.Key, now time.Time) *accessEntry {
+	if a.objs == nil {
+		a.objs = map[cache.Key]*accessEntry{}
+	}
+	e := a.objs[k]
+	if e == nil {
+		if len(a.objs) >= MaxAccessObjects {
+			a.forgetOldest()
+		}
+		e = &accessEntry{o: prewarm.Object{Bucket: k.Bucket, Key: k.Object}}
+		a.objs[k] = e
+	}
+	e.o.Last = now
+	return e
+}
+
+// forgetOldest drops the tenth of the objects accessed longest ago.
+func (a *accessLog) forgetOldest() {
+	all := make([]*accessEntry, 0, len(a.objs))
+	for _, e := range a.objs {
+		all = append(all, e)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].o.Last.Before(all[j].o.Last) })
+	for _, e := range all[:len(all)/10+1] {
+		delete(a.objs, cache.Key{Bucket: e.o.Bucket, Object: e.o.Key})
+	}
+}
+
+// read records a read of k served as outcome. Reads for peers and
+// pass-through reads are not the application's cache accesses; a
+// pass-through read counts as a local miss (the store served it).
+func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.entry(k, now)
+	e.o.ETag, e.o.Size = etag, size
+	switch o {
+	case LocalHit:
+		e.o.LH++
+	case RemoteHit:
+		e.o.RH++
+	case LocalMiss, PassThrough:
+		e.o.LM++
+	case RemoteMiss:
+		e.o.RM++
+	default:
+		return
+	}
+	if reads := e.o.Reads(); reads == 1 {
+		e.first = now
+	} else {
+		e.o.MeanGapMS = float64(now.Sub(e.first).Milliseconds()) / float64(reads-1)
+	}
+}
+
+// wrote records an object written by a client (a function's output).
+func (a *accessLog) wrote(k cache.Key, etag string, size int64, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.entry(k, now)
+	e.o.Out++
+	e.o.ETag = etag
+	if size >= 0 {
+		e.o.Size = size
+	}
+}
+
+// AccessMetadata returns the access metadata recorded so far, sorted by
+// bucket and key.
+func (c *Cachelet) AccessMetadata() []prewarm.Object {
+	c.access.mu.Lock()
+	out := make([]prewarm.Object, 0, len(c.access.objs))
+	for _, e := range c.access.objs {
+		out = append(out, e.o)
+	}
+	c.access.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Bucket != out[j].Bucket {
+			return out[i].Bucket < out[j].Bucket
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// PrewarmResult says what a Prewarm did.
+type PrewarmResult = peer.PrewarmResult
+
+// Prewarm fetches into memory the given objects this cachelet owns on its
+// application's ring (all of them when it is on its own) and does not hold
+// yet, one at a time, stopping when ctx ends. Objects too large for the
+// memory tier are skipped. Pre-warm fetches are not reads: they count in
+// neither the read counters nor the access metadata; a later local hit on
+// a pre-warmed object counts in hoard_cachelet_prewarm_hits_total.
+func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult, error) {
+	var res PrewarmResult
+	for _, pk := range keys {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		k := cache.Key{Bucket: pk.Bucket, Object: pk.Key}
+		if _, self := c.owner(k); !self {
+			continue
+		}
+		res.Owned++
+		if c.cache.Get(k) != nil {
+			res.Cached++
+			continue
+		}
+		e, body, info, _, err := c.acquire(ctx, k, false)
+		switch {
+		case err != nil:
+			res.Failed++
+			c.log.Debug("pre-warm fetch failed", "bucket", k.Bucket, "key", k.Object, "err", err)
+			continue
+		case body != nil:
+			body.Close()
+			res.Skipped++
+			continue
+		}
+		// Wait for the fill to complete (reading from memory as it grows).
+		if _, err := io.Copy(io.Discard, e.Reader(0, info.Size)); err != nil {
+			res.Failed++
+			continue
+		}
+		res.Fetched++
+		res.Bytes += info.Size
+		c.m.prewarmed.Inc()
+		c.prewarmMu.Lock()
+		if c.prewarmed == nil {
+			c.prewarmed = map[cache.Key]bool{}
+		}
+		c.prewarmed[k] = true
+		c.prewarmMu.Unlock()
+	}
+	return res, nil
+}
+
+// PeerPrewarm serves a pre-warm request (the node agent's, signed with the
+// application's secret). It implements peer.Owner.
+func (c *Cachelet) PeerPrewarm(ctx context.Context, keys []peer.Key) (PrewarmResult, error) {
+	return c.Prewarm(ctx, keys)
+}
+
+// PeerAccessMetadata serves AccessMetadata over the signed peer protocol.
+// It implements peer.Owner.
+func (c *Cachelet) PeerAccessMetadata(context.Context) (any, error) {
+	return c.AccessMetadata(), nil
+}
+
+// notePrewarmHit counts the first local hit on a pre-warmed object.
+func (c *Cachelet) notePrewarmHit(k cache.Key) {
+	c.prewarmMu.Lock()
+	hit := c.prewarmed[k]
+	delete(c.prewarmed, k)
+	c.prewarmMu.Unlock()
+	if hit {
+		c.m.prewarmHits.Inc()
+	}
+}

@@ -1,0 +1,71 @@
+package cachelet
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hoard-io/hoard/internal/peer"
+)
+
+func TestAccessMetadata(t *testing.T) {
+	e := newEnv(t, nil)
+	model := object("model", 1, 5000)
+	e.storePut("model", model)
+	e.mustRead("model", model, LocalMiss)
+	e.settle()
+	e.mustRead("model", model, LocalHit)
+	e.mustRead("model", model, LocalHit)
+	out := object("out", 1, 300)
+	e.cput("out", out)
+
+	got := map[string]struct{ lh, lm, out, size int64 }{}
+	for _, o := range e.c.AccessMetadata() {
+		got[o.Key] = struct{ lh, lm, out, size int64 }{o.LH, o.LM, o.Out, o.Size}
+		if o.Key == "model" && (o.ETag == "" || o.Last.IsZero()) {
+			t.Errorf("model: %+v", o)
+		}
+	}
+	if m := got["model"]; m.lh != 2 || m.lm != 1 || m.size != 5000 {
+		t.Errorf("model recorded as %+v; want 2 local hits, 1 local miss, 5000 bytes", m)
+	}
+	if o := got["out"]; o.out != 1 || o.size != 300 {
+		t.Errorf("out recorded as %+v; want one output of 300 bytes", o)
+	}
+}
+
+func TestPrewarm(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := object("a", 1, 4000), object("b", 1, 7000)
+	e.storePut("a", a)
+	e.storePut("b", b)
+	e.mustRead("b", b, LocalMiss)
+	e.settle()
+	before := e.st.GetCounts()
+
+	res, err := e.c.Prewarm(context.Background(), []peer.Key{{Bucket: testBucket, Key: "a"}, {Bucket: testBucket, Key: "b"}, {Bucket: testBucket, Key: "missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Owned != 3 || res.Fetched != 1 || res.Cached != 1 || res.Failed != 1 || res.Bytes != 4000 {
+		t.Errorf("Prewarm = %+v; want a fetched, b already cached, missing failed", res)
+	}
+	if got := e.st.GetCounts(); got.Total-before.Total != 2 { // a and the missing key
+		t.Errorf("store GETs during pre-warm: %d; want 2", got.Total-before.Total)
+	}
+	// Pre-warm fetches are not reads; the first read is a local hit,
+	// counted once as a pre-warm hit.
+	if n := e.reads(LocalMiss); n != 1 {
+		t.Errorf("local misses %v after pre-warm; want only b's", n)
+	}
+	e.mustRead("a", a, LocalHit)
+	e.mustRead("a", a, LocalHit)
+	if n := toFloat64(e.c.m.prewarmHits); n != 1 {
+		t.Errorf("pre-warm hits %v; want 1", n)
+	}
+	// A canceled pre-warm stops.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.c.Prewarm(ctx, []peer.Key{{Bucket: testBucket, Key: "a"}}); err == nil {
+		t.Error("a canceled pre-warm reported no error")
+	}
+}
