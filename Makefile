@@ -24,14 +24,16 @@ export GOFLAGS := -buildvcs=false
 MINIO_VERSION       := v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_VERSION   := v1.8.0
 STATICCHECK_VERSION := v0.8.2
+TOXIPROXY_VERSION   := v2.12.0
 
 export HOARD_MINIO_BIN     := $(TOOLS)/minio
 export HOARD_VERSITYGW_BIN := $(TOOLS)/versitygw
+export HOARD_TOXIPROXY_BIN := $(TOOLS)/toxiproxy-server
 export HOARD_BIN           := $(BIN)
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis clean fuzz
+.PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis chromium clean fuzz
 
 build: $(BIN)
 
@@ -55,7 +57,19 @@ $(TOOLS)/staticcheck:
 	@mkdir -p $(TOOLS)
 	cd /tmp && GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-tools: $(TOOLS)/minio $(TOOLS)/versitygw
+# Toxiproxy shapes the network of the benchmarks (internal/netshape). go
+# install names the binary after its package directory (server), so it is
+# built into a scratch directory beside its place and renamed.
+$(TOOLS)/toxiproxy-server:
+	@mkdir -p $(TOOLS)
+	@echo ">> building toxiproxy $(TOXIPROXY_VERSION) into $(TOOLS) (once)"
+	tmp=$$(mktemp -d $(TOOLS)/.toxiproxy.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	  cd /tmp && GOBIN=$$tmp $(GO) install \
+	    -ldflags '-X github.com/Shopify/toxiproxy/v2.Version=$(TOXIPROXY_VERSION)' \
+	    github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION) && \
+	  mv "$$tmp/server" $@
+
+tools: $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
 
 # Redis is the in-memory baseline of the benchmarks.
 redis:
@@ -63,6 +77,14 @@ redis:
 	  echo ">> installing redis-server with apt-get"; \
 	  if [ "$$(id -u)" -ne 0 ]; then echo "redis-server is missing and installing it needs root: sudo apt-get install redis-server" >&2; exit 1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+# Headless Chromium loads the benchmark report in the e2e suite
+# (python/tests/test_report.py) to check that every plot renders.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo ">> installing chromium and chromium-driver with apt-get"; \
+	  if [ "$$(id -u)" -ne 0 ]; then echo "chromium is missing and installing it needs root: sudo apt-get install chromium chromium-driver" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # --- python -----------------------------------------------------------------
 
@@ -89,10 +111,10 @@ test: test-unit test-integration test-e2e test-bench-smoke
 test-unit:
 	$(GO) test -race -count=1 ./...
 
-test-integration: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw
+test-integration: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
 	$(GO) test -tags integration -count=1 -timeout 10m ./...
 
-test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv
+test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv chromium
 	HOARD_E2E_STORE=minio     $(VENV)/bin/pytest -q python/tests
 	HOARD_E2E_STORE=versitygw $(VENV)/bin/pytest -q python/tests
 
@@ -117,7 +139,7 @@ lint: $(TOOLS)/staticcheck venv
 	$(VENV)/bin/ruff check python examples
 	$(VENV)/bin/ruff format --check python examples
 
-bench: $(BIN) $(TOOLS)/minio redis venv
+bench: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server redis venv
 	$(BIN) bench access
 
 clean:

@@ -35,6 +35,7 @@ func commands() []command {
 		{"invoke", "invoke a function or run a pipeline of an application", runInvoke},
 		{"apps", "list the deployed applications and their instances", runApps},
 		{"logs", "show an application's recent invocations with their logs", runLogs},
+		{"load", "send invocations on a schedule (periodic, Poisson, a trace) and summarise their latencies", runLoad},
 		{"controller", "run the platform's controller", runController},
 		{"agent", "run a node agent", runAgent},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {

@@ -508,3 +508,58 @@ func TestKeepAlive(t *testing.T) {
 		t.Errorf("after unload: ok %v cold %v", rec.OK, rec.Cold)
 	}
 }
+
+// TestPrewarm: an application's access history, saved when its instance
+// unloads, pre-warms the next instance, whose first read is then a local
+// hit; loaded but not warmed, it is a miss.
+func TestPrewarm(t *testing.T) {
+	e := start(t)
+	c := e.p.Controller
+	e.deploy(t, strings.Replace(strings.Replace(testSpec, "keep_alive: 1h", "keep_alive: 2s", 1), "name: t1", "name: t3", 1))
+	keys := []string{"model", "labels"}
+	for _, k := range keys {
+		e.put(t, "data", k, strings.Repeat(k, 50000))
+	}
+	e.put(t, "data", "once", "read once")
+	read := map[string]any{"bucket": "data", "keys": keys}
+	for range 2 {
+		if rec := invoke(t, c, "t3", "read", read); !rec.OK {
+			t.Fatalf("read: %+v", rec.Error)
+		}
+	}
+	invoke(t, c, "t3", "read", map[string]any{"bucket": "data", "keys": []string{"once"}})
+	unloaded := func() bool { a := c.Apps(); return len(a[0].Instances) == 0 && len(e.p.Agent.Instances()) == 0 }
+	eventually(t, "unload after keep-alive", 20*time.Second, unloaded)
+
+	// Loaded, not warmed: the first read misses.
+	if _, err := c.Preload(context.Background(), "t3", false); err != nil {
+		t.Fatal(err)
+	}
+	rec := invoke(t, c, "t3", "read", read)
+	if rec.Cold || rec.Reads["local_hit"].Count != 0 {
+		t.Errorf("loaded, not warmed: cold %v reads %+v; want a warm start that misses", rec.Cold, rec.Reads)
+	}
+	eventually(t, "unload after keep-alive", 20*time.Second, unloaded)
+
+	// Pre-warmed: the history selects model and labels (read more than
+	// once), not "once"; the first read is all local hits.
+	sel, err := c.Preload(context.Background(), "t3", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := map[string]bool{}
+	for _, o := range sel.Objects {
+		picked[o.Key] = true
+	}
+	if !picked["model"] || !picked["labels"] || picked["once"] || sel.Records < 2 {
+		t.Fatalf("selection %+v from %d records", picked, sel.Records)
+	}
+	eventually(t, "pre-warm done", 20*time.Second, func() bool {
+		ins := e.p.Agent.Instances()
+		return len(ins) == 1 && !ins[0].Prewarm.Running && ins[0].Prewarm.Fetched == 2
+	})
+	rec = invoke(t, c, "t3", "read", read)
+	if rec.Cold || rec.Reads["local_hit"].Count != 2 || rec.Reads["local_miss"].Count != 0 {
+		t.Errorf("pre-warmed: cold %v reads %+v; want 2 local hits", rec.Cold, rec.Reads)
+	}
+}

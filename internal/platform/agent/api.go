@@ -13,6 +13,7 @@ import (
 //	GET    /v1/instances/{id}         -> InstanceInfo
 //	POST   /v1/instances/{id}/invoke  InvokeRequest -> InvokeResult
 //	POST   /v1/instances/{id}/drop    DropRequest -> {"dropped": N}
+//	POST   /v1/instances/{id}/prewarm PrewarmRequest -> 202 (runs while idle)
 //	DELETE /v1/instances/{id}         unload
 //	GET    /healthz
 
@@ -38,6 +39,38 @@ type StartRequest struct {
 	Spec        string      `json:"spec"` // the application's hoard.yaml
 	Package     PackageRef  `json:"package"`
 	Credentials Credentials `json:"credentials"`
+	// Metadata is where the instance's access metadata is saved when it
+	// unloads (a prewarm.Record per unload, as JSON); empty: not saved.
+	Metadata Location `json:"metadata"`
+}
+
+// Location is a bucket and a key prefix in the store.
+type Location struct {
+	Bucket string `json:"bucket"`
+	Prefix string `json:"prefix"`
+}
+
+// PrewarmRequest asks an instance's cachelet to fetch the objects it owns
+// among Keys, while the instance is idle.
+type PrewarmRequest struct {
+	Keys []Key `json:"keys"`
+}
+
+// Key names an object.
+type Key struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+}
+
+// PrewarmStatus is how an instance's pre-warming went so far.
+type PrewarmStatus struct {
+	Requested int   `json:"requested"`
+	Done      int   `json:"done"` // keys handled (owned or not)
+	Owned     int   `json:"owned"`
+	Fetched   int   `json:"fetched"`
+	Bytes     int64 `json:"bytes"`
+	Paused    int   `json:"paused"` // times an invocation interrupted it
+	Running   bool  `json:"running"`
 }
 
 // Instance states.
@@ -50,23 +83,24 @@ const (
 
 // InstanceInfo describes one instance.
 type InstanceInfo struct {
-	ID          string    `json:"id"`
-	App         string    `json:"app"`
-	Rev         string    `json:"rev"` // the code package's SHA-256
-	Agent       string    `json:"agent"`
-	State       string    `json:"state"`
-	Reason      string    `json:"reason,omitempty"` // why it is dead
-	Endpoint    string    `json:"endpoint"`         // the cachelet's S3 endpoint
-	MetricsURL  string    `json:"metrics_url"`
-	PeerAddr    string    `json:"peer_addr"`
-	MemoryLimit int64     `json:"memory_limit"`
-	MemoryUsage int64     `json:"memory_usage"`
-	Enforced    bool      `json:"enforced"` // whether the memory limit is enforced
-	StartedAt   time.Time `json:"started_at"`
-	LastUsed    time.Time `json:"last_used"`
-	StartMillis float64   `json:"start_ms"` // how long loading took (the cold start)
-	Invocations int64     `json:"invocations"`
-	OOMKills    uint64    `json:"oom_kills"`
+	ID          string        `json:"id"`
+	App         string        `json:"app"`
+	Rev         string        `json:"rev"` // the code package's SHA-256
+	Agent       string        `json:"agent"`
+	State       string        `json:"state"`
+	Reason      string        `json:"reason,omitempty"` // why it is dead
+	Endpoint    string        `json:"endpoint"`         // the cachelet's S3 endpoint
+	MetricsURL  string        `json:"metrics_url"`
+	PeerAddr    string        `json:"peer_addr"`
+	MemoryLimit int64         `json:"memory_limit"`
+	MemoryUsage int64         `json:"memory_usage"`
+	Enforced    bool          `json:"enforced"` // whether the memory limit is enforced
+	StartedAt   time.Time     `json:"started_at"`
+	LastUsed    time.Time     `json:"last_used"`
+	StartMillis float64       `json:"start_ms"` // how long loading took (the cold start)
+	Invocations int64         `json:"invocations"`
+	OOMKills    uint64        `json:"oom_kills"`
+	Prewarm     PrewarmStatus `json:"prewarm"`
 }
 
 // InvokeRequest runs one function in an instance.

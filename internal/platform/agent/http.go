@@ -86,6 +86,18 @@ func (a *Agent) Handler(token string) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]int{"dropped": n})
 	})
+	mux.HandleFunc("POST /v1/instances/{id}/prewarm", func(w http.ResponseWriter, r *http.Request) {
+		in := a.lookup(w, r)
+		if in == nil {
+			return
+		}
+		var req PrewarmRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		in.Prewarm(req.Keys)
+		w.WriteHeader(http.StatusAccepted)
+	})
 	return RequireToken(token, mux)
 }
 

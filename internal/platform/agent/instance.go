@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/worker"
@@ -43,6 +42,10 @@ type Instance struct {
 	invocations int64
 	tornDown    bool
 	done        chan struct{}
+
+	prewarm     PrewarmStatus
+	prewarmStop context.CancelFunc // ends the pre-warm run
+	batchStop   context.CancelFunc // ends the pre-warm batch in flight
 }
 
 // load brings the instance up; on error the caller tears it down.
@@ -101,7 +104,7 @@ func (in *Instance) Info() InstanceInfo {
 		State: in.state, Reason: in.reason,
 		Endpoint: in.ready.Endpoint, MetricsURL: in.ready.MetricsURL, PeerAddr: in.ready.PeerAddr,
 		StartedAt: in.started, LastUsed: in.lastUsed, StartMillis: float64(in.startDur.Microseconds()) / 1e3,
-		Invocations: in.invocations,
+		Invocations: in.invocations, Prewarm: in.prewarm,
 	}
 	box := in.box
 	in.mu.Unlock()
@@ -138,6 +141,7 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 		return nil, fmt.Errorf("%w (%s)", ErrUnavailable, state)
 	}
 	in.state = StateBusy
+	in.pausePrewarmLocked()
 	w := in.worker
 	in.invocations++
 	in.mu.Unlock()
@@ -230,11 +234,10 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 // instance's cachelet, asking it over the signed peer protocol. Writes
 // not yet persisted stay.
 func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error) {
-	auth, err := peer.NewAuth(in.spec.Name, []byte(in.req.Credentials.PeerSecret), nil)
+	c, err := in.peerClient()
 	if err != nil {
 		return 0, err
 	}
-	c := peer.NewClient(auth, peer.ClientConfig{})
 	defer c.Close()
 	return c.Drop(ctx, in.ready.PeerAddr, bucket, prefix)
 }
@@ -265,13 +268,20 @@ func (in *Instance) teardown(reason string) {
 		return
 	}
 	in.tornDown = true
+	cacheletAlive := in.state != StateDead && in.state != StateStarting
 	if in.state != StateDead {
 		in.state = StateDead
 		in.reason = reason
 	}
+	if in.prewarmStop != nil {
+		in.prewarmStop()
+	}
 	w := in.worker
 	in.mu.Unlock()
 	defer close(in.done)
+	if cacheletAlive {
+		in.saveAccessMetadata()
+	}
 	if w != nil {
 		w.Close()
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/platform/agent"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/platform/keepalive"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -52,6 +53,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// ScanInterval is how often keep-alive is checked; default 1 s.
 	ScanInterval time.Duration
+	// KeepAlive shapes every application's hybrid-histogram policy (bins,
+	// percentiles, margin); its Fixed is each spec's keep_alive. Default:
+	// the policy's defaults (1-minute bins over 4 hours).
+	KeepAlive keepalive.Config
 	// DedupWindow is how long an object-created event is remembered so
 	// the same write notified twice (by a cachelet and by the store) runs
 	// its triggers once; default 10 minutes.
@@ -102,12 +107,22 @@ type app struct {
 
 	records []*Invocation // the most recent, oldest first
 	fstats  map[string]*funcStats
+
+	// Keep-alive and pre-load (keepalive.go): the hybrid histogram of
+	// the application's idle times, when its last invocation ended, and
+	// the idle period a pre-load was scheduled for.
+	policy      *keepalive.Policy
+	lastEnd     time.Time
+	inFlight    int
+	preloadedAt time.Time // the lastEnd a pre-load ran for
+	decision    keepalive.Decision
 }
 
 // inst is one instance as the controller sees it.
 type inst struct {
 	id, agentID, agentURL, rev, endpoint string
 	busy                                 bool
+	preloaded                            bool // started by a pre-load, not used yet
 	orphan                               bool // adopted busy after a restart: polled until idle
 	lastUsed                             time.Time
 }
@@ -148,6 +163,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 func (c *Controller) Close() {
 	c.cancel()
 	c.wg.Wait()
+	c.savePolicies()
 }
 
 // load reads the applications from etcd and adopts running instances.
@@ -167,7 +183,10 @@ func (c *Controller) load(ctx context.Context) error {
 			c.log.Error("skipping an application whose spec no longer parses", "app", rec.Name, "err", err)
 			continue
 		}
-		c.apps[rec.Name] = newApp(rec, spec)
+		a := newApp(rec, spec)
+		a.policy = newPolicy(spec, c.cfg.KeepAlive, nil)
+		c.restorePolicy(ctx, a)
+		c.apps[rec.Name] = a
 	}
 	agents, err := c.agents.list(ctx)
 	if err != nil {
@@ -195,7 +214,9 @@ func (c *Controller) load(ctx context.Context) error {
 }
 
 func newApp(rec Record, spec *appspec.Spec) *app {
-	return &app{rec: rec, spec: spec, instances: map[string]*inst{}, fstats: map[string]*funcStats{}}
+	a := &app{rec: rec, spec: spec, instances: map[string]*inst{}, fstats: map[string]*funcStats{}}
+	a.policy = newPolicy(spec, keepalive.Config{}, nil)
+	return a
 }
 
 // ErrNotFound marks unknown applications, functions and pipelines.
@@ -259,9 +280,11 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*AppInfo, error) 
 	a := c.apps[name]
 	if a == nil {
 		a = newApp(rec, pkg.Spec)
+		a.policy = newPolicy(pkg.Spec, c.cfg.KeepAlive, nil)
 		c.apps[name] = a
 	} else {
 		a.rec, a.spec = rec, pkg.Spec
+		a.policy = newPolicy(pkg.Spec, c.cfg.KeepAlive, a.policy)
 	}
 	c.mu.Unlock()
 	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)

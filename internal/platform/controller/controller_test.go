@@ -22,6 +22,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/platform/keepalive"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 
@@ -313,5 +314,55 @@ func TestDedup(t *testing.T) {
 	c, _, _ := setup(t)
 	if !c.firstSighting("b", "k", "e1") || c.firstSighting("b", "k", "e1") || !c.firstSighting("b", "k", "e2") {
 		t.Error("dedup of object versions")
+	}
+}
+
+// TestHybridKeepAlive: once the idle-time histogram is representative,
+// an instance unloads as soon as its invocation ends, and the application
+// is pre-loaded just before the next invocation is expected, then
+// unloaded again after the keep-alive window if none came.
+func TestHybridKeepAlive(t *testing.T) {
+	c, fa, _ := setup(t)
+	c.cfg.KeepAlive = keepalive.Config{BinWidth: 100 * time.Millisecond, Range: 20 * time.Second}
+	ctx := context.Background()
+	if _, err := c.Deploy(ctx, pkg(t, strings.Replace(spec, "keep_alive: 1s", "keep_alive: 1h", 1))); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.app("app")
+	for range 30 {
+		a.policy.Observe(2 * time.Second)
+	}
+	if _, err := c.Invoke(ctx, "app", "f", nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	// Unloaded at once (not after the fixed hour).
+	waitFor(t, "unload right after the invocation", 2*time.Second, func() bool { return fa.count() == 0 })
+	c.mu.Lock()
+	d := a.decision
+	c.mu.Unlock()
+	if d.Mode != keepalive.ModeHistogram || d.PreWarm < time.Second || d.PreWarm > 2*time.Second {
+		t.Fatalf("decision %+v", d)
+	}
+	// Pre-loaded ahead of the next expected invocation.
+	waitFor(t, "pre-load", 5*time.Second, func() bool { return fa.count() == 1 })
+	if at := time.Since(ended); at < d.PreWarm-50*time.Millisecond {
+		t.Errorf("pre-loaded %s after the invocation ended; the window is %s", at, d.PreWarm)
+	}
+	if fa.starts.Load() != 2 {
+		t.Errorf("%d starts; want the cold start and the pre-load", fa.starts.Load())
+	}
+	// Nobody came: unloaded after the keep-alive window.
+	waitFor(t, "unload after the keep-alive window", 5*time.Second, func() bool { return fa.count() == 0 })
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -29,6 +29,7 @@ import (
 //	POST   /v1/apps/{app}/pipelines/{p}/run          body: input JSON -> PipelineRun
 //	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
 //	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
+//	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
 //	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
 
@@ -117,6 +118,15 @@ func (c *Controller) Handler(token string) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, logs)
+	})
+	mux.HandleFunc("POST /v1/apps/{app}/preload", func(w http.ResponseWriter, r *http.Request) {
+		warm := r.URL.Query().Get("warm") != "false"
+		sel, err := c.Preload(r.Context(), r.PathValue("app"), warm)
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, sel)
 	})
 	mux.HandleFunc("GET /v1/apps/{app}/stats", func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.Stats(r.PathValue("app"))

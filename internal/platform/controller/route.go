@@ -57,6 +57,8 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		return nil, errors.New("the event is not valid JSON")
 	}
 	rec := &Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: time.Now()}
+	c.began(a, trigger)
+	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
 	for attempt := 0; ; attempt++ {
 		in, cold, err := c.acquire(ctx, a)
@@ -98,7 +100,8 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 		a.starting++
 		a.seq++
 		id := fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3))
-		req := agent.StartRequest{App: a.rec.Name, ID: id, Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials}
+		req := agent.StartRequest{App: a.rec.Name, ID: id, Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials,
+			Metadata: c.metadataLocation(a.rec.Name)}
 		c.mu.Unlock()
 		in, err := c.start(ctx, req)
 		c.mu.Lock()
@@ -176,6 +179,7 @@ func (a *app) current() int {
 func (c *Controller) release(a *app, in *inst) {
 	c.mu.Lock()
 	in.lastUsed = time.Now()
+	in.preloaded = false
 	if in.rev == a.rec.Package.SHA256 && len(a.waiters) > 0 {
 		w := a.waiters[0]
 		a.waiters = a.waiters[1:]
@@ -184,6 +188,18 @@ func (c *Controller) release(a *app, in *inst) {
 		return
 	}
 	in.busy = false
+	c.mu.Unlock()
+}
+
+// releaseIdle returns an instance keeping its preloaded mark (a pre-load
+// that has served no invocation).
+func (c *Controller) releaseIdle(a *app, in *inst) {
+	c.mu.Lock()
+	pre := in.preloaded
+	c.mu.Unlock()
+	c.release(a, in)
+	c.mu.Lock()
+	in.preloaded = pre && !in.busy
 	c.mu.Unlock()
 }
 
@@ -253,9 +269,20 @@ func (c *Controller) scan() {
 			why string
 		}
 		var unload, poll []job
+		var preload []string
 		now := time.Now()
 		c.mu.Lock()
-		for _, a := range c.apps {
+		for name, a := range c.apps {
+			prev := a.decision
+			a.decision = a.policy.Decide()
+			if a.decision.Mode != prev.Mode || a.decision.PreWarm != prev.PreWarm || a.decision.KeepAlive != prev.KeepAlive {
+				c.log.Info("keep-alive policy", "app", name, "mode", a.decision.Mode, "prewarm", a.decision.PreWarm,
+					"keepalive", a.decision.KeepAlive, "reason", a.decision.Reason)
+			}
+			if a.preloadDue(now) {
+				a.preloadedAt = a.lastEnd
+				preload = append(preload, name)
+			}
 			for _, in := range a.instances {
 				switch {
 				case in.orphan:
@@ -263,8 +290,8 @@ func (c *Controller) scan() {
 				case in.busy:
 				case in.rev != a.rec.Package.SHA256:
 					unload = append(unload, job{a, in, "a newer version was deployed"})
-				case now.Sub(in.lastUsed) >= a.spec.KeepAlive.D():
-					unload = append(unload, job{a, in, "idle for its keep-alive of " + a.spec.KeepAlive.D().String()})
+				case now.Sub(in.lastUsed) >= a.keepFor(in):
+					unload = append(unload, job{a, in, "idle for its keep-alive of " + a.keepFor(in).String() + " (" + string(a.decision.Mode) + ")"})
 				}
 			}
 			for _, j := range unload {
@@ -277,6 +304,16 @@ func (c *Controller) scan() {
 		for _, j := range unload {
 			c.m.unloads.WithLabelValues(j.a.rec.Name).Inc()
 			go c.unload(j.in, j.why)
+		}
+		for _, name := range preload {
+			c.m.preloads.WithLabelValues(name).Inc()
+			go func() {
+				ctx, cancel := context.WithTimeout(c.ctx, 5*time.Minute)
+				defer cancel()
+				if _, err := c.preloadNow(ctx, name); err != nil {
+					c.log.Warn("scheduled pre-load failed", "app", name, "err", err)
+				}
+			}()
 		}
 		for _, j := range poll {
 			var info agent.InstanceInfo

@@ -145,6 +145,9 @@ type metrics struct {
 	triggers         *prometheus.CounterVec
 	pipelines        *prometheus.CounterVec
 	dropped          *prometheus.CounterVec
+	prewarms         *prometheus.CounterVec
+	prewarmObjects   *prometheus.CounterVec
+	preloads         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
@@ -169,8 +172,15 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 			Help: "Pipeline runs by result."}, []string{"app", "pipeline", "result"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_pipeline_intermediate_dropped_total",
 			Help: "Intermediate objects dropped from cachelets when pipeline runs ended."}, []string{"app"}),
+		prewarms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_prewarms_total",
+			Help: "Pre-warms started (an instance pre-loaded and filled from access history)."}, []string{"app"}),
+		preloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_preloads_total",
+			Help: "Pre-loads scheduled by the keep-alive policy (hybrid histogram) ahead of an expected invocation."}, []string{"app"}),
+		prewarmObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_prewarm_selected_objects_total",
+			Help: "Objects selected for pre-warming."}, []string{"app"}),
 	}
 	if reg != nil {
+		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads)
 		reg.MustRegister(m.invocations, m.seconds, m.readBytes, m.coldStarts, m.coldStartSeconds, m.unloads, m.triggers, m.pipelines, m.dropped,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_instances", Help: "Instances loaded, all applications."}, func() float64 {
 				c.mu.Lock()

@@ -230,9 +230,11 @@ func TestConcurrent(t *testing.T) {
 				p.Observe(time.Duration(i) * time.Second)
 				p.Finished(at.Add(time.Second))
 				if i%50 == 0 {
+					// Snapshot only: a Restore here would replace what the
+					// other goroutines observed since the snapshot.
 					_ = p.Decide()
-					if err := p.Restore(p.Snapshot()); err != nil {
-						t.Error(err)
+					if len(p.Snapshot()) == 0 {
+						t.Error("empty snapshot")
 					}
 				}
 			}

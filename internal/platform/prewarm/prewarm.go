@@ -110,6 +110,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// MaxWindowOrDefault is MaxWindow, or its default when unset.
+func (c Config) MaxWindowOrDefault() time.Duration {
+	_ = c.defaults()
+	return c.MaxWindow
+}
+
 // Window is how far back to merge records for an application whose mean
 // time between invocations is meanGap (0 when unknown): Periods of them,
 // within [MinWindow, MaxWindow].
