@@ -150,6 +150,9 @@ type Cachelet struct {
 	hmu     sync.Mutex
 	handoff chan struct{}
 
+	// Keys evicted, for counting repeat evictions (counters.go).
+	evicted evictionLog
+
 	// Access metadata (access.go) and the keys pre-warmed and not read yet.
 	access    accessLog
 	prewarmMu sync.Mutex
@@ -238,6 +241,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))
+		c.evicted.note(e.Key())
 		if user != nil {
 			user(e)
 		}

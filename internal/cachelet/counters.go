@@ -1,6 +1,11 @@
 package cachelet
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hoard-io/hoard/internal/cache"
+)
 
 // Counters is a snapshot of what the cachelet has served since it started,
 // for a platform that diffs two snapshots to learn one invocation's reads
@@ -16,6 +21,10 @@ type Counters struct {
 	CacheBytes   int64 `json:"cache_bytes"`
 	CacheObjects int64 `json:"cache_objects"`
 	BudgetBytes  int64 `json:"budget_bytes"`
+	// EvictedAgain counts evictions of objects this cachelet had evicted
+	// before: the cache-size scaling policy's sign that the cache is too
+	// small for the working set (Faa$T §4).
+	EvictedAgain int64 `json:"evicted_again"`
 }
 
 // ReadCounters splits reads by how they were served. A read counts once
@@ -87,5 +96,31 @@ func (c *Cachelet) Counters() Counters {
 		CacheBytes:   s.Bytes,
 		CacheObjects: int64(s.Objects),
 		BudgetBytes:  s.Budget,
+		EvictedAgain: c.evicted.again.Load(),
 	}
+}
+
+// maxEvictedKeys bounds the keys remembered as evicted; when full the
+// memory starts over (an object evicted again after that is missed once).
+const maxEvictedKeys = 100000
+
+// evictionLog remembers which keys were evicted, to count repeat
+// evictions.
+type evictionLog struct {
+	mu    sync.Mutex
+	seen  map[cache.Key]struct{}
+	again atomic.Int64
+}
+
+func (l *evictionLog) note(k cache.Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[k]; ok {
+		l.again.Add(1)
+		return
+	}
+	if l.seen == nil || len(l.seen) >= maxEvictedKeys {
+		l.seen = map[cache.Key]struct{}{}
+	}
+	l.seen[k] = struct{}{}
 }

@@ -89,3 +89,20 @@ func TestCountersRemote(t *testing.T) {
 		t.Fatalf("writes = %d, want 1", w)
 	}
 }
+
+func TestEvictedAgain(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Cache.Budget = 10000; c.Cache.MaxObjectSize = 6000 })
+	a, b := object("a", 1, 6000), object("b", 1, 6000)
+	e.storePut("a", a)
+	e.storePut("b", b)
+	for range 3 { // a and b cannot both fit: each read evicts the other
+		e.mustRead("a", a, LocalMiss)
+		e.settle()
+		e.mustRead("b", b, LocalMiss)
+		e.settle()
+	}
+	// Evictions: a, b, a, b, a (the first of each is not a repeat).
+	if got := e.c.Counters().EvictedAgain; got != 3 {
+		t.Errorf("EvictedAgain = %d; want 3", got)
+	}
+}

@@ -411,11 +411,21 @@ func (in *Instance) fetchStats(ctx context.Context) (map[string]ReadCount, error
 		return nil, fmt.Errorf("cachelet stats: %s", resp.Status)
 	}
 	var s struct {
-		Reads map[string]ReadCount `json:"reads"`
+		Reads        map[string]ReadCount `json:"reads"`
+		EvictedAgain int64                `json:"evicted_again"`
+		CacheBytes   int64                `json:"cache_bytes"`
+		BudgetBytes  int64                `json:"budget_bytes"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
 		return nil, err
 	}
+	cc := CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
+	for _, r := range s.Reads {
+		cc.Reads += r.Count
+	}
+	in.mu.Lock()
+	in.cacheCounters = cc
+	in.mu.Unlock()
 	return s.Reads, nil
 }
 

@@ -101,6 +101,17 @@ type InstanceInfo struct {
 	Invocations int64         `json:"invocations"`
 	OOMKills    uint64        `json:"oom_kills"`
 	Prewarm     PrewarmStatus `json:"prewarm"`
+	// Cache is the instance's cachelet's counters (its /stats), for the
+	// scale controller's cache-size policy.
+	Cache CacheCounters `json:"cache"`
+}
+
+// CacheCounters are a cachelet's cumulative counters.
+type CacheCounters struct {
+	Reads        int64 `json:"reads"`         // reads of every access type
+	EvictedAgain int64 `json:"evicted_again"` // evictions of objects evicted before
+	CacheBytes   int64 `json:"cache_bytes"`
+	BudgetBytes  int64 `json:"budget_bytes"`
 }
 
 // InvokeRequest runs one function in an instance.

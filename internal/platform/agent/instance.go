@@ -43,9 +43,10 @@ type Instance struct {
 	tornDown    bool
 	done        chan struct{}
 
-	prewarm     PrewarmStatus
-	prewarmStop context.CancelFunc // ends the pre-warm run
-	batchStop   context.CancelFunc // ends the pre-warm batch in flight
+	prewarm       PrewarmStatus
+	cacheCounters CacheCounters      // as of the last /stats read
+	prewarmStop   context.CancelFunc // ends the pre-warm run
+	batchStop     context.CancelFunc // ends the pre-warm batch in flight
 }
 
 // load brings the instance up; on error the caller tears it down.
@@ -106,7 +107,15 @@ func (in *Instance) Info() InstanceInfo {
 		StartedAt: in.started, LastUsed: in.lastUsed, StartMillis: float64(in.startDur.Microseconds()) / 1e3,
 		Invocations: in.invocations, Prewarm: in.prewarm,
 	}
-	box := in.box
+	box, state := in.box, in.state
+	in.mu.Unlock()
+	if state == StateIdle || state == StateBusy {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = in.fetchStats(ctx)
+		cancel()
+	}
+	in.mu.Lock()
+	info.Cache = in.cacheCounters
 	in.mu.Unlock()
 	if box != nil {
 		info.MemoryLimit, info.Enforced = box.Limit(), box.Enforced()

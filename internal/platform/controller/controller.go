@@ -28,6 +28,7 @@ import (
 	"github.com/hoard-io/hoard/internal/platform/agent"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/platform/keepalive"
+	"github.com/hoard-io/hoard/internal/platform/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// percentiles, margin); its Fixed is each spec's keep_alive. Default:
 	// the policy's defaults (1-minute bins over 4 hours).
 	KeepAlive keepalive.Config
+	// VoteInterval is how often the scale controller asks for votes;
+	// default 5 s.
+	VoteInterval time.Duration
 	// DedupWindow is how long an object-created event is remembered so
 	// the same write notified twice (by a cachelet and by the store) runs
 	// its triggers once; default 10 minutes.
@@ -116,6 +120,12 @@ type app struct {
 	inFlight    int
 	preloadedAt time.Time // the lastEnd a pre-load ran for
 	decision    keepalive.Decision
+
+	// The scale controller (scale.go).
+	scaleMu      sync.Mutex // one round at a time
+	pendingVotes []scaling.Vote
+	lastVote     time.Time
+	events       []Event
 }
 
 // inst is one instance as the controller sees it.
@@ -123,6 +133,8 @@ type inst struct {
 	id, agentID, agentURL, rev, endpoint string
 	busy                                 bool
 	preloaded                            bool // started by a pre-load, not used yet
+	lastCache                            agent.CacheCounters
+	counted                              bool // lastCache holds a reading
 	orphan                               bool // adopted busy after a restart: polled until idle
 	lastUsed                             time.Time
 }
@@ -146,6 +158,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 	if cfg.DedupWindow == 0 {
 		cfg.DedupWindow = 10 * time.Minute
 	}
+	if cfg.VoteInterval == 0 {
+		cfg.VoteInterval = 5 * time.Second
+	}
 	c := &Controller{cfg: cfg, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
 		agents: newAgentClient(cfg.Etcd, cfg.AgentToken)}
 	c.m = newMetrics(cfg.Registerer, c)
@@ -153,8 +168,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.scan()
+	go c.scaler()
 	return c, nil
 }
 
@@ -369,6 +385,8 @@ type AppInfo struct {
 	Credentials *agent.Credentials   `json:"credentials,omitempty"`
 	Spec        string               `json:"spec,omitempty"`
 	Stats       map[string]FuncStats `json:"stats,omitempty"`
+	Events      []Event              `json:"events,omitempty"`
+	KeepAlive   *keepalive.Decision  `json:"keep_alive,omitempty"`
 }
 
 // InstanceSummary is an instance in AppInfo.
@@ -420,6 +438,9 @@ func (c *Controller) info(a *app) AppInfo {
 	for _, fs := range a.fstats {
 		info.Invocations += fs.n
 	}
+	info.Events = append([]Event(nil), a.events...)
+	d := a.decision
+	info.KeepAlive = &d
 	return info
 }
 

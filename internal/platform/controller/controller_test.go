@@ -23,6 +23,7 @@ import (
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/platform/agent"
 	"github.com/hoard-io/hoard/internal/platform/keepalive"
+	"github.com/hoard-io/hoard/internal/platform/scaling"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 
@@ -36,6 +37,8 @@ type fakeAgent struct {
 	starts    atomic.Int32
 	stops     atomic.Int32
 	failNext  atomic.Bool // the next invocation's instance has died
+	// What every instance's cachelet reports (cumulative).
+	evictedAgain, reads atomic.Int64
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -50,6 +53,17 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		a.revs[req.ID] = req.Package.SHA256
 		a.mu.Unlock()
 		writeJSON(w, http.StatusCreated, agent.InstanceInfo{ID: req.ID, App: req.App, Rev: req.Package.SHA256, State: agent.StateIdle})
+	})
+	mux.HandleFunc("GET /v1/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		st, ok := a.instances[r.PathValue("id")]
+		if !ok {
+			writeError(w, http.StatusNotFound, errors.New("no such instance"))
+			return
+		}
+		writeJSON(w, http.StatusOK, agent.InstanceInfo{ID: r.PathValue("id"), State: st, Rev: a.revs[r.PathValue("id")],
+			Cache: agent.CacheCounters{EvictedAgain: a.evictedAgain.Load(), Reads: a.reads.Load()}})
 	})
 	mux.HandleFunc("GET /v1/instances", func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
@@ -118,6 +132,10 @@ func pkg(t *testing.T, spec string) []byte {
 }
 
 func setup(t *testing.T) (*Controller, *fakeAgent, *clientv3.Client) {
+	return setupWith(t, Config{})
+}
+
+func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Client) {
 	t.Helper()
 	ctx := context.Background()
 	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -135,8 +153,11 @@ func setup(t *testing.T) (*Controller, *fakeAgent, *clientv3.Client) {
 	if _, err := cli.Put(ctx, agent.EtcdPrefix+"fake", string(reg)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(ctx, Config{Etcd: cli, Store: memstore.New(), AgentToken: "tok", ScanInterval: 20 * time.Millisecond},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.Etcd, cfg.Store, cfg.AgentToken, cfg.ScanInterval = cli, memstore.New(), "tok", 20*time.Millisecond
+	if cfg.VoteInterval == 0 {
+		cfg.VoteInterval = time.Hour // rounds only when a test asks
+	}
+	c, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,5 +385,60 @@ func waitFor(t *testing.T, what string, timeout time.Duration, f func() bool) {
 			t.Fatalf("%s: not after %s", what, timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestScaleVotes: an urgent external vote scales out at once; the cache
+// policy scales out when objects are evicted again; with no traffic every
+// policy agrees to scale in, one instance a round, never below one.
+func TestScaleVotes(t *testing.T) {
+	c, fa, _ := setupWith(t, Config{VoteInterval: time.Hour})
+	ctx := context.Background()
+	if _, err := c.Deploy(ctx, pkg(t, strings.Replace(strings.Replace(spec, "keep_alive: 1s", "keep_alive: 1h", 1), "max_instances: 2", "max_instances: 4", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Invoke(ctx, "app", "f", nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Vote("app", scaling.Vote{Policy: "bandwidth", Delta: 2, Urgent: true, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "urgent scale-out to 3", 5*time.Second, func() bool { return fa.count() == 3 })
+
+	c.scaleApp(ctx, "app") // first reading of the counters: the cache policy holds
+	if fa.count() != 3 {
+		t.Fatalf("%d instances after the first round; want 3 held", fa.count())
+	}
+	fa.evictedAgain.Add(2)
+	fa.reads.Add(1000)
+	c.scaleApp(ctx, "app")
+	waitFor(t, "cache-size scale-out to 4", 5*time.Second, func() bool { return fa.count() == 4 })
+
+	// Idle, no accesses: each round takes one instance away, down to one
+	// (a round that meets an instance for the first time holds).
+	for want := 3; want >= 1; want-- {
+		for round := 0; round < 3 && fa.count() > want; round++ {
+			c.mu.Lock()
+			c.apps["app"].lastVote = time.Now().Add(-time.Minute) // a minute with no traffic
+			c.mu.Unlock()
+			c.scaleApp(ctx, "app")
+			waitFor(t, "the unload", 5*time.Second, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.apps["app"].instances) == fa.count() })
+		}
+		if fa.count() != want {
+			t.Fatalf("%d instances; want %d", fa.count(), want)
+		}
+	}
+	c.scaleApp(ctx, "app")
+	time.Sleep(100 * time.Millisecond)
+	if fa.count() != 1 {
+		t.Errorf("%d instances; the scaler never drops the last one", fa.count())
+	}
+	info := c.Apps()[0]
+	kinds := map[string]int{}
+	for _, e := range info.Events {
+		kinds[e.Kind]++
+	}
+	if kinds["scale"] < 5 {
+		t.Errorf("events %+v", info.Events)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/platform/agent"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/platform/scaling"
 )
 
 // The controller's HTTP API. Everything under /v1 needs "Authorization:
@@ -30,6 +31,7 @@ import (
 //	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
 //	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
 //	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
+//	POST   /v1/apps/{app}/votes                      body: scaling.Vote (unrequested; urgent ones act at once)
 //	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
 
@@ -118,6 +120,22 @@ func (c *Controller) Handler(token string) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, logs)
+	})
+	mux.HandleFunc("POST /v1/apps/{app}/votes", func(w http.ResponseWriter, r *http.Request) {
+		var v scaling.Vote
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		if err := json.Unmarshal(body, &v); err != nil || v.Delta == 0 {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("want a vote {\"policy\", \"delta\" (non-zero), \"urgent\", \"reason\"}: %v", err))
+			return
+		}
+		if err := c.Vote(r.PathValue("app"), v); err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
 	})
 	mux.HandleFunc("POST /v1/apps/{app}/preload", func(w http.ResponseWriter, r *http.Request) {
 		warm := r.URL.Query().Get("warm") != "false"

@@ -144,6 +144,11 @@ func (c *Controller) Preload(ctx context.Context, appName string, warm bool) (*S
 // loaded and pre-warmed before the next invocation is expected.
 func (c *Controller) preloadNow(ctx context.Context, appName string) (*Selection, error) {
 	c.log.Info("pre-loading ahead of the next expected invocation", "app", appName)
+	if a, err := c.app(appName); err == nil {
+		c.mu.Lock()
+		a.event("preload", "pre-loading ahead of the next expected invocation (%s)", a.decision.Reason)
+		c.mu.Unlock()
+	}
 	return c.preload(ctx, appName, true)
 }
 
@@ -195,6 +200,9 @@ func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*S
 			c.log.Warn("pre-warm request failed", "instance", x.id, "err", err)
 		}
 	}
+	c.mu.Lock()
+	a.event("prewarm", "%d objects (%d bytes) selected from %d unload records over %s", len(keys), sel.Bytes, sel.Records, sel.Window)
+	c.mu.Unlock()
 	c.m.prewarms.WithLabelValues(appName).Inc()
 	c.m.prewarmObjects.WithLabelValues(appName).Add(float64(len(keys)))
 	c.log.Info("pre-warming", "app", appName, "objects", len(keys), "bytes", sel.Bytes, "records", sel.Records, "window", sel.Window)

@@ -98,10 +98,7 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 	}
 	if a.current()+a.starting < a.spec.MaxInstances {
 		a.starting++
-		a.seq++
-		id := fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3))
-		req := agent.StartRequest{App: a.rec.Name, ID: id, Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials,
-			Metadata: c.metadataLocation(a.rec.Name)}
+		req := c.startRequest(a)
 		c.mu.Unlock()
 		in, err := c.start(ctx, req)
 		c.mu.Lock()
@@ -145,6 +142,14 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 		}
 		return nil, false, ctx.Err()
 	}
+}
+
+// startRequest is the agent's request for a new instance of the
+// application's deployed version; the caller holds c.mu.
+func (c *Controller) startRequest(a *app) agent.StartRequest {
+	a.seq++
+	return agent.StartRequest{App: a.rec.Name, ID: fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3)),
+		Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials, Metadata: c.metadataLocation(a.rec.Name)}
 }
 
 // idle picks the most recently used idle instance of the deployed
@@ -276,6 +281,7 @@ func (c *Controller) scan() {
 			prev := a.decision
 			a.decision = a.policy.Decide()
 			if a.decision.Mode != prev.Mode || a.decision.PreWarm != prev.PreWarm || a.decision.KeepAlive != prev.KeepAlive {
+				a.event("keepalive", "%s: pre-warm after %s, keep alive %s (%s)", a.decision.Mode, a.decision.PreWarm, a.decision.KeepAlive, a.decision.Reason)
 				c.log.Info("keep-alive policy", "app", name, "mode", a.decision.Mode, "prewarm", a.decision.PreWarm,
 					"keepalive", a.decision.KeepAlive, "reason", a.decision.Reason)
 			}

@@ -148,6 +148,8 @@ type metrics struct {
 	prewarms         *prometheus.CounterVec
 	prewarmObjects   *prometheus.CounterVec
 	preloads         *prometheus.CounterVec
+	votes            *prometheus.CounterVec
+	decisions        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
@@ -174,13 +176,17 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 			Help: "Intermediate objects dropped from cachelets when pipeline runs ended."}, []string{"app"}),
 		prewarms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_prewarms_total",
 			Help: "Pre-warms started (an instance pre-loaded and filled from access history)."}, []string{"app"}),
+		votes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_scale_votes_total",
+			Help: "Scale controller votes by policy (compute, cache, bandwidth, external) and direction (out, in, hold)."}, []string{"app", "policy", "direction"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_scale_decisions_total",
+			Help: "Scale decisions applied, by direction."}, []string{"app", "direction"}),
 		preloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_preloads_total",
 			Help: "Pre-loads scheduled by the keep-alive policy (hybrid histogram) ahead of an expected invocation."}, []string{"app"}),
 		prewarmObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_prewarm_selected_objects_total",
 			Help: "Objects selected for pre-warming."}, []string{"app"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads)
+		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads, m.votes, m.decisions)
 		reg.MustRegister(m.invocations, m.seconds, m.readBytes, m.coldStarts, m.coldStartSeconds, m.unloads, m.triggers, m.pipelines, m.dropped,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_instances", Help: "Instances loaded, all applications."}, func() float64 {
 				c.mu.Lock()
