@@ -239,6 +239,19 @@ func printDemoReport(p *platform.Platform, apps []string, stdout io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(stdout, "\nPlatform decisions (the latest per application):")
+	for _, info := range p.Controller.Apps() {
+		if info.KeepAlive != nil {
+			fmt.Fprintf(stdout, "  %-16s keep-alive: %s (%s)\n", info.Name, info.KeepAlive.Mode, info.KeepAlive.Reason)
+		}
+		evs := info.Events
+		if len(evs) > 3 {
+			evs = evs[len(evs)-3:]
+		}
+		for _, e := range evs {
+			fmt.Fprintf(stdout, "  %-16s %s %-9s %s\n", info.Name, e.Time.Local().Format("15:04:05"), e.Kind, e.Detail)
+		}
+	}
 	fmt.Fprintln(stdout, strings.TrimSpace(`
 Reads are count/bytes per access type: LH local hit, RH remote hit (another
 instance's cachelet had it), LM local miss (this cachelet owns the key and
