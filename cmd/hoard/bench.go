@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bench"
@@ -23,6 +25,7 @@ var benchmarks = []struct {
 }{
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
+	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -290,4 +293,180 @@ func printReport(rep benchReport, jsonPath string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "wrote %s\n", jsonPath)
 	}
 	return nil
+}
+
+func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench all", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: hoard bench all [--quick] [--only a,b] --report DIR [flags]\n\n"+
+			"Runs every registered experiment, writes DIR/results.json, then renders\n"+
+			"DIR/index.html, DIR/report.md and DIR/plots/*.png with python -m hoard_bench.report\n"+
+			"(the project venv's Python). An experiment that fails is reported as failed and\n"+
+			"the others still run; the exit status is 1 then.\n\nexperiments:")
+		for _, e := range bench.Experiments() {
+			fmt.Fprintf(stderr, "  %-12s %s\n  %-12s quick: %s; full: %s\n", e.Name, e.Title, "", describeOptions(e.Quick), describeOptions(e.Full))
+		}
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	root := findRepoRoot()
+	defPython := ""
+	if root != "" {
+		if p := filepath.Join(root, ".venv", "bin", "python"); isFile(p) {
+			defPython = p
+		}
+	}
+	var (
+		quick, render                                        bool
+		only, dir, python, minioBin, redisBin, tmp, logLevel string
+	)
+	fs.BoolVar(&quick, "quick", false, "short run: small sizes and few iterations (minutes on a small machine)")
+	fs.StringVar(&only, "only", "", "comma-separated experiments to run (default: all of them)")
+	fs.StringVar(&dir, "report", "", "directory to write the report into (required; created if missing)")
+	fs.BoolVar(&render, "render", true, "render index.html and report.md from results.json (needs --python)")
+	fs.StringVar(&python, "python", defPython, "Python interpreter with matplotlib and boto3 (the repository's .venv)")
+	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
+	fs.StringVar(&redisBin, "redis-server", "", "redis-server binary (default: $PATH, /usr/bin/redis-server; left out with a note when missing)")
+	fs.StringVar(&tmp, "tmp", "", "directory for the runs' scratch data (default: the system temp dir)")
+	fs.StringVar(&logLevel, "log-level", "error", "log level of the servers started for the runs")
+	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if dir == "" {
+		return fmt.Errorf("%w: --report DIR is required", errUsage)
+	}
+	var names []string
+	for part := range strings.SplitSeq(only, ",") {
+		if part = strings.TrimSpace(part); part != "" && !slices.Contains(names, part) {
+			names = append(names, part)
+		}
+	}
+	if only != "" && len(names) == 0 {
+		return fmt.Errorf("%w: --only: no experiments", errUsage)
+	}
+	exps, err := bench.SelectExperiments(names)
+	if err != nil {
+		return fmt.Errorf("%w: --only: %v", errUsage, err)
+	}
+	if render {
+		if python == "" {
+			return fmt.Errorf("%w: rendering the report needs --python (no .venv/bin/python found; run `make venv`), or pass --render=false", errUsage)
+		}
+		if root == "" || !isFile(filepath.Join(root, "python", "hoard_bench", "report.py")) {
+			return fmt.Errorf("%w: cannot find python/hoard_bench/report.py: run hoard bench all inside the repository, or pass --render=false", errUsage)
+		}
+	}
+	log, err := newLogger(stderr, logLevel, false)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	env := bench.Env{
+		MinIOBinary: minioBin, RedisBinary: redisBin, Python: python, ModuleRoot: root,
+		TempDir: tmp, Progress: stderr, Table: stdout, Log: log,
+	}
+	res := bench.RunAll(ctx, exps, quick, env)
+	resultsPath := filepath.Join(dir, "results.json")
+	if err := res.WriteJSONFile(resultsPath); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	writeAllSummary(stdout, res)
+	fmt.Fprintf(stderr, "wrote %s\n", resultsPath)
+	if render {
+		// Render even after an interrupt: what was measured is kept.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(rctx, python, "-m", "hoard_bench.report", resultsPath, dir)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+joinPath(filepath.Join(root, "python"), os.Getenv("PYTHONPATH")), "MPLBACKEND=Agg")
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("rendering the report (%s -m hoard_bench.report): %w", python, err)
+		}
+		fmt.Fprintf(stderr, "wrote %s and %s\n", filepath.Join(dir, "index.html"), filepath.Join(dir, "report.md"))
+	}
+	if f := res.Failed(); len(f) > 0 {
+		return fmt.Errorf("%d of %d experiments failed: %s", len(f), len(res.Experiments), strings.Join(f, ", "))
+	}
+	return ctx.Err()
+}
+
+// describeOptions says what an experiment's quick or full run does.
+func describeOptions(o bench.Options) string {
+	var parts []string
+	if len(o.Sizes) > 0 {
+		var s []string
+		for _, n := range o.Sizes {
+			s = append(s, bench.FormatSize(n))
+		}
+		parts = append(parts, "sizes "+strings.Join(s, ", "))
+	}
+	if o.Iterations > 0 {
+		parts = append(parts, fmt.Sprintf("%d iterations", o.Iterations))
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeAllSummary prints one line per experiment.
+func writeAllSummary(w io.Writer, res *bench.Results) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "experiment\tstatus\ttime\tpaper rows\tshort\tplots")
+	for _, e := range res.Experiments {
+		short := 0
+		for _, r := range e.Rows {
+			if r.Short {
+				short++
+			}
+		}
+		status := e.Status
+		if e.Error != "" {
+			msg, _, _ := strings.Cut(e.Error, "\n")
+			status += ": " + msg
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%d\n", e.Experiment, status, e.Seconds, len(e.Rows), short, len(e.Plots))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "total %.1fs\n", res.Seconds)
+}
+
+// findRepoRoot is the module root above the working directory, or else
+// above the running binary (bin/hoard run from elsewhere), or "".
+func findRepoRoot() string {
+	if root := findModuleRoot(); root != "" {
+		return root
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return ""
+	}
+	for dir := filepath.Dir(exe); ; {
+		if isFile(filepath.Join(dir, "go.mod")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// joinPath prepends dir to a PATH-like list.
+func joinPath(dir, list string) string {
+	if list == "" {
+		return dir
+	}
+	return dir + string(os.PathListSeparator) + list
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `hoard bench all` refuses bad invocations before running anything.
+func TestBenchAllFlags(t *testing.T) {
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report")
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{"help", []string{"bench", "all", "-h"}, 0, "experiments:"},
+		{"no report", []string{"bench", "all", "--quick"}, 2, "--report DIR is required"},
+		{"unknown experiment", []string{"bench", "all", "--report", report, "--only", "access,nope"}, 2, `unknown experiment "nope"`},
+		{"empty only", []string{"bench", "all", "--report", report, "--only", ","}, 2, "--only: no experiments"},
+		{"extra argument", []string{"bench", "all", "--report", report, "access"}, 2, `unexpected argument "access"`},
+		{"bad flag", []string{"bench", "all", "--sizes", "1KiB"}, 2, "flag provided but not defined"},
+		{"no python", []string{"bench", "all", "--report", report, "--python", ""}, 2, "--render=false"},
+		{"bad log level", []string{"bench", "all", "--report", report, "--render=false", "--log-level", "loud"}, 2, "bad log level"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), tt.args, &out, &errOut)
+		if code != tt.code || !strings.Contains(out.String()+errOut.String(), tt.wantErr) {
+			t.Errorf("%s: hoard %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s",
+				tt.name, strings.Join(tt.args, " "), code, tt.code, tt.wantErr, out.String(), errOut.String())
+		}
+	}
+	if _, err := os.Stat(report); !os.IsNotExist(err) {
+		t.Errorf("a refused invocation created the report directory (%v)", err)
+	}
+}
+
+func TestBenchAllHelpListsExperiments(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "all", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"access", "consistency", "quick: sizes 1 KiB", "quick: 200 iterations"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	out.Reset()
+	errOut.Reset()
+	run(context.Background(), []string{"bench", "--help"}, &out, &errOut)
+	if !strings.Contains(errOut.String(), "all ") {
+		t.Errorf("hoard bench --help does not list all:\n%s", errOut.String())
+	}
+}
