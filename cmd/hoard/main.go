@@ -30,7 +30,7 @@ func commands() []command {
 		{"up", "start MinIO and a cachelet in front of it on loopback (the local default)", runUp},
 		{"down", "stop what `hoard up --detach` started", runDown},
 		{"serve", "run a cachelet in front of any S3 endpoint", runServe},
-		{"bench", "run a benchmark (hoard bench access)", runBench},
+		{"bench", "run a benchmark, or all of them with a report (hoard bench -h)", runBench},
 		{"deploy", "deploy an application directory (hoard.yaml) to the platform", runDeploy},
 		{"invoke", "invoke a function or run a pipeline of an application", runInvoke},
 		{"apps", "list the deployed applications and their instances", runApps},

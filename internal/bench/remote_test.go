@@ -69,7 +69,7 @@ func TestWriteTableRemote(t *testing.T) {
 	for _, want := range []string{
 		"remote: two cachelets of one application",
 		"remote:     RH/LH remote-hit/warm p50 1.15x | remote-hit/warm-local p50 9.20x | remote-miss/cold p50 1.30x | remote-miss/store p50 1.62x",
-		FaasTRemoteHit,
+		PaperRemoteHit,
 		"RH/LH <= ~1.13x",
 	} {
 		if !strings.Contains(out, want) {
