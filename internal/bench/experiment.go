@@ -85,6 +85,7 @@ func Experiments() []Experiment {
 	return []Experiment{
 		accessExperiment(),
 		consistencyExperiment(),
+		prewarmExperiment(),
 	}
 }
 
