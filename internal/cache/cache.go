@@ -10,7 +10,7 @@ import (
 // Config sizes the memory tier and picks its eviction policy.
 type Config struct {
 	// Budget is the most bytes the cache holds, counting fills in progress.
-	// Required (> 0).
+	// Required (> 0). SetBudget changes it at run time (down to 0).
 	Budget int64
 	// MaxObjectSize is the largest object admitted; larger ones are streamed
 	// through without being kept. Default (0): Budget / 2, so one huge
@@ -18,8 +18,9 @@ type Config struct {
 	MaxObjectSize int64
 	// OnEvict, if set, is called (under the cache's lock, so it must be
 	// quick and must not call back into the cache) for each entry evicted
-	// to make room. Removals by Remove, and expired entries dropped when
-	// looked up, are not evictions.
+	// to make room or to fit a budget SetBudget lowered. Removals by
+	// Remove, and expired entries dropped when looked up, are not
+	// evictions.
 	OnEvict func(*Entry)
 
 	// Policy picks which entry is evicted when room is needed: one of
@@ -90,10 +91,10 @@ func (c *Config) Validate() error {
 // Stats is a snapshot of the cache's occupancy.
 type Stats struct {
 	Objects   int
-	Bytes     int64 // held by complete entries
-	Reserved  int64 // held by fills in progress
-	Budget    int64
-	Evictions uint64 // entries evicted to make room
+	Bytes     int64  // held by complete entries
+	Reserved  int64  // held by fills in progress
+	Budget    int64  // as configured, or as SetBudget last set it
+	Evictions uint64 // entries evicted to make room or to fit a lowered budget
 	// EvictedNotOwned and EvictedOwned split Evictions by whether this
 	// cachelet owned the entry (by Owns at its Add or at the last
 	// OwnershipChanged).
@@ -203,14 +204,22 @@ func (c *Cache) Release(size int64) {
 
 // Add moves a completed fill's reservation into the cache as e, replacing
 // any entry of the same key. e must be complete and must have been
-// reserved with Reserve(e.Size()). If e is doomed (Doom was called on it)
-// the reservation is released and e is not added; Add reports whether e was
-// added. Config.Owns is asked about e's key.
+// reserved with Reserve(e.Size()). If e is doomed (Doom was called on it),
+// or SetBudget has since lowered the budget so far that e no longer fits
+// beside the other reservations, the reservation is released and e is not
+// added; Add reports whether e was added. Config.Owns is asked about e's
+// key.
 func (c *Cache) Add(e *Entry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reserved -= e.Size()
 	if e.doomed.Load() || !e.Complete() {
+		return false
+	}
+	if c.reserved+e.Size() > c.cfg.Budget {
+		// SetBudget lowered the budget below what the fills in flight
+		// had reserved: this one no longer fits, even with every entry
+		// evicted. It is not added (its readers keep their copy).
 		return false
 	}
 	if old := c.items[e.key]; old != nil {
@@ -321,6 +330,29 @@ func (c *Cache) Clear() int {
 		c.remove(e)
 	}
 	return n
+}
+
+// SetBudget changes the budget to n bytes (a negative n is 0) and, when
+// it shrinks, evicts complete entries in the policy's order until what they
+// hold plus the reservations of fills in flight fits in n, or no entry is
+// left. It returns the bytes of the entries it evicted; they count as
+// evictions (Stats.Evictions, Config.OnEvict) like those that make room.
+//
+// Reservations are never evicted: if those of the fills in flight alone
+// exceed n, the cache holds no complete entry until enough of them end, a
+// fill that no longer fits when it completes is not added (Add refuses
+// it), and Reserve refuses new fills until there is room. Raising the
+// budget evicts nothing. MaxObjectSize stays as configured, but no object
+// larger than the budget can be reserved. The memory daemon calls it
+// (through the cachelet) to give the function memory the cache holds.
+func (c *Cache) SetBudget(n int64) (freed int64) {
+	n = max(n, 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Budget = n
+	before := c.bytes
+	c.makeRoom(0)
+	return before - c.bytes
 }
 
 // Stats returns a snapshot of occupancy.

@@ -403,7 +403,9 @@ func testModel(t *testing.T, p Policy) {
 		return class, expires, m.last
 	}
 	failed := false
-	cfg := Config{Budget: 200_000, MaxObjectSize: 40_000, Owns: owns, OnEvict: func(e *Entry) {
+	const budget = 200_000
+	var evictedBytes int64
+	cfg := Config{Budget: budget, MaxObjectSize: 40_000, Owns: owns, OnEvict: func(e *Entry) {
 		var first *modelEntry
 		for _, m := range model {
 			if first == nil {
@@ -433,6 +435,7 @@ func testModel(t *testing.T, p Policy) {
 		}
 		delete(model, e.Key())
 		evicted[e] = true
+		evictedBytes += e.Size()
 		want.Evictions++
 		if m.owned {
 			want.EvictedOwned++
@@ -452,7 +455,7 @@ func testModel(t *testing.T, p Policy) {
 		return rng.Int64N(45_000) // around the 12 KiB threshold, and some too large
 	}
 	var fills []*Entry
-	var ops [12]int
+	var ops [13]int
 	for i := range 5000 {
 		k := Key{Bucket: fmt.Sprint("b", rng.IntN(3)), Object: fmt.Sprint("k", rng.IntN(40))}
 		op := rng.IntN(100)
@@ -470,6 +473,14 @@ func testModel(t *testing.T, p Policy) {
 			case 0, 1:
 				ops[1]++
 				f.finish()
+				// It fits unless SetBudget cut the budget below the
+				// reservations (its own included).
+				if s := c.Stats(); s.Reserved > s.Budget {
+					if c.Add(f) {
+						t.Fatalf("op %d: Add took an entry that no longer fits: stats %+v", i, s)
+					}
+					break
+				}
 				delete(model, f.Key()) // replaced, not evicted
 				if !c.Add(f) {
 					t.Fatalf("op %d: Add refused a complete entry", i)
@@ -560,6 +571,20 @@ func testModel(t *testing.T, p Policy) {
 			c.OwnershipChanged()
 			for mk, m := range model {
 				m.owned = owns(mk)
+			}
+		case op < 97: // the memory daemon moves the budget
+			ops[12]++
+			n := int64(budget)
+			if rng.IntN(2) == 0 {
+				n = rng.Int64N(budget)
+			}
+			before := evictedBytes
+			freed := c.SetBudget(n)
+			if freed != evictedBytes-before {
+				t.Fatalf("op %d: SetBudget(%d) freed %d; it evicted %d", i, n, freed, evictedBytes-before)
+			}
+			if s := c.Stats(); s.Budget != n || s.Bytes+s.Reserved > n && s.Bytes != 0 {
+				t.Fatalf("op %d: after SetBudget(%d) stats %+v", i, n, s)
 			}
 		default:
 			ops[11]++

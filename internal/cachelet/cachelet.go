@@ -72,6 +72,15 @@ type Config struct {
 	// in memory (after the store acknowledged them). Default true; set
 	// DisableWriteCaching to turn it off.
 	DisableWriteCaching bool
+	// MemoryLimitOverhead, when positive, has the cachelet keep the Go
+	// runtime's soft memory limit (runtime/debug.SetMemoryLimit, what
+	// GOMEMLIMIT sets) at the cache's budget plus this many bytes, from New
+	// on and after every SetBudget (budget.go), so that the process's heap
+	// stays near what it caches rather than growing to twice its live
+	// bytes between collections. The limit is the process's: set it only
+	// where the cachelet is alone in its process (`hoard serve` for the
+	// platform's instances). Default 0: the limit is left alone.
+	MemoryLimitOverhead int64
 }
 
 // Validate checks the config and fills in defaults.
@@ -90,6 +99,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.MemoryLimitOverhead < 0 {
+		return errors.New("cachelet: memory limit overhead must not be negative")
 	}
 	if err := c.validateWrites(); err != nil {
 		return err
@@ -149,6 +161,9 @@ type Cachelet struct {
 	// The running ownership handoff, if any (handoff.go).
 	hmu     sync.Mutex
 	handoff chan struct{}
+
+	// budgetMu serializes budget changes (budget.go).
+	budgetMu sync.Mutex
 
 	// Keys evicted, for counting repeat evictions (counters.go).
 	evicted evictionLog
@@ -250,6 +265,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
+	c.applyMemoryLimit(ccfg.Budget)
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
 			return nil
@@ -389,8 +405,10 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 	case c.cache.Add(e):
 		c.m.fills.WithLabelValues("ok").Inc()
 		c.m.fillSeconds.Observe(time.Since(start).Seconds())
-	default:
+	case e.Doomed():
 		c.m.fills.WithLabelValues("doomed").Inc()
+	default: // the budget was lowered below the fills in flight
+		c.m.fills.WithLabelValues("over_budget").Inc()
 	}
 	c.mu.Lock()
 	if c.filling[e.Key()] == e {

@@ -21,6 +21,10 @@ type metrics struct {
 	writes       *prometheus.CounterVec
 	evictedBytes prometheus.Counter
 
+	// Budget changes (budget.go).
+	budgetChanges *prometheus.CounterVec // hoard_cachelet_budget_changes_total{direction}
+	budgetEvicted prometheus.Counter     // hoard_cachelet_budget_evicted_bytes_total
+
 	peerFallbacks prometheus.Counter
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		}, []string{"result"}),
 		fills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoard_cachelet_fills_total",
-			Help: "Downloads from the store into memory: ok, aborted, doomed (overtaken by a write).",
+			Help: "Downloads from the store into memory: ok, aborted, doomed (overtaken by a write), over_budget (the budget was lowered below the fills in flight).",
 		}, []string{"result"}),
 		fillSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hoard_cachelet_fill_seconds",
@@ -92,6 +96,17 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_prewarm_hits_total",
 		Help: "Pre-warmed objects later read as local hits (each counted once).",
 	})
+	m.budgetChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_budget_changes_total",
+		Help: "Run-time changes of the memory tier's budget (the memory daemon's), by direction: shrink or raise.",
+	}, []string{"direction"})
+	m.budgetEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_budget_evicted_bytes_total",
+		Help: "Bytes evicted from the memory tier to fit a lowered budget (the memory daemon giving the function memory); also counted in hoard_cache_evicted_bytes_total.",
+	})
+	for _, d := range []string{"shrink", "raise"} {
+		m.budgetChanges.WithLabelValues(d)
+	}
 	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
@@ -103,7 +118,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.peerFallbacks, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

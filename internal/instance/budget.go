@@ -2,10 +2,35 @@ package instance
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
+
+// MemoryLimitOverheadEnv names the environment variable that, set to a
+// size ("48MiB", or bytes), has the cachelet keep the Go runtime's soft
+// memory limit at its cache budget plus that much, following the budget
+// as it changes (cachelet.Config.MemoryLimitOverhead). The platform's node
+// agent sets it for the `hoard serve` of each instance, whose memory
+// cgroup holds the function too: the cachelet's heap must not balloon
+// past what it caches.
+const MemoryLimitOverheadEnv = "HOARD_MEMORY_LIMIT_OVERHEAD"
+
+// memoryLimitOverheadFromEnv reads MemoryLimitOverheadEnv; 0 when unset.
+func memoryLimitOverheadFromEnv() (int64, error) {
+	v := strings.TrimSpace(os.Getenv(MemoryLimitOverheadEnv))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := bytesize.Parse(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("instance: $%s=%q: want a size such as 48MiB", MemoryLimitOverheadEnv, v)
+	}
+	return n, nil
+}
 
 // DefaultBudget is the memory tier's default size: a quarter of the memory
 // this process may use — its cgroup's limit (v2 or v1) where one is set,

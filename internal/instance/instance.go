@@ -58,7 +58,8 @@ type Config struct {
 	// Store is how the cachelet reaches the store, with its own credentials.
 	Store s3store.Config
 	// Cachelet configures the cache. A zero Cache.Budget means
-	// DefaultBudget().
+	// DefaultBudget(). A zero MemoryLimitOverhead is read from
+	// $HOARD_MEMORY_LIMIT_OVERHEAD (MemoryLimitOverheadEnv), if set.
 	Cachelet cachelet.Config
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
@@ -129,6 +130,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Cachelet.Cache.Budget == 0 {
 		c.Cachelet.Cache.Budget = DefaultBudget()
+	}
+	if c.Cachelet.MemoryLimitOverhead == 0 {
+		n, err := memoryLimitOverheadFromEnv()
+		if err != nil {
+			return err
+		}
+		c.Cachelet.MemoryLimitOverhead = n
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 1 << 20

@@ -226,6 +226,35 @@ func (c *Client) Drop(ctx context.Context, addr, bucket, prefix string) (dropped
 	return res.Dropped, nil
 }
 
+// Budget sets the memory tier's budget of the cachelet at addr to n bytes
+// (n >= 0): it evicts, by its eviction policy, what no longer fits and
+// returns the memory to the operating system. The node agent's memory
+// daemon calls it, signed with the application's secret.
+func (c *Client) Budget(ctx context.Context, addr string, n int64) (BudgetResult, error) {
+	if n < 0 {
+		return BudgetResult{}, fmt.Errorf("%w: negative budget %d", ErrBadRequest, n)
+	}
+	q := url.Values{"bytes": {strconv.FormatInt(n, 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/budget?"+q.Encode(), nil)
+	if err != nil {
+		return BudgetResult{}, err
+	}
+	c.auth.Sign(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return BudgetResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return BudgetResult{}, readError(resp)
+	}
+	var res BudgetResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
+		return res, fmt.Errorf("%w: peer %s: bad budget answer: %v", store.ErrUnavailable, addr, err)
+	}
+	return res, nil
+}
+
 // Prewarm asks the cachelet at addr to fetch into memory those of keys it
 // owns and lacks (at most 10,000 a request). Canceling ctx stops it: the
 // platform pre-warms only while an instance is idle.

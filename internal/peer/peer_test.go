@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,8 @@ type fakeOwner struct {
 	notOwner    bool
 	flushes     int
 	flushRev    int64
-	drops       []Key // bucket and prefix of each drop
+	drops       []Key   // bucket and prefix of each drop
+	budgets     []int64 // each budget asked for
 }
 
 type stored struct {
@@ -103,6 +105,24 @@ func (f *fakeOwner) PeerDrop(_ context.Context, bucket, prefix string) (int, err
 		}
 	}
 	return n, nil
+}
+
+// PeerBudget records the budget and "evicts" objects (fake sizes) until
+// what is left fits.
+func (f *fakeOwner) PeerBudget(_ context.Context, n int64) (BudgetResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.budgets = append(f.budgets, n)
+	var held, freed int64
+	for k, o := range f.objects {
+		if held+o.info.Size > n {
+			freed += o.info.Size
+			delete(f.objects, k)
+			continue
+		}
+		held += o.info.Size
+	}
+	return BudgetResult{Budget: n, Freed: freed, CacheBytes: held}, nil
 }
 
 func (f *fakeOwner) get(bucket, key string) ([]byte, bool) {
@@ -448,5 +468,77 @@ func TestPrewarm(t *testing.T) {
 	var meta []Key
 	if err := cl.AccessMetadata(ctx, addr, &meta); err != nil || len(meta) != 1 || meta[0].Key != "seen" {
 		t.Errorf("AccessMetadata = %v, %v", meta, err)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	cl, owner, addr := newPair(t)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := cl.Put(ctx, addr, "bkt", k, strings.NewReader("0123456789"), 10, store.PutOptions{}, PersistSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := cl.Budget(ctx, addr, 15)
+	if err != nil || res != (BudgetResult{Budget: 15, Freed: 20, CacheBytes: 10}) {
+		t.Fatalf("Budget(15) = %+v, %v; want budget 15, 20 freed, 10 left", res, err)
+	}
+	if res, err := cl.Budget(ctx, addr, 1<<40); err != nil || res.Budget != 1<<40 || res.Freed != 0 {
+		t.Fatalf("Budget(1 TiB) = %+v, %v", res, err)
+	}
+	if _, err := cl.Budget(ctx, addr, 0); err != nil {
+		t.Fatalf("Budget(0): %v", err)
+	}
+	if _, err := cl.Budget(ctx, addr, -1); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("Budget(-1): %v, want ErrBadRequest", err)
+	}
+	if _, err := cl.Budget(ctx, "127.0.0.1:1", 5); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("unreachable peer: %v", err)
+	}
+	if want := []int64{15, 1 << 40, 0}; !slices.Equal(owner.budgets, want) {
+		t.Fatalf("owner was asked %v, want %v", owner.budgets, want)
+	}
+}
+
+// A budget request is signed, its byte count included; a malformed or
+// negative count is refused before the owner sees it.
+func TestBudgetIsSigned(t *testing.T) {
+	auth, _ := NewAuth("app1", []byte(secret), nil)
+	owner := newFakeOwner()
+	srv := httptest.NewServer(NewServer(auth, owner, nil))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	other, _ := NewAuth("app1", []byte("another-secret-0123456789"), nil)
+	if _, err := NewClient(other, ClientConfig{}).Budget(context.Background(), addr, 0); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	resp, err := http.Post(srv.URL+"/v1/budget?bytes=0", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("unsigned budget: %d, want 403", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/budget?bytes=1048576", nil)
+	auth.Sign(req)
+	req.URL.RawQuery = "bytes=0"
+	if err := auth.Verify(req); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("changed byte count: %v, want ErrBadSignature", err)
+	}
+	for _, q := range []string{"bytes=-1", "bytes=lots", ""} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/budget?"+q, nil)
+		auth.Sign(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("budget with %q: %d, want 400", q, resp.StatusCode)
+		}
+	}
+	if len(owner.budgets) != 0 {
+		t.Fatalf("owner set budgets %v on refused requests", owner.budgets)
 	}
 }

@@ -50,6 +50,11 @@ type Owner interface {
 	// JSON-encodable value (the platform saves it when the instance
 	// unloads, for pre-warming).
 	PeerAccessMetadata(ctx context.Context) (any, error)
+	// PeerBudget sets the memory tier's budget to n bytes (n >= 0),
+	// evicting by the eviction policy what no longer fits: the node
+	// agent's memory daemon gives the function memory the cache holds,
+	// and gives it back later.
+	PeerBudget(ctx context.Context, n int64) (BudgetResult, error)
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -98,6 +103,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/v1/drop" && r.Method == http.MethodPost {
 		s.drop(w, r)
+		return
+	}
+	if r.URL.Path == "/v1/budget" && r.Method == http.MethodPost {
+		s.budget(w, r)
 		return
 	}
 	if r.URL.Path == "/v1/access" && r.Method == http.MethodGet {
@@ -179,6 +188,25 @@ func (s *Server) drop(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("dropped cached objects at a peer's request", "remote", r.RemoteAddr, "bucket", bucket, "prefix", prefix, "objects", n)
 	body, _ := json.Marshal(dropResult{Dropped: n})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// budget serves Client.Budget. The byte count travels in the query, which
+// the signature covers.
+func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+	if err != nil || n < 0 {
+		writeError(w, fmt.Errorf("%w: budget needs bytes=N, a count >= 0", ErrBadRequest))
+		return
+	}
+	res, err := s.owner.PeerBudget(r.Context(), n)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, _ := json.Marshal(res)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

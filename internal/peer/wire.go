@@ -60,6 +60,16 @@ type PrewarmResult struct {
 	Failed  int   `json:"failed"`
 }
 
+// BudgetResult is the answer to a budget change: the budget now, the bytes
+// of the cached objects evicted to fit it, and what the cache holds after:
+// complete objects, and reservations of fills in flight.
+type BudgetResult struct {
+	Budget        int64 `json:"budget"`
+	Freed         int64 `json:"freed"`
+	CacheBytes    int64 `json:"cache_bytes"`
+	ReservedBytes int64 `json:"reserved_bytes"`
+}
+
 // dropResult is the body of a successful drop.
 type dropResult struct {
 	Dropped int `json:"dropped"`

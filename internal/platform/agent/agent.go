@@ -28,6 +28,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/store"
@@ -64,6 +65,11 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// StartTimeout bounds loading one instance; default 60 s.
 	StartTimeout time.Duration
+	// DisableMemoryDaemon runs instances without the memory daemon
+	// (memory.go), which otherwise keeps each instance's function and cache
+	// within its memory limit by moving the cache's budget. Default false;
+	// $HOARD_MEMORY_DAEMON=off (MemoryDaemonEnv) sets it too.
+	DisableMemoryDaemon bool
 }
 
 // Agent runs instances.
@@ -109,6 +115,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(MemoryDaemonEnv)), "off") {
+		cfg.DisableMemoryDaemon = true
 	}
 	for _, d := range []string{"code", "instances", "logs"} {
 		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
@@ -300,6 +309,8 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		"HOARD_STORE_ACCESS_KEY=" + a.cfg.StoreAccessKey,
 		"HOARD_STORE_SECRET_KEY=" + a.cfg.StoreSecretKey,
 		"HOARD_NOTIFY_TOKEN=" + a.cfg.NotifyToken,
+		// The cachelet's Go heap follows its budget (see memory.go).
+		fmt.Sprintf("%s=%d", instance.MemoryLimitOverheadEnv, cacheletMemoryOverhead),
 	}
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

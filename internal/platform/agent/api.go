@@ -104,6 +104,36 @@ type InstanceInfo struct {
 	// Cache is the instance's cachelet's counters (its /stats), for the
 	// scale controller's cache-size policy.
 	Cache CacheCounters `json:"cache"`
+	// MemoryWorkingSet is MemoryUsage less the page cache the kernel
+	// reclaims first (sandbox.WorkingSet): what the memory daemon watches.
+	MemoryWorkingSet int64 `json:"memory_working_set"`
+	// MemoryDaemon is what the instance's memory daemon did; absent when
+	// the agent runs without one.
+	MemoryDaemon *MemoryDaemonInfo `json:"memory_daemon,omitempty"`
+}
+
+// MemoryDaemonInfo is the state of an instance's memory daemon (memory.go),
+// which moves the cachelet's budget to keep the function and the cache
+// within the instance's memory limit.
+type MemoryDaemonInfo struct {
+	Running bool `json:"running"`
+	// Shared is the spec's cache.shared: the cache lives inside the booked
+	// memory.
+	Shared bool `json:"shared"`
+	// Notified: the kernel wakes the daemon when usage crosses the high
+	// mark (cgroup v1 thresholds), besides its polling.
+	Notified         bool  `json:"notified"`
+	ConfiguredBudget int64 `json:"configured_budget"` // the spec's cache.budget
+	CacheBudget      int64 `json:"cache_budget"`      // the cachelet's budget now
+	Shrinks          int64 `json:"shrinks"`           // times it lowered the budget
+	Raises           int64 `json:"raises"`            // times it raised it back
+	// FreedBytes is the bytes the cachelet evicted for the lowered budgets.
+	FreedBytes int64 `json:"freed_bytes"`
+	// PeakUsage is the highest working set the daemon sampled.
+	PeakUsage int64 `json:"peak_usage"`
+	// Errors counts failed requests to the cachelet (retried).
+	Errors     int64     `json:"errors"`
+	LastShrink time.Time `json:"last_shrink,omitzero"`
 }
 
 // CacheCounters are a cachelet's cumulative counters.

@@ -43,6 +43,7 @@ type Instance struct {
 	tornDown    bool
 	done        chan struct{}
 
+	mem           *memoryDaemon // nil without one (memory.go)
 	prewarm       PrewarmStatus
 	cacheCounters CacheCounters      // as of the last /stats read
 	prewarmStop   context.CancelFunc // ends the pre-warm run
@@ -92,6 +93,7 @@ func (in *Instance) load(ctx context.Context) error {
 	in.lastUsed = time.Now()
 	in.startDur = time.Since(in.started)
 	in.mu.Unlock()
+	in.startMemoryDaemon()
 	a.log.Info("instance loaded", "instance", in.req.ID, "app", in.spec.Name,
 		"memory_limit", bytesize.Format(box.Limit()), "enforced", box.Enforced(), "took", in.startDur.Round(time.Millisecond))
 	return nil
@@ -120,8 +122,10 @@ func (in *Instance) Info() InstanceInfo {
 	if box != nil {
 		info.MemoryLimit, info.Enforced = box.Limit(), box.Enforced()
 		info.MemoryUsage, _ = box.Usage()
+		info.MemoryWorkingSet, _ = box.WorkingSet()
 		info.OOMKills, _ = box.OOMKills()
 	}
+	info.MemoryDaemon = in.memoryInfo()
 	return info
 }
 
@@ -187,9 +191,12 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 	case errors.As(werr, &crash):
 		res.Log = crash.Log
 		if oom, _ := in.box.OOMKills(); oom > oomBefore {
+			split := fmt.Sprintf("%s booked + %s cache", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
+			if in.spec.Cache.Shared {
+				split = fmt.Sprintf("%s booked, shared with a cache of up to %s", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
+			}
 			res.Error = &ErrorInfo{Type: "OutOfMemory", Message: fmt.Sprintf(
-				"the function exceeded the instance's memory limit (%s: %s booked + %s cache) and was killed",
-				bytesize.Format(in.box.Limit()), bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))}
+				"the function exceeded the instance's memory limit (%s: %s) and was killed", bytesize.Format(in.box.Limit()), split)}
 			a.m.failures.WithLabelValues("oom").Inc()
 		} else {
 			res.Error = &ErrorInfo{Type: "Crashed", Message: "the function's worker died: " + crash.Error()}
@@ -288,6 +295,7 @@ func (in *Instance) teardown(reason string) {
 	w := in.worker
 	in.mu.Unlock()
 	defer close(in.done)
+	in.stopMemoryDaemon()
 	if cacheletAlive {
 		in.saveAccessMetadata()
 	}

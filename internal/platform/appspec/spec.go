@@ -111,6 +111,13 @@ type CacheSpec struct {
 	TTL Duration `yaml:"ttl,omitempty"`
 	// Budget is the cachelet's memory, inside the instance's limit.
 	Budget Size `yaml:"budget,omitempty"`
+	// Shared puts the cache inside the booked memory, as in Faa$T: the
+	// instance's limit is the largest booked memory alone, and the cache
+	// (up to Budget, which must then be below it) uses what the function
+	// does not; the node agent's memory daemon evicts when the two come
+	// near the limit. Default false: the limit is the booked memory plus
+	// Budget, so the function always keeps all it booked.
+	Shared bool `yaml:"shared,omitempty"`
 }
 
 // Function is one function of the application.
@@ -268,6 +275,10 @@ func (s *Spec) Validate() error {
 		if err := checkTimeout("function "+name+": timeout", f.Timeout); err != nil {
 			return err
 		}
+	}
+	if s.Cache.Shared && int64(s.Cache.Budget) >= s.BookedMemory() {
+		return invalid("cache: budget %s with shared: true must be below the booked memory (%s), which the function shares with the cache",
+			bytesize.Format(int64(s.Cache.Budget)), bytesize.Format(s.BookedMemory()))
 	}
 	for name, p := range s.Pipelines {
 		if err := s.validatePipeline(name, p); err != nil {
@@ -438,14 +449,25 @@ func (p *Pipeline) Order() ([]*Stage, error) {
 	return out, nil
 }
 
-// InstanceMemory is what one instance is allowed: the largest booked
-// memory of the functions plus the cache's budget.
-func (s *Spec) InstanceMemory() int64 {
+// BookedMemory is the largest booked memory of the functions: what any
+// one invocation may use.
+func (s *Spec) BookedMemory() int64 {
 	var m int64
 	for _, f := range s.Functions {
 		m = max(m, int64(f.Memory))
 	}
-	return m + int64(s.Cache.Budget)
+	return m
+}
+
+// InstanceMemory is what one instance is allowed, its sandbox's memory
+// limit: the largest booked memory of the functions plus the cache's
+// budget, or, with cache.shared, the largest booked memory alone (the
+// cache lives inside it).
+func (s *Spec) InstanceMemory() int64 {
+	if s.Cache.Shared {
+		return s.BookedMemory()
+	}
+	return s.BookedMemory() + int64(s.Cache.Budget)
 }
 
 // FunctionNames lists the functions, sorted.

@@ -94,6 +94,9 @@ func TestParseRejects(t *testing.T) {
 		"stage function":    {base + "pipelines: {p: {stages: [{name: a, function: g}]}}\n", `"g"`},
 		"duplicate stage":   {base + "pipelines: {p: {stages: [{name: a, function: f}, {name: a, function: f}]}}\n", "twice"},
 		"max instances":     {base + "max_instances: 1000\n", "max_instances"},
+		"shared over":       {base + "memory: 128MiB\ncache: {shared: true, budget: 128MiB}\n", "below the booked memory"},
+		"shared default":    {base + "memory: 64MiB\ncache: {shared: true}\n", "below the booked memory"},
+		"shared not bool":   {base + "cache: {shared: maybe}\n", "into bool"},
 	} {
 		_, err := Parse([]byte(tc.spec))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
@@ -187,6 +190,42 @@ func TestReadPackageRefusesHostileArchives(t *testing.T) {
 		}
 		if _, err := os.Stat(dest); err == nil {
 			t.Errorf("%s: Unpack left %s behind", name, dest)
+		}
+	}
+}
+
+// With cache.shared the cache lives inside the booked memory: the limit is
+// the largest booked memory alone; without, the budget comes on top.
+func TestInstanceMemoryShared(t *testing.T) {
+	for _, tc := range []struct {
+		spec  string
+		limit int64
+	}{
+		{"memory: 384MiB\ncache: {budget: 256MiB}\n", (384 + 256) << 20},
+		{"memory: 384MiB\ncache: {budget: 256MiB, shared: true}\n", 384 << 20},
+		{"memory: 384MiB\ncache: {budget: 256MiB, shared: false}\n", (384 + 256) << 20},
+		// The largest booked memory, whichever function books it.
+		{"memory: 128MiB\ncache: {budget: 200MiB, shared: true}\nfunctions: {f: {handler: m.h}, g: {handler: m.g, memory: 512MiB}}\n", 512 << 20},
+		{"memory: 384MiB\ncache: {shared: true}\n", 384 << 20}, // the default budget, 64 MiB
+	} {
+		spec := "name: a\n" + tc.spec
+		if !strings.Contains(spec, "functions:") {
+			spec += "functions: {f: {handler: m.h}}\n"
+		}
+		s, err := Parse([]byte(spec))
+		if err != nil {
+			t.Errorf("%q: %v", tc.spec, err)
+			continue
+		}
+		if got := s.InstanceMemory(); got != tc.limit {
+			t.Errorf("%q: InstanceMemory = %d MiB, want %d MiB", tc.spec, got>>20, tc.limit>>20)
+		}
+		// The setting survives a round trip (the controller stores the
+		// spec it parsed).
+		raw, _ := s.Marshal()
+		again, err := Parse(raw)
+		if err != nil || again.Cache.Shared != s.Cache.Shared || again.InstanceMemory() != tc.limit {
+			t.Errorf("%q: round trip: %v\n%s", tc.spec, err, raw)
 		}
 	}
 }

@@ -1,0 +1,75 @@
+package cachelet
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/peer"
+)
+
+// SetBudget changes the memory tier's budget to n bytes (a negative n is
+// 0) while the cachelet runs, and returns the bytes of the cached objects
+// it evicted to fit: complete objects go in the eviction policy's order,
+// fills in flight keep their reservations (and are not kept if they no
+// longer fit when they end; see cache.SetBudget). Raising the budget evicts
+// nothing; the cache grows back as objects are read.
+//
+// After a shrink that evicted anything, the freed memory is returned to
+// the operating system at once (runtime/debug.FreeOSMemory): an instance's
+// memory cgroup charges every page the Go runtime still holds, so without
+// it the evicted bytes would keep counting against the function's memory
+// until the runtime's scavenger got to them. With
+// Config.MemoryLimitOverhead, the process's soft memory limit follows the
+// budget.
+//
+// Objects evicted from the memory tier are dropped, not lost: writes the
+// store does not have yet stay readable (consistency.go keeps them apart),
+// and everything else is read from the store or its owner again. The node
+// agent's memory daemon calls it over the peer protocol (PeerBudget).
+func (c *Cachelet) SetBudget(n int64) (freed int64) {
+	n = max(n, 0)
+	c.budgetMu.Lock()
+	defer c.budgetMu.Unlock()
+	start := time.Now()
+	old := c.cache.Stats().Budget
+	if n < old {
+		// Evict first, then lower the runtime's limit: the collection
+		// the lower limit brings on then finds the evicted bytes garbage.
+		freed = c.cache.SetBudget(n)
+		c.applyMemoryLimit(n)
+		if freed > 0 {
+			debug.FreeOSMemory()
+		}
+		c.m.budgetChanges.WithLabelValues("shrink").Inc()
+		c.m.budgetEvicted.Add(float64(freed))
+	} else {
+		c.applyMemoryLimit(n)
+		freed = c.cache.SetBudget(n)
+		if n > old {
+			c.m.budgetChanges.WithLabelValues("raise").Inc()
+		}
+	}
+	if n != old {
+		s := c.cache.Stats()
+		c.log.Info("cache budget changed", "from_bytes", old, "to_bytes", n, "freed_bytes", freed,
+			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", time.Since(start).Round(time.Microsecond))
+	}
+	return freed
+}
+
+// applyMemoryLimit sets the Go runtime's soft memory limit to budget plus
+// Config.MemoryLimitOverhead, when that is set.
+func (c *Cachelet) applyMemoryLimit(budget int64) {
+	if c.cfg.MemoryLimitOverhead > 0 {
+		debug.SetMemoryLimit(budget + c.cfg.MemoryLimitOverhead)
+	}
+}
+
+// PeerBudget serves a budget change over the signed peer protocol (the
+// node agent's memory daemon). It implements peer.Owner.
+func (c *Cachelet) PeerBudget(_ context.Context, n int64) (peer.BudgetResult, error) {
+	freed := c.SetBudget(n)
+	s := c.cache.Stats()
+	return peer.BudgetResult{Budget: s.Budget, Freed: freed, CacheBytes: s.Bytes, ReservedBytes: s.Reserved}, nil
+}
