@@ -86,6 +86,7 @@ func Experiments() []Experiment {
 		accessExperiment(),
 		consistencyExperiment(),
 		prewarmExperiment(),
+		functionsExperiment(),
 	}
 }
 

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/localstore"
+	"github.com/hoard-io/hoard/internal/netshape"
+	"github.com/hoard-io/hoard/internal/platform"
+	"github.com/hoard-io/hoard/internal/platform/appspec"
+)
+
+// rig is the platform on one machine for the experiments that run
+// applications: MinIO behind a shaped link (netshape), an embedded etcd,
+// a controller and a node agent in this process, instances whose
+// cachelets are the running hoard binary.
+type rig struct {
+	p      *platform.Platform
+	link   string // the preset's description, for RunSettings.Link
+	tmp    string
+	root   string
+	closes []func()
+}
+
+// startRig starts the platform with the store behind the named netshape
+// preset ("local": unshaped).
+func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
+	if env.ModuleRoot == "" {
+		return nil, errors.New("the repository root (for examples/) is unknown")
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &rig{root: env.ModuleRoot}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.tmp, err = os.MkdirTemp(env.TempDir, "hoard-bench-platform-"); err != nil {
+		return nil, err
+	}
+	r.closes = append(r.closes, func() { os.RemoveAll(r.tmp) })
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	minio, err := localstore.StartMinIO(sctx, localstore.Config{Binary: env.MinIOBinary, DataDir: filepath.Join(r.tmp, "minio"),
+		Addr: "127.0.0.1:0", AccessKey: "benchstore", SecretKey: "benchstore-secret", Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	r.closes = append(r.closes, func() { minio.Close() })
+	endpoint := minio.Endpoint()
+	ps, err := netshape.LookupPreset(preset)
+	if err != nil {
+		return nil, err
+	}
+	r.link = preset + " (" + ps.Store.String() + ")"
+	if ps.Store.Shaped() {
+		shaper, err := netshape.Start(sctx, netshape.Config{Logger: log, LogFile: filepath.Join(r.tmp, "toxiproxy.log")})
+		if err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, func() { shaper.Close() })
+		proxy, err := shaper.Shape(sctx, "store", endpoint, ps.Store, ps.Store)
+		if err != nil {
+			return nil, err
+		}
+		endpoint = proxy.Endpoint
+	} else {
+		r.link = LinkLoopback
+	}
+	etcd, err := etcdembed.Start(sctx, etcdembed.Config{Dir: r.tmp, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	r.closes = append(r.closes, etcd.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r.p, err = platform.Start(sctx, platform.Config{
+		Controller: true, ControllerListener: ln, Agent: true, Dir: r.tmp,
+		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "benchstore", StoreSecretKey: "benchstore-secret",
+		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
+	}, log)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	r.closes = append(r.closes, r.p.Close)
+	return r, nil
+}
+
+// Close stops everything, in reverse order of start.
+func (r *rig) Close() {
+	for i := len(r.closes) - 1; i >= 0; i-- {
+		r.closes[i]()
+	}
+}
+
+// deploy deploys examples/example under its spec, changed by edit (and
+// renamed when edit sets a new name), and returns the application's name.
+func (r *rig) deploy(ctx context.Context, example string, edit func(*appspec.Spec)) (string, error) {
+	dir := filepath.Join(r.tmp, "apps", example+"-"+randSuffix())
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(r.root, "examples", example))); err != nil {
+		return "", err
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, appspec.FileName))
+	if err != nil {
+		return "", err
+	}
+	spec, err := appspec.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if edit != nil {
+		edit(spec)
+	}
+	if raw, err = spec.Marshal(); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), raw, 0o644); err != nil {
+		return "", err
+	}
+	pkg, err := appspec.Pack(dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.p.Controller.Deploy(ctx, pkg.Data); err != nil {
+		return "", err
+	}
+	return pkg.Spec.Name, nil
+}
+
+func randSuffix() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff) }
+
+// invoke runs a function and returns its record; a function error is an
+// error.
+func (r *rig) invoke(ctx context.Context, app, fn string, event any) (*invocation, error) {
+	ev, _ := json.Marshal(event)
+	rec, err := r.p.Controller.Invoke(ctx, app, fn, ev, "bench")
+	if err != nil {
+		return nil, err
+	}
+	if !rec.OK {
+		return nil, fmt.Errorf("%s/%s: %s: %s\n%s", app, fn, rec.Error.Type, rec.Error.Message, rec.Log)
+	}
+	out := &invocation{total: time.Duration(rec.TotalMS * float64(time.Millisecond)), exec: time.Duration(rec.ExecMS * float64(time.Millisecond)), cold: rec.Cold, reads: map[string]int64{}}
+	for k, v := range rec.Reads {
+		out.reads[k] = v.Count
+	}
+	return out, nil
+}
+
+type invocation struct {
+	total, exec time.Duration
+	cold        bool
+	reads       map[string]int64 // counts by access type
+}
+
+// waitUnloaded waits until the application has no instance left.
+func (r *rig) waitUnloaded(ctx context.Context, app string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n := -1
+		for _, a := range r.p.Controller.Apps() {
+			if a.Name == app {
+				n = len(a.Instances)
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s was not unloaded after its keep-alive", app)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
