@@ -97,6 +97,11 @@ func NewCompleteEntry(key Key, info store.ObjectInfo, data []byte) *Entry {
 // Key returns the object's key.
 func (e *Entry) Key() Key { return e.key }
 
+// Owned reports whether the entry's key was this cache's own (Config.Owns)
+// when it was added or at the last OwnershipChanged. Read it only from
+// Config.OnEvict or under the owner's synchronisation.
+func (e *Entry) Owned() bool { return e.owned }
+
 // Info returns the object's metadata. The caller must not modify its maps.
 func (e *Entry) Info() store.ObjectInfo { return e.info }
 

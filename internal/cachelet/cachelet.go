@@ -256,7 +256,9 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))
-		c.evicted.note(e.Key())
+		if e.Owned() {
+			c.evicted.note(e.Key())
+		}
 		if user != nil {
 			user(e)
 		}

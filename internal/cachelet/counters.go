@@ -21,9 +21,11 @@ type Counters struct {
 	CacheBytes   int64 `json:"cache_bytes"`
 	CacheObjects int64 `json:"cache_objects"`
 	BudgetBytes  int64 `json:"budget_bytes"`
-	// EvictedAgain counts evictions of objects this cachelet had evicted
-	// before: the cache-size scaling policy's sign that the cache is too
-	// small for the working set (Faa$T §4).
+	// EvictedAgain counts evictions of objects this cachelet owns and had
+	// evicted before: the cache-size scaling policy's sign that its share
+	// of the working set does not fit (Faa$T §4). Copies of other
+	// cachelets' objects are not counted: they churn whatever the number
+	// of instances, while an owned share shrinks as instances are added.
 	EvictedAgain int64 `json:"evicted_again"`
 }
 
