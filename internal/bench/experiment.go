@@ -87,6 +87,7 @@ func Experiments() []Experiment {
 		consistencyExperiment(),
 		prewarmExperiment(),
 		functionsExperiment(),
+		cacheSizeExperiment(),
 	}
 }
 
