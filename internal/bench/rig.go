@@ -167,27 +167,3 @@ type invocation struct {
 	cold        bool
 	reads       map[string]int64 // counts by access type
 }
-
-// waitUnloaded waits until the application has no instance left.
-func (r *rig) waitUnloaded(ctx context.Context, app string) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		n := -1
-		for _, a := range r.p.Controller.Apps() {
-			if a.Name == app {
-				n = len(a.Instances)
-			}
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s was not unloaded after its keep-alive", app)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
