@@ -88,6 +88,7 @@ func Experiments() []Experiment {
 		prewarmExperiment(),
 		functionsExperiment(),
 		cacheSizeExperiment(),
+		macroExperiment(),
 	}
 }
 
