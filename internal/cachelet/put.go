@@ -91,12 +91,20 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	}
 	c.doomReadsLocked(k)
 	c.mu.Unlock()
-	c.cache.Add(ne)
+	added := c.cache.Add(ne)
 	c.mu.Lock()
 	if c.pending[k] == ne {
 		delete(c.pending, k)
 	}
 	c.mu.Unlock()
+	if !added {
+		// Refused: doomed since the check above (an Invalidate, a
+		// DropPrefix) or over a lowered budget. Had it been added it
+		// would have replaced whatever is cached; not added, an older
+		// version a read cached meanwhile could stay behind this write.
+		// Keep nothing.
+		c.Invalidate(bucket, key)
+	}
 	return res, nil
 }
 
