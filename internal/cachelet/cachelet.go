@@ -81,6 +81,11 @@ type Config struct {
 	// where the cachelet is alone in its process (`hoard serve` for the
 	// platform's instances). Default 0: the limit is left alone.
 	MemoryLimitOverhead int64
+	// Bandwidth, when set, turns on the bandwidth policy (split.go):
+	// large objects are downloaded in byte ranges by several of the
+	// application's cachelets at once. It needs Router and Peers (that
+	// list members and serve ranges). Default nil: off.
+	Bandwidth *BandwidthConfig
 }
 
 // Validate checks the config and fills in defaults.
@@ -173,6 +178,9 @@ type Cachelet struct {
 	prewarmMu sync.Mutex
 	prewarmed map[cache.Key]bool
 
+	// The bandwidth policy's state; nil when off (split.go).
+	split *splitter
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -244,6 +252,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
+	var err error
+	if c.split, err = newSplitter(cfg, reg); err != nil {
+		return nil, err
+	}
 	ccfg := cfg.Cache
 	owns := ccfg.Owns
 	if cfg.Router != nil && owns == nil {
@@ -263,7 +275,6 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 			user(e)
 		}
 	}
-	var err error
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
@@ -382,6 +393,10 @@ func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInf
 		}
 		return e, nil, nil
 	}
+	if sb, ok := body.(splittable); ok && c.splits(info) {
+		go c.fillSplit(e, sb.ReadCloser)
+		return e, nil, nil
+	}
 	go c.fill(e, body) // its readers see its error
 	return e, nil, nil
 }
@@ -397,6 +412,14 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 	start := time.Now()
 	_, err := e.ReadFrom(body)
 	body.Close()
+	c.admit(e, err, start)
+	return err
+}
+
+// admit ends a fill: a complete entry is added to the cache (unless a
+// write doomed it or the budget shrank), a failed one releases its
+// reservation.
+func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 	// Add before leaving c.filling: an Invalidate in between either dooms
 	// e (so Add refuses it) or removes it from the cache after.
 	switch {
@@ -417,7 +440,6 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 		delete(c.filling, e.Key())
 	}
 	c.mu.Unlock()
-	return err
 }
 
 // fillContext detaches a store request from the client's request: a fill

@@ -39,6 +39,8 @@ func (r *staticRouter) Owner(_, _ string) (string, bool) {
 }
 
 func (r *staticRouter) PeerAddrs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []string
 	for _, a := range r.all {
 		if a != r.self {
@@ -47,6 +49,8 @@ func (r *staticRouter) PeerAddrs() []string {
 	}
 	return out
 }
+
+func (r *staticRouter) PeerAddr() string { return r.self }
 
 func (r *staticRouter) set(owner string) {
 	r.mu.Lock()

@@ -216,7 +216,7 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		cancel()
 		return nil, nil, store.ObjectInfo{}, "", err
 	}
-	body = cancelOnClose{ReadCloser: body, cancel: cancel}
+	body = splittable{cancelOnClose{ReadCloser: body, cancel: cancel}}
 	return c.installed(k, body, info, fl)
 }
 

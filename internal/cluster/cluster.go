@@ -297,6 +297,9 @@ func (m *Member) PeerAddrs() []string {
 	return out
 }
 
+// PeerAddr is the peer address this member advertises.
+func (m *Member) PeerAddr() string { return m.cfg.PeerAddr }
+
 // ID is the member's ID.
 func (m *Member) ID() string { return m.cfg.ID }
 

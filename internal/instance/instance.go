@@ -75,6 +75,16 @@ type Config struct {
 	// as a bearer token. Events name the sender by App and ID.
 	NotifyURL, NotifyToken string
 
+	// Bandwidth turns on the bandwidth policy for a cachelet of an
+	// application (with Registry): large objects are downloaded in byte
+	// ranges by several cachelets at once. Ignored without Registry.
+	Bandwidth bool
+	// PlatformURL, when set with Bandwidth, is the application's resource
+	// on the platform's controller (http://HOST/v1/apps/APP): the policy
+	// reads the measured instance load time and limit there and sends
+	// urgent scale-out votes. PlatformToken is its bearer token.
+	PlatformURL, PlatformToken string
+
 	// The fields below make the instance one cachelet of its application's
 	// cooperative cache. They are used only when Registry is set.
 
@@ -359,6 +369,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		in.peers = peer.NewClient(auth, peer.ClientConfig{})
 		s.peers = in.peers
 		cfg.Cachelet.Router, cfg.Cachelet.Peers = in.member, in.peers
+		if cfg.Bandwidth && cfg.Cachelet.Bandwidth == nil {
+			cfg.Cachelet.Bandwidth = &cachelet.BandwidthConfig{}
+		}
+		if b := cfg.Cachelet.Bandwidth; b != nil && b.Platform == nil && cfg.PlatformURL != "" {
+			b.Platform = newPlatformClient(strings.TrimRight(cfg.PlatformURL, "/"), cfg.PlatformToken)
+		}
+	} else {
+		cfg.Cachelet.Bandwidth = nil // one cachelet has no one to split with
 	}
 
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)

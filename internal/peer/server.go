@@ -105,6 +105,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.drop(w, r)
 		return
 	}
+	if r.URL.Path == "/v1/range" && r.Method == http.MethodGet {
+		s.serveRange(w, r)
+		return
+	}
+	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
+		s.serveProbe(w, r)
+		return
+	}
 	if r.URL.Path == "/v1/budget" && r.Method == http.MethodPost {
 		s.budget(w, r)
 		return

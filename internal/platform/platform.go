@@ -123,6 +123,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		}
 		if controllerURL != "" {
 			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
+			acfg.ControllerURL = controllerURL
 		}
 		p.Agent, err = agent.New(acfg, log.With("component", "agent"))
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
+	"github.com/hoard-io/hoard/internal/netshape"
 	"github.com/hoard-io/hoard/internal/platform/agent"
 	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/platform/controller"
@@ -150,6 +151,13 @@ func hoardBinary(t *testing.T) string {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startShaped(t, netshape.Link{})
+}
+
+// startShaped starts the platform with the store behind a toxiproxy link
+// shaped as link (both ways) when link is shaped.
+func startShaped(t *testing.T, link netshape.Link) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -175,9 +183,22 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(etcd.Close)
+	endpoint := minio.Endpoint()
+	if link.Shaped() {
+		shaper, err := netshape.Start(ctx, netshape.Config{Logger: log, LogFile: filepath.Join(dir, "toxiproxy.log")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { shaper.Close() })
+		proxy, err := shaper.Shape(ctx, "store", endpoint, link, link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		endpoint = proxy.Endpoint
+	}
 	cfg := Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
-		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(), StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
+		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true,
 	}
 	p, err := Start(ctx, cfg, log)
@@ -761,7 +782,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	for line := range strings.Lines(string(body)) {
 		var name string
 		var v float64
-		if !strings.HasPrefix(line, "#") && !strings.Contains(line, "{") {
+		if !strings.HasPrefix(line, "#") {
 			if _, err := fmt.Sscan(line, &name, &v); err == nil {
 				out[name] = v
 			}

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,10 @@ type Config struct {
 	// NotifyURL, when set, is where cachelets post object-created events
 	// (cache triggers), with NotifyToken as bearer token.
 	NotifyURL, NotifyToken string
+	// ControllerURL, when set, is the controller's base URL: each
+	// cachelet's bandwidth policy reads its application's measured load
+	// time and limit there and sends urgent votes, with NotifyToken.
+	ControllerURL string
 	// Sandboxes makes the instances' sandboxes. Required.
 	Sandboxes *sandbox.Manager
 	// Registerer takes the agent's metrics; default none.
@@ -299,6 +304,9 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if a.cfg.NotifyURL != "" {
 		args = append(args, "--notify-url", a.cfg.NotifyURL)
 	}
+	if a.cfg.ControllerURL != "" {
+		args = append(args, "--platform-url", a.cfg.ControllerURL+"/v1/apps/"+url.PathEscape(spec.Name))
+	}
 	cmd := exec.Command(a.cfg.HoardBin, args...)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -309,6 +317,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		"HOARD_STORE_ACCESS_KEY=" + a.cfg.StoreAccessKey,
 		"HOARD_STORE_SECRET_KEY=" + a.cfg.StoreSecretKey,
 		"HOARD_NOTIFY_TOKEN=" + a.cfg.NotifyToken,
+		"HOARD_PLATFORM_TOKEN=" + a.cfg.NotifyToken,
 		// The cachelet's Go heap follows its budget (see memory.go).
 		fmt.Sprintf("%s=%d", instance.MemoryLimitOverheadEnv, cacheletMemoryOverhead),
 	}

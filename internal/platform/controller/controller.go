@@ -124,6 +124,7 @@ type app struct {
 	// The scale controller (scale.go).
 	scaleMu      sync.Mutex // one round at a time
 	pendingVotes []scaling.Vote
+	loads        *scaling.LoadEstimator // instance load times (the bandwidth policy's T_load)
 	lastVote     time.Time
 	events       []Event
 }

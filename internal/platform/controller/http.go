@@ -31,6 +31,7 @@ import (
 //	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
 //	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
 //	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
+//	GET    /v1/apps/{app}/scaling                    ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
 //	POST   /v1/apps/{app}/votes                      body: scaling.Vote (unrequested; urgent ones act at once)
 //	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
@@ -120,6 +121,14 @@ func (c *Controller) Handler(token string) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, logs)
+	})
+	mux.HandleFunc("GET /v1/apps/{app}/scaling", func(w http.ResponseWriter, r *http.Request) {
+		si, err := c.Scaling(r.PathValue("app"))
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, si)
 	})
 	mux.HandleFunc("POST /v1/apps/{app}/votes", func(w http.ResponseWriter, r *http.Request) {
 		var v scaling.Vote

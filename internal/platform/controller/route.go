@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hoard-io/hoard/internal/platform/agent"
+	"github.com/hoard-io/hoard/internal/platform/scaling"
 )
 
 // Invocation is one invocation's record: what ran where, how it went.
@@ -241,8 +242,17 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
 		return nil, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
+	took := time.Since(t0)
 	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
-	c.m.coldStartSeconds.WithLabelValues(req.App).Observe(time.Since(t0).Seconds())
+	c.m.coldStartSeconds.WithLabelValues(req.App).Observe(took.Seconds())
+	c.mu.Lock()
+	if a := c.apps[req.App]; a != nil {
+		if a.loads == nil {
+			a.loads = scaling.NewLoadEstimator(scaling.Config{})
+		}
+		a.loads.Add(took)
+	}
+	c.mu.Unlock()
 	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
 	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, nil
 }

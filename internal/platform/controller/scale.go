@@ -255,3 +255,32 @@ func (c *Controller) scaleIn(a *app) {
 		go c.unload(victim, "scaled in")
 	}
 }
+
+// ScalingInfo is what the bandwidth policy of an application's cachelets
+// needs from the platform (GET /v1/apps/APP/scaling): the median measured
+// instance load time (nil until an instance was started), the instances
+// running and the most the application may have.
+type ScalingInfo struct {
+	LoadTimeMS   *float64 `json:"load_time_ms"`
+	LoadSamples  int      `json:"load_samples"`
+	Instances    int      `json:"instances"`
+	MaxInstances int      `json:"max_instances"`
+}
+
+// Scaling returns an application's ScalingInfo.
+func (c *Controller) Scaling(appName string) (ScalingInfo, error) {
+	a, err := c.app(appName)
+	if err != nil {
+		return ScalingInfo{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	si := ScalingInfo{Instances: a.current(), MaxInstances: a.spec.MaxInstances}
+	if a.loads != nil {
+		if d, ok := a.loads.LoadTime(); ok {
+			ms := float64(d) / float64(time.Millisecond)
+			si.LoadTimeMS, si.LoadSamples = &ms, a.loads.Len()
+		}
+	}
+	return si, nil
+}
