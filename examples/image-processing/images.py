@@ -11,6 +11,13 @@ the source images into ``originals/`` (outside the trigger's prefix) and
 Every function reads ``scale`` (default 1.0): prepare's images are
 2048x1536 times sqrt(scale) on each side, and the other functions find the
 images prepared at that scale.
+
+``thumbnail`` and ``blur`` return ``"timing"``: the time spent in S3
+transfers (``get_object`` with the body read, ``put_object``) and the rest of
+the invocation (``compute_ms``: decoding, resizing or blurring, encoding). An
+event (or pipeline input) with ``"store": {"endpoint", "access_key",
+"secret_key"}`` makes the functions talk to that S3 endpoint directly instead
+of the instance's cachelet: the same code without hoard.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import io
 import math
 import os
 import posixpath
+import time
 import urllib.parse
 
 import boto3
 import numpy as np
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from PIL import Image, ImageFilter
 
@@ -32,15 +41,67 @@ THUMBNAIL_SIZE = 256
 BLUR_RADIUS = 4.0
 JPEG_QUALITY = 85
 
-_clients: dict[str, object] = {}
+_clients: dict[tuple, object] = {}
 
 
-def s3():
-    """boto3's S3 client; the platform points it at the instance's cachelet."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-    if endpoint not in _clients:
-        _clients[endpoint] = boto3.client("s3")
-    return _clients[endpoint]
+def s3(event=None):
+    """boto3's S3 client: the instance's cachelet (the platform sets AWS_ENDPOINT_URL), or the event's "store"."""
+    store = param(event, "store") if isinstance(event, dict) else None
+    if store:
+        ident = (store["endpoint"], store["access_key"])
+        if ident not in _clients:
+            _clients[ident] = boto3.client(
+                "s3",
+                endpoint_url=store["endpoint"],
+                aws_access_key_id=store["access_key"],
+                aws_secret_access_key=store["secret_key"],
+                config=Config(s3={"addressing_style": "path"}),
+            )
+        return _clients[ident]
+    ident = (os.environ.get("AWS_ENDPOINT_URL", ""),)
+    if ident not in _clients:
+        _clients[ident] = boto3.client("s3")
+    return _clients[ident]
+
+
+class Timing:
+    """Where an invocation's time goes: S3 transfers (the bodies read and sent included) and the rest."""
+
+    def __init__(self, client):
+        self.client = client
+        self.started = time.perf_counter()
+        self.get_s = self.put_s = 0.0
+        self.gets = self.puts = self.get_bytes = self.put_bytes = 0
+
+    def get(self, bucket: str, key: str) -> bytes:
+        t = time.perf_counter()
+        body = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        self.get_s += time.perf_counter() - t
+        self.gets += 1
+        self.get_bytes += len(body)
+        return body
+
+    def put(self, bucket: str, key: str, body: bytes, content_type: str) -> None:
+        t = time.perf_counter()
+        self.client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
+        self.put_s += time.perf_counter() - t
+        self.puts += 1
+        self.put_bytes += len(body)
+
+    def report(self) -> dict:
+        total = time.perf_counter() - self.started
+        transfer = self.get_s + self.put_s
+        return {
+            "transfer_ms": transfer * 1e3,
+            "get_ms": self.get_s * 1e3,
+            "put_ms": self.put_s * 1e3,
+            "compute_ms": max(0.0, total - transfer) * 1e3,
+            "total_ms": total * 1e3,
+            "gets": self.gets,
+            "puts": self.puts,
+            "get_bytes": self.get_bytes,
+            "put_bytes": self.put_bytes,
+        }
 
 
 def param(event, name, default=None):
@@ -116,35 +177,35 @@ def output_key(event, default_prefix: str, key: str) -> tuple[str | None, str]:
     return event.get("output_bucket"), default_prefix + name
 
 
-def read_image(bucket: str, key: str) -> Image.Image:
-    body = s3().get_object(Bucket=bucket, Key=key)["Body"].read()
+def read_image(timing: Timing, bucket: str, key: str) -> Image.Image:
+    body = timing.get(bucket, key)
     return Image.open(io.BytesIO(body))  # decoded lazily: thumbnail() can use JPEG draft mode
 
 
-def write_jpeg(img: Image.Image, bucket: str, key: str) -> dict:
+def write_jpeg(timing: Timing, img: Image.Image, bucket: str, key: str) -> dict:
     out = io.BytesIO()
     img.convert("RGB").save(out, format="JPEG", quality=JPEG_QUALITY)
     body = out.getvalue()
-    s3().put_object(Bucket=bucket, Key=key, Body=body, ContentType="image/jpeg")
+    timing.put(bucket, key, body, "image/jpeg")
     return {"bucket": bucket, "key": key, "width": img.width, "height": img.height, "bytes": len(body)}
 
 
-def ensure_bucket(bucket: str) -> None:
+def ensure_bucket(client, bucket: str) -> None:
     try:
-        s3().head_bucket(Bucket=bucket)
+        client.head_bucket(Bucket=bucket)
     except ClientError as exc:
         if exc.response["Error"]["Code"] not in ("404", "NoSuchBucket", "NotFound"):
             raise
         try:
-            s3().create_bucket(Bucket=bucket)
+            client.create_bucket(Bucket=bucket)
         except ClientError as exc2:
             if exc2.response["Error"]["Code"] != "BucketAlreadyOwnedByYou":
                 raise
 
 
-def object_size(bucket: str, key: str) -> int | None:
+def object_size(client, bucket: str, key: str) -> int | None:
     try:
-        return s3().head_object(Bucket=bucket, Key=key)["ContentLength"]
+        return client.head_object(Bucket=bucket, Key=key)["ContentLength"]
     except ClientError as exc:
         if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
             return None
@@ -189,15 +250,16 @@ def prepare(event, context=None):
     """
     scale = scale_of(event)
     width, height = image_size(scale)
-    ensure_bucket(BUCKET)
+    client = s3(event)
+    ensure_bucket(client, BUCKET)
     written, skipped = [], []
     for i in range(int(param(event, "count", 4))):
         key = scaled_key(f"originals/img-{i:03d}.jpg", scale)
         body = make_jpeg(i, width, height)
-        if object_size(BUCKET, key) == len(body):
+        if object_size(client, BUCKET, key) == len(body):
             skipped.append(key)
             continue
-        s3().put_object(Bucket=BUCKET, Key=key, Body=body, ContentType="image/jpeg")
+        client.put_object(Bucket=BUCKET, Key=key, Body=body, ContentType="image/jpeg")
         written.append(key)
     return {"bucket": BUCKET, "width": width, "height": height, "written": written, "skipped": skipped}
 
@@ -212,29 +274,31 @@ def upload(event, context=None):
     for i in range(int(param(event, "count", 1))):
         src = scaled_key(f"originals/img-{i:03d}.jpg", scale)
         dst = f"incoming/{posixpath.basename(src)}"
-        s3().copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src})
+        s3(event).copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src})
         keys.append(dst)
     return {"bucket": BUCKET, "keys": keys}
 
 
 def thumbnail(event, context=None):
     """Shrink images to fit size x size (default 256), into thumbnails/."""
+    timing = Timing(s3(event))
     size = int(param(event, "size", THUMBNAIL_SIZE))
     outputs = []
     for bucket, key in sources(event):
-        img = read_image(bucket, key)
+        img = read_image(timing, bucket, key)
         img.thumbnail((size, size), Image.Resampling.LANCZOS)
         out_bucket, out_key = output_key(event, "thumbnails/", key)
-        outputs.append({"source": key, **write_jpeg(img, out_bucket or bucket, out_key)})
-    return {"outputs": outputs}
+        outputs.append({"source": key, **write_jpeg(timing, img, out_bucket or bucket, out_key)})
+    return {"outputs": outputs, "timing": timing.report()}
 
 
 def blur(event, context=None):
     """Gaussian-blur images (radius default 4), into blurred/."""
+    timing = Timing(s3(event))
     radius = float(param(event, "radius", BLUR_RADIUS))
     outputs = []
     for bucket, key in sources(event):
-        img = read_image(bucket, key).convert("RGB").filter(ImageFilter.GaussianBlur(radius))
+        img = read_image(timing, bucket, key).convert("RGB").filter(ImageFilter.GaussianBlur(radius))
         out_bucket, out_key = output_key(event, "blurred/", key)
-        outputs.append({"source": key, **write_jpeg(img, out_bucket or bucket, out_key)})
-    return {"outputs": outputs}
+        outputs.append({"source": key, **write_jpeg(timing, img, out_bucket or bucket, out_key)})
+    return {"outputs": outputs, "timing": timing.report()}

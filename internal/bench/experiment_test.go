@@ -27,7 +27,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: RunAll sets Options.Quick, the registry does not", e.Name)
 		}
 	}
-	for _, want := range []string{"access", "consistency"} {
+	for _, want := range []string{"access", "consistency", "pipelines"} {
 		if !seen[want] {
 			t.Errorf("%s is not registered", want)
 		}

@@ -55,6 +55,20 @@ type Result struct {
 	Plots     []Plot         `json:"plots"`
 	Workloads []CostWorkload `json:"workloads,omitempty"`
 	Notes     []string       `json:"notes,omitempty"`
+	// Tables hold an experiment's own figures where a paper gives none to
+	// set beside them (per-stage timings, say); the report shows them as
+	// they are.
+	Tables []Table `json:"tables,omitempty"`
+}
+
+// Table is a table of figures as the experiment formatted them.
+type Table struct {
+	ID      string     `json:"id"` // unique within the experiment; [a-z0-9-]
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"` // each with one cell per column
+	// Caption is a sentence under the table.
+	Caption string `json:"caption,omitempty"`
 }
 
 // Reference names a paper's figure or table that an experiment reproduces.
@@ -69,8 +83,9 @@ type Reference struct {
 
 // The papers the experiments cite.
 const (
-	CiteFaasT = "F. Romero, G. I. Chaudhry, Í. Goiri, P. Gopa, P. Batum, N. J. Yadwadkar, R. Fonseca, C. Kozyrakis, R. Bianchini: Faa$T: A Transparent Auto-Scaling Cache for Serverless Applications. ACM SoCC 2021"
-	CiteOFC   = "D. Mvondo, M. Bacou, K. Nguetchouang, L. Ngale, S. Pouget, J. Kouam, R. Lachaize, J. Hwang, T. Wood, D. Hagimont, N. De Palma, B. Batchakui, A. Tchana: OFC: An Opportunistic Caching System for FaaS Platforms. EuroSys 2021"
+	CiteFaasT     = "F. Romero, G. I. Chaudhry, Í. Goiri, P. Gopa, P. Batum, N. J. Yadwadkar, R. Fonseca, C. Kozyrakis, R. Bianchini: Faa$T: A Transparent Auto-Scaling Cache for Serverless Applications. ACM SoCC 2021"
+	CiteOFC       = "D. Mvondo, M. Bacou, K. Nguetchouang, L. Ngale, S. Pouget, J. Kouam, R. Lachaize, J. Hwang, T. Wood, D. Hagimont, N. De Palma, B. Batchakui, A. Tchana: OFC: An Opportunistic Caching System for FaaS Platforms. EuroSys 2021"
+	CiteCacheFlow = "Y.-S. Ke, Z.-W. Wu, C.-T. Tsai, S.-H. Lin, J. Chou: CacheFlow: Enhancing Data Flow Efficiency in Serverless Computing by Local Caching. CLOSER 2024, pp. 224-230"
 )
 
 // RunSettings records how an experiment was configured.
@@ -338,6 +353,24 @@ func (r *Result) Validate() error {
 			}
 			if !ok {
 				return fmt.Errorf("bench: %s: plot %s: series %q does not fit a %s plot", r.Experiment, p.ID, s.Label, p.Kind)
+			}
+		}
+	}
+	tables := map[string]bool{}
+	for _, t := range r.Tables {
+		if !validID(t.ID) {
+			return fmt.Errorf("bench: %s: table id %q: want [a-z0-9-]+", r.Experiment, t.ID)
+		}
+		if tables[t.ID] {
+			return fmt.Errorf("bench: %s: table id %q twice", r.Experiment, t.ID)
+		}
+		tables[t.ID] = true
+		if len(t.Columns) == 0 {
+			return fmt.Errorf("bench: %s: table %s has no columns", r.Experiment, t.ID)
+		}
+		for i, row := range t.Rows {
+			if len(row) != len(t.Columns) {
+				return fmt.Errorf("bench: %s: table %s: row %d has %d cells for %d columns", r.Experiment, t.ID, i, len(row), len(t.Columns))
 			}
 		}
 	}

@@ -40,6 +40,8 @@ func fullResults() *Results {
 		Workloads: []CostWorkload{{Name: "read", WarmSeconds: 0.004, ColdSeconds: 0.011, MemoryBytes: DefaultFunctionMemory,
 			CacheBytes: 16 << 20, StoreGetsWarm: 1, StoreGetsCold: 1, KeepAliveSeconds: 600}},
 		Notes: []string{"a note"},
+		Tables: []Table{{ID: "per-size", Title: "Per size", Columns: []string{"size", "p50 ms"},
+			Rows: [][]string{{"1 KiB", "0.5"}, {"16 MiB", "4.3"}}, Caption: "medians"}},
 	}
 	failed := Result{
 		Experiment: "consistency", Title: "Consistency", Status: StatusFailed, Error: "bench: MinIO did not start",
@@ -121,6 +123,10 @@ func TestValidate(t *testing.T) {
 		{"bad errors", func(r *Result) { r.Plots[1].Series[0].Errors = r.Plots[1].Series[0].Errors[:1] }, "does not fit"},
 		{"empty cdf", func(r *Result) { r.Plots[0].Series[0].Samples = nil }, "does not fit"},
 		{"uneven curve", func(r *Result) { r.Plots[2].Series[0].Y = r.Plots[2].Series[0].Y[:1] }, "does not fit"},
+		{"bad table id", func(r *Result) { r.Tables[0].ID = "Per size" }, "table id"},
+		{"duplicate table id", func(r *Result) { r.Tables = append(r.Tables, r.Tables[0]) }, "twice"},
+		{"table without columns", func(r *Result) { r.Tables[0].Columns = nil }, "no columns"},
+		{"ragged table", func(r *Result) { r.Tables[0].Rows[1] = r.Tables[0].Rows[1][:1] }, "row 1 has 1 cells for 2 columns"},
 	}
 	for _, tt := range tests {
 		r := base()

@@ -24,12 +24,21 @@ import (
 // a controller and a node agent in this process, instances whose
 // cachelets are the running hoard binary.
 type rig struct {
-	p      *platform.Platform
-	link   string // the preset's description, for RunSettings.Link
-	tmp    string
-	root   string
-	closes []func()
+	p    *platform.Platform
+	link string // the preset's description, for RunSettings.Link
+	// minioURL is MinIO's own endpoint (no shaping); storeURL is where
+	// the platform's cachelets reach it (through the shaped link).
+	minioURL, storeURL string
+	tmp                string
+	root               string
+	closes             []func()
 }
+
+// The rig's store credentials.
+const (
+	rigStoreAccessKey = "benchstore"
+	rigStoreSecretKey = "benchstore-secret"
+)
 
 // startRig starts the platform with the store behind the named netshape
 // preset ("local": unshaped).
@@ -54,7 +63,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	minio, err := localstore.StartMinIO(sctx, localstore.Config{Binary: env.MinIOBinary, DataDir: filepath.Join(r.tmp, "minio"),
-		Addr: "127.0.0.1:0", AccessKey: "benchstore", SecretKey: "benchstore-secret", Logger: log})
+		Addr: "127.0.0.1:0", AccessKey: rigStoreAccessKey, SecretKey: rigStoreSecretKey, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +93,14 @@ func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
 		return nil, err
 	}
 	r.closes = append(r.closes, etcd.Close)
+	r.minioURL, r.storeURL = minio.Endpoint(), endpoint
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	r.p, err = platform.Start(sctx, platform.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: r.tmp,
-		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "benchstore", StoreSecretKey: "benchstore-secret",
+		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: rigStoreAccessKey, StoreSecretKey: rigStoreSecretKey,
 		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
 	}, log)
 	if err != nil {

@@ -5,8 +5,8 @@
 writes DIR/plots/*.png (latency CDFs, bars per access type, curves, and a
 cost curve per workload, drawn with matplotlib's Agg backend), DIR/index.html
 (every plot as an <img> with alt text, a table per experiment of the
-papers' figures next to hoard's, machine, settings, the price parameters of
-the cost model) and DIR/report.md, the same in Markdown. A failed
+papers' figures next to hoard's, the experiment's own tables, machine,
+settings, the price parameters of the cost model) and DIR/report.md, the same in Markdown. A failed
 experiment is shown as failed with its error. Exits 1 if a plot could not
 be drawn (after writing everything else), 2 on bad arguments or input.
 """
@@ -17,6 +17,7 @@ import argparse
 import html
 import json
 import math
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -487,6 +488,14 @@ def paper_rows(rows: list[dict], mark_short: bool) -> list[list[Cell]]:
     return out
 
 
+NUMBER_RE = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?\s*(%|x|ms|s|B|KiB|MiB|GiB|KB|MB|GB)?$")
+
+
+def own_rows(table: dict) -> list[list[Cell]]:
+    """An experiment's own table (Result.tables), cells as given; figures right-aligned."""
+    return [[Cell(str(c), num=bool(NUMBER_RE.match(str(c)))) for c in row] for row in table.get("rows") or []]
+
+
 def price_rows() -> list[list[Cell]]:
     return [
         cells(
@@ -571,6 +580,11 @@ def write_html(results: dict, sections: list[Section], outdir: Path) -> None:
             w("<p class='note'>ratio = hoard / paper; shaded: hoard's figure is worse than the paper's.</p>")
             classes = ["short" if r.get("short") else "" for r in rows]
             w(table_html(PAPER_HEAD, paper_rows(rows, mark_short=False), classes))
+        for t in e.get("tables") or []:
+            w(f"<h3>{esc(t.get('title') or t['id'])}</h3>")
+            w(table_html(t["columns"], own_rows(t)))
+            if t.get("caption"):
+                w(f"<p class='note'>{esc(t['caption'])}</p>")
         if sec.figures:
             w("<h3>Plots</h3>")
         for f in sec.figures:
@@ -637,6 +651,11 @@ def write_markdown(results: dict, sections: list[Section], outdir: Path) -> None
             w("### Paper vs hoard\n")
             w("ratio = hoard / paper; **short** marks rows where hoard's figure is worse than the paper's.\n")
             w(table_md(PAPER_HEAD, paper_rows(rows, mark_short=True)))
+        for t in e.get("tables") or []:
+            w(f"### {t.get('title') or t['id']}\n")
+            w(table_md(t["columns"], own_rows(t)))
+            if t.get("caption"):
+                w(t["caption"] + "\n")
         if sec.figures:
             w("### Plots\n")
         for f in sec.figures:

@@ -31,7 +31,7 @@ from conftest import REGION, REPO_ROOT, empty_bucket
 
 EXAMPLES = REPO_ROOT / "examples"
 APPS = sorted(p.parent.name for p in EXAMPLES.glob("*/hoard.yaml"))
-BUCKETS = ("ml-inference", "images", "wordcount", "notebook")
+BUCKETS = ("ml-inference", "images", "wordcount", "notebook", "videos")
 
 NAME_RE = re.compile(r"^[a-z0-9-]{1,40}$")
 SIZE_RE = re.compile(r"^(\d+)(B|KiB|MiB|GiB|KB|MB|GB)$")
@@ -167,7 +167,7 @@ def example_env(e2e_env, store_s3):
 
 
 def test_every_example_is_found():
-    assert set(APPS) >= {"ml-inference", "image-processing", "wordcount", "notebook"}
+    assert set(APPS) >= {"ml-inference", "image-processing", "wordcount", "notebook", "video"}
 
 
 @pytest.mark.parametrize("app", APPS)
@@ -260,6 +260,12 @@ def test_memory_fits_the_data_at_full_scale():
     column = nb.CHUNKS * nb.chunk_values(1.0) * 8
     assert column == 350 * MB
     assert size_bytes(load_spec("notebook")["cache"]["budget"]) > column
+
+    vid = load_module("video", "video")
+    video = vid.frame_count(1.0) * vid.HEIGHT * vid.WIDTH * 3
+    assert abs(video - 36.9 * MB) < 0.1 * MB
+    # A run's video, its clips, the converted clips and the output.
+    assert size_bytes(load_spec("video")["cache"]["budget"]) > 3 * video
 
 
 # ---------------------------------------------------------------- ml-inference
@@ -383,6 +389,12 @@ def test_image_processing(example_env, s3):
     thumb = jpeg(s3, "images", "thumbnails/img-000.jpg")
     assert_thumbnail(thumb, (width, height))
     assert (out["outputs"][0]["width"], out["outputs"][0]["height"]) == thumb.size
+    assert_timing(out["timing"], gets=1, puts=1)
+    assert (
+        out["timing"]["get_bytes"]
+        == s3.head_object(Bucket="images", Key="x0.05/originals/img-000.jpg")["ContentLength"]
+    )
+    assert out["timing"]["put_bytes"] == out["outputs"][0]["bytes"]
 
     # As the object trigger calls it: an S3 event whose key is URL-encoded.
     uploaded = invoke("image-processing", "upload", {"scale": scale, "count": 2})
@@ -417,6 +429,37 @@ def test_image_processing(example_env, s3):
     processed = jpeg(s3, "images", "processed/img-000.jpg")
     assert_thumbnail(processed, (width, height))
     assert sharpness(processed) < sharpness(jpeg(s3, mid["bucket"], mid["key"]))
+    assert_timing(results["blur"]["timing"], gets=1, puts=1)
+    assert results["blur"]["timing"]["get_bytes"] == mid["bytes"]
+
+    # The same pipeline with boto3 talking to the store directly (how the benchmark runs it without hoard).
+    direct = store_direct(example_env)
+    _, results = run_pipeline(
+        "image-processing", "process", {"bucket": "images", "key": "incoming/img-001.jpg", "store": direct}
+    )
+    assert results["blur"]["outputs"][0]["key"] == "processed/img-001.jpg"
+    assert_thumbnail(jpeg(s3, "images", "processed/img-001.jpg"), (width, height))
+
+
+def store_direct(env) -> dict:
+    """The "store" option of the pipelines' functions: boto3 talks to the store, not the cachelet."""
+    return {
+        "endpoint": env.store_endpoint,
+        "access_key": env.store_creds.access_key,
+        "secret_key": env.store_creds.secret_key,
+    }
+
+
+def assert_timing(t: dict, gets: int, puts: int) -> None:
+    """A function's own account of its time: S3 transfers and the rest."""
+    assert (t["gets"], t["puts"]) == (gets, puts)
+    assert t["get_ms"] > 0
+    assert t["put_ms"] > 0
+    assert t["compute_ms"] >= 0
+    assert t["transfer_ms"] == pytest.approx(t["get_ms"] + t["put_ms"])
+    assert t["total_ms"] == pytest.approx(t["transfer_ms"] + t["compute_ms"], abs=0.01)
+    assert t["get_bytes"] > 0
+    assert t["put_bytes"] > 0
 
 
 # ---------------------------------------------------------------- wordcount
@@ -507,9 +550,97 @@ def test_notebook(example_env, s3):
     assert keys_under(s3, "notebook", f"state/{session}") == []
 
 
+# ---------------------------------------------------------------- video
+
+
+def i420_reference(rgb: np.ndarray) -> list[np.ndarray]:
+    """BT.601 full-range Y, U and V (U and V averaged over 2x2 pixels) of RGB frames, in float64."""
+    x = rgb.astype(np.float64)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    t, h, w = r.shape
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    u = -0.168736 * r - 0.331264 * g + 0.5 * b + 128
+    v = 0.5 * r - 0.418688 * g - 0.081312 * b + 128
+    return [y] + [p.reshape(t, h // 2, 2, w // 2, 2).mean(axis=(2, 4)) for p in (u, v)]
+
+
+def assert_i420(out: np.ndarray, rgb: np.ndarray) -> None:
+    t, h, w, _ = rgb.shape
+    assert out.dtype == np.uint8
+    assert out.shape == (t, h * w * 3 // 2)
+    planes = np.split(out, [h * w, h * w + h * w // 4], axis=1)
+    for got, want in zip(planes, i420_reference(rgb), strict=True):
+        assert np.abs(got.reshape(want.shape).astype(np.float64) - want).max() <= 1
+
+
+def test_video(example_env, s3, store_s3):
+    scale = 0.05
+    vid = load_module("video", "video")
+    prep = invoke("video", "prepare", {"scale": scale})
+    assert (prep["frames"], prep["height"], prep["width"]) == (8, 240, 320)
+    assert prep["key"] == "x0.05/source/video.npy"
+    assert invoke("video", "prepare", {"scale": scale})["written"] is False
+    body = get_body(s3, "videos", prep["key"])
+    assert len(body) == prep["bytes"]
+    source = np.load(io.BytesIO(body))
+    assert source.shape == (8, 240, 320, 3)
+    assert source.dtype == np.uint8
+    assert source.std() > 20  # not a flat picture
+    assert np.array_equal(vid.from_npy(body), source)
+
+    inter, results = run_pipeline("video", "transcode", {"scale": scale})
+    sp = results["split"]
+    assert (sp["frames"], sp["height"], sp["width"]) == (8, 240, 320)
+    assert sp["clips"] == [f"{inter['prefix']}clips/clip-{i:03d}.npy" for i in range(4)]
+    clips = [np.load(io.BytesIO(get_body(s3, sp["bucket"], k))) for k in sp["clips"]]
+    assert [c.shape[0] for c in clips] == [2, 2, 2, 2]
+    assert np.array_equal(np.concatenate(clips), source)
+    assert_timing(sp["timing"], gets=1, puts=4)
+    assert sp["timing"]["get_bytes"] == prep["bytes"]
+
+    for i in range(4):
+        tr = results[f"transcode{i}"]
+        assert tr["clip"] == i
+        assert tr["key"] == f"{inter['prefix']}transcoded/clip-{i:03d}.i420.npy"
+        assert_i420(np.load(io.BytesIO(get_body(s3, tr["bucket"], tr["key"]))), clips[i])
+        assert_timing(tr["timing"], gets=1, puts=1)
+
+    out = results["merge"]
+    assert out["output"]["key"] == f"output/{inter['prefix'].split('/')[-2]}.i420.npy"
+    merged = np.load(io.BytesIO(get_body(s3, "videos", out["output"]["key"])))
+    assert_i420(merged, source)
+    assert (out["clips"], out["frames"], out["height"], out["width"]) == (4, 8, 240, 320)
+    assert out["bytes"] == merged.nbytes == source.nbytes // 2
+    assert_timing(out["timing"], gets=4, puts=1)
+
+    # Downscaled by 2, the video named by its key.
+    _, small = run_pipeline("video", "transcode", {"bucket": "videos", "key": prep["key"], "downscale": 2})
+    assert (small["merge"]["height"], small["merge"]["width"]) == (120, 160)
+    half = source.reshape(8, 120, 2, 160, 2, 3).mean(axis=(2, 4))
+    got = np.load(io.BytesIO(get_body(s3, "videos", small["merge"]["output"]["key"])))
+    assert got.shape == (8, 120 * 160 * 3 // 2)
+    y = 0.299 * half[..., 0] + 0.587 * half[..., 1] + 0.114 * half[..., 2]
+    assert np.abs(got[:, : 120 * 160].reshape(8, 120, 160) - y).max() <= 1
+
+    # boto3 talking to the store directly, as the benchmark runs it without hoard.
+    _, direct = run_pipeline("video", "transcode", {"scale": scale, "store": store_direct(example_env)})
+    key = direct["merge"]["output"]["key"]
+    assert np.array_equal(np.load(io.BytesIO(get_body(store_s3, "videos", key))), merged)
+
+    # The object trigger's shape: the pipeline's input is an S3 event.
+    s3.copy_object(Bucket="videos", Key="inbox/my clip.npy", CopySource={"Bucket": "videos", "Key": prep["key"]})
+    record = {"s3": {"bucket": {"name": "videos"}, "object": {"key": "inbox/my+clip.npy"}}}
+    _, by_event = run_pipeline("video", "transcode", {"Records": [record]})
+    assert by_event["split"]["source"] == {"bucket": "videos", "key": "inbox/my clip.npy"}
+    assert by_event["merge"]["frames"] == 8
+
+    with pytest.raises(ValueError, match="cannot cut 8 frames into 9 clips"):
+        invoke("video", "split", {"scale": scale, "clips": 9})
+
+
 # ---------------------------------------------------------------- demo plans
 
-DEMO_SCALE = {"ml-inference": 0.01, "image-processing": 0.05, "wordcount": 0.01, "notebook": 0.01}
+DEMO_SCALE = {"ml-inference": 0.01, "image-processing": 0.05, "wordcount": 0.01, "notebook": 0.01, "video": 0.05}
 
 
 @pytest.mark.parametrize("app", [a for a in APPS if (EXAMPLES / a / "demo.json").exists()])
@@ -601,6 +732,11 @@ def test_full_size(example_env, s3):
     for n in (1, 2, 3):
         out = call("notebook", "cell", {"cell": n, "session": "full"})
     assert out["result"]["mean"] == pytest.approx(total / (nb.CHUNKS * nb.chunk_values(1.0)), rel=1e-12)
+
+    call("video", "prepare", {})
+    _, results = run_pipeline("video", "transcode", {}, call)
+    assert results["merge"]["frames"] == 160
+    assert results["merge"]["bytes"] == 160 * 240 * 320 * 3 // 2
 
     report = "\n".join(f"{a}.{f}: peak {p / 2**20:.0f} MiB of {b / 2**20:.0f} MiB" for a, f, p, b in call.peaks)
     sys.stderr.write("\n" + report + "\n")

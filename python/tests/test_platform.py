@@ -210,6 +210,7 @@ EXAMPLE_RUNS = [
     ("image-processing", ["invoke", "--pipeline", "image-processing", "process"]),
     ("wordcount", ["invoke", "--pipeline", "wordcount", "wordcount"]),
     ("notebook", ["invoke", "notebook", "cell"]),
+    ("video", ["invoke", "--pipeline", "video", "transcode"]),
 ]
 
 

@@ -137,6 +137,15 @@ def fixture_results() -> dict:
         ],
         "workloads": [workload],
         "notes": ["a note"],
+        "tables": [
+            {
+                "id": "per-stage",
+                "title": "Per stage <ms>",  # escaped in HTML
+                "columns": ["stage", "vanilla ms", "hoard ms", "reduction"],
+                "rows": [["split", "458.7", "247.2", "46.1%"], ["merge | all", "266.2", "68.3", "74.3%"]],
+                "caption": "medians of 3 runs",
+            }
+        ],
     }
     consistency = {
         "experiment": "consistency",
@@ -255,6 +264,11 @@ def test_report_renders_and_every_plot_loads(tmp_path):
     assert "This experiment failed" in page
     assert "MinIO did not start: &lt;exit status 1&gt;" in page
     assert 'class="short"' in page
+    assert "<h3>Per stage &lt;ms&gt;</h3>" in page
+    assert "<th>vanilla ms</th>" in page
+    assert '<td>split</td><td class="num">458.7</td>' in page
+    assert '<td class="num">46.1%</td>' in page
+    assert "medians of 3 runs" in page
     for needle in (
         "Paper vs hoard",
         "Cost per hour",
@@ -269,6 +283,8 @@ def test_report_renders_and_every_plot_loads(tmp_path):
     assert "MinIO did not start" in text
     assert "**short** RH/LH p50 at 1 KiB" in text
     assert "\\| a pipe in a note" in text
+    assert "### Per stage <ms>" in text
+    assert "| merge \\| all | 266.2 | 68.3 | 74.3% |" in text
     for p in pngs:
         assert f"](plots/{p.name})" in text, p.name
 
