@@ -88,7 +88,9 @@ func Experiments() []Experiment {
 		prewarmExperiment(),
 		functionsExperiment(),
 		cacheSizeExperiment(),
+		bandwidthExperiment(),
 		macroExperiment(),
+		pipelinesExperiment(),
 	}
 }
 
