@@ -100,6 +100,23 @@ func (a *app) keepFor(in *inst) time.Duration {
 	}
 }
 
+// idleFor is how long the application has been idle, for the keep-alive
+// of its idle instance in: keep-alive unloads an application that stopped
+// being invoked, not one instance of a busy one. An instance the router
+// leaves idle while others serve invocations may still hold a share of
+// the application's cache (its ring), and whether the application needs
+// fewer instances is the scale controller's question (scale.go), which
+// scales in only when every policy agrees. The caller holds c.mu.
+func (a *app) idleFor(now time.Time, in *inst) time.Duration {
+	switch {
+	case a.inFlight > 0:
+		return 0
+	case a.lastEnd.IsZero():
+		return now.Sub(in.lastUsed)
+	}
+	return now.Sub(a.lastEnd)
+}
+
 // preloadDue reports whether the application should be pre-loaded now:
 // its histogram has a pre-warm window, nothing is loaded or running, and
 // the window since the last invocation ended has passed, once per idle

@@ -213,6 +213,7 @@ func (c *Controller) releaseIdle(a *app, in *inst) {
 func (c *Controller) drop(a *app, in *inst, why string) {
 	c.mu.Lock()
 	delete(a.instances, in.id)
+	a.event("drop", "instance %s dropped: %s", in.id, why)
 	c.mu.Unlock()
 	go c.unload(in, why)
 }
@@ -306,7 +307,7 @@ func (c *Controller) scan() {
 				case in.busy:
 				case in.rev != a.rec.Package.SHA256:
 					unload = append(unload, job{a, in, "a newer version was deployed"})
-				case now.Sub(in.lastUsed) >= a.keepFor(in):
+				case now.Sub(in.lastUsed) >= a.keepFor(in) && a.idleFor(now, in) >= a.keepFor(in):
 					unload = append(unload, job{a, in, "idle for its keep-alive of " + a.keepFor(in).String() + " (" + string(a.decision.Mode) + ")"})
 				}
 			}

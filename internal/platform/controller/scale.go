@@ -17,7 +17,7 @@ import (
 // are kept per application (AppInfo.Events).
 type Event struct {
 	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // scale, preload, prewarm, keepalive
+	Kind   string    `json:"kind"` // scale, preload, prewarm, keepalive, drop
 	Detail string    `json:"detail"`
 }
 
