@@ -30,9 +30,10 @@ import (
 //
 // (scaling.PlanBandwidth) over bandwidths profiled here: BW_BS from the
 // start of every large download (the prefix, read before the plan), and
-// BW_inst from remote hits and from probes of a peer, repeated when the
-// last is older than ProbeMaxAge. T_load and the application's instance
-// limit come from the platform (BandwidthConfig.Platform); when N exceeds
+// BW_inst from probes of a peer (or of this cachelet's own peer listener
+// when it is alone), repeated when the last is older than ProbeMaxAge.
+// T_load and the application's instance limit come from the platform
+// (BandwidthConfig.Platform); when N exceeds
 // the members running, the cachelet asks the platform for the difference
 // with an urgent vote and waits for the new members, up to a bound,
 // before splitting among whoever is there.
