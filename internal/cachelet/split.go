@@ -33,10 +33,10 @@ import (
 // BW_inst from probes of a peer (or of this cachelet's own peer listener
 // when it is alone), repeated when the last is older than ProbeMaxAge.
 // T_load and the application's instance limit come from the platform
-// (BandwidthConfig.Platform); when N exceeds
-// the members running, the cachelet asks the platform for the difference
-// with an urgent vote and waits for the new members, up to a bound,
-// before splitting among whoever is there.
+// (BandwidthConfig.Platform); when N exceeds the members running, the
+// cachelet asks the platform for the difference with an urgent vote and
+// waits for the new members, up to a bound, before splitting among
+// whoever is there.
 
 // BandwidthConfig turns the bandwidth policy on.
 type BandwidthConfig struct {
