@@ -14,9 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/platform"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
 // findExamples returns the examples directory: the given one, else the
@@ -68,7 +68,7 @@ func exampleDirs(dir string) ([]string, error) {
 }
 
 // deployExamples deploys every application under the examples directory.
-func deployExamples(ctx context.Context, p *platform.Platform, dir string, stdout io.Writer) error {
+func deployExamples(ctx context.Context, p *rig.Platform, dir string, stdout io.Writer) error {
 	dir = findExamples(dir)
 	if dir == "" {
 		return nil
@@ -122,7 +122,7 @@ func withScale(ev json.RawMessage, scale float64) json.RawMessage {
 // runDemo prepares every example's data, runs its workload, and prints a
 // report per function: invocations, cold starts, latency, reads by
 // access type.
-func runDemo(ctx context.Context, p *platform.Platform, scale float64, stdout io.Writer) error {
+func runDemo(ctx context.Context, p *rig.Platform, scale float64, stdout io.Writer) error {
 	dir := findExamples("")
 	if dir == "" {
 		return errors.New("no examples directory")
@@ -174,7 +174,7 @@ func runDemo(ctx context.Context, p *platform.Platform, scale float64, stdout io
 }
 
 // demoRun runs one step Repeat times, Concurrency at a time.
-func demoRun(ctx context.Context, p *platform.Platform, app string, st demoStep, scale float64) error {
+func demoRun(ctx context.Context, p *rig.Platform, app string, st demoStep, scale float64) error {
 	n, conc := max(st.Repeat, 1), max(st.Concurrency, 1)
 	ev := withScale(st.Event, scale)
 	var wg sync.WaitGroup
@@ -209,7 +209,7 @@ func demoRun(ctx context.Context, p *platform.Platform, app string, st demoStep,
 	return errors.Join(errs...)
 }
 
-func printDemoReport(p *platform.Platform, apps []string, stdout io.Writer) error {
+func printDemoReport(p *rig.Platform, apps []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "\nDemo report (latency as callers see it: queueing and cold starts included)")
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "app\tfunction\tinvocations\tcold starts\terrors\tp50 ms\tp99 ms\tLH\tRH\tLM\tRM\tpass-through\t")

@@ -17,8 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/loadgen"
-	"github.com/hoard-io/hoard/internal/platform/controller"
 )
 
 // defaultLoadConcurrency bounds the invocations in flight unless

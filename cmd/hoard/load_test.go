@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/loadgen"
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/controller"
 )
 
 func TestLoadFlags(t *testing.T) {

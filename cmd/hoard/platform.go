@@ -18,17 +18,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/platform"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
-	"github.com/hoard-io/hoard/internal/platform/controller"
+	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
 // runController runs the platform's controller on its own.
 func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg platform.Config
+	var cfg rig.Config
 	var listen, etcd, logLevel string
 	fs.StringVar(&listen, "listen", "127.0.0.1:9100", "the controller's API address")
 	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
@@ -53,7 +53,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	cfg.Controller, cfg.ControllerListener = true, ln
-	p, err := platform.Start(ctx, cfg, log)
+	p, err := rig.Start(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -68,7 +68,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg platform.Config
+	var cfg rig.Config
 	var etcd, logLevel string
 	fs.StringVar(&cfg.AgentListen, "listen", "127.0.0.1:0", "the agent's API address")
 	fs.StringVar(&cfg.AgentID, "id", "", "the agent's name (default agent-<hostname>)")
@@ -91,7 +91,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Agent = true
-	p, err := platform.Start(ctx, cfg, log)
+	p, err := rig.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func storeFlags(fs *flag.FlagSet, cfg *platform.Config) {
+func storeFlags(fs *flag.FlagSet, cfg *rig.Config) {
 	fs.StringVar(&cfg.StoreEndpoint, "store-endpoint", envDefault("HOARD_STORE_ENDPOINT", ""), "the store's S3 endpoint URL (env HOARD_STORE_ENDPOINT)")
 	fs.StringVar(&cfg.StoreAccessKey, "store-access-key", envDefault("HOARD_STORE_ACCESS_KEY", ""), "the store's access key (env HOARD_STORE_ACCESS_KEY)")
 	fs.StringVar(&cfg.StoreSecretKey, "store-secret-key", envDefault("HOARD_STORE_SECRET_KEY", ""), "the store's secret key (env HOARD_STORE_SECRET_KEY)")

@@ -23,7 +23,7 @@ import (
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
-	"github.com/hoard-io/hoard/internal/platform"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
 // The files `hoard up` keeps in its state directory.
@@ -126,7 +126,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			return fmt.Errorf("the controller's address: %w", err)
 		}
 		defer controllerLn.Close()
-		minioEnv = platform.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
+		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
 	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s)\n", f.storeListen, filepath.Join(dir, "minio"))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -196,10 +196,10 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		}
 		ins = append(ins, in)
 	}
-	var plat *platform.Platform
+	var plat *rig.Platform
 	if !f.noPlatform {
 		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
-		plat, err = platform.Start(startCtx, platform.Config{
+		plat, err = rig.Start(startCtx, rig.Config{
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir,
 			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,

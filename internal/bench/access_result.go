@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
 // The access experiment's references.

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -149,7 +149,7 @@ func objName(size int64) string { return fmt.Sprintf("object-%d", size) }
 // bandwidthRun deploys a fresh application limited to n instances, loads
 // n of them (warm) or one (cold), reads the object once, and removes the
 // application.
-func bandwidthRun(ctx context.Context, r *rig, app, bucket, key string, n int, mode string, budgetMiB int64) (time.Duration, error) {
+func bandwidthRun(ctx context.Context, r *benchRig, app, bucket, key string, n int, mode string, budgetMiB int64) (time.Duration, error) {
 	dir := filepath.Join(r.tmp, "apps", app)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
 var refFaasTScaling = Reference{Paper: "Faa$T", Figure: "§4 (cache-size scaling)", Section: "§4", Citation: CiteFaasT}

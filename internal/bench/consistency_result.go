@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
 var refFaasTTable6 = Reference{Paper: "Faa$T", Figure: "Table 6", Section: "§6.7", Citation: CiteFaasT}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
 // The papers' figures (Faa$T §6.3, text): with local hits, ML inference

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/loadgen"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
 )
 
 var refOFCMacro = Reference{Paper: "OFC", Figure: "§7.3 (macro benchmark, FaaSLoad)", Section: "§7.3", Citation: CiteOFC}

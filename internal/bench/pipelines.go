@@ -17,9 +17,9 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/scaling"
 )
 
 var (
@@ -234,7 +234,7 @@ func runPipelinesExperiment(ctx context.Context, o Options) (*Result, error) {
 // runChain runs chain c once under variant v on a fresh copy of its
 // input and, for a timed run (run >= 0), adds what its functions measured
 // to m.
-func runChain(ctx context.Context, r *rig, store *minio.Core, c chainSpec, v chainVariant, app string, scale float64,
+func runChain(ctx context.Context, r *benchRig, store *minio.Core, c chainSpec, v chainVariant, app string, scale float64,
 	direct map[string]any, run int, m *chainMeasure) error {
 	src := c.Source(scale)
 	key := fmt.Sprintf("bench-input/%s-%d-%s%s", v.ID, run+1, randSuffix(), path.Ext(src))
@@ -339,7 +339,7 @@ func outputKeys(result json.RawMessage) []string {
 
 // waitPersisted waits until no cachelet of app has a background write
 // queued (hoard_writeback_depth 0 on each instance's /metrics).
-func waitPersisted(ctx context.Context, r *rig, app string) error {
+func waitPersisted(ctx context.Context, r *benchRig, app string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		depth := 0.0

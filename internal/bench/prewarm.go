@@ -13,11 +13,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
-	"github.com/hoard-io/hoard/internal/platform"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
 var refFaasTFig13 = Reference{Paper: "Faa$T", Figure: "Fig. 13", Section: "§6.4", Citation: CiteFaasT}
@@ -103,7 +103,7 @@ func runPrewarmExperiment(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := platform.Start(startCtx, platform.Config{
+	p, err := rig.Start(startCtx, rig.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: tmp,
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: link.Endpoint, StoreAccessKey: "benchstore", StoreSecretKey: "benchstore-secret",
 		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
@@ -215,7 +215,7 @@ func runPrewarmExperiment(ctx context.Context, o Options) (*Result, error) {
 }
 
 // waitPrewarmed waits until the loaded instance's pre-warm has ended.
-func waitPrewarmed(ctx context.Context, p *platform.Platform) error {
+func waitPrewarmed(ctx context.Context, p *rig.Platform) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		ins := p.Agent.Instances()

@@ -12,19 +12,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
-	"github.com/hoard-io/hoard/internal/platform"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
-// rig is the platform on one machine for the experiments that run
+// benchRig is the platform on one machine for the experiments that run
 // applications: MinIO behind a shaped link (netshape), an embedded etcd,
 // a controller and a node agent in this process, instances whose
 // cachelets are the running hoard binary.
-type rig struct {
-	p    *platform.Platform
+type benchRig struct {
+	p    *rig.Platform
 	link string // the preset's description, for RunSettings.Link
 	// minioURL is MinIO's own endpoint (no shaping); storeURL is where
 	// the platform's cachelets reach it (through the shaped link).
@@ -42,7 +42,7 @@ const (
 
 // startRig starts the platform with the store behind the named netshape
 // preset ("local": unshaped).
-func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
+func startRig(ctx context.Context, env Env, preset string) (_ *benchRig, err error) {
 	if env.ModuleRoot == "" {
 		return nil, errors.New("the repository root (for examples/) is unknown")
 	}
@@ -50,7 +50,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &rig{root: env.ModuleRoot}
+	r := &benchRig{root: env.ModuleRoot}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -98,7 +98,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r.p, err = platform.Start(sctx, platform.Config{
+	r.p, err = rig.Start(sctx, rig.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: r.tmp,
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: rigStoreAccessKey, StoreSecretKey: rigStoreSecretKey,
 		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
@@ -112,7 +112,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *rig, err error) {
 }
 
 // Close stops everything, in reverse order of start.
-func (r *rig) Close() {
+func (r *benchRig) Close() {
 	for i := len(r.closes) - 1; i >= 0; i-- {
 		r.closes[i]()
 	}
@@ -120,7 +120,7 @@ func (r *rig) Close() {
 
 // deploy deploys examples/example under its spec, changed by edit (and
 // renamed when edit sets a new name), and returns the application's name.
-func (r *rig) deploy(ctx context.Context, example string, edit func(*appspec.Spec)) (string, error) {
+func (r *benchRig) deploy(ctx context.Context, example string, edit func(*appspec.Spec)) (string, error) {
 	dir := filepath.Join(r.tmp, "apps", example+"-"+randSuffix())
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(r.root, "examples", example))); err != nil {
 		return "", err
@@ -156,7 +156,7 @@ func randSuffix() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffff
 
 // invoke runs a function and returns its record; a function error is an
 // error.
-func (r *rig) invoke(ctx context.Context, app, fn string, event any) (*invocation, error) {
+func (r *benchRig) invoke(ctx context.Context, app, fn string, event any) (*invocation, error) {
 	ev, _ := json.Marshal(event)
 	rec, err := r.p.Controller.Invoke(ctx, app, fn, ev, "bench")
 	if err != nil {

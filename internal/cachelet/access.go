@@ -9,7 +9,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
-	"github.com/hoard-io/hoard/internal/platform/prewarm"
+	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
 // MaxAccessObjects bounds the access metadata a cachelet keeps: beyond it,

@@ -16,7 +16,7 @@ import (
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/checksum"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

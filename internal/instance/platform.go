@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/scaling"
 )
 
 // platformClient is the cachelet's side of the platform's scaling API for

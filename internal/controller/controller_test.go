@@ -20,10 +20,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/keepalive"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/keepalive"
+	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/peer"
-	"github.com/hoard-io/hoard/internal/platform/prewarm"
+	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/scaling"
 )
 
 // Event is something the platform decided about an application: a scale

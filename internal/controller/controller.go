@@ -25,10 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
-	"github.com/hoard-io/hoard/internal/platform/keepalive"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/keepalive"
+	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

@@ -5,7 +5,7 @@
 // agent, instances whose cachelets are the real hoard binary ($HOARD_BIN,
 // or <module root>/bin/hoard) in memory cgroups, and Python workers from
 // the project's virtualenv running boto3 functions written for AWS.
-package platform
+package rig
 
 import (
 	"bytes"
@@ -23,13 +23,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/netshape"
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
-	"github.com/hoard-io/hoard/internal/platform/controller"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )

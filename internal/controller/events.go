@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
 // S3Event is an S3 event notification, as AWS, MinIO and hoard's

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/peer"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )

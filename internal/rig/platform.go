@@ -1,9 +1,9 @@
-// Package platform assembles hoard's local serverless platform: a
+// Package rig assembles hoard's local serverless platform: a
 // controller (package controller) and a node agent (package agent) over
 // one etcd and one store. `hoard up` runs both in its process; `hoard
 // controller` and `hoard agent` run one each. ADR 9 and docs/platform.md
 // describe the design.
-package platform
+package rig
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/controller"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )

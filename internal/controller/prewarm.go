@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/prewarm"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/appspec"
-	"github.com/hoard-io/hoard/internal/platform/keepalive"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/keepalive"
 )
 
 // EtcdKeepAlive is where each application's idle-time histogram is kept

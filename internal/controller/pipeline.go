@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/appspec"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/store"
 )
 

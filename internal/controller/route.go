@@ -13,8 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hoard-io/hoard/internal/platform/agent"
-	"github.com/hoard-io/hoard/internal/platform/scaling"
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/scaling"
 )
 
 // Invocation is one invocation's record: what ran where, how it went.
