@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/loadgen"
 )
 
@@ -253,13 +253,13 @@ type controllerInvoker struct{ c *apiClient }
 func (v controllerInvoker) Invoke(ctx context.Context, t loadgen.Target, event json.RawMessage) (loadgen.Outcome, error) {
 	base := "/v1/apps/" + url.PathEscape(t.App)
 	if t.Pipeline {
-		var run controller.PipelineRun
+		var run api.PipelineRun
 		if err := v.c.call(ctx, http.MethodPost, base+"/pipelines/"+url.PathEscape(t.Function)+"/run", "application/json", event, &run); err != nil {
 			return loadgen.Outcome{}, sendFailure(err)
 		}
 		return pipelineOutcome(&run), nil
 	}
-	var rec controller.Invocation
+	var rec api.Invocation
 	if err := v.c.call(ctx, http.MethodPost, base+"/functions/"+url.PathEscape(t.Function)+"/invoke", "application/json", event, &rec); err != nil {
 		return loadgen.Outcome{}, sendFailure(err)
 	}
@@ -272,7 +272,7 @@ func (v controllerInvoker) Invoke(ctx context.Context, t loadgen.Target, event j
 
 // pipelineOutcome is a run's outcome: cold when any stage was, and the
 // error type of the first failed stage (by name) that ran.
-func pipelineOutcome(run *controller.PipelineRun) loadgen.Outcome {
+func pipelineOutcome(run *api.PipelineRun) loadgen.Outcome {
 	out := loadgen.Outcome{OK: run.OK, Error: run.Error}
 	names := make([]string, 0, len(run.Stages))
 	for name := range run.Stages {

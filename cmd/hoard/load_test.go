@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/agent"
-	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/loadgen"
 )
 
@@ -112,17 +111,17 @@ func (f *loadController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		json.NewEncoder(w).Encode(map[string]string{"error": `application shop has no function "missing"`})
 	case "/v1/apps/shop/pipelines/orders/run":
-		json.NewEncoder(w).Encode(controller.PipelineRun{App: "shop", Pipeline: "orders", OK: true,
-			Stages: map[string]*controller.Invocation{"a": {OK: true, Cold: n == 1}, "b": {OK: true}}})
+		json.NewEncoder(w).Encode(api.PipelineRun{App: "shop", Pipeline: "orders", OK: true,
+			Stages: map[string]*api.Invocation{"a": {OK: true, Cold: n == 1}, "b": {OK: true}}})
 	default:
 		if !strings.HasPrefix(r.URL.Path, "/v1/apps/shop/functions/") {
 			http.NotFound(w, r)
 			return
 		}
 		fn := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/apps/shop/functions/"), "/invoke")
-		rec := controller.Invocation{App: "shop", Function: fn, Cold: n == 1, OK: true, Result: json.RawMessage(`{}`), TotalMS: 1}
+		rec := api.Invocation{App: "shop", Function: fn, Cold: n == 1, OK: true, Result: json.RawMessage(`{}`), TotalMS: 1}
 		if fn == "bad" {
-			rec.OK, rec.Result, rec.Error = false, nil, &agent.ErrorInfo{Type: "ValueError", Message: "no"}
+			rec.OK, rec.Result, rec.Error = false, nil, &api.ErrorInfo{Type: "ValueError", Message: "no"}
 		}
 		json.NewEncoder(w).Encode(rec)
 	}

@@ -18,9 +18,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/rig"
 )
 
@@ -219,7 +219,7 @@ func runDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		var info controller.AppInfo
+		var info api.AppInfo
 		if err := c.call(ctx, http.MethodPost, "/v1/apps", "application/gzip", pkg.Data, &info); err != nil {
 			return fmt.Errorf("deploying %s: %w", dir, err)
 		}
@@ -264,7 +264,7 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	app, name := fs.Arg(0), fs.Arg(1)
 	if *pipeline {
-		var run controller.PipelineRun
+		var run api.PipelineRun
 		if err := c.call(ctx, http.MethodPost, "/v1/apps/"+app+"/pipelines/"+name+"/run", "application/json", event, &run); err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return nil
 	}
-	var rec controller.Invocation
+	var rec api.Invocation
 	if err := c.call(ctx, http.MethodPost, "/v1/apps/"+app+"/functions/"+name+"/invoke", "application/json", event, &rec); err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var apps []controller.AppInfo
+	var apps []api.AppInfo
 	if err := c.call(ctx, http.MethodGet, "/v1/apps", "", nil, &apps); err != nil {
 		return err
 	}
@@ -381,7 +381,7 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *onlyErrors {
 		q += "&errors=1"
 	}
-	var recs []controller.Invocation
+	var recs []api.Invocation
 	if err := c.call(ctx, http.MethodGet, q, "", nil, &recs); err != nil {
 		return err
 	}

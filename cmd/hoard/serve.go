@@ -54,7 +54,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.NotifyURL, "notify-url", envDefault("HOARD_NOTIFY_URL", ""), "post an S3 event notification here after every successful PutObject, CopyObject and CompleteMultipartUpload (cache triggers; env HOARD_NOTIFY_URL)")
 	fs.StringVar(&cfg.NotifyToken, "notify-token", envDefault("HOARD_NOTIFY_TOKEN", ""), "with --notify-url: bearer token sent with each event (env HOARD_NOTIFY_TOKEN)")
 	fs.BoolVar(&cfg.Bandwidth, "bandwidth-policy", envDefault("HOARD_BANDWIDTH_POLICY", "on") != "off", "with --etcd-endpoints: download large objects (>= 16 MiB) in byte ranges by several of the application's cachelets when the profiled bandwidths say it is faster (env HOARD_BANDWIDTH_POLICY=off turns it off)")
-	fs.StringVar(&cfg.PlatformURL, "platform-url", envDefault("HOARD_PLATFORM_URL", ""), "with --etcd-endpoints: the application's resource on the platform's controller (http://HOST/v1/apps/APP): the bandwidth policy reads instance load time and limit there and asks for instances (env HOARD_PLATFORM_URL; token in HOARD_PLATFORM_TOKEN)")
+	fs.StringVar(&cfg.PlatformURL, "platform-url", envDefault("HOARD_PLATFORM_URL", ""), "with --etcd-endpoints: the platform's controller (http://HOST:PORT; the application is --app): the bandwidth policy reads instance load time and limit there and asks for instances (env HOARD_PLATFORM_URL; token in HOARD_PLATFORM_TOKEN)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log as JSON lines")
 	cf.register(fs)

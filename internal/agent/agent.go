@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/sandbox"
@@ -139,14 +139,14 @@ func (a *Agent) ID() string { return a.cfg.ID }
 func (a *Agent) SandboxMode() string { return a.cfg.Sandboxes.Mode() }
 
 // Instances lists the instances.
-func (a *Agent) Instances() []InstanceInfo {
+func (a *Agent) Instances() []api.InstanceInfo {
 	a.mu.Lock()
 	list := make([]*Instance, 0, len(a.instances))
 	for _, in := range a.instances {
 		list = append(list, in)
 	}
 	a.mu.Unlock()
-	out := make([]InstanceInfo, 0, len(list))
+	out := make([]api.InstanceInfo, 0, len(list))
 	for _, in := range list {
 		out = append(out, in.Info())
 	}
@@ -165,7 +165,7 @@ var ErrExists = errors.New("agent: an instance with that id exists")
 
 // Start loads an instance and returns once it can take invocations: code
 // unpacked, sandbox made, cachelet joined to its ring, worker ready.
-func (a *Agent) Start(ctx context.Context, req StartRequest) (*Instance, error) {
+func (a *Agent) Start(ctx context.Context, req api.StartRequest) (*Instance, error) {
 	if !idRE.MatchString(req.ID) {
 		return nil, fmt.Errorf("agent: instance id %q: want 1-63 of a-z, 0-9 and '-'", req.ID)
 	}
@@ -179,7 +179,7 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (*Instance, error) 
 	if len(req.Credentials.PeerSecret) < 16 || req.Credentials.AccessKey == "" || req.Credentials.SecretKey == "" {
 		return nil, errors.New("agent: the application's credentials are incomplete")
 	}
-	in := &Instance{agent: a, req: req, spec: spec, state: StateStarting, started: time.Now(), done: make(chan struct{})}
+	in := &Instance{agent: a, req: req, spec: spec, state: api.StateStarting, started: time.Now(), done: make(chan struct{})}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -246,7 +246,7 @@ func (a *Agent) Close() {
 
 // code returns the directory holding an application's unpacked code,
 // downloading and checking the package when it is not there yet.
-func (a *Agent) code(ctx context.Context, ref PackageRef) (string, error) {
+func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
 	if len(ref.SHA256) != 64 || strings.Trim(ref.SHA256, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("bad package digest %q", ref.SHA256)
 	}
@@ -305,7 +305,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		args = append(args, "--notify-url", a.cfg.NotifyURL)
 	}
 	if a.cfg.ControllerURL != "" {
-		args = append(args, "--platform-url", a.cfg.ControllerURL+"/v1/apps/"+url.PathEscape(spec.Name))
+		args = append(args, "--platform-url", a.cfg.ControllerURL)
 	}
 	cmd := exec.Command(a.cfg.HoardBin, args...)
 	cmd.Env = []string{
@@ -416,7 +416,7 @@ func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
 }
 
 // fetchStats reads the cachelet's read counters.
-func (in *Instance) fetchStats(ctx context.Context) (map[string]ReadCount, error) {
+func (in *Instance) fetchStats(ctx context.Context) (map[string]api.ReadCount, error) {
 	u := strings.TrimSuffix(in.ready.MetricsURL, "/metrics") + "/stats"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -431,15 +431,15 @@ func (in *Instance) fetchStats(ctx context.Context) (map[string]ReadCount, error
 		return nil, fmt.Errorf("cachelet stats: %s", resp.Status)
 	}
 	var s struct {
-		Reads        map[string]ReadCount `json:"reads"`
-		EvictedAgain int64                `json:"evicted_again"`
-		CacheBytes   int64                `json:"cache_bytes"`
-		BudgetBytes  int64                `json:"budget_bytes"`
+		Reads        map[string]api.ReadCount `json:"reads"`
+		EvictedAgain int64                    `json:"evicted_again"`
+		CacheBytes   int64                    `json:"cache_bytes"`
+		BudgetBytes  int64                    `json:"budget_bytes"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
 		return nil, err
 	}
-	cc := CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
+	cc := api.CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
 	for _, r := range s.Reads {
 		cc.Reads += r.Count
 	}

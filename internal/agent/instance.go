@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/sandbox"
@@ -20,7 +21,7 @@ import (
 // Instance is one loaded instance of an application.
 type Instance struct {
 	agent   *Agent
-	req     StartRequest
+	req     api.StartRequest
 	spec    *appspec.Spec
 	started time.Time
 
@@ -44,8 +45,8 @@ type Instance struct {
 	done        chan struct{}
 
 	mem           *memoryDaemon // nil without one (memory.go)
-	prewarm       PrewarmStatus
-	cacheCounters CacheCounters      // as of the last /stats read
+	prewarm       api.PrewarmStatus
+	cacheCounters api.CacheCounters  // as of the last /stats read
 	prewarmStop   context.CancelFunc // ends the pre-warm run
 	batchStop     context.CancelFunc // ends the pre-warm batch in flight
 }
@@ -89,7 +90,7 @@ func (in *Instance) load(ctx context.Context) error {
 	}
 	in.mu.Lock()
 	in.worker = w
-	in.state = StateIdle
+	in.state = api.StateIdle
 	in.lastUsed = time.Now()
 	in.startDur = time.Since(in.started)
 	in.mu.Unlock()
@@ -100,9 +101,9 @@ func (in *Instance) load(ctx context.Context) error {
 }
 
 // Info describes the instance.
-func (in *Instance) Info() InstanceInfo {
+func (in *Instance) Info() api.InstanceInfo {
 	in.mu.Lock()
-	info := InstanceInfo{
+	info := api.InstanceInfo{
 		ID: in.req.ID, App: in.req.App, Rev: in.req.Package.SHA256, Agent: in.agent.cfg.ID,
 		State: in.state, Reason: in.reason,
 		Endpoint: in.ready.Endpoint, MetricsURL: in.ready.MetricsURL, PeerAddr: in.ready.PeerAddr,
@@ -111,7 +112,7 @@ func (in *Instance) Info() InstanceInfo {
 	}
 	box, state := in.box, in.state
 	in.mu.Unlock()
-	if state == StateIdle || state == StateBusy {
+	if state == api.StateIdle || state == api.StateBusy {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, _ = in.fetchStats(ctx)
 		cancel()
@@ -136,9 +137,9 @@ var ErrBusy = errors.New("agent: the instance is busy")
 var ErrUnavailable = errors.New("agent: the instance is not available")
 
 // Invoke runs one function. A function's own failure (an exception, a
-// timeout, running out of memory) is an InvokeResult with OK false and
+// timeout, running out of memory) is an api.InvokeResult with OK false and
 // the function's log; an error means the invocation did not run.
-func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult, error) {
+func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.InvokeResult, error) {
 	if !in.invokeMu.TryLock() {
 		return nil, ErrBusy
 	}
@@ -148,19 +149,19 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 		return nil, fmt.Errorf("agent: application %s has no function %q", in.spec.Name, req.Function)
 	}
 	in.mu.Lock()
-	if in.state != StateIdle {
+	if in.state != api.StateIdle {
 		state := in.state
 		in.mu.Unlock()
 		return nil, fmt.Errorf("%w (%s)", ErrUnavailable, state)
 	}
-	in.state = StateBusy
+	in.state = api.StateBusy
 	in.pausePrewarmLocked()
 	w := in.worker
 	in.invocations++
 	in.mu.Unlock()
 
 	a := in.agent
-	res := &InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
+	res := &api.InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
 	before, err := in.fetchStats(ctx)
 	if err != nil {
 		a.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
@@ -182,11 +183,11 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 	case werr == nil:
 		res.OK, res.Result, res.Log = wres.OK, wres.Payload, wres.Log
 		if wres.Error != nil {
-			res.Error = &ErrorInfo{Type: wres.Error.Type, Message: wres.Error.Message, Traceback: wres.Error.Traceback}
+			res.Error = &api.ErrorInfo{Type: wres.Error.Type, Message: wres.Error.Message, Traceback: wres.Error.Traceback}
 		}
 	case errors.As(werr, &timeout):
 		res.Log = timeout.Log
-		res.Error = &ErrorInfo{Type: "Timeout", Message: fmt.Sprintf("the function ran longer than its timeout of %s and was stopped", fn.Timeout.D())}
+		res.Error = &api.ErrorInfo{Type: "Timeout", Message: fmt.Sprintf("the function ran longer than its timeout of %s and was stopped", fn.Timeout.D())}
 		a.m.failures.WithLabelValues("timeout").Inc()
 	case errors.As(werr, &crash):
 		res.Log = crash.Log
@@ -195,20 +196,20 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 			if in.spec.Cache.Shared {
 				split = fmt.Sprintf("%s booked, shared with a cache of up to %s", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
 			}
-			res.Error = &ErrorInfo{Type: "OutOfMemory", Message: fmt.Sprintf(
+			res.Error = &api.ErrorInfo{Type: "OutOfMemory", Message: fmt.Sprintf(
 				"the function exceeded the instance's memory limit (%s: %s) and was killed", bytesize.Format(in.box.Limit()), split)}
 			a.m.failures.WithLabelValues("oom").Inc()
 		} else {
-			res.Error = &ErrorInfo{Type: "Crashed", Message: "the function's worker died: " + crash.Error()}
+			res.Error = &api.ErrorInfo{Type: "Crashed", Message: "the function's worker died: " + crash.Error()}
 			a.m.failures.WithLabelValues("crash").Inc()
 		}
 	default:
-		res.Error = &ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
+		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
 	if after, err := in.fetchStats(context.WithoutCancel(ctx)); err == nil && before != nil {
-		res.Reads = map[string]ReadCount{}
+		res.Reads = map[string]api.ReadCount{}
 		for k, v := range after {
-			d := ReadCount{Count: v.Count - before[k].Count, Bytes: v.Bytes - before[k].Bytes}
+			d := api.ReadCount{Count: v.Count - before[k].Count, Bytes: v.Bytes - before[k].Bytes}
 			if d.Count != 0 || d.Bytes != 0 {
 				res.Reads[k] = d
 			}
@@ -216,14 +217,14 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 	}
 	// A worker that died (timeout, OOM, crash) is replaced; the instance
 	// keeps its cachelet and what it caches.
-	next := StateIdle
+	next := api.StateIdle
 	select {
 	case <-w.Done():
 		res.Replaced = true
 		nw, err := in.startWorker(context.WithoutCancel(ctx))
 		if err != nil {
 			a.log.Error("replacing a dead worker failed", "instance", in.req.ID, "err", err)
-			next = StateDead
+			next = api.StateDead
 			in.mu.Lock()
 			in.reason = "its worker could not be restarted: " + err.Error()
 			in.mu.Unlock()
@@ -235,12 +236,12 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 	default:
 	}
 	in.mu.Lock()
-	if in.state == StateBusy {
+	if in.state == api.StateBusy {
 		in.state = next
 	}
 	in.lastUsed = time.Now()
 	in.mu.Unlock()
-	if next == StateDead {
+	if next == api.StateDead {
 		go func() { in.teardown(in.reason); a.forget(in.req.ID) }()
 	}
 	return res, nil
@@ -262,11 +263,11 @@ func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error
 // instance is being unloaded, the instance is dead.
 func (in *Instance) cacheletExited(err error) {
 	in.mu.Lock()
-	if in.tornDown || in.state == StateStarting {
+	if in.tornDown || in.state == api.StateStarting {
 		in.mu.Unlock()
 		return
 	}
-	in.state = StateDead
+	in.state = api.StateDead
 	in.reason = fmt.Sprintf("its cachelet exited: %v", err)
 	in.mu.Unlock()
 	in.agent.log.Error("cachelet exited", "instance", in.req.ID, "err", err)
@@ -284,9 +285,9 @@ func (in *Instance) teardown(reason string) {
 		return
 	}
 	in.tornDown = true
-	cacheletAlive := in.state != StateDead && in.state != StateStarting
-	if in.state != StateDead {
-		in.state = StateDead
+	cacheletAlive := in.state != api.StateDead && in.state != api.StateStarting
+	if in.state != api.StateDead {
+		in.state = api.StateDead
 		in.reason = reason
 	}
 	if in.prewarmStop != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/sandbox"
@@ -109,7 +110,7 @@ type memoryDaemon struct {
 	lastWarn  time.Time
 
 	mu   sync.Mutex
-	info MemoryDaemonInfo
+	info api.MemoryDaemonInfo
 }
 
 // startMemoryDaemon starts the instance's memory daemon, unless the agent
@@ -131,7 +132,7 @@ func (in *Instance) startMemoryDaemon() {
 		configured: int64(in.spec.Cache.Budget),
 		cancel:     cancel, done: make(chan struct{}),
 	}
-	d.info = MemoryDaemonInfo{Running: true, Shared: in.spec.Cache.Shared,
+	d.info = api.MemoryDaemonInfo{Running: true, Shared: in.spec.Cache.Shared,
 		ConfiguredBudget: d.configured, CacheBudget: d.configured}
 	in.mu.Lock()
 	if in.tornDown { // unloaded meanwhile (the agent is closing)
@@ -157,8 +158,8 @@ func (in *Instance) stopMemoryDaemon() {
 	<-d.done
 }
 
-// memoryInfo is the daemon's state for InstanceInfo; nil without one.
-func (in *Instance) memoryInfo() *MemoryDaemonInfo {
+// memoryInfo is the daemon's state for api.InstanceInfo; nil without one.
+func (in *Instance) memoryInfo() *api.MemoryDaemonInfo {
 	in.mu.Lock()
 	d := in.mem
 	in.mu.Unlock()

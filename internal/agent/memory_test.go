@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
@@ -119,7 +120,7 @@ func newDaemonEnv(t *testing.T, limit, budget int64, objects int) *daemonEnv {
 	e := &daemonEnv{t: t, cl: cl, srv: srv}
 	in := &Instance{
 		agent: &Agent{log: slog.New(slog.DiscardHandler)},
-		req:   StartRequest{ID: "mem-1", Credentials: Credentials{PeerSecret: daemonSecret}},
+		req:   api.StartRequest{ID: "mem-1", Credentials: api.Credentials{PeerSecret: daemonSecret}},
 		spec:  &appspec.Spec{Name: "mem", Cache: appspec.CacheSpec{Budget: appspec.Size(budget), Shared: true}},
 	}
 	client := peer.NewClient(auth, peer.ClientConfig{})
@@ -131,11 +132,11 @@ func newDaemonEnv(t *testing.T, limit, budget int64, objects int) *daemonEnv {
 		client: client, addr: strings.TrimPrefix(srv.URL, "http://"), statsURL: srv.URL + "/stats",
 		configured: budget, done: make(chan struct{}),
 	}
-	e.d.info = MemoryDaemonInfo{Running: true, Shared: true, ConfiguredBudget: budget, CacheBudget: budget}
+	e.d.info = api.MemoryDaemonInfo{Running: true, Shared: true, ConfiguredBudget: budget, CacheBudget: budget}
 	return e
 }
 
-func (e *daemonEnv) info() MemoryDaemonInfo {
+func (e *daemonEnv) info() api.MemoryDaemonInfo {
 	e.d.mu.Lock()
 	defer e.d.mu.Unlock()
 	return e.d.info

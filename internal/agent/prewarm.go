@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
@@ -31,19 +32,19 @@ func (in *Instance) peerClient() (*peer.Client, error) {
 // invocation cancels the batch in flight, which resumes once the
 // invocation ends (Faa$T §3.3: pre-warming never competes with on-demand
 // accesses). A second Prewarm replaces the first's remaining keys.
-func (in *Instance) Prewarm(keys []Key) {
+func (in *Instance) Prewarm(keys []api.Key) {
 	in.mu.Lock()
 	if in.prewarmStop != nil {
 		in.prewarmStop()
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	in.prewarmStop = stop
-	in.prewarm = PrewarmStatus{Requested: len(keys), Running: true}
+	in.prewarm = api.PrewarmStatus{Requested: len(keys), Running: true}
 	in.mu.Unlock()
 	go in.runPrewarm(ctx, keys)
 }
 
-func (in *Instance) runPrewarm(ctx context.Context, keys []Key) {
+func (in *Instance) runPrewarm(ctx context.Context, keys []api.Key) {
 	defer func() {
 		in.mu.Lock()
 		in.prewarm.Running = false
@@ -96,14 +97,14 @@ func (in *Instance) idleContext(ctx context.Context) (context.Context, bool) {
 	for {
 		in.mu.Lock()
 		state := in.state
-		if state == StateIdle {
+		if state == api.StateIdle {
 			bctx, cancel := context.WithCancel(ctx)
 			in.batchStop = cancel
 			in.mu.Unlock()
 			return bctx, true
 		}
 		in.mu.Unlock()
-		if state == StateDead {
+		if state == api.StateDead {
 			return nil, false
 		}
 		select {

@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/keepalive"
 	"github.com/hoard-io/hoard/internal/scaling"
@@ -75,12 +75,12 @@ type BucketNotifier interface {
 
 // Record is an application as stored in etcd.
 type Record struct {
-	Name        string            `json:"name"`
-	Spec        string            `json:"spec"`
-	Package     agent.PackageRef  `json:"package"`
-	Credentials agent.Credentials `json:"credentials"`
-	Version     int               `json:"version"`
-	DeployedAt  time.Time         `json:"deployed_at"`
+	Name        string          `json:"name"`
+	Spec        string          `json:"spec"`
+	Package     api.PackageRef  `json:"package"`
+	Credentials api.Credentials `json:"credentials"`
+	Version     int             `json:"version"`
+	DeployedAt  time.Time       `json:"deployed_at"`
 }
 
 // Controller is the platform's control plane.
@@ -109,7 +109,7 @@ type app struct {
 	waiters   []*waiter
 	seq       int
 
-	records []*Invocation // the most recent, oldest first
+	records []*api.Invocation // the most recent, oldest first
 	fstats  map[string]*funcStats
 
 	// Keep-alive and pre-load (keepalive.go): the hybrid histogram of
@@ -126,7 +126,7 @@ type app struct {
 	pendingVotes []scaling.Vote
 	loads        *scaling.LoadEstimator // instance load times (the bandwidth policy's T_load)
 	lastVote     time.Time
-	events       []Event
+	events       []api.Event
 }
 
 // inst is one instance as the controller sees it.
@@ -134,7 +134,7 @@ type inst struct {
 	id, agentID, agentURL, rev, endpoint string
 	busy                                 bool
 	preloaded                            bool // started by a pre-load, not used yet
-	lastCache                            agent.CacheCounters
+	lastCache                            api.CacheCounters
 	counted                              bool // lastCache holds a reading
 	orphan                               bool // adopted busy after a restart: polled until idle
 	lastUsed                             time.Time
@@ -211,18 +211,18 @@ func (c *Controller) load(ctx context.Context) error {
 	}
 	adopted := 0
 	for _, ag := range agents {
-		list, err := c.agents.instances(ctx, ag.URL)
+		list, err := c.agents.at(ag.URL).Instances(ctx)
 		if err != nil {
 			c.log.Warn("cannot list an agent's instances", "agent", ag.ID, "err", err)
 			continue
 		}
 		for _, info := range list {
 			a := c.apps[info.App]
-			if a == nil || info.State == agent.StateDead || info.State == agent.StateStarting {
+			if a == nil || info.State == api.StateDead || info.State == api.StateStarting {
 				continue
 			}
 			a.instances[info.ID] = &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint,
-				busy: info.State == agent.StateBusy, orphan: info.State == agent.StateBusy, lastUsed: info.LastUsed}
+				busy: info.State == api.StateBusy, orphan: info.State == api.StateBusy, lastUsed: info.LastUsed}
 			adopted++
 		}
 	}
@@ -252,7 +252,7 @@ func (c *Controller) app(name string) (*app, error) {
 // Deploy stores an application's package and record and makes it live.
 // A redeploy keeps the application's credentials; instances of the older
 // version finish what they run and are unloaded.
-func (c *Controller) Deploy(ctx context.Context, data []byte) (*AppInfo, error) {
+func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, error) {
 	pkg, err := appspec.ReadPackage(data)
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*AppInfo, error) 
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
-	ref := agent.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + ".tar.gz", SHA256: pkg.SHA256}
+	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + ".tar.gz", SHA256: pkg.SHA256}
 	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: "application/gzip"}); err != nil {
 		return nil, fmt.Errorf("storing the code package: %w", err)
 	}
@@ -276,7 +276,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*AppInfo, error) 
 	}
 	c.mu.Unlock()
 	if rec.Credentials.AccessKey == "" {
-		rec.Credentials = agent.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
+		rec.Credentials = api.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
 	}
 	for _, b := range triggerBuckets(pkg.Spec) {
 		if err := c.ensureBucket(ctx, b); err != nil {
@@ -371,37 +371,8 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// AppInfo describes a deployed application.
-type AppInfo struct {
-	Name        string               `json:"name"`
-	Version     int                  `json:"version"`
-	DeployedAt  time.Time            `json:"deployed_at"`
-	Rev         string               `json:"rev"`
-	Functions   []string             `json:"functions"`
-	Pipelines   []string             `json:"pipelines"`
-	Triggers    int                  `json:"triggers"`
-	Instances   []InstanceSummary    `json:"instances"`
-	Queue       int                  `json:"queue"`
-	Invocations int64                `json:"invocations"`
-	Credentials *agent.Credentials   `json:"credentials,omitempty"`
-	Spec        string               `json:"spec,omitempty"`
-	Stats       map[string]FuncStats `json:"stats,omitempty"`
-	Events      []Event              `json:"events,omitempty"`
-	KeepAlive   *keepalive.Decision  `json:"keep_alive,omitempty"`
-}
-
-// InstanceSummary is an instance in AppInfo.
-type InstanceSummary struct {
-	ID       string    `json:"id"`
-	Agent    string    `json:"agent"`
-	State    string    `json:"state"`
-	Endpoint string    `json:"endpoint"`
-	Current  bool      `json:"current"` // runs the deployed version
-	LastUsed time.Time `json:"last_used"`
-}
-
 // Apps lists the applications.
-func (c *Controller) Apps() []AppInfo {
+func (c *Controller) Apps() []api.AppInfo {
 	c.mu.Lock()
 	names := make([]string, 0, len(c.apps))
 	for n := range c.apps {
@@ -409,7 +380,7 @@ func (c *Controller) Apps() []AppInfo {
 	}
 	c.mu.Unlock()
 	sort.Strings(names)
-	out := make([]AppInfo, 0, len(names))
+	out := make([]api.AppInfo, 0, len(names))
 	for _, n := range names {
 		if a, err := c.app(n); err == nil {
 			out = append(out, c.info(a))
@@ -418,28 +389,28 @@ func (c *Controller) Apps() []AppInfo {
 	return out
 }
 
-func (c *Controller) info(a *app) AppInfo {
+func (c *Controller) info(a *app) api.AppInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	info := AppInfo{Name: a.rec.Name, Version: a.rec.Version, DeployedAt: a.rec.DeployedAt, Rev: a.rec.Package.SHA256,
+	info := api.AppInfo{Name: a.rec.Name, Version: a.rec.Version, DeployedAt: a.rec.DeployedAt, Rev: a.rec.Package.SHA256,
 		Functions: a.spec.FunctionNames(), Triggers: len(a.spec.Triggers), Queue: len(a.waiters), Spec: a.rec.Spec}
 	for p := range a.spec.Pipelines {
 		info.Pipelines = append(info.Pipelines, p)
 	}
 	sort.Strings(info.Pipelines)
 	for _, in := range a.instances {
-		state := agent.StateIdle
+		state := api.StateIdle
 		if in.busy {
-			state = agent.StateBusy
+			state = api.StateBusy
 		}
-		info.Instances = append(info.Instances, InstanceSummary{ID: in.id, Agent: in.agentID, State: state,
+		info.Instances = append(info.Instances, api.InstanceSummary{ID: in.id, Agent: in.agentID, State: state,
 			Endpoint: in.endpoint, Current: in.rev == a.rec.Package.SHA256, LastUsed: in.lastUsed})
 	}
 	sort.Slice(info.Instances, func(i, j int) bool { return info.Instances[i].ID < info.Instances[j].ID })
 	for _, fs := range a.fstats {
 		info.Invocations += fs.n
 	}
-	info.Events = append([]Event(nil), a.events...)
+	info.Events = append([]api.Event(nil), a.events...)
 	d := a.decision
 	info.KeepAlive = &d
 	return info
@@ -447,10 +418,10 @@ func (c *Controller) info(a *app) AppInfo {
 
 // Credentials returns an application's credentials (the S3 keys its
 // functions use against its cachelets).
-func (c *Controller) Credentials(name string) (agent.Credentials, error) {
+func (c *Controller) Credentials(name string) (api.Credentials, error) {
 	a, err := c.app(name)
 	if err != nil {
-		return agent.Credentials{}, err
+		return api.Credentials{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -466,4 +437,9 @@ type agentClient struct {
 
 func newAgentClient(etcd *clientv3.Client, token string) *agentClient {
 	return &agentClient{etcd: etcd, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
+}
+
+// at is the client of the agent at url.
+func (ac *agentClient) at(url string) *api.AgentClient {
+	return api.NewAgentClient(url, ac.token, ac.http)
 }

@@ -20,7 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/keepalive"
 	"github.com/hoard-io/hoard/internal/scaling"
@@ -45,34 +45,34 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 	a := &fakeAgent{instances: map[string]string{}, revs: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/instances", func(w http.ResponseWriter, r *http.Request) {
-		var req agent.StartRequest
+		var req api.StartRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		a.starts.Add(1)
 		a.mu.Lock()
-		a.instances[req.ID] = agent.StateIdle
+		a.instances[req.ID] = api.StateIdle
 		a.revs[req.ID] = req.Package.SHA256
 		a.mu.Unlock()
-		writeJSON(w, http.StatusCreated, agent.InstanceInfo{ID: req.ID, App: req.App, Rev: req.Package.SHA256, State: agent.StateIdle})
+		api.WriteJSON(w, http.StatusCreated, api.InstanceInfo{ID: req.ID, App: req.App, Rev: req.Package.SHA256, State: api.StateIdle})
 	})
 	mux.HandleFunc("GET /v1/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		st, ok := a.instances[r.PathValue("id")]
 		if !ok {
-			writeError(w, http.StatusNotFound, errors.New("no such instance"))
+			api.WriteError(w, http.StatusNotFound, errors.New("no such instance"))
 			return
 		}
-		writeJSON(w, http.StatusOK, agent.InstanceInfo{ID: r.PathValue("id"), State: st, Rev: a.revs[r.PathValue("id")],
-			Cache: agent.CacheCounters{EvictedAgain: a.evictedAgain.Load(), Reads: a.reads.Load()}})
+		api.WriteJSON(w, http.StatusOK, api.InstanceInfo{ID: r.PathValue("id"), State: st, Rev: a.revs[r.PathValue("id")],
+			Cache: api.CacheCounters{EvictedAgain: a.evictedAgain.Load(), Reads: a.reads.Load()}})
 	})
 	mux.HandleFunc("GET /v1/instances", func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		var out []agent.InstanceInfo
+		var out []api.InstanceInfo
 		for id, st := range a.instances {
-			out = append(out, agent.InstanceInfo{ID: id, App: strings.SplitN(id, "-", 2)[0], State: st, Rev: a.revs[id]})
+			out = append(out, api.InstanceInfo{ID: id, App: strings.SplitN(id, "-", 2)[0], State: st, Rev: a.revs[id]})
 		}
-		writeJSON(w, http.StatusOK, out)
+		api.WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("DELETE /v1/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
 		a.stops.Add(1)
@@ -82,20 +82,20 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/instances/{id}/invoke", func(w http.ResponseWriter, r *http.Request) {
-		var req agent.InvokeRequest
+		var req api.InvokeRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		if a.failNext.CompareAndSwap(true, false) {
-			writeError(w, http.StatusConflict, errors.New("instance dead"))
+			api.WriteError(w, http.StatusConflict, errors.New("instance dead"))
 			return
 		}
 		a.mu.Lock()
-		if a.instances[r.PathValue("id")] == agent.StateBusy {
+		if a.instances[r.PathValue("id")] == api.StateBusy {
 			a.mu.Unlock()
 			t.Errorf("instance %s given two invocations at once", r.PathValue("id"))
-			writeError(w, http.StatusConflict, errors.New("busy"))
+			api.WriteError(w, http.StatusConflict, errors.New("busy"))
 			return
 		}
-		a.instances[r.PathValue("id")] = agent.StateBusy
+		a.instances[r.PathValue("id")] = api.StateBusy
 		a.mu.Unlock()
 		var ev struct {
 			MS int             `json:"ms"`
@@ -104,12 +104,12 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		json.Unmarshal(req.Event, &ev)
 		time.Sleep(time.Duration(ev.MS) * time.Millisecond)
 		a.mu.Lock()
-		a.instances[r.PathValue("id")] = agent.StateIdle
+		a.instances[r.PathValue("id")] = api.StateIdle
 		a.mu.Unlock()
-		writeJSON(w, http.StatusOK, agent.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
-			Reads: map[string]agent.ReadCount{"local_hit": {Count: 1, Bytes: 10}}})
+		api.WriteJSON(w, http.StatusOK, api.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
+			Reads: map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}}})
 	})
-	a.srv = httptest.NewServer(agent.RequireToken("tok", mux))
+	a.srv = httptest.NewServer(api.RequireToken("tok", mux))
 	t.Cleanup(a.srv.Close)
 	return a
 }
@@ -149,8 +149,8 @@ func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Cli
 	}
 	t.Cleanup(func() { cli.Close() })
 	fa := newFakeAgent(t)
-	reg, _ := json.Marshal(agent.Registration{ID: "fake", URL: fa.srv.URL})
-	if _, err := cli.Put(ctx, agent.EtcdPrefix+"fake", string(reg)); err != nil {
+	reg, _ := json.Marshal(api.Registration{ID: "fake", URL: fa.srv.URL})
+	if _, err := cli.Put(ctx, api.EtcdPrefix+"fake", string(reg)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Etcd, cfg.Store, cfg.AgentToken, cfg.ScanInterval = cli, memstore.New(), "tok", 20*time.Millisecond
@@ -187,7 +187,7 @@ func TestRouting(t *testing.T) {
 	// Busy: a second instance starts; beyond max_instances, invocations
 	// queue and run on the first instance released.
 	var wg sync.WaitGroup
-	results := make(chan *Invocation, 5)
+	results := make(chan *api.Invocation, 5)
 	for range 5 {
 		wg.Add(1)
 		go func() {

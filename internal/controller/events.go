@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 )
 
@@ -91,13 +92,13 @@ func (c *Controller) fire(app string, t *appspec.Trigger, event json.RawMessage,
 	defer cancel()
 	var err error
 	if t.Function != "" {
-		var rec *Invocation
+		var rec *api.Invocation
 		rec, err = c.Invoke(ctx, app, t.Function, event, kind)
 		if err == nil && !rec.OK {
 			err = fmt.Errorf("%s: %s", rec.Error.Type, rec.Error.Message)
 		}
 	} else {
-		var run *PipelineRun
+		var run *api.PipelineRun
 		run, err = c.RunPipeline(ctx, app, t.Pipeline, event, kind)
 		if err == nil && !run.OK {
 			err = fmt.Errorf("%s", run.Error)

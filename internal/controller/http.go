@@ -13,135 +13,117 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
 
-// The controller's HTTP API. Everything under /v1 needs "Authorization:
-// Bearer TOKEN"; /http/APP/PATH (HTTP triggers) is open, like a function
-// URL; /healthz is open.
-//
-//	POST   /v1/apps                                  body: code package (tar.gz) -> AppInfo
-//	GET    /v1/apps                                  -> []AppInfo
-//	GET    /v1/apps/{app}                            -> AppInfo with spec, credentials and stats
-//	DELETE /v1/apps/{app}
-//	POST   /v1/apps/{app}/functions/{fn}/invoke      body: event JSON -> Invocation
-//	POST   /v1/apps/{app}/pipelines/{p}/run          body: input JSON -> PipelineRun
-//	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
-//	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
-//	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
-//	GET    /v1/apps/{app}/scaling                    ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
-//	POST   /v1/apps/{app}/votes                      body: scaling.Vote (unrequested; urgent ones act at once)
-//	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
-//	ANY    /http/{app}/{path...}                     HTTP trigger
-
-// Handler serves the API.
+// Handler serves the controller's API (api/controller.go lists it).
 func (c *Controller) Handler(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("POST /v1/apps", func(w http.ResponseWriter, r *http.Request) {
 		data, err := io.ReadAll(io.LimitReader(r.Body, appspec.MaxPackageBytes+1))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			api.WriteError(w, http.StatusBadRequest, err)
 			return
 		}
 		info, err := c.Deploy(r.Context(), data)
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, info)
+		api.WriteJSON(w, http.StatusCreated, info)
 	})
 	mux.HandleFunc("GET /v1/apps", func(w http.ResponseWriter, r *http.Request) {
 		apps := c.Apps()
 		for i := range apps {
 			apps[i].Spec = ""
 		}
-		writeJSON(w, http.StatusOK, apps)
+		api.WriteJSON(w, http.StatusOK, apps)
 	})
 	mux.HandleFunc("GET /v1/apps/{app}", func(w http.ResponseWriter, r *http.Request) {
 		a, err := c.app(r.PathValue("app"))
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
 		info := c.info(a)
 		creds, _ := c.Credentials(info.Name)
 		info.Credentials = &creds
 		info.Stats, _ = c.Stats(info.Name)
-		writeJSON(w, http.StatusOK, info)
+		api.WriteJSON(w, http.StatusOK, info)
 	})
 	mux.HandleFunc("DELETE /v1/apps/{app}", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Remove(r.Context(), r.PathValue("app")); err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/apps/{app}/functions/{fn}/invoke", func(w http.ResponseWriter, r *http.Request) {
-		event, ok := readBody(w, r)
+		event, ok := api.ReadBody(w, r)
 		if !ok {
 			return
 		}
 		rec, err := c.Invoke(r.Context(), r.PathValue("app"), r.PathValue("fn"), event, "api")
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, rec)
+		api.WriteJSON(w, http.StatusOK, rec)
 	})
 	mux.HandleFunc("POST /v1/apps/{app}/pipelines/{p}/run", func(w http.ResponseWriter, r *http.Request) {
-		input, ok := readBody(w, r)
+		input, ok := api.ReadBody(w, r)
 		if !ok {
 			return
 		}
 		run, err := c.RunPipeline(r.Context(), r.PathValue("app"), r.PathValue("p"), input, "api")
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, run)
+		api.WriteJSON(w, http.StatusOK, run)
 	})
 	mux.HandleFunc("GET /v1/apps/{app}/logs", func(w http.ResponseWriter, r *http.Request) {
 		n := 20
 		if s := r.URL.Query().Get("n"); s != "" {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 1 || v > maxRecords {
-				writeError(w, http.StatusBadRequest, fmt.Errorf("n: want 1-%d", maxRecords))
+				api.WriteError(w, http.StatusBadRequest, fmt.Errorf("n: want 1-%d", maxRecords))
 				return
 			}
 			n = v
 		}
 		logs, err := c.Logs(r.PathValue("app"), r.URL.Query().Get("function"), n, r.URL.Query().Get("errors") != "")
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, logs)
+		api.WriteJSON(w, http.StatusOK, logs)
 	})
 	mux.HandleFunc("GET /v1/apps/{app}/scaling", func(w http.ResponseWriter, r *http.Request) {
 		si, err := c.Scaling(r.PathValue("app"))
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, si)
+		api.WriteJSON(w, http.StatusOK, si)
 	})
 	mux.HandleFunc("POST /v1/apps/{app}/votes", func(w http.ResponseWriter, r *http.Request) {
 		var v scaling.Vote
-		body, ok := readBody(w, r)
+		body, ok := api.ReadBody(w, r)
 		if !ok {
 			return
 		}
 		if err := json.Unmarshal(body, &v); err != nil || v.Delta == 0 {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("want a vote {\"policy\", \"delta\" (non-zero), \"urgent\", \"reason\"}: %v", err))
+			api.WriteError(w, http.StatusBadRequest, fmt.Errorf("want a vote {\"policy\", \"delta\" (non-zero), \"urgent\", \"reason\"}: %v", err))
 			return
 		}
 		if err := c.Vote(r.PathValue("app"), v); err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -150,38 +132,38 @@ func (c *Controller) Handler(token string) http.Handler {
 		warm := r.URL.Query().Get("warm") != "false"
 		sel, err := c.Preload(r.Context(), r.PathValue("app"), warm)
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, sel)
+		api.WriteJSON(w, http.StatusOK, sel)
 	})
 	mux.HandleFunc("GET /v1/apps/{app}/stats", func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.Stats(r.PathValue("app"))
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s)
+		api.WriteJSON(w, http.StatusOK, s)
 	})
 	mux.HandleFunc("POST /v1/events", func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(w, r)
+		body, ok := api.ReadBody(w, r)
 		if !ok {
 			return
 		}
 		var ev S3Event
 		if err := json.Unmarshal(body, &ev); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("not an S3 event: %w", err))
+			api.WriteError(w, http.StatusBadRequest, fmt.Errorf("not an S3 event: %w", err))
 			return
 		}
 		n, err := c.HandleEvent(&ev)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			api.WriteError(w, http.StatusBadRequest, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]int{"fired": n})
+		api.WriteJSON(w, http.StatusOK, map[string]int{"fired": n})
 	})
 	mux.HandleFunc("/http/{app}/{path...}", c.serveHTTPTrigger)
-	secured := agent.RequireToken(token, mux)
+	secured := api.RequireToken(token, mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/http/") {
 			mux.ServeHTTP(w, r)
@@ -199,10 +181,10 @@ func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
 	appName, path := r.PathValue("app"), "/"+r.PathValue("path")
 	t, err := c.HTTPTrigger(appName, path)
 	if err != nil {
-		writeError(w, statusOf(err), err)
+		api.WriteError(w, statusOf(err), err)
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := api.ReadBody(w, r)
 	if !ok {
 		return
 	}
@@ -230,24 +212,24 @@ func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
 	if t.Pipeline != "" {
 		run, err := c.RunPipeline(r.Context(), appName, t.Pipeline, event, "http")
 		if err != nil {
-			writeError(w, statusOf(err), err)
+			api.WriteError(w, statusOf(err), err)
 			return
 		}
 		status := http.StatusOK
 		if !run.OK {
 			status = http.StatusBadGateway
 		}
-		writeJSON(w, status, run)
+		api.WriteJSON(w, status, run)
 		return
 	}
 	rec, err := c.Invoke(r.Context(), appName, t.Function, event, "http")
 	if err != nil {
-		writeError(w, statusOf(err), err)
+		api.WriteError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("X-Hoard-Request-Id", rec.RequestID)
 	if !rec.OK {
-		writeJSON(w, http.StatusBadGateway, map[string]any{"error": rec.Error, "request_id": rec.RequestID})
+		api.WriteJSON(w, http.StatusBadGateway, map[string]any{"error": rec.Error, "request_id": rec.RequestID})
 		return
 	}
 	var proxy struct {
@@ -265,7 +247,7 @@ func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
 			out = []byte(*proxy.Body)
 			if proxy.IsBase64Encoded {
 				if out, err = base64.StdEncoding.DecodeString(*proxy.Body); err != nil {
-					writeError(w, http.StatusBadGateway, fmt.Errorf("the function's body is not base64: %w", err))
+					api.WriteError(w, http.StatusBadGateway, fmt.Errorf("the function's body is not base64: %w", err))
 					return
 				}
 			}
@@ -292,26 +274,4 @@ func statusOf(err error) int {
 	default:
 		return http.StatusServiceUnavailable
 	}
-}
-
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, agent.MaxRequestBytes+1))
-	if err == nil && len(body) > agent.MaxRequestBytes {
-		err = fmt.Errorf("request body larger than %d MiB", agent.MaxRequestBytes>>20)
-	}
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, err)
-		return nil, false
-	}
-	return body, true
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, map[string]string{"error": err.Error()})
 }

@@ -4,31 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/store"
 )
-
-// PipelineRun is the outcome of one run of a pipeline.
-type PipelineRun struct {
-	App      string                 `json:"app"`
-	Pipeline string                 `json:"pipeline"`
-	RunID    string                 `json:"run_id"`
-	OK       bool                   `json:"ok"`
-	Error    string                 `json:"error,omitempty"`
-	Stages   map[string]*Invocation `json:"stages"`
-	TotalMS  float64                `json:"total_ms"`
-	// Intermediate is where the run's intermediate objects went; Dropped
-	// counts those dropped from cachelets when it ended, Deleted those
-	// deleted from the store (delete_intermediate).
-	Intermediate *appspec.Location `json:"intermediate,omitempty"`
-	Dropped      int               `json:"dropped"`
-	Deleted      int               `json:"deleted"`
-}
 
 // stageEvent is what each stage's function receives.
 type stageEvent struct {
@@ -50,7 +32,7 @@ type pipelineInfo struct {
 // a failed stage stops the stages after it. When the run ends, its
 // intermediate objects are dropped from every instance's cachelet (and
 // deleted from the store with delete_intermediate).
-func (c *Controller) RunPipeline(ctx context.Context, appName, name string, input json.RawMessage, trigger string) (*PipelineRun, error) {
+func (c *Controller) RunPipeline(ctx context.Context, appName, name string, input json.RawMessage, trigger string) (*api.PipelineRun, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
@@ -68,7 +50,7 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 		return nil, fmt.Errorf("the pipeline's input is not valid JSON")
 	}
 	start := time.Now()
-	run := &PipelineRun{App: appName, Pipeline: name, RunID: randHex(8), Stages: map[string]*Invocation{}}
+	run := &api.PipelineRun{App: appName, Pipeline: name, RunID: randHex(8), Stages: map[string]*api.Invocation{}}
 	if p.Intermediate != nil {
 		run.Intermediate = &appspec.Location{Bucket: p.Intermediate.Bucket, Prefix: p.Intermediate.Prefix + run.RunID + "/"}
 	}
@@ -95,7 +77,7 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 			}
 			ev, _ := json.Marshal(stageEvent{Input: input, Args: st.Args, Results: copyResults(results),
 				Pipeline: pipelineInfo{Name: name, RunID: run.RunID, Stage: st.Name, Intermediate: run.Intermediate}})
-			run.Stages[st.Name] = &Invocation{Function: st.Function} // placeholder: launched
+			run.Stages[st.Name] = &api.Invocation{Function: st.Function} // placeholder: launched
 			wg.Add(1)
 			go func(st *appspec.Stage) {
 				defer wg.Done()
@@ -104,7 +86,7 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 				defer mu.Unlock()
 				switch {
 				case err != nil:
-					run.Stages[st.Name] = &Invocation{Function: st.Function, Error: &agent.ErrorInfo{Type: "NotRun", Message: err.Error()}}
+					run.Stages[st.Name] = &api.Invocation{Function: st.Function, Error: &api.ErrorInfo{Type: "NotRun", Message: err.Error()}}
 					if failed == "" {
 						failed = fmt.Sprintf("stage %s: %v", st.Name, err)
 					}
@@ -128,7 +110,7 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 	wg.Wait()
 	for _, st := range p.Stages { // stages never launched
 		if run.Stages[st.Name] == nil {
-			run.Stages[st.Name] = &Invocation{Function: st.Function, Error: &agent.ErrorInfo{Type: "NotRun", Message: "an earlier stage failed"}}
+			run.Stages[st.Name] = &api.Invocation{Function: st.Function, Error: &api.ErrorInfo{Type: "NotRun", Message: "an earlier stage failed"}}
 		}
 	}
 	run.OK, run.Error = failed == "", failed
@@ -164,14 +146,12 @@ func (c *Controller) cleanIntermediate(ctx context.Context, a *app, p *appspec.P
 	}
 	c.mu.Unlock()
 	for _, in := range list {
-		var out struct {
-			Dropped int `json:"dropped"`
-		}
-		if err := c.agents.call(ctx, http.MethodPost, in.agentURL+"/v1/instances/"+in.id+"/drop", agent.DropRequest{Bucket: loc.Bucket, Prefix: loc.Prefix}, &out); err != nil {
+		n, err := c.agents.at(in.agentURL).Drop(ctx, in.id, api.DropRequest{Bucket: loc.Bucket, Prefix: loc.Prefix})
+		if err != nil {
 			c.log.Warn("dropping intermediate objects", "instance", in.id, "err", err)
 			continue
 		}
-		dropped += out.Dropped
+		dropped += n
 	}
 	c.m.dropped.WithLabelValues(a.rec.Name).Add(float64(dropped))
 	if !p.DeleteIntermediate {

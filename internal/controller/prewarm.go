@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -21,24 +20,15 @@ const maxMetadataRecords = 200
 // metadataLocation is where an application's instances save their access
 // metadata when they unload: in the platform's bucket, not charged to the
 // application's cache.
-func (c *Controller) metadataLocation(app string) agent.Location {
-	return agent.Location{Bucket: c.cfg.SystemBucket, Prefix: "meta/" + app + "/"}
-}
-
-// Selection is what a pre-warm chose.
-type Selection struct {
-	Records  int                `json:"records"` // unload records merged
-	Window   string             `json:"window"`
-	Objects  []prewarm.Selected `json:"objects"`
-	Bytes    int64              `json:"bytes"`
-	Instance string             `json:"instance,omitempty"`
+func (c *Controller) metadataLocation(app string) api.Location {
+	return api.Location{Bucket: c.cfg.SystemBucket, Prefix: "meta/" + app + "/"}
 }
 
 // SelectPrewarm merges the application's unload records within the window
 // its invocation frequency sizes and selects what to pre-warm. Records
 // beyond the newest maxMetadataRecords, or older than the longest window,
 // are deleted.
-func (c *Controller) SelectPrewarm(ctx context.Context, appName string) (*Selection, error) {
+func (c *Controller) SelectPrewarm(ctx context.Context, appName string) (*api.Selection, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
@@ -103,7 +93,7 @@ func (c *Controller) SelectPrewarm(ctx context.Context, appName string) (*Select
 	if err != nil {
 		return nil, err
 	}
-	sel := &Selection{Records: len(records), Window: window.String(), Objects: selected}
+	sel := &api.Selection{Records: len(records), Window: window.String(), Objects: selected}
 	for _, s := range selected {
 		sel.Bytes += s.Size
 	}
@@ -136,13 +126,13 @@ func (a *app) meanGap() time.Duration {
 // application's access history: every instance's cachelet fetches the
 // selected objects it owns, while idle. It returns the selection (nil
 // without warm).
-func (c *Controller) Preload(ctx context.Context, appName string, warm bool) (*Selection, error) {
+func (c *Controller) Preload(ctx context.Context, appName string, warm bool) (*api.Selection, error) {
 	return c.preload(ctx, appName, warm)
 }
 
 // preloadNow is the keep-alive policy's scheduled pre-load: an instance
 // loaded and pre-warmed before the next invocation is expected.
-func (c *Controller) preloadNow(ctx context.Context, appName string) (*Selection, error) {
+func (c *Controller) preloadNow(ctx context.Context, appName string) (*api.Selection, error) {
 	c.log.Info("pre-loading ahead of the next expected invocation", "app", appName)
 	if a, err := c.app(appName); err == nil {
 		c.mu.Lock()
@@ -152,7 +142,7 @@ func (c *Controller) preloadNow(ctx context.Context, appName string) (*Selection
 	return c.preload(ctx, appName, true)
 }
 
-func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*Selection, error) {
+func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*api.Selection, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
@@ -182,9 +172,9 @@ func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*S
 	if len(sel.Objects) == 0 {
 		return sel, nil
 	}
-	keys := make([]agent.Key, len(sel.Objects))
+	keys := make([]api.Key, len(sel.Objects))
 	for i, o := range sel.Objects {
-		keys[i] = agent.Key{Bucket: o.Bucket, Key: o.Key}
+		keys[i] = api.Key{Bucket: o.Bucket, Key: o.Key}
 	}
 	// Each cachelet fetches the keys it owns: ask every instance.
 	c.mu.Lock()
@@ -196,7 +186,7 @@ func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*S
 	}
 	c.mu.Unlock()
 	for _, x := range targets {
-		if err := c.agents.call(ctx, http.MethodPost, x.agentURL+"/v1/instances/"+x.id+"/prewarm", agent.PrewarmRequest{Keys: keys}, nil); err != nil {
+		if err := c.agents.at(x.agentURL).Prewarm(ctx, x.id, api.PrewarmRequest{Keys: keys}); err != nil {
 			c.log.Warn("pre-warm request failed", "instance", x.id, "err", err)
 		}
 	}

@@ -1,46 +1,24 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
 
-// Invocation is one invocation's record: what ran where, how it went.
-type Invocation struct {
-	RequestID string                     `json:"request_id"`
-	App       string                     `json:"app"`
-	Function  string                     `json:"function"`
-	Instance  string                     `json:"instance"`
-	Trigger   string                     `json:"trigger"` // api, http, object, pipeline
-	Start     time.Time                  `json:"start"`
-	Cold      bool                       `json:"cold"`
-	OK        bool                       `json:"ok"`
-	Result    json.RawMessage            `json:"result,omitempty"`
-	Error     *agent.ErrorInfo           `json:"error,omitempty"`
-	Log       string                     `json:"log"`
-	TotalMS   float64                    `json:"total_ms"` // queueing and cold start included
-	ExecMS    float64                    `json:"exec_ms"`  // the function alone
-	QueueMS   float64                    `json:"queue_ms"` // waiting for an instance (a cold start included)
-	Reads     map[string]agent.ReadCount `json:"reads,omitempty"`
-}
-
 // Invoke runs a function of an application with an event and waits for
-// its outcome. A function's failure is an Invocation with OK false; an
+// its outcome. A function's failure is an api.Invocation with OK false; an
 // error means it could not run (unknown function, no instance could be
 // started, the caller gave up).
-func (c *Controller) Invoke(ctx context.Context, appName, function string, event json.RawMessage, trigger string) (*Invocation, error) {
+func (c *Controller) Invoke(ctx context.Context, appName, function string, event json.RawMessage, trigger string) (*api.Invocation, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
@@ -57,7 +35,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	if !json.Valid(event) {
 		return nil, errors.New("the event is not valid JSON")
 	}
-	rec := &Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: time.Now()}
+	rec := &api.Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: time.Now()}
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
@@ -68,7 +46,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		rec.Cold = rec.Cold || cold
 		rec.QueueMS = ms(time.Since(rec.Start))
-		res, err := c.agents.invoke(ctx, in.agentURL, in.id, agent.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
+		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
 		if err != nil {
 			c.drop(a, in, "invocation failed: "+err.Error())
 			if attempt == 0 && ctx.Err() == nil {
@@ -147,9 +125,9 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 
 // startRequest is the agent's request for a new instance of the
 // application's deployed version; the caller holds c.mu.
-func (c *Controller) startRequest(a *app) agent.StartRequest {
+func (c *Controller) startRequest(a *app) api.StartRequest {
 	a.seq++
-	return agent.StartRequest{App: a.rec.Name, ID: fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3)),
+	return api.StartRequest{App: a.rec.Name, ID: fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3)),
 		Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials, Metadata: c.metadataLocation(a.rec.Name)}
 }
 
@@ -219,7 +197,7 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 }
 
 // start asks the least loaded agent to load an instance.
-func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, error) {
+func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
 	agents, err := c.agents.list(ctx)
 	if err != nil {
 		return nil, err
@@ -238,8 +216,8 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	sort.SliceStable(agents, func(i, j int) bool { return load[agents[i].ID] < load[agents[j].ID] })
 	ag := agents[0]
 	t0 := time.Now()
-	var info agent.InstanceInfo
-	if err := c.agents.call(ctx, http.MethodPost, ag.URL+"/v1/instances", req, &info); err != nil {
+	info, err := c.agents.at(ag.URL).Start(ctx, req)
+	if err != nil {
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
 		return nil, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
@@ -262,7 +240,7 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 func (c *Controller) unload(in *inst, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := c.agents.call(ctx, http.MethodDelete, in.agentURL+"/v1/instances/"+in.id, nil, nil)
+	err := c.agents.at(in.agentURL).Stop(ctx, in.id)
 	c.log.Info("instance unloaded", "instance", in.id, "why", why, "err", err)
 }
 
@@ -333,12 +311,11 @@ func (c *Controller) scan() {
 			}()
 		}
 		for _, j := range poll {
-			var info agent.InstanceInfo
-			err := c.agents.call(c.ctx, http.MethodGet, j.in.agentURL+"/v1/instances/"+j.in.id, nil, &info)
+			info, err := c.agents.at(j.in.agentURL).Instance(c.ctx, j.in.id)
 			switch {
-			case err != nil || info.State == agent.StateDead:
+			case err != nil || info.State == api.StateDead:
 				c.drop(j.a, j.in, "lost while adopted")
-			case info.State == agent.StateIdle:
+			case info.State == api.StateIdle:
 				c.mu.Lock()
 				j.in.orphan = false
 				c.mu.Unlock()
@@ -349,79 +326,18 @@ func (c *Controller) scan() {
 }
 
 // list reads the registered agents from etcd.
-func (ac *agentClient) list(ctx context.Context) ([]agent.Registration, error) {
-	resp, err := ac.etcd.Get(ctx, agent.EtcdPrefix, clientv3.WithPrefix())
+func (ac *agentClient) list(ctx context.Context) ([]api.Registration, error) {
+	resp, err := ac.etcd.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("reading agents from etcd: %w", err)
 	}
-	var out []agent.Registration
+	var out []api.Registration
 	for _, kv := range resp.Kvs {
-		var r agent.Registration
+		var r api.Registration
 		if json.Unmarshal(kv.Value, &r) == nil && r.URL != "" {
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-func (ac *agentClient) instances(ctx context.Context, url string) ([]agent.InstanceInfo, error) {
-	var out []agent.InstanceInfo
-	err := ac.call(ctx, http.MethodGet, url+"/v1/instances", nil, &out)
-	return out, err
-}
-
-// errAgentBusy is the agent's 409: the instance is busy or gone.
-var errAgentBusy = errors.New("agent: instance busy or unavailable")
-
-func (ac *agentClient) invoke(ctx context.Context, url, id string, req agent.InvokeRequest) (*agent.InvokeResult, error) {
-	var res agent.InvokeResult
-	if err := ac.call(ctx, http.MethodPost, url+"/v1/instances/"+id+"/invoke", req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
-// call sends a JSON request to an agent and decodes its JSON answer.
-func (ac *agentClient) call(ctx context.Context, method, url string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+ac.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := ac.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		if resp.StatusCode == http.StatusConflict {
-			return fmt.Errorf("%w: %s", errAgentBusy, e.Error)
-		}
-		return errors.New(e.Error)
-	}
-	if out != nil && len(data) > 0 {
-		return json.Unmarshal(data, out)
-	}
-	return nil
 }

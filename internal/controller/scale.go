@@ -3,29 +3,19 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
-
-// Event is something the platform decided about an application: a scale
-// decision, a pre-load, a keep-alive policy change. The latest maxEvents
-// are kept per application (AppInfo.Events).
-type Event struct {
-	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // scale, preload, prewarm, keepalive, drop
-	Detail string    `json:"detail"`
-}
 
 const maxEvents = 100
 
 // event records an event; the caller holds c.mu.
 func (a *app) event(kind, format string, args ...any) {
-	a.events = append(a.events, Event{Time: time.Now(), Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	a.events = append(a.events, api.Event{Time: time.Now(), Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	if len(a.events) > maxEvents {
 		a.events = append(a.events[:0:0], a.events[len(a.events)-maxEvents:]...)
 	}
@@ -161,9 +151,8 @@ func (c *Controller) cacheVote(ctx context.Context, a *app, insts []*inst, windo
 	var again, reads int64
 	seen, fresh := 0, 0
 	for _, in := range insts {
-		var info agent.InstanceInfo
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := c.agents.call(cctx, http.MethodGet, in.agentURL+"/v1/instances/"+in.id, nil, &info)
+		info, err := c.agents.at(in.agentURL).Instance(cctx, in.id)
 		cancel()
 		if err != nil {
 			continue
@@ -256,26 +245,15 @@ func (c *Controller) scaleIn(a *app) {
 	}
 }
 
-// ScalingInfo is what the bandwidth policy of an application's cachelets
-// needs from the platform (GET /v1/apps/APP/scaling): the median measured
-// instance load time (nil until an instance was started), the instances
-// running and the most the application may have.
-type ScalingInfo struct {
-	LoadTimeMS   *float64 `json:"load_time_ms"`
-	LoadSamples  int      `json:"load_samples"`
-	Instances    int      `json:"instances"`
-	MaxInstances int      `json:"max_instances"`
-}
-
-// Scaling returns an application's ScalingInfo.
-func (c *Controller) Scaling(appName string) (ScalingInfo, error) {
+// Scaling returns an application's api.ScalingInfo.
+func (c *Controller) Scaling(appName string) (api.ScalingInfo, error) {
 	a, err := c.app(appName)
 	if err != nil {
-		return ScalingInfo{}, err
+		return api.ScalingInfo{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	si := ScalingInfo{Instances: a.current(), MaxInstances: a.spec.MaxInstances}
+	si := api.ScalingInfo{Instances: a.current(), MaxInstances: a.spec.MaxInstances}
 	if a.loads != nil {
 		if d, ok := a.loads.LoadTime(); ok {
 			ms := float64(d) / float64(time.Millisecond)

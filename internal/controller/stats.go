@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 )
 
 // maxRecords is how many invocation records each application keeps
@@ -21,22 +21,12 @@ type funcStats struct {
 	n, errors, cold int64
 	samples         []float64 // total latency, ms; the most recent maxSamples
 	next            int
-	reads           map[string]agent.ReadCount
-}
-
-// FuncStats summarises one function's invocations.
-type FuncStats struct {
-	Invocations int64                      `json:"invocations"`
-	Errors      int64                      `json:"errors"`
-	ColdStarts  int64                      `json:"cold_starts"`
-	P50MS       float64                    `json:"p50_ms"`
-	P99MS       float64                    `json:"p99_ms"`
-	Reads       map[string]agent.ReadCount `json:"reads"`
+	reads           map[string]api.ReadCount
 }
 
 // record keeps an invocation's record and updates the statistics and
 // metrics.
-func (c *Controller) record(a *app, r *Invocation) {
+func (c *Controller) record(a *app, r *api.Invocation) {
 	result := "ok"
 	if !r.OK {
 		result = "error"
@@ -58,7 +48,7 @@ func (c *Controller) record(a *app, r *Invocation) {
 	}
 	fs := a.fstats[r.Function]
 	if fs == nil {
-		fs = &funcStats{reads: map[string]agent.ReadCount{}}
+		fs = &funcStats{reads: map[string]api.ReadCount{}}
 		a.fstats[r.Function] = fs
 	}
 	fs.n++
@@ -83,22 +73,22 @@ func (c *Controller) record(a *app, r *Invocation) {
 }
 
 // Stats summarises an application's invocations per function.
-func (c *Controller) Stats(appName string) (map[string]FuncStats, error) {
+func (c *Controller) Stats(appName string) (map[string]api.FuncStats, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := map[string]FuncStats{}
+	out := map[string]api.FuncStats{}
 	for name, fs := range a.fstats {
 		s := append([]float64(nil), fs.samples...)
 		sort.Float64s(s)
-		reads := map[string]agent.ReadCount{}
+		reads := map[string]api.ReadCount{}
 		for k, v := range fs.reads {
 			reads[k] = v
 		}
-		out[name] = FuncStats{Invocations: fs.n, Errors: fs.errors, ColdStarts: fs.cold,
+		out[name] = api.FuncStats{Invocations: fs.n, Errors: fs.errors, ColdStarts: fs.cold,
 			P50MS: quantile(s, 0.50), P99MS: quantile(s, 0.99), Reads: reads}
 	}
 	return out, nil
@@ -115,14 +105,14 @@ func quantile(sorted []float64, q float64) float64 {
 
 // Logs returns an application's most recent invocations, newest last,
 // optionally of one function or only failed ones.
-func (c *Controller) Logs(appName, function string, n int, onlyErrors bool) ([]*Invocation, error) {
+func (c *Controller) Logs(appName, function string, n int, onlyErrors bool) ([]*api.Invocation, error) {
 	a, err := c.app(appName)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*Invocation
+	var out []*api.Invocation
 	for i := len(a.records) - 1; i >= 0 && len(out) < n; i-- {
 		r := a.records[i]
 		if (function == "" || r.Function == function) && (!onlyErrors || !r.OK) {
@@ -157,7 +147,7 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_invocations_total",
 			Help: "Invocations by application, function, start (cold, warm) and result (ok, error)."}, []string{"app", "function", "start", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hoard_invocation_seconds",
-			Help:    "Invocation latency as callers see it (queueing and cold starts included).",
+			Help:    "api.Invocation latency as callers see it (queueing and cold starts included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, []string{"app", "function"}),
 		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_invocation_read_bytes_total",
 			Help: "Bytes functions read through their cachelet, by access type (local_hit, local_miss, remote_hit, remote_miss, pass_through)."},

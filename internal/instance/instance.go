@@ -79,8 +79,8 @@ type Config struct {
 	// application (with Registry): large objects are downloaded in byte
 	// ranges by several cachelets at once. Ignored without Registry.
 	Bandwidth bool
-	// PlatformURL, when set with Bandwidth, is the application's resource
-	// on the platform's controller (http://HOST/v1/apps/APP): the policy
+	// PlatformURL, when set with Bandwidth, is the platform's controller
+	// (http://HOST:PORT; the application is App): the policy
 	// reads the measured instance load time and limit there and sends
 	// urgent scale-out votes. PlatformToken is its bearer token.
 	PlatformURL, PlatformToken string
@@ -373,7 +373,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			cfg.Cachelet.Bandwidth = &cachelet.BandwidthConfig{}
 		}
 		if b := cfg.Cachelet.Bandwidth; b != nil && b.Platform == nil && cfg.PlatformURL != "" {
-			b.Platform = newPlatformClient(strings.TrimRight(cfg.PlatformURL, "/"), cfg.PlatformToken)
+			b.Platform = newPlatformClient(cfg.PlatformURL, cfg.PlatformToken, cfg.App)
 		}
 	} else {
 		cfg.Cachelet.Bandwidth = nil // one cachelet has no one to split with

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
@@ -188,7 +189,7 @@ func waitRegistered(ctx context.Context, cli *clientv3.Client, id string) error 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
-		resp, err := cli.Get(ctx, agent.EtcdPrefix+id)
+		resp, err := cli.Get(ctx, api.EtcdPrefix+id)
 		if err == nil && len(resp.Kvs) > 0 {
 			return nil
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/etcdembed"
@@ -218,7 +219,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	return &env{p: p, st: st, cfg: cfg, minio: minio, etcd: etcd}
 }
 
-func (e *env) deploy(t *testing.T, spec string) *controller.AppInfo {
+func (e *env) deploy(t *testing.T, spec string) *api.AppInfo {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), []byte(spec), 0o644); err != nil {
@@ -255,7 +256,7 @@ func (e *env) get(bucket, key string) (string, error) {
 	return string(b), err
 }
 
-func invoke(t *testing.T, c *controller.Controller, app, fn string, event any) *controller.Invocation {
+func invoke(t *testing.T, c *controller.Controller, app, fn string, event any) *api.Invocation {
 	t.Helper()
 	ev, _ := json.Marshal(event)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -668,7 +669,7 @@ func TestMemoryDaemon(t *testing.T) {
 			}
 			keys = append(keys, k)
 		}
-		instance := func() agent.InstanceInfo {
+		instance := func() api.InstanceInfo {
 			t.Helper()
 			ins := e.p.Agent.Instances()
 			if len(ins) != 1 {
@@ -699,7 +700,7 @@ func TestMemoryDaemon(t *testing.T) {
 		// what reading left in its heap) and the cachelet's own memory.
 		// Measured over a few samples, the largest kept.
 		time.Sleep(500 * time.Millisecond)
-		var filled agent.InstanceInfo
+		var filled api.InstanceInfo
 		var baseline int64
 		for range 5 {
 			in := instance()

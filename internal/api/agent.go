@@ -1,12 +1,16 @@
-package agent
+package api
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
-// The agent's HTTP API, used by the controller. Every request carries
-// "Authorization: Bearer TOKEN".
+// The node agent's HTTP API, used by the controller (AgentClient). Every
+// request but /healthz carries "Authorization: Bearer TOKEN".
 //
 //	POST   /v1/instances              StartRequest -> InstanceInfo (when ready)
 //	GET    /v1/instances              -> []InstanceInfo
@@ -194,4 +198,71 @@ const EtcdPrefix = "/hoard/platform/agents/"
 type Registration struct {
 	ID  string `json:"id"`
 	URL string `json:"url"`
+}
+
+// AgentClient calls one node agent. Safe for concurrent use.
+type AgentClient struct{ c caller }
+
+// NewAgentClient returns a client of the agent at url (http://host:port)
+// authenticating with token, over hc (nil: a client of its own).
+func NewAgentClient(url, token string, hc *http.Client) *AgentClient {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &AgentClient{caller{base: strings.TrimSuffix(url, "/"), token: token, http: hc}}
+}
+
+func instancePath(id string) string { return "/v1/instances/" + url.PathEscape(id) }
+
+// Start loads an instance and returns it once ready. An instance of that
+// id on the agent already is ErrConflict.
+func (a *AgentClient) Start(ctx context.Context, req StartRequest) (InstanceInfo, error) {
+	var info InstanceInfo
+	err := a.c.call(ctx, http.MethodPost, "/v1/instances", "", req, &info)
+	return info, err
+}
+
+// Instances lists the agent's instances.
+func (a *AgentClient) Instances(ctx context.Context) ([]InstanceInfo, error) {
+	var out []InstanceInfo
+	err := a.c.call(ctx, http.MethodGet, "/v1/instances", "", nil, &out)
+	return out, err
+}
+
+// Instance describes one instance; an unknown one is ErrNotFound.
+func (a *AgentClient) Instance(ctx context.Context, id string) (InstanceInfo, error) {
+	var info InstanceInfo
+	err := a.c.call(ctx, http.MethodGet, instancePath(id), "", nil, &info)
+	return info, err
+}
+
+// Stop unloads an instance.
+func (a *AgentClient) Stop(ctx context.Context, id string) error {
+	return a.c.call(ctx, http.MethodDelete, instancePath(id), "", nil, nil)
+}
+
+// Invoke runs a function in an instance. A busy or vanished instance is
+// ErrConflict; a function's failure is an InvokeResult with OK false.
+func (a *AgentClient) Invoke(ctx context.Context, id string, req InvokeRequest) (*InvokeResult, error) {
+	var res InvokeResult
+	if err := a.c.call(ctx, http.MethodPost, instancePath(id)+"/invoke", "", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Drop drops an instance's cached objects under a prefix and returns how
+// many were dropped.
+func (a *AgentClient) Drop(ctx context.Context, id string, req DropRequest) (int, error) {
+	var out struct {
+		Dropped int `json:"dropped"`
+	}
+	err := a.c.call(ctx, http.MethodPost, instancePath(id)+"/drop", "", req, &out)
+	return out.Dropped, err
+}
+
+// Prewarm asks an instance to pre-warm keys while it is idle; it returns
+// once the agent accepted the request.
+func (a *AgentClient) Prewarm(ctx context.Context, id string, req PrewarmRequest) error {
+	return a.c.call(ctx, http.MethodPost, instancePath(id)+"/prewarm", "", req, nil)
 }

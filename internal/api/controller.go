@@ -1,0 +1,263 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/keepalive"
+	"github.com/hoard-io/hoard/internal/prewarm"
+	"github.com/hoard-io/hoard/internal/scaling"
+)
+
+// The controller's HTTP API, used by `hoard` (ControllerClient), the
+// instances' cachelets (scaling hints and votes, object-created events)
+// and the benchmarks. Everything under /v1 needs "Authorization: Bearer
+// TOKEN"; /http/APP/PATH (HTTP triggers) is open, like a function URL;
+// /healthz is open.
+//
+//	POST   /v1/apps                                  body: code package (tar.gz) -> AppInfo
+//	GET    /v1/apps                                  -> []AppInfo
+//	GET    /v1/apps/{app}                            -> AppInfo with spec, credentials and stats
+//	DELETE /v1/apps/{app}
+//	POST   /v1/apps/{app}/functions/{fn}/invoke      body: event JSON -> Invocation
+//	POST   /v1/apps/{app}/pipelines/{p}/run          body: input JSON -> PipelineRun
+//	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
+//	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
+//	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
+//	GET    /v1/apps/{app}/scaling                    ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
+//	POST   /v1/apps/{app}/votes                      body: scaling.Vote (unrequested; urgent ones act at once)
+//	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
+//	ANY    /http/{app}/{path...}                     HTTP trigger
+
+// AppInfo describes a deployed application.
+type AppInfo struct {
+	Name        string               `json:"name"`
+	Version     int                  `json:"version"`
+	DeployedAt  time.Time            `json:"deployed_at"`
+	Rev         string               `json:"rev"`
+	Functions   []string             `json:"functions"`
+	Pipelines   []string             `json:"pipelines"`
+	Triggers    int                  `json:"triggers"`
+	Instances   []InstanceSummary    `json:"instances"`
+	Queue       int                  `json:"queue"`
+	Invocations int64                `json:"invocations"`
+	Credentials *Credentials         `json:"credentials,omitempty"`
+	Spec        string               `json:"spec,omitempty"`
+	Stats       map[string]FuncStats `json:"stats,omitempty"`
+	Events      []Event              `json:"events,omitempty"`
+	KeepAlive   *keepalive.Decision  `json:"keep_alive,omitempty"`
+}
+
+// InstanceSummary is an instance in AppInfo.
+type InstanceSummary struct {
+	ID       string    `json:"id"`
+	Agent    string    `json:"agent"`
+	State    string    `json:"state"`
+	Endpoint string    `json:"endpoint"`
+	Current  bool      `json:"current"` // runs the deployed version
+	LastUsed time.Time `json:"last_used"`
+}
+
+// Invocation is one invocation's record: what ran where, how it went.
+type Invocation struct {
+	RequestID string               `json:"request_id"`
+	App       string               `json:"app"`
+	Function  string               `json:"function"`
+	Instance  string               `json:"instance"`
+	Trigger   string               `json:"trigger"` // api, http, object, pipeline
+	Start     time.Time            `json:"start"`
+	Cold      bool                 `json:"cold"`
+	OK        bool                 `json:"ok"`
+	Result    json.RawMessage      `json:"result,omitempty"`
+	Error     *ErrorInfo           `json:"error,omitempty"`
+	Log       string               `json:"log"`
+	TotalMS   float64              `json:"total_ms"` // queueing and cold start included
+	ExecMS    float64              `json:"exec_ms"`  // the function alone
+	QueueMS   float64              `json:"queue_ms"` // waiting for an instance (a cold start included)
+	Reads     map[string]ReadCount `json:"reads,omitempty"`
+}
+
+// PipelineRun is the outcome of one run of a pipeline.
+type PipelineRun struct {
+	App      string                 `json:"app"`
+	Pipeline string                 `json:"pipeline"`
+	RunID    string                 `json:"run_id"`
+	OK       bool                   `json:"ok"`
+	Error    string                 `json:"error,omitempty"`
+	Stages   map[string]*Invocation `json:"stages"`
+	TotalMS  float64                `json:"total_ms"`
+	// Intermediate is where the run's intermediate objects went; Dropped
+	// counts those dropped from cachelets when it ended, Deleted those
+	// deleted from the store (delete_intermediate).
+	Intermediate *appspec.Location `json:"intermediate,omitempty"`
+	Dropped      int               `json:"dropped"`
+	Deleted      int               `json:"deleted"`
+}
+
+// FuncStats summarises one function's invocations.
+type FuncStats struct {
+	Invocations int64                `json:"invocations"`
+	Errors      int64                `json:"errors"`
+	ColdStarts  int64                `json:"cold_starts"`
+	P50MS       float64              `json:"p50_ms"`
+	P99MS       float64              `json:"p99_ms"`
+	Reads       map[string]ReadCount `json:"reads"`
+}
+
+// Selection is what a pre-warm chose.
+type Selection struct {
+	Records  int                `json:"records"` // unload records merged
+	Window   string             `json:"window"`
+	Objects  []prewarm.Selected `json:"objects"`
+	Bytes    int64              `json:"bytes"`
+	Instance string             `json:"instance,omitempty"`
+}
+
+// ScalingInfo is what the bandwidth policy of an application's cachelets
+// needs from the platform (GET /v1/apps/APP/scaling): the median measured
+// instance load time (nil until an instance was started), the instances
+// running and the most the application may have.
+type ScalingInfo struct {
+	LoadTimeMS   *float64 `json:"load_time_ms"`
+	LoadSamples  int      `json:"load_samples"`
+	Instances    int      `json:"instances"`
+	MaxInstances int      `json:"max_instances"`
+}
+
+// Event is something the platform decided about an application: a scale
+// decision, a pre-load, a keep-alive policy change. The latest maxEvents
+// are kept per application (AppInfo.Events).
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // scale, preload, prewarm, keepalive, drop
+	Detail string    `json:"detail"`
+}
+
+// ControllerClient calls a controller. Safe for concurrent use.
+type ControllerClient struct{ c caller }
+
+// NewControllerClient returns a client of the controller at url
+// (http://host:port) authenticating with token, over hc (nil: a client of
+// its own).
+func NewControllerClient(url, token string, hc *http.Client) *ControllerClient {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &ControllerClient{caller{base: strings.TrimSuffix(url, "/"), token: token, http: hc}}
+}
+
+// URL is the controller's base URL.
+func (c *ControllerClient) URL() string { return c.c.base }
+
+func appPath(app string) string { return "/v1/apps/" + url.PathEscape(app) }
+
+// Deploy deploys a code package (appspec.Pack's tar.gz).
+func (c *ControllerClient) Deploy(ctx context.Context, pkg []byte) (*AppInfo, error) {
+	var info AppInfo
+	if err := c.c.call(ctx, http.MethodPost, "/v1/apps", "application/gzip", pkg, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Apps lists the deployed applications.
+func (c *ControllerClient) Apps(ctx context.Context) ([]AppInfo, error) {
+	var out []AppInfo
+	err := c.c.call(ctx, http.MethodGet, "/v1/apps", "", nil, &out)
+	return out, err
+}
+
+// App describes one application, with its spec, credentials and stats.
+func (c *ControllerClient) App(ctx context.Context, app string) (*AppInfo, error) {
+	var info AppInfo
+	if err := c.c.call(ctx, http.MethodGet, appPath(app), "", nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Remove removes an application and unloads its instances.
+func (c *ControllerClient) Remove(ctx context.Context, app string) error {
+	return c.c.call(ctx, http.MethodDelete, appPath(app), "", nil, nil)
+}
+
+// Invoke runs a function with an event (JSON) and returns its record; a
+// function's failure is an Invocation with OK false.
+func (c *ControllerClient) Invoke(ctx context.Context, app, function string, event json.RawMessage) (*Invocation, error) {
+	var rec Invocation
+	if err := c.c.call(ctx, http.MethodPost, appPath(app)+"/functions/"+url.PathEscape(function)+"/invoke", "application/json", []byte(event), &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// RunPipeline runs a pipeline with an input (JSON).
+func (c *ControllerClient) RunPipeline(ctx context.Context, app, pipeline string, input json.RawMessage) (*PipelineRun, error) {
+	var run PipelineRun
+	if err := c.c.call(ctx, http.MethodPost, appPath(app)+"/pipelines/"+url.PathEscape(pipeline)+"/run", "application/json", []byte(input), &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// LogsQuery selects an application's recent invocations.
+type LogsQuery struct {
+	Function   string // "" for every function
+	N          int    // how many, newest first (0: the controller's default)
+	OnlyErrors bool
+}
+
+// Logs returns an application's recent invocations.
+func (c *ControllerClient) Logs(ctx context.Context, app string, q LogsQuery) ([]*Invocation, error) {
+	v := url.Values{}
+	if q.Function != "" {
+		v.Set("function", q.Function)
+	}
+	if q.N > 0 {
+		v.Set("n", strconv.Itoa(q.N))
+	}
+	if q.OnlyErrors {
+		v.Set("errors", "1")
+	}
+	path := appPath(app) + "/logs"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out []*Invocation
+	err := c.c.call(ctx, http.MethodGet, path, "", nil, &out)
+	return out, err
+}
+
+// Stats returns an application's statistics by function.
+func (c *ControllerClient) Stats(ctx context.Context, app string) (map[string]FuncStats, error) {
+	var out map[string]FuncStats
+	err := c.c.call(ctx, http.MethodGet, appPath(app)+"/stats", "", nil, &out)
+	return out, err
+}
+
+// Preload loads an idle instance of an application, pre-warmed when warm.
+func (c *ControllerClient) Preload(ctx context.Context, app string, warm bool) (*Selection, error) {
+	var sel Selection
+	if err := c.c.call(ctx, http.MethodPost, appPath(app)+"/preload?warm="+strconv.FormatBool(warm), "", nil, &sel); err != nil {
+		return nil, err
+	}
+	return &sel, nil
+}
+
+// Scaling returns the inputs of an application's bandwidth policy.
+func (c *ControllerClient) Scaling(ctx context.Context, app string) (ScalingInfo, error) {
+	var si ScalingInfo
+	err := c.c.call(ctx, http.MethodGet, appPath(app)+"/scaling", "", nil, &si)
+	return si, err
+}
+
+// Vote posts an unrequested scale vote; an urgent one acts at once.
+func (c *ControllerClient) Vote(ctx context.Context, app string, v scaling.Vote) error {
+	return c.c.call(ctx, http.MethodPost, appPath(app)+"/votes", "", v, nil)
+}
