@@ -71,7 +71,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	)
 	fs.StringVar(&sizes, "sizes", "", "comma-separated object sizes (default 1KiB,4KiB,64KiB,1MiB,16MiB,256MiB; without 256MiB with --quick)")
 	fs.BoolVar(&quick, "quick", false, "short run: fewer iterations, no 256 MiB unless --sizes asks")
-	fs.StringVar(&targets, "targets", strings.Join(bench.AllTargets, ","), "comma-separated targets to measure")
+	fs.StringVar(&targets, "targets", strings.Join(bench.AllTargets(), ","), "comma-separated targets to measure")
 	fs.StringVar(&jsonPath, "json", "", "also write every figure (raw samples, machine info) as JSON to this file")
 	fs.BoolVar(&boto3, "boto3", defPython != "", "also measure through boto3 (store and warm); default on when .venv/bin/python exists")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with boto3, for --boto3")
@@ -237,8 +237,8 @@ func parseTargets(s string) ([]string, error) {
 		if part == "" {
 			continue
 		}
-		if !slices.Contains(bench.AllTargets, part) {
-			return nil, fmt.Errorf("unknown target %q (known: %s)", part, strings.Join(bench.AllTargets, ", "))
+		if !slices.Contains(bench.AllTargets(), part) {
+			return nil, fmt.Errorf("unknown target %q (known: %s)", part, strings.Join(bench.AllTargets(), ", "))
 		}
 		if !slices.Contains(out, part) {
 			out = append(out, part)

@@ -52,7 +52,7 @@ type AccessConfig struct {
 	Sizes []int64
 	// Quick runs fewer iterations.
 	Quick bool
-	// Targets to measure, a subset of AllTargets; default all of them.
+	// Targets to measure, a subset of AllTargets(); default all of them.
 	Targets []string
 	// MinIOBinary; default localstore.FindBinary("minio").
 	MinIOBinary string
@@ -184,11 +184,11 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		}
 	}
 	if len(cfg.Targets) == 0 {
-		cfg.Targets = AllTargets
+		cfg.Targets = AllTargets()
 	}
 	for _, t := range cfg.Targets {
-		if !slices.Contains(AllTargets, t) {
-			return nil, fmt.Errorf("bench: unknown target %q (known: %v)", t, AllTargets)
+		if !slices.Contains(AllTargets(), t) {
+			return nil, fmt.Errorf("bench: unknown target %q (known: %v)", t, AllTargets())
 		}
 	}
 	for _, s := range cfg.Sizes {
@@ -230,11 +230,11 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		},
 	}
 	for _, t := range cfg.Targets {
-		rep.Settings.Descriptions[t] = TargetDescriptions[t]
+		rep.Settings.Descriptions[t] = TargetDescription(t)
 	}
 	if cfg.Boto3 {
-		rep.Settings.Descriptions[TargetBoto3Store] = TargetDescriptions[TargetBoto3Store]
-		rep.Settings.Descriptions[TargetBoto3Warm] = TargetDescriptions[TargetBoto3Warm]
+		rep.Settings.Descriptions[TargetBoto3Store] = TargetDescription(TargetBoto3Store)
+		rep.Settings.Descriptions[TargetBoto3Warm] = TargetDescription(TargetBoto3Warm)
 	}
 	if want(TargetCold) {
 		rep.Settings.ColdMethod = ColdMethod
@@ -385,7 +385,7 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		key := objectKey(size)
 		sr := SizeResult{Size: size, Label: FormatSize(size)}
 		plan := PlanFor(size, cfg.Quick)
-		for _, name := range AllTargets {
+		for _, name := range AllTargets() {
 			if !want(name) {
 				continue
 			}

@@ -52,7 +52,7 @@ func accessExperiment() Experiment {
 func runAccessExperiment(ctx context.Context, o Options) (*Result, error) {
 	env := o.Env
 	cfg := AccessConfig{
-		Quick: o.Quick, Sizes: o.Sizes, Targets: AllTargets,
+		Quick: o.Quick, Sizes: o.Sizes, Targets: AllTargets(),
 		MinIOBinary: env.MinIOBinary, RedisBinary: env.RedisBinary,
 		TempDir: env.TempDir, Progress: env.Progress, Log: env.Log,
 	}
@@ -61,7 +61,7 @@ func runAccessExperiment(ctx context.Context, o Options) (*Result, error) {
 		bin, err := FindRedisServer()
 		switch {
 		case errors.Is(err, ErrRedisNotFound):
-			cfg.Targets = slices.DeleteFunc(slices.Clone(AllTargets), func(t string) bool { return t == TargetRedis })
+			cfg.Targets = slices.DeleteFunc(slices.Clone(AllTargets()), func(t string) bool { return t == TargetRedis })
 			notes = append(notes, "Redis was left out: "+err.Error())
 		case err != nil:
 			return nil, err

@@ -43,8 +43,8 @@ type PaperRow struct {
 	LostSD       float64 `json:"lost_sd"`
 }
 
-// PaperTable6 is Faa$T's Table 6 by hoard's name of each setting.
-var PaperTable6 = map[string]PaperRow{
+// paperTable6 is Faa$T's Table 6 by hoard's name of each setting.
+var paperTable6 = map[string]PaperRow{
 	"strong":           {74.4, 0.2, 80.0, 29.5, 0, 0},
 	"owner":            {42.6, 0.2, 41.6, 12.8, 0, 0},
 	"owner-async":      {39.7, 0.6, 38.5, 11.4, 1.3, 1.9},
@@ -53,9 +53,9 @@ var PaperTable6 = map[string]PaperRow{
 	"local-async":      {31.0, 0.3, 30.3, 13.2, 800, 0},
 }
 
-// StrongSettings are the settings Faa$T's Table 3 calls strongly
+// strongSettings are the settings Faa$T's Table 3 calls strongly
 // consistent: they must lose no increment.
-var StrongSettings = []string{"strong", "owner"}
+var strongSettings = []string{"strong", "owner"}
 
 // ConsistencyConfig configures RunConsistency.
 type ConsistencyConfig struct {
@@ -163,10 +163,10 @@ func (r *ConsistencyReport) Row(setting string) *ConsistencyRow {
 // paper's figures.
 func (r *ConsistencyReport) ComputeRatios() {
 	strong := r.Row("strong")
-	ps := PaperTable6["strong"]
+	ps := paperTable6["strong"]
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		if p, ok := PaperTable6[row.Setting]; ok {
+		if p, ok := paperTable6[row.Setting]; ok {
 			row.Paper = &p
 			v := p.PerRequestMS / ps.PerRequestMS
 			row.PaperRatioToStrong = &v
@@ -382,7 +382,7 @@ func RunConsistency(ctx context.Context, cfg ConsistencyConfig) (*ConsistencyRep
 func runCounter(ctx context.Context, storeCore *minio.Core, etcdEndpoints []string, st storeEndpoint, s cachelet.Consistency, cfg ConsistencyConfig) (ConsistencyRow, error) {
 	row := ConsistencyRow{
 		Setting: s.Name, Target: string(s.Target), Mode: string(s.Mode), Read: string(s.Read),
-		Strong: slices.Contains(StrongSettings, s.Name), Increments: cfg.Increments, Reads: map[string]int{},
+		Strong: slices.Contains(strongSettings, s.Name), Increments: cfg.Increments, Reads: map[string]int{},
 	}
 	key := "table6/" + s.Name + "/counter"
 	// The counter starts at 0 in the store, before any cachelet runs, so

@@ -79,7 +79,7 @@ func (r *ConsistencyReport) Result() *Result {
 	}
 	const src = "Faa$T §6.7, Table 6 (mean of 3 runs, five instances counting to 1K)"
 	for _, row := range r.Rows {
-		p, ok := PaperTable6[row.Setting]
+		p, ok := paperTable6[row.Setting]
 		var paperLost *float64
 		if ok {
 			paperLost = F(p.Lost)
@@ -114,7 +114,7 @@ func (r *ConsistencyReport) Result() *Result {
 	}
 	for _, row := range r.Rows {
 		var paperMS *float64
-		if p, ok := PaperTable6[row.Setting]; ok {
+		if p, ok := paperTable6[row.Setting]; ok {
 			paperMS = F(p.PerRequestMS)
 		}
 		c := Compare("per-request latency (mean), "+row.Setting, "ms", paperMS, F(ms(row.PerRequest.Mean)), LowerIsBetter, 0.05, src,
@@ -166,7 +166,7 @@ func (r *ConsistencyReport) plots(scale float64) []Plot {
 	for _, row := range r.Rows {
 		lost.Categories = append(lost.Categories, row.Setting)
 		lat.Categories = append(lat.Categories, row.Setting)
-		if p, ok := PaperTable6[row.Setting]; ok {
+		if p, ok := paperTable6[row.Setting]; ok {
 			paperLost.Values, paperLost.Errors = append(paperLost.Values, F(p.Lost)), append(paperLost.Errors, F(p.LostSD))
 			paperLat.Values, paperLat.Errors = append(paperLat.Values, F(p.PerRequestMS)), append(paperLat.Errors, F(p.PerRequestSD))
 		} else {

@@ -46,16 +46,16 @@ func TestDescribe(t *testing.T) {
 }
 
 func TestPaperTable6CoversEverySetting(t *testing.T) {
-	if len(PaperTable6) != len(cachelet.Consistencies) {
-		t.Fatalf("%d paper rows for %d settings", len(PaperTable6), len(cachelet.Consistencies))
+	if len(paperTable6) != len(cachelet.Consistencies) {
+		t.Fatalf("%d paper rows for %d settings", len(paperTable6), len(cachelet.Consistencies))
 	}
 	for _, c := range cachelet.Consistencies {
-		if _, ok := PaperTable6[c.Name]; !ok {
+		if _, ok := paperTable6[c.Name]; !ok {
 			t.Errorf("no paper row for %s", c.Name)
 		}
 	}
-	for _, s := range StrongSettings {
-		if PaperTable6[s].Lost != 0 {
+	for _, s := range strongSettings {
+		if paperTable6[s].Lost != 0 {
 			t.Errorf("strong setting %s loses increments in the paper", s)
 		}
 	}

@@ -48,13 +48,13 @@ func TestRemoteRatios(t *testing.T) {
 func TestRemoteTargetsAreKnown(t *testing.T) {
 	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss} {
 		found := false
-		for _, a := range AllTargets {
+		for _, a := range AllTargets() {
 			found = found || a == name
 		}
 		if !found {
-			t.Errorf("%s is not in AllTargets", name)
+			t.Errorf("%s is not in AllTargets()", name)
 		}
-		if TargetDescriptions[name] == "" {
+		if TargetDescription(name) == "" {
 			t.Errorf("%s has no description", name)
 		}
 	}

@@ -23,11 +23,16 @@ const (
 	TargetBoto3Warm  = "boto3-warm"
 )
 
-// AllTargets are the Go-measured targets.
-var AllTargets = []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
+// AllTargets() returns the Go-measured targets, in the order reports list
+// them (a new slice each call).
+func AllTargets() []string {
+	return []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
+}
 
-// TargetDescriptions say what each target measures.
-var TargetDescriptions = map[string]string{
+// TargetDescription says what a target measures ("" for an unknown one).
+func TargetDescription(target string) string { return targetDescriptions[target] }
+
+var targetDescriptions = map[string]string{
 	TargetStore:      "MinIO read directly (minio-go Core GetObject)",
 	TargetCold:       "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
 	TargetWarm:       "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",

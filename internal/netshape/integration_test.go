@@ -264,7 +264,7 @@ func TestPresetLinks(t *testing.T) {
 	c := dial(t, p.Addr)
 	exchange(t, c, size) // warm-up
 	for _, name := range PresetNames() {
-		pr := Presets[name]
+		pr := presets[name]
 		for _, l := range []struct {
 			path string
 			link Link
@@ -286,7 +286,7 @@ func TestPresetLinks(t *testing.T) {
 		}
 	}
 	// The one cap within toxiproxy's reach here must hold from below too.
-	if err := p.Update(Presets["faast"].Store, Presets["faast"].Store); err != nil {
+	if err := p.Update(presets["faast"].Store, presets["faast"].Store); err != nil {
 		t.Fatal(err)
 	}
 	if _, d := exchange(t, c, size); mbps(size, d) < 0.5*90 {

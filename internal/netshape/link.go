@@ -8,7 +8,7 @@
 // (this kernel has no netem) and where the presets' figures come from.
 //
 //	srv, err := netshape.Start(ctx, netshape.Config{})
-//	p := netshape.Presets["faast"]
+//	p, err := netshape.LookupPreset("faast")
 //	px, err := srv.Shape(ctx, "store", minio.Endpoint(), p.Store, p.Store)
 //	// talk S3 to px.Endpoint instead of minio.Endpoint()
 //

@@ -103,9 +103,9 @@ func TestToxicsFor(t *testing.T) {
 }
 
 func TestPresets(t *testing.T) {
-	for name, p := range Presets {
+	for name, p := range presets {
 		if p.Name != name {
-			t.Errorf("Presets[%q].Name = %q", name, p.Name)
+			t.Errorf("presets[%q].Name = %q", name, p.Name)
 		}
 		if err := p.Validate(); err != nil {
 			t.Error(err)
@@ -120,18 +120,18 @@ func TestPresets(t *testing.T) {
 		t.Errorf("LookupPreset(lan) = %v, want an error listing the presets", err)
 	}
 	// The figures the ADR and the sources quote.
-	f := Presets["faast"]
+	f := presets["faast"]
 	if f.Store.Bandwidth != 90*MB || f.Peer.Bandwidth != 500*MB || f.Store.Latency != 10*time.Millisecond {
 		t.Errorf("faast = %+v", f)
 	}
 	if !strings.Contains(f.Source, "90MB/s") || !strings.Contains(f.Source, "500MB/s") {
 		t.Errorf("faast source does not quote the paper: %q", f.Source)
 	}
-	o := Presets["ofc"]
+	o := presets["ofc"]
 	if o.Store.Bandwidth != 1250*MB || o.Peer.Bandwidth != 1250*MB || !strings.Contains(o.Source, "10Gb/s") {
 		t.Errorf("ofc = %+v", o)
 	}
-	if Presets["local"].Shaped() || !f.Shaped() || !o.Shaped() {
+	if presets["local"].Shaped() || !f.Shaped() || !o.Shaped() {
 		t.Error("Shaped: local must be unshaped, faast and ofc shaped")
 	}
 	if err := (Preset{Name: "x", Store: Link{Bandwidth: 1}}).Validate(); err == nil {

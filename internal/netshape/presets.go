@@ -57,9 +57,10 @@ func (p Preset) Validate() error {
 // top.
 const S3SmallRequestLatency = 10 * time.Millisecond
 
-// Presets are the named settings benchmarks offer. Every figure is
-// explained in Source and in docs/adr/0010-network-shaping.md.
-var Presets = map[string]Preset{
+// presets are the named settings benchmarks offer (LookupPreset,
+// PresetNames). Every figure is explained in Source and in
+// docs/adr/0010-network-shaping.md.
+var presets = map[string]Preset{
 	"faast": {
 		Name: "faast",
 		Source: "Faa$T (Romero et al.) §6.1 Experimental setup " +
@@ -89,8 +90,8 @@ var Presets = map[string]Preset{
 
 // PresetNames lists the presets' names, sorted.
 func PresetNames() []string {
-	names := make([]string, 0, len(Presets))
-	for n := range Presets {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -100,7 +101,7 @@ func PresetNames() []string {
 // LookupPreset returns the preset called name, or an error listing the
 // known ones.
 func LookupPreset(name string) (Preset, error) {
-	p, ok := Presets[name]
+	p, ok := presets[name]
 	if !ok {
 		return Preset{}, fmt.Errorf("netshape: unknown preset %q (known: %s)", name, strings.Join(PresetNames(), ", "))
 	}
