@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // Config sizes the memory tier and picks its eviction policy.
@@ -38,8 +40,8 @@ type Config struct {
 	// TTL is, under PolicyTTL, how long after its Add an entry expires.
 	// Required (> 0) with PolicyTTL; set only with it.
 	TTL time.Duration
-	// Now is the clock that TTLs are measured with. Default time.Now.
-	Now func() time.Time
+	// Clock is what TTLs are measured with. Default the system clock.
+	Clock clock.Clock
 }
 
 // DefaultLargeObjectSize is PolicySizeAware's default LargeObjectSize: the
@@ -82,9 +84,7 @@ func (c *Config) Validate() error {
 	} else if c.TTL != 0 {
 		return fmt.Errorf("cache: TTL is for the %s policy, not %s", PolicyTTL, c.Policy)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	return nil
 }
 

@@ -141,9 +141,9 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v", tc.cfg, err)
 			continue
 		}
-		if cfg.MaxObjectSize != tc.wantMax || cfg.Policy != tc.wantPol || cfg.LargeObjectSize != tc.wantLarge || cfg.Now == nil {
+		if cfg.MaxObjectSize != tc.wantMax || cfg.Policy != tc.wantPol || cfg.LargeObjectSize != tc.wantLarge || cfg.Clock == nil {
 			t.Errorf("Validate(%+v) gave max %d, policy %q, large %d, clock set %v; want %d, %q, %d, true",
-				tc.cfg, cfg.MaxObjectSize, cfg.Policy, cfg.LargeObjectSize, cfg.Now != nil, tc.wantMax, tc.wantPol, tc.wantLarge)
+				tc.cfg, cfg.MaxObjectSize, cfg.Policy, cfg.LargeObjectSize, cfg.Clock != nil, tc.wantMax, tc.wantPol, tc.wantLarge)
 		}
 		// Validating again changes nothing: the cachelet validates, then New does.
 		again := cfg

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -19,19 +20,14 @@ import (
 // everyPolicy lists the policies the suite runs against.
 func everyPolicy() []Policy { return []Policy{PolicyOwnerLRU, PolicySizeAware, PolicyTTL} }
 
-// fakeClock is a clock that tests move by hand.
-type fakeClock struct{ now time.Time }
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time          { return c.now }
-func (c *fakeClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+// newFakeClock is a clock that tests move by hand.
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // withPolicy returns cfg set to use p with a fake clock (a TTL of an hour
 // unless cfg has one).
-func withPolicy(p Policy, cfg Config) (Config, *fakeClock) {
+func withPolicy(p Policy, cfg Config) (Config, *clock.Fake) {
 	clock := newFakeClock()
-	cfg.Policy, cfg.Now = p, clock.Now
+	cfg.Policy, cfg.Clock = p, clock
 	if p == PolicyTTL && cfg.TTL == 0 {
 		cfg.TTL = time.Hour
 	}
@@ -39,7 +35,7 @@ func withPolicy(p Policy, cfg Config) (Config, *fakeClock) {
 }
 
 // newPolicyCache builds a cache with p and a fake clock.
-func newPolicyCache(t testing.TB, p Policy, cfg Config) (*Cache, *fakeClock) {
+func newPolicyCache(t testing.TB, p Policy, cfg Config) (*Cache, *clock.Fake) {
 	t.Helper()
 	cfg, clock := withPolicy(p, cfg)
 	return newCache(t, cfg), clock

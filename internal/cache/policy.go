@@ -71,7 +71,7 @@ func newOrder(cfg *Config) (evictionOrder, error) {
 		large := cfg.LargeObjectSize
 		return newLRUClasses(4, func(e *Entry) uint8 { return sizeClass(e, large) }), nil
 	case PolicyTTL:
-		return newTTLOrder(cfg.TTL, cfg.Now), nil
+		return newTTLOrder(cfg.TTL, cfg.Clock.Now), nil
 	}
 	return nil, fmt.Errorf("cache: unknown eviction policy %q (valid: %s)", cfg.Policy, validPolicies)
 }

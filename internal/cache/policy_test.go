@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // item is an entry in a policy test: its name (the object key), size, and
@@ -29,7 +31,7 @@ func drain(t *testing.T, c *Cache, evicted *[]string) []string {
 
 // orderCache builds a cache with p over items, owning those not marked
 // otherwise, and a record of evictions.
-func orderCache(t *testing.T, p Policy, cfg Config, items []item) (*Cache, *fakeClock, *[]string, map[string]bool) {
+func orderCache(t *testing.T, p Policy, cfg Config, items []item) (*Cache, *clock.Fake, *[]string, map[string]bool) {
 	t.Helper()
 	notOwned := map[string]bool{}
 	for _, it := range items {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/membership/memory"
 	"github.com/hoard-io/hoard/internal/ring"
@@ -42,7 +43,7 @@ func (c *changes) last() [2]*ring.Ring {
 // fixture is one memory registry with members of app "app".
 type fixture struct {
 	t       *testing.T
-	clock   *memory.FakeClock
+	clock   *clock.Fake
 	reg     *memory.Registry
 	members map[string]*Member
 	changes map[string]*changes
@@ -50,7 +51,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	clock := memory.NewFakeClock()
+	clock := clock.NewFake(time.Unix(0, 0))
 	reg, err := memory.New(memory.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)

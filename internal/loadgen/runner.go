@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // Outcome is what the platform answered for one invocation.
@@ -35,18 +37,6 @@ type InvokerFunc func(ctx context.Context, t Target, event json.RawMessage) (Out
 func (f InvokerFunc) Invoke(ctx context.Context, t Target, event json.RawMessage) (Outcome, error) {
 	return f(ctx, t, event)
 }
-
-// A Clock tells the time and waits; tests give the Runner one they
-// control.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Result is the record of one invocation.
 type Result struct {
@@ -107,7 +97,7 @@ type Runner struct {
 	// late, and counted Delayed; the arrivals after it wait behind it.
 	Concurrency int
 	// Clock is the real clock if nil.
-	Clock Clock
+	Clock clock.Clock
 
 	sent, done, failed, delayed atomic.Int64
 }
@@ -126,10 +116,7 @@ func (r *Runner) Progress() Progress {
 // with "canceled", and it returns the report of what was sent with
 // ctx's error.
 func (r *Runner) Run(ctx context.Context, s Schedule) (*Report, error) {
-	clock := r.Clock
-	if clock == nil {
-		clock = realClock{}
-	}
+	clk := clock.Or(r.Clock)
 	defEvent := r.Event
 	if defEvent == nil {
 		defEvent = json.RawMessage("{}")
@@ -146,18 +133,18 @@ func (r *Runner) Run(ctx context.Context, s Schedule) (*Report, error) {
 		wg      sync.WaitGroup
 		results []*Result // appended by this goroutine only; each filled in by its invocation's
 	)
-	start := clock.Now()
+	start := clk.Now()
 loop:
 	for {
 		a, ok := s.Next()
 		if !ok {
 			break
 		}
-		if wait := a.At - clock.Now().Sub(start); wait > 0 {
+		if wait := a.At - clk.Now().Sub(start); wait > 0 {
 			select {
 			case <-ctx.Done():
 				break loop
-			case <-clock.After(wait):
+			case <-clk.After(wait):
 			}
 		}
 		if ctx.Err() != nil {
@@ -177,7 +164,7 @@ loop:
 				}
 			}
 		}
-		sentAt := clock.Now()
+		sentAt := clk.Now()
 		res.Start = sentAt.Sub(start)
 		results = append(results, res)
 		event := a.Event
@@ -189,7 +176,7 @@ loop:
 		go func() {
 			defer wg.Done()
 			out, err := r.Invoker.Invoke(ctx, a.Target, event)
-			res.Latency = clock.Now().Sub(sentAt)
+			res.Latency = clk.Now().Sub(sentAt)
 			switch {
 			case err != nil:
 				res.ErrorType, res.Error = errorType(ctx, err), err.Error()
@@ -212,7 +199,7 @@ loop:
 		}()
 	}
 	wg.Wait()
-	rep := &Report{Elapsed: clock.Now().Sub(start), Results: make([]Result, len(results))}
+	rep := &Report{Elapsed: clk.Now().Sub(start), Results: make([]Result, len(results))}
 	for i, res := range results {
 		rep.Results[i] = *res
 	}

@@ -38,6 +38,14 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// AfterFunc moves the clock to the end of the wait, like After, and
+// calls f on its own goroutine.
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	<-c.After(d)
+	go f()
+	return func() bool { return false }
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)

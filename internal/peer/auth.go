@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // Header names of the peer protocol.
@@ -62,17 +64,15 @@ type Auth struct {
 }
 
 // NewAuth returns an Auth for app. The secret must be at least 16 bytes;
-// now may be nil (time.Now).
-func NewAuth(app string, secret []byte, now func() time.Time) (*Auth, error) {
+// clk may be nil (the system clock).
+func NewAuth(app string, secret []byte, clk clock.Clock) (*Auth, error) {
 	if app == "" {
 		return nil, errors.New("peer: application name is required")
 	}
 	if len(secret) < 16 {
 		return nil, errors.New("peer: application secret must be at least 16 bytes")
 	}
-	if now == nil {
-		now = time.Now
-	}
+	now := clock.Or(clk).Now
 	return &Auth{app: app, secret: append([]byte(nil), secret...), now: now, seen: make(map[string]time.Time)}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -281,7 +282,7 @@ func TestAuthentication(t *testing.T) {
 	if _, err := NewClient(otherApp, ClientConfig{}).Get(ctx, addr, "bkt", "k", ""); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("another application: %v", err)
 	}
-	skewed, _ := NewAuth("app1", []byte(secret), func() time.Time { return time.Now().Add(-time.Hour) })
+	skewed, _ := NewAuth("app1", []byte(secret), clock.NewFake(time.Now().Add(-time.Hour)))
 	if _, err := NewClient(skewed, ClientConfig{}).Get(ctx, addr, "bkt", "k", ""); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("stale date: %v", err)
 	}

@@ -11,8 +11,10 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/minio/minio-go/v7/pkg/signer"
+
+	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // TestAWSStreamingExample is the worked example from the S3 API reference
@@ -82,7 +84,7 @@ func TestAWSStreamingExample(t *testing.T) {
 // TestAWSTrailerSignatureExample checks the trailer string-to-sign against
 // the S3 reference example for signed trailers.
 func TestAWSTrailerSignatureExample(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	res := &authResult{
 		signingKey: signingKey(testSK, "20130524", "us-east-1", "s3"),
 		amzDate:    "20130524T000000Z",
@@ -129,7 +131,7 @@ func unsignedTrailerRequest(t testing.TB, data []byte, trailerValue string) *htt
 
 func TestStreamingMinio(t *testing.T) {
 	at := time.Now().UTC()
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	for _, size := range []int{0, 1, 65535, 65536, 65537, 3*65536 + 17} {
 		for _, trailer := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d/trailer=%v", size, trailer), func(t *testing.T) {
@@ -156,7 +158,7 @@ func TestStreamingMinio(t *testing.T) {
 }
 
 func TestUnsignedTrailerMinio(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	for _, size := range []int{0, 10, 65536, 200000} {
 		data := bytes.Repeat([]byte{'z'}, size)
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
@@ -256,7 +258,7 @@ func TestStreamingTamper(t *testing.T) {
 			if tt.header != nil {
 				tt.header(r.Header)
 			}
-			req, err := newTestVerifier(t, time.Now).Verify(r)
+			req, err := newTestVerifier(t, clock.Real()).Verify(r)
 			var got []byte
 			if err == nil {
 				if tt.declared != 0 {
@@ -304,7 +306,7 @@ func TestChunkedLineEndings(t *testing.T) {
 		{"long line", strings.Repeat("0", 20000), ErrMalformedChunk},
 		{"empty body", "", ErrIncompleteBody},
 	}
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := unsignedTrailerRequest(t, data, crc)
@@ -333,7 +335,7 @@ func TestChunkedWithHeaderChecksums(t *testing.T) {
 		}
 		return serverSide(t, signer.StreamingSignV4(req, testAK, testSK, "", testRegion, int64(len(data)), at, newSHA256Hasher()))
 	}
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	_, req, err := readBody(v, sign(http.Header{"X-Amz-Checksum-Sha256": {checksum.Sum(checksum.SHA256, data)}}))
 	wantErr(t, err, nil)
 	if req.ChecksumAlgorithm != checksum.SHA256 {
@@ -349,7 +351,7 @@ func TestChunkedWithHeaderChecksums(t *testing.T) {
 
 func TestChunkedCloseEarly(t *testing.T) {
 	data := bytes.Repeat([]byte("c"), 200000)
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	req, err := v.Verify(streamingRequest(t, data, true, time.Now().UTC()))
 	wantErr(t, err, nil)
 	if _, err := req.Body.Read(make([]byte, 10)); err != nil {
@@ -367,7 +369,7 @@ func TestChunkedCloseEarly(t *testing.T) {
 }
 
 func TestPayloadModes(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	sign := func(mode string, hdr http.Header) *http.Request {
 		req, err := http.NewRequest(http.MethodPut, objectURL("m", ""), strings.NewReader("abc"))
 		if err != nil {
@@ -426,7 +428,7 @@ func TestStripAWSChunked(t *testing.T) {
 // TestWrapBodyHeaders covers payload header checks that a signature would
 // otherwise mask, by calling wrapBody with an already-authenticated result.
 func TestWrapBodyHeaders(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	tests := []struct {
 		name   string
 		method Method

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 const (
@@ -37,16 +38,16 @@ func testCreds() staticCreds {
 }
 
 // newTestVerifier builds a verifier whose clock is now().
-func newTestVerifier(t testing.TB, now func() time.Time) *Verifier {
+func newTestVerifier(t testing.TB, now clock.Clock) *Verifier {
 	t.Helper()
-	v, err := New(Config{Region: testRegion, Now: now, Domains: []string{testHost}}, testCreds())
+	v, err := New(Config{Region: testRegion, Clock: now, Domains: []string{testHost}}, testCreds())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
+func fixedClock(t time.Time) clock.Clock { return clock.NewFake(t) }
 
 // serverSide serializes a client request and parses it back the way
 // net/http's server does, so tests see exactly what a handler would:

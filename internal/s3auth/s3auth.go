@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // DefaultMaxSkew is the clock skew S3 tolerates for header-signed requests.
@@ -43,8 +44,9 @@ type Config struct {
 	// MaxSkew bounds the difference between a header-signed request's date
 	// and Now. Zero means DefaultMaxSkew.
 	MaxSkew time.Duration
-	// Now is the clock; nil means time.Now. Tests inject a fixed clock.
-	Now func() time.Time
+	// Clock tells the time requests are checked against; nil means the
+	// system clock. Tests inject a fixed one.
+	Clock clock.Clock
 	// Domains lists the base host names (e.g. "s3.example.com") under which
 	// virtual-hosted-style requests ("bucket.s3.example.com") arrive. SigV2
 	// signs the bucket as part of the resource even when it travels in the
@@ -149,9 +151,7 @@ func New(cfg Config, creds CredentialStore) (*Verifier, error) {
 	if cfg.MaxSkew == 0 {
 		cfg.MaxSkew = DefaultMaxSkew
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	domains := make([]string, 0, len(cfg.Domains))
 	for _, d := range cfg.Domains {
 		d = strings.ToLower(strings.Trim(d, "."))
@@ -163,7 +163,7 @@ func New(cfg Config, creds CredentialStore) (*Verifier, error) {
 	return &Verifier{
 		region:      cfg.Region,
 		maxSkew:     cfg.MaxSkew,
-		now:         cfg.Now,
+		now:         cfg.Clock.Now,
 		domains:     domains,
 		creds:       creds,
 		bufioSize:   16 << 10,

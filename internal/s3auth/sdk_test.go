@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // verifyingTransport stands in for hoard's HTTP layer: every request the
@@ -81,7 +83,7 @@ func (tr *verifyingTransport) last(t *testing.T) sdkResult {
 // verifier sees exactly what it sends: flexible-checksum trailers, hex
 // payload hashes, encoded keys and presigned URLs.
 func TestAWSSDKClient(t *testing.T) {
-	tr := &verifyingTransport{t: t, v: newTestVerifier(t, time.Now)}
+	tr := &verifyingTransport{t: t, v: newTestVerifier(t, clock.Real())}
 	client := s3.New(s3.Options{
 		Region:       testRegion,
 		BaseEndpoint: aws.String("https://" + testHost),

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/signer"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // TestV2AWSExample is the classic object GET example from the S3 SigV2
@@ -17,7 +19,7 @@ import (
 func TestV2AWSExample(t *testing.T) {
 	v, err := New(Config{
 		Region:  "us-east-1",
-		Now:     fixedClock(time.Date(2007, 3, 27, 19, 40, 0, 0, time.UTC)),
+		Clock:   fixedClock(time.Date(2007, 3, 27, 19, 40, 0, 0, time.UTC)),
 		Domains: []string{"s3.amazonaws.com"},
 	}, staticCreds{testAK: testSK})
 	if err != nil {
@@ -37,7 +39,7 @@ func TestV2AWSExample(t *testing.T) {
 }
 
 func TestV2HeaderMinio(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	body := []byte("v2 body")
 	for _, virtual := range []bool{false, true} {
 		for _, key := range awkwardKeys {
@@ -119,7 +121,7 @@ func TestV2HeaderTamper(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(r)
 			}
-			_, err := newTestVerifier(t, func() time.Time { return time.Now().Add(tt.skew) }).Verify(r)
+			_, err := newTestVerifier(t, fixedClock(time.Now().Add(tt.skew))).Verify(r)
 			wantErr(t, err, tt.want)
 		})
 	}
@@ -166,12 +168,12 @@ func TestV2Presigned(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := serverSide(t, out)
-				vr, err := newTestVerifier(t, time.Now).Verify(r)
+				vr, err := newTestVerifier(t, clock.Real()).Verify(r)
 				wantErr(t, err, nil)
 				if vr.Method != V2Presigned {
 					t.Fatalf("method %v", vr.Method)
 				}
-				_, err = newTestVerifier(t, func() time.Time { return time.Now().Add(6 * time.Minute) }).Verify(r)
+				_, err = newTestVerifier(t, fixedClock(time.Now().Add(6 * time.Minute))).Verify(r)
 				wantErr(t, err, ErrExpired)
 			})
 		}
@@ -216,14 +218,14 @@ func TestV2Presigned(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := base(t)
 			tt.mutate(r)
-			_, err := newTestVerifier(t, time.Now).Verify(r)
+			_, err := newTestVerifier(t, clock.Real()).Verify(r)
 			wantErr(t, err, tt.want)
 		})
 	}
 }
 
 func TestVirtualHostBucket(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	tests := map[string]string{
 		"bucket." + testHost:           "bucket",
 		"Bucket." + testHost + ":443":  "bucket",

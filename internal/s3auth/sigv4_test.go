@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsv4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/minio/minio-go/v7/pkg/signer"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // awkwardKeys are object keys whose encoding differs between "as sent" and
@@ -56,7 +58,7 @@ func objectURL(key, rawQuery string) string {
 }
 
 func TestV4HeaderMinio(t *testing.T) {
-	v := newTestVerifier(t, time.Now)
+	v := newTestVerifier(t, clock.Real())
 	body := []byte("hello, hoard")
 	for _, key := range awkwardKeys {
 		for _, rq := range awkwardQueries {
@@ -154,7 +156,7 @@ func TestV4HeaderTamper(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(r)
 			}
-			v := newTestVerifier(t, func() time.Time { return time.Now().Add(tt.skew) })
+			v := newTestVerifier(t, fixedClock(time.Now().Add(tt.skew)))
 			got, _, err := readBody(v, r)
 			wantErr(t, err, tt.want)
 			if tt.want == nil && !bytes.Equal(got, body) {
@@ -317,11 +319,11 @@ func TestV4PresignedMinio(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				v := newTestVerifier(t, time.Now)
+				v := newTestVerifier(t, clock.Real())
 				_, err = v.Verify(serverSide(t, out))
 				wantErr(t, err, nil)
 
-				late := newTestVerifier(t, func() time.Time { return time.Now().Add(11 * time.Minute) })
+				late := newTestVerifier(t, fixedClock(time.Now().Add(11 * time.Minute)))
 				_, err = late.Verify(serverSide(t, out))
 				wantErr(t, err, ErrExpired)
 			})

@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -87,9 +88,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer, if set, receives the hoard_writeback_* metrics.
 	Registerer prometheus.Registerer
-	// Now is the clock that ages (Stats.OldestAge) are measured with.
-	// Default time.Now. Backoff waits use the runtime's timers.
-	Now func() time.Time
+	// Clock is what ages (Stats.OldestAge) are measured with. Default
+	// the system clock. Backoff waits use the runtime's timers.
+	Clock clock.Clock
 }
 
 // Validate checks the config and fills in defaults.
@@ -121,9 +122,7 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	return nil
 }
 
@@ -297,7 +296,7 @@ func (q *Queue) Enqueue(w Write) <-chan error {
 		return result
 	}
 	q.seq++
-	e := &entry{w: w, seq: q.seq, enqueued: q.cfg.Now(), result: result}
+	e := &entry{w: w, seq: q.seq, enqueued: q.cfg.Clock.Now(), result: result}
 	q.link(e)
 	id := objectKey{w.Bucket, w.Key}
 	ks := q.keys[id]
@@ -431,7 +430,7 @@ func (q *Queue) Stats() Stats {
 	s := q.stats
 	s.Depth = q.depth
 	if q.head != nil {
-		s.OldestAge = max(0, q.cfg.Now().Sub(q.head.enqueued))
+		s.OldestAge = max(0, q.cfg.Clock.Now().Sub(q.head.enqueued))
 	}
 	return s
 }

@@ -134,7 +134,7 @@ func TestConfigValidate(t *testing.T) {
 			}
 			c := tc.cfg
 			if c.Workers != DefaultWorkers || c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff ||
-				c.Permanent == nil || c.Logger == nil || c.Now == nil {
+				c.Permanent == nil || c.Logger == nil || c.Clock == nil {
 				t.Errorf("defaults not filled in: %+v", c)
 			}
 		})

@@ -4,7 +4,7 @@
 //
 // Leases are simulated: a member stays until its session is closed, expired
 // with Expire, or crashed with Crash and then left alone for the TTL on the
-// injected Clock. Use a FakeClock to expire leases without sleeping.
+// injected clock.Clock. Use a clock.Fake to expire leases without sleeping.
 package memory
 
 import (
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/membership"
 )
 
@@ -23,7 +24,7 @@ type Config struct {
 	// Default membership.DefaultTTL.
 	TTL time.Duration
 	// Clock schedules lease expiry. Default: the real clock.
-	Clock Clock
+	Clock clock.Clock
 }
 
 // Validate reports whether c can be used.
@@ -38,7 +39,7 @@ func (c Config) Validate() error {
 // concurrent use.
 type Registry struct {
 	ttl   time.Duration
-	clock Clock
+	clock clock.Clock
 
 	mu       sync.Mutex
 	closed   bool
@@ -67,9 +68,7 @@ func New(c Config) (*Registry, error) {
 	if c.TTL == 0 {
 		c.TTL = membership.DefaultTTL
 	}
-	if c.Clock == nil {
-		c.Clock = realClock{}
-	}
+	c.Clock = clock.Or(c.Clock)
 	return &Registry{
 		ttl:      c.TTL,
 		clock:    c.Clock,

@@ -1,17 +1,17 @@
 package memory
 
 import (
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/membership/membershiptest"
 )
 
 func TestConformance(t *testing.T) {
 	membershiptest.Run(t, func(t *testing.T) membershiptest.Harness {
-		clock := NewFakeClock()
+		clock := clock.NewFake(time.Unix(0, 0))
 		r, err := New(Config{TTL: 5 * time.Second, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
@@ -26,29 +26,6 @@ func TestConformance(t *testing.T) {
 			Close:    func() { r.Close() },
 		}
 	})
-}
-
-func TestFakeClockOrder(t *testing.T) {
-	c := NewFakeClock()
-	var got []int
-	c.AfterFunc(3*time.Second, func() { got = append(got, 3) })
-	stop := c.AfterFunc(2*time.Second, func() { got = append(got, 2) })
-	c.AfterFunc(time.Second, func() {
-		got = append(got, 1)
-		c.AfterFunc(time.Second, func() { got = append(got, 12) }) // due at 2 s, after the 2 s timer set earlier
-	})
-	c.AfterFunc(time.Second, func() { got = append(got, 11) })
-	c.Advance(2 * time.Second)
-	if want := []int{1, 11, 2, 12}; !slices.Equal(got, want) {
-		t.Fatalf("ran %v, want %v", got, want)
-	}
-	if stop() {
-		t.Error("stop of a timer that ran reported true")
-	}
-	c.Advance(time.Second)
-	if want := []int{1, 11, 2, 12, 3}; !slices.Equal(got, want) {
-		t.Fatalf("ran %v, want %v", got, want)
-	}
 }
 
 func TestDefaults(t *testing.T) {
