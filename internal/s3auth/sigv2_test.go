@@ -173,7 +173,7 @@ func TestV2Presigned(t *testing.T) {
 				if vr.Method != V2Presigned {
 					t.Fatalf("method %v", vr.Method)
 				}
-				_, err = newTestVerifier(t, fixedClock(time.Now().Add(6 * time.Minute))).Verify(r)
+				_, err = newTestVerifier(t, fixedClock(time.Now().Add(6*time.Minute))).Verify(r)
 				wantErr(t, err, ErrExpired)
 			})
 		}

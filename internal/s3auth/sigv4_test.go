@@ -323,7 +323,7 @@ func TestV4PresignedMinio(t *testing.T) {
 				_, err = v.Verify(serverSide(t, out))
 				wantErr(t, err, nil)
 
-				late := newTestVerifier(t, fixedClock(time.Now().Add(11 * time.Minute)))
+				late := newTestVerifier(t, fixedClock(time.Now().Add(11*time.Minute)))
 				_, err = late.Verify(serverSide(t, out))
 				wantErr(t, err, ErrExpired)
 			})
