@@ -117,6 +117,24 @@ type Server struct {
 	closeErr  error
 }
 
+// Validate checks the config and fills in the defaults (the binary is
+// looked for by Start).
+func (c *Config) Validate() error {
+	if c.GracePeriod < 0 {
+		return errors.New("netshape: GracePeriod must not be negative")
+	}
+	if c.GracePeriod == 0 {
+		c.GracePeriod = DefaultGracePeriod
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
 // Start runs a toxiproxy server with its API on a free loopback port and
 // returns once the API answers. ctx bounds only the start-up (default
 // DefaultStartTimeout when it has no deadline): the server runs until
@@ -124,17 +142,8 @@ type Server struct {
 // localstore.ErrBinaryNotFound; an API that does not come up, with the
 // tail of toxiproxy's log.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.GracePeriod < 0 {
-		return nil, errors.New("netshape: GracePeriod must not be negative")
-	}
-	if cfg.GracePeriod == 0 {
-		cfg.GracePeriod = DefaultGracePeriod
-	}
-	if cfg.LogLevel == "" {
-		cfg.LogLevel = DefaultLogLevel
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	bin := cfg.Binary
 	if bin == "" {

@@ -177,7 +177,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-func (c *Config) validate() error {
+// Validate checks the config and fills in the defaults.
+func (c *Config) Validate() error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("notify: URL %q is not an http(s) URL", c.URL)
@@ -233,7 +234,7 @@ type queued struct {
 
 // New starts a Notifier's sender.
 func New(cfg Config) (*Notifier, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -20,7 +21,7 @@ import (
 type ClientConfig struct {
 	// MaxIdleConnsPerPeer is the keep-alive pool per peer; default 64.
 	MaxIdleConnsPerPeer int
-	// DialTimeout bounds connecting to a peer; default 2 s. A peer that
+	// DialTimeout bounds connecting to a peer; default 1 s. A peer that
 	// cannot be reached quickly is treated as down: callers fall back to
 	// the store.
 	DialTimeout time.Duration
@@ -36,21 +37,24 @@ type ClientConfig struct {
 	ResponseHeaderTimeout time.Duration
 }
 
-func (c *ClientConfig) withDefaults() ClientConfig {
-	out := *c
-	if out.MaxIdleConnsPerPeer == 0 {
-		out.MaxIdleConnsPerPeer = 64
+// Validate checks the config and fills in the defaults.
+func (c *ClientConfig) Validate() error {
+	if c.MaxIdleConnsPerPeer < 0 || c.DialTimeout < 0 || c.GetTimeout < 0 || c.ResponseHeaderTimeout < 0 {
+		return errors.New("peer: client pool size and timeouts must not be negative")
 	}
-	if out.DialTimeout == 0 {
-		out.DialTimeout = time.Second
+	if c.MaxIdleConnsPerPeer == 0 {
+		c.MaxIdleConnsPerPeer = 64
 	}
-	if out.GetTimeout == 0 {
-		out.GetTimeout = 2 * time.Second
+	if c.DialTimeout == 0 {
+		c.DialTimeout = time.Second
 	}
-	if out.ResponseHeaderTimeout == 0 {
-		out.ResponseHeaderTimeout = 30 * time.Second
+	if c.GetTimeout == 0 {
+		c.GetTimeout = 2 * time.Second
 	}
-	return out
+	if c.ResponseHeaderTimeout == 0 {
+		c.ResponseHeaderTimeout = 30 * time.Second
+	}
+	return nil
 }
 
 // Client speaks the peer protocol to the other cachelets of one
@@ -62,9 +66,14 @@ type Client struct {
 	tr, getT *http.Transport
 }
 
-// NewClient returns a Client signing with auth.
+// NewClient returns a Client signing with auth. A config that does not
+// validate (a negative timeout) gets the defaults instead: callers
+// validate it first when it comes from outside.
 func NewClient(auth *Auth, cfg ClientConfig) *Client {
-	cfg = cfg.withDefaults()
+	if cfg.Validate() != nil {
+		cfg = ClientConfig{}
+		_ = cfg.Validate()
+	}
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := func(headerTimeout time.Duration) *http.Transport {
 		return &http.Transport{

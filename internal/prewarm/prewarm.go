@@ -81,7 +81,8 @@ type Config struct {
 	MaxBytes int64
 }
 
-func (c *Config) defaults() error {
+// Validate checks the config and fills in the defaults.
+func (c *Config) Validate() error {
 	if c.HitRate == 0 {
 		c.HitRate = 0.5
 	}
@@ -112,7 +113,7 @@ func (c *Config) defaults() error {
 
 // MaxWindowOrDefault is MaxWindow, or its default when unset.
 func (c Config) MaxWindowOrDefault() time.Duration {
-	_ = c.defaults()
+	_ = c.Validate()
 	return c.MaxWindow
 }
 
@@ -120,7 +121,7 @@ func (c Config) MaxWindowOrDefault() time.Duration {
 // time between invocations is meanGap (0 when unknown): Periods of them,
 // within [MinWindow, MaxWindow].
 func (c Config) Window(meanGap time.Duration) time.Duration {
-	_ = c.defaults()
+	_ = c.Validate()
 	w := time.Duration(c.Periods * float64(meanGap))
 	return min(max(w, c.MinWindow), c.MaxWindow)
 }
@@ -190,7 +191,7 @@ type Selected struct {
 // above cfg.HitRate, or at least cfg.MinReads reads. The most read come
 // first; with MaxBytes, selection stops before the total would exceed it.
 func Select(merged []Object, cfg Config) ([]Selected, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	var out []Selected

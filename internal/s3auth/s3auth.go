@@ -137,34 +137,45 @@ type Verifier struct {
 	maxChunkLen int
 }
 
+// Validate checks the config and fills in the defaults (MaxSkew, Clock);
+// Domains are lower-cased and trimmed of dots. Errors wrap
+// ErrInvalidConfig.
+func (c *Config) Validate() error {
+	if c.Region == "" || strings.ContainsAny(c.Region, "/ \t\r\n") {
+		return fmt.Errorf("%w: region %q", ErrInvalidConfig, c.Region)
+	}
+	if c.MaxSkew < 0 {
+		return fmt.Errorf("%w: negative max skew", ErrInvalidConfig)
+	}
+	if c.MaxSkew == 0 {
+		c.MaxSkew = DefaultMaxSkew
+	}
+	c.Clock = clock.Or(c.Clock)
+	domains := make([]string, 0, len(c.Domains))
+	for _, d := range c.Domains {
+		d = strings.ToLower(strings.Trim(d, "."))
+		if d == "" {
+			return fmt.Errorf("%w: empty domain", ErrInvalidConfig)
+		}
+		domains = append(domains, d)
+	}
+	c.Domains = domains
+	return nil
+}
+
 // New validates cfg and returns a Verifier.
 func New(cfg Config, creds CredentialStore) (*Verifier, error) {
 	if creds == nil {
 		return nil, fmt.Errorf("%w: nil credential store", ErrInvalidConfig)
 	}
-	if cfg.Region == "" || strings.ContainsAny(cfg.Region, "/ \t\r\n") {
-		return nil, fmt.Errorf("%w: region %q", ErrInvalidConfig, cfg.Region)
-	}
-	if cfg.MaxSkew < 0 {
-		return nil, fmt.Errorf("%w: negative max skew", ErrInvalidConfig)
-	}
-	if cfg.MaxSkew == 0 {
-		cfg.MaxSkew = DefaultMaxSkew
-	}
-	cfg.Clock = clock.Or(cfg.Clock)
-	domains := make([]string, 0, len(cfg.Domains))
-	for _, d := range cfg.Domains {
-		d = strings.ToLower(strings.Trim(d, "."))
-		if d == "" {
-			return nil, fmt.Errorf("%w: empty domain", ErrInvalidConfig)
-		}
-		domains = append(domains, d)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return &Verifier{
 		region:      cfg.Region,
 		maxSkew:     cfg.MaxSkew,
 		now:         cfg.Clock.Now,
-		domains:     domains,
+		domains:     cfg.Domains,
 		creds:       creds,
 		bufioSize:   16 << 10,
 		maxChunkLen: maxChunkSize,

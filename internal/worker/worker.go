@@ -280,12 +280,27 @@ type Worker struct {
 	state   *os.ProcessState
 }
 
+// Validate checks the config and fills in the defaults that need no I/O
+// (StartTimeout); Start finds Python and checks the code directory.
+func (c *Config) Validate() error {
+	if c.CodeDir == "" {
+		return errors.New("worker: the code directory is required")
+	}
+	if c.StartTimeout < 0 {
+		return errors.New("worker: StartTimeout must not be negative")
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	return nil
+}
+
 // Start starts a worker and waits for it to be ready. ctx bounds the start
 // only; the worker runs until Close or Kill. A worker that exits or stays
 // silent past cfg.StartTimeout is an error holding its output.
 func Start(ctx context.Context, cfg Config) (*Worker, error) {
-	if cfg.CodeDir == "" {
-		return nil, errors.New("worker: the code directory is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	codeDir, err := filepath.Abs(cfg.CodeDir)
 	if err != nil {
@@ -305,9 +320,6 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	workerPath, err := FindWorkerPath()
 	if err != nil {
 		return nil, err
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = DefaultStartTimeout
 	}
 	var nb [16]byte
 	if _, err := rand.Read(nb[:]); err != nil {
