@@ -42,6 +42,9 @@ type Config struct {
 	AgentListen string
 	AgentID     string
 	Dir         string
+	// AgentPeerHost is the address the agent's cachelets take peer
+	// traffic on (agent.Config.PeerHost); default 127.0.0.1.
+	AgentPeerHost string
 	// HoardBin is the binary agents start cachelets from; default the
 	// running one.
 	HoardBin string
@@ -120,6 +123,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), HoardBin: cfg.HoardBin, Store: st,
 			StoreEndpoint: cfg.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 			Region: cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
+			PeerHost: cfg.AgentPeerHost,
 		}
 		if controllerURL != "" {
 			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
