@@ -218,7 +218,7 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 	go c.unload(in, why)
 }
 
-// start asks the least loaded agent to load an instance.
+// start asks an agent, chosen by place, to load an instance.
 func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, error) {
 	agents, err := c.agents.list(ctx)
 	if err != nil {
@@ -227,16 +227,40 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	if len(agents) == 0 {
 		return nil, errors.New("no node agent is registered")
 	}
-	load := map[string]int{}
+	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, a := range c.apps {
 		for _, in := range a.instances {
-			load[in.agentID]++
+			total[in.agentID]++
+			if a.rec.Name == req.App {
+				ofApp[in.agentID]++
+			}
+		}
+		for id, n := range a.placing {
+			total[id] += n
+			if a.rec.Name == req.App {
+				ofApp[id] += n
+			}
 		}
 	}
+	ag := place(agents, ofApp, total)
+	a := c.apps[req.App]
+	if a != nil {
+		if a.placing == nil {
+			a.placing = map[string]int{}
+		}
+		a.placing[ag.ID]++
+	}
 	c.mu.Unlock()
-	sort.SliceStable(agents, func(i, j int) bool { return load[agents[i].ID] < load[agents[j].ID] })
-	ag := agents[0]
+	if a != nil {
+		defer func() {
+			c.mu.Lock()
+			if a.placing[ag.ID]--; a.placing[ag.ID] <= 0 {
+				delete(a.placing, ag.ID)
+			}
+			c.mu.Unlock()
+		}()
+	}
 	t0 := time.Now()
 	var info agent.InstanceInfo
 	if err := c.agents.call(ctx, http.MethodPost, ag.URL+"/v1/instances", req, &info); err != nil {
@@ -256,6 +280,24 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	c.mu.Unlock()
 	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
 	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, nil
+}
+
+// place chooses the agent for a new instance of an application: the
+// one holding the fewest instances of that application (so that its
+// instances, and its ring, spread over the nodes: a node lost costs the
+// application one share of its cache, and its remote hits cross
+// nodes), then the least loaded (fewest instances of any application),
+// then the first by ID. Instances being started count where they are
+// going. ofApp and total are per agent ID; agents is not empty.
+func place(agents []agent.Registration, ofApp, total map[string]int) agent.Registration {
+	best := agents[0]
+	for _, ag := range agents[1:] {
+		a, b := ofApp[ag.ID], ofApp[best.ID]
+		if a < b || a == b && (total[ag.ID] < total[best.ID] || total[ag.ID] == total[best.ID] && ag.ID < best.ID) {
+			best = ag
+		}
+	}
+	return best
 }
 
 // unload asks an instance's agent to unload it.
