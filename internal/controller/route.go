@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -218,7 +220,9 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 	go c.unload(in, why)
 }
 
-// start asks an agent, chosen by place, to load an instance.
+// start asks an agent, chosen by place, to load an instance. An agent
+// that cannot be reached (a node lost, its registration not expired yet)
+// is passed over for the next choice.
 func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, error) {
 	agents, err := c.agents.list(ctx)
 	if err != nil {
@@ -227,6 +231,19 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	if len(agents) == 0 {
 		return nil, errors.New("no node agent is registered")
 	}
+	for {
+		in, ag, err := c.startOn(ctx, agents, req)
+		var uerr *url.Error
+		if err == nil || !errors.As(err, &uerr) || len(agents) == 1 || ctx.Err() != nil {
+			return in, err
+		}
+		c.log.Warn("agent unreachable; placing the instance elsewhere", "app", req.App, "agent", ag.ID, "err", err)
+		agents = slices.DeleteFunc(agents, func(x agent.Registration) bool { return x.ID == ag.ID })
+	}
+}
+
+// startOn places an instance among agents and starts it there.
+func (c *Controller) startOn(ctx context.Context, agents []agent.Registration, req agent.StartRequest) (*inst, agent.Registration, error) {
 	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, a := range c.apps {
@@ -265,7 +282,7 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	var info agent.InstanceInfo
 	if err := c.agents.call(ctx, http.MethodPost, ag.URL+"/v1/instances", req, &info); err != nil {
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
-		return nil, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
+		return nil, ag, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
 	took := time.Since(t0)
 	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
@@ -279,7 +296,7 @@ func (c *Controller) start(ctx context.Context, req agent.StartRequest) (*inst, 
 	}
 	c.mu.Unlock()
 	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
-	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, nil
+	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, ag, nil
 }
 
 // place chooses the agent for a new instance of an application: the
