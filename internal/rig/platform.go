@@ -33,6 +33,10 @@ type Config struct {
 	// ControllerListener (required then).
 	Controller         bool
 	ControllerListener net.Listener
+	// ControllerAlsoOn are more listeners serving the same API (the
+	// bridge address nodes in namespaces reach it on); ControllerURL
+	// stays the first listener's.
+	ControllerAlsoOn []net.Listener
 	// ControllerURL is where agents' cachelets post object-created events
 	// (its /v1/events); default the listener's address.
 	ControllerURL string
@@ -177,6 +181,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("/", p.Controller.Handler(cfg.ControllerToken))
 		p.serve(cfg.ControllerListener, mux)
+		for _, ln := range cfg.ControllerAlsoOn {
+			p.serve(ln, mux)
+		}
 	}
 	return p, nil
 }
