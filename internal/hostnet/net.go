@@ -375,7 +375,7 @@ func lock(ctx context.Context, dir string) (func(), error) {
 }
 
 // procStart is a process's start time (field 22 of /proc/PID/stat), or 0
-// when it does not exist.
+// when it does not exist or has ended (a zombie not reaped yet).
 func procStart(pid int) uint64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -387,7 +387,7 @@ func procStart(pid int) uint64 {
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state); the start time is field 22.
-	if len(f) < 20 {
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
 		return 0
 	}
 	v, _ := strconv.ParseUint(f[19], 10, 64)
