@@ -67,7 +67,8 @@ type NodesConfig struct {
 	// more).
 	ControllerToken, AgentToken string
 	// AgentPort and StorePort; defaults DefaultAgentPort and
-	// DefaultStorePort.
+	// DefaultStorePort. MinIO's console takes StorePort+1 inside the
+	// store's namespace.
 	AgentPort, StorePort int
 	// AgentEnv is added to each agent's environment (e.g. HOARD_PYTHON).
 	AgentEnv []string
@@ -84,10 +85,8 @@ func (c NodesConfig) Validate() error {
 	if len(c.ControllerToken) < 16 || len(c.AgentToken) < 16 {
 		return errors.New("rig: ControllerToken and AgentToken need 16 bytes or more")
 	}
-	for _, p := range []int{c.AgentPort, c.StorePort} {
-		if p < 0 || p > 65535 {
-			return fmt.Errorf("rig: port %d out of range", p)
-		}
+	if c.AgentPort < 0 || c.AgentPort > 65535 || c.StorePort < 0 || c.StorePort > 65534 {
+		return fmt.Errorf("rig: ports %d and %d(+1, MinIO's console) out of range", c.AgentPort, c.StorePort)
 	}
 	return nil
 }
