@@ -26,6 +26,7 @@ const netFile = "net-prefix"
 type nodesFlags struct {
 	nodes               int
 	nodeRate, storeRate int
+	storeLatency        time.Duration
 	netPrefix           string
 }
 
@@ -33,6 +34,7 @@ func (n *nodesFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&n.nodes, "nodes", 1, "run this many node agents, each in its own network namespace behind a shaped link (needs root; falls back to one node)")
 	fs.IntVar(&n.nodeRate, "node-rate", hostnet.DefaultNodeRate/1e6, "with --nodes: each node's link in MB/s each way (0: unshaped)")
 	fs.IntVar(&n.storeRate, "store-rate", hostnet.DefaultStoreRate/1e6, "with --nodes: the store's link in MB/s each way, shared by all its connections (0: unshaped)")
+	fs.DurationVar(&n.storeLatency, "store-latency", 0, "with --nodes: latency added each way to the store, by a toxiproxy in front of it (whole milliseconds; 0: none)")
 	fs.StringVar(&n.netPrefix, "net-prefix", hostnet.DefaultPrefix, "with --nodes: 1-4 letters starting the names of the namespaces, veths and bridge")
 }
 
@@ -78,7 +80,7 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 		Net: hostnet.Config{Nodes: f.nodes, Prefix: f.netPrefix, NodeRate: rateOf(f.nodeRate), StoreRate: rateOf(f.storeRate)},
 		Dir: dir, ControllerListener: controllerLn, StorePort: port,
 		StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
-		ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken,
+		ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreLatency: f.storeLatency,
 	}, log)
 	if err != nil {
 		controllerLn.Close()
@@ -89,15 +91,19 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 		return err
 	}
 	env := fmt.Sprintf("AWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\nHOARD_NODES=%d\n",
-		f.region, nodes.Store.Endpoint(), nodes.ControllerURL, creds.ControllerToken, len(nodes.Agents))
+		f.region, nodes.StoreEndpoint, nodes.ControllerURL, creds.ControllerToken, len(nodes.Agents))
 	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(dir, envFile))
 	var b strings.Builder
 	hn := nodes.Net
-	fmt.Fprintf(&b, "\nhoard is up on %d nodes.\n  controller:   %s (nodes reach it at %s)\n  store:        %s (MinIO in %s, link %s)\n  membership:   etcd %s\n  bridge:       %s %s\n  nodes:\n",
-		len(nodes.Agents), nodes.ControllerURL, nodes.NodesControllerURL, nodes.Store.Endpoint(), hn.Store.Name, rateText(hn.Store.Rate),
+	latency := ""
+	if nodes.StoreEndpoint != nodes.Store.Endpoint() {
+		latency = fmt.Sprintf(", through %s adding %s each way", nodes.StoreEndpoint, f.storeLatency)
+	}
+	fmt.Fprintf(&b, "\nhoard is up on %d nodes.\n  controller:   %s (nodes reach it at %s)\n  store:        %s (MinIO in %s, link %s%s)\n  membership:   etcd %s\n  bridge:       %s %s\n  nodes:\n",
+		len(nodes.Agents), nodes.ControllerURL, nodes.NodesControllerURL, nodes.Store.Endpoint(), hn.Store.Name, rateText(hn.Store.Rate), latency,
 		strings.Join(nodes.Etcd.Endpoints(), ","), hn.Bridge, hn.Subnet)
 	for _, a := range nodes.Agents {
 		fmt.Fprintf(&b, "    %-7s namespace %-14s agent %-24s link %s  log %s\n", a.ID, a.Node.Name, a.URL, rateText(a.Node.Rate), a.LogPath)

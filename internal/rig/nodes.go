@@ -22,6 +22,7 @@ import (
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/localstore"
+	"github.com/hoard-io/hoard/internal/netshape"
 )
 
 // Defaults of NodesConfig.
@@ -72,6 +73,12 @@ type NodesConfig struct {
 	AgentPort, StorePort int
 	// AgentEnv is added to each agent's environment (e.g. HOARD_PYTHON).
 	AgentEnv []string
+	// StoreLatency, when set (whole milliseconds), puts a toxiproxy on
+	// the bridge's address in front of the store, adding this latency
+	// each way (the kernel has no netem; ADR 10); the nodes and the
+	// controller reach the store through it. Its bandwidth stays the
+	// store link's.
+	StoreLatency time.Duration
 }
 
 // Validate reports whether c can be started.
@@ -85,6 +92,11 @@ func (c NodesConfig) Validate() error {
 	if len(c.ControllerToken) < 16 || len(c.AgentToken) < 16 {
 		return errors.New("rig: ControllerToken and AgentToken need 16 bytes or more")
 	}
+	if c.StoreLatency != 0 {
+		if err := (netshape.Link{Latency: c.StoreLatency}).Validate(); err != nil {
+			return err
+		}
+	}
 	if c.AgentPort < 0 || c.AgentPort > 65535 || c.StorePort < 0 || c.StorePort > 65534 {
 		return fmt.Errorf("rig: ports %d and %d(+1, MinIO's console) out of range", c.AgentPort, c.StorePort)
 	}
@@ -97,10 +109,15 @@ type Nodes struct {
 	*Platform
 	// NodesControllerURL is the controller as the nodes reach it.
 	NodesControllerURL string
-	Net                *hostnet.Net
-	Etcd               *etcdembed.Server
-	Store              *localstore.Server
-	Agents             []*NodeAgent
+	// StoreEndpoint is where the nodes and the controller reach the
+	// store: Store's endpoint, or the proxy adding StoreLatency.
+	StoreEndpoint string
+	Net           *hostnet.Net
+	Etcd          *etcdembed.Server
+	Store         *localstore.Server
+	Agents        []*NodeAgent
+
+	shaper *netshape.Server
 
 	closeOnce sync.Once
 }
@@ -199,9 +216,26 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		return nil, fmt.Errorf("rig: the store: %w", err)
 	}
 
+	n.StoreEndpoint = n.Store.Endpoint()
+	if cfg.StoreLatency > 0 {
+		n.shaper, err = netshape.Start(ctx, netshape.Config{ListenHost: gw, LogFile: filepath.Join(cfg.Dir, "toxiproxy.log"),
+			Logger: log.With("component", "netshape")})
+		if err != nil {
+			bridgeLn.Close()
+			return nil, err
+		}
+		link := netshape.Link{Latency: cfg.StoreLatency}
+		p, err := n.shaper.Shape(ctx, "store", n.Store.Endpoint(), link, link)
+		if err != nil {
+			bridgeLn.Close()
+			return nil, err
+		}
+		n.StoreEndpoint = p.Endpoint
+	}
+
 	pcfg := Config{
 		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(),
-		StoreEndpoint: n.Store.Endpoint(), StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
+		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true,
 	}
 	if cfg.ControllerListener != nil {
@@ -230,7 +264,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 			return nil, err
 		}
 	}
-	log.Info("nodes up", "nodes", len(n.Agents), "bridge", hn.Bridge, "subnet", hn.Subnet, "store", n.Store.Endpoint(),
+	log.Info("nodes up", "nodes", len(n.Agents), "bridge", hn.Bridge, "subnet", hn.Subnet, "store", n.StoreEndpoint,
 		"controller", n.NodesControllerURL)
 	return n, nil
 }
@@ -251,7 +285,7 @@ func (n *Nodes) startAgent(cfg NodesConfig, i int, node hostnet.Node) (*NodeAgen
 	}
 	defer lf.Close() // the child has its own copy
 	a.cmd = n.Net.Command(node, cfg.HoardBin, "agent", "--id", a.ID, "--listen", listen, "--peer-host", node.Addr.String(),
-		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--store-endpoint", n.Store.Endpoint(),
+		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--store-endpoint", n.StoreEndpoint,
 		"--controller", n.NodesControllerURL, "--region", cfg.Region)
 	a.cmd.Env = append(os.Environ(),
 		"HOARD_AGENT_TOKEN="+cfg.AgentToken, "HOARD_CONTROLLER_TOKEN="+cfg.ControllerToken,
@@ -309,6 +343,9 @@ func (n *Nodes) Close() {
 			go func() { defer wg.Done(); a.stop() }()
 		}
 		wg.Wait()
+		if n.shaper != nil {
+			_ = n.shaper.Close()
+		}
 		if n.Store != nil {
 			_ = n.Store.Close()
 		}

@@ -74,6 +74,7 @@ func startNodes(t *testing.T, nodes int) *Nodes {
 		ControllerListener: ln,
 		StoreAccessKey:     "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: "controller-token-0123456789", AgentToken: "agent-token-0123456789",
+		StoreLatency: 2 * time.Millisecond,
 	}, log)
 	if err != nil {
 		ln.Close()
@@ -198,6 +199,10 @@ func TestNodes(t *testing.T) {
 		check(*n.Net.Store, "160Mbit")
 		if !strings.HasPrefix(n.Store.Endpoint(), "http://"+n.Net.Store.Addr.String()+":") {
 			t.Errorf("store at %s; want the store namespace's %s", n.Store.Endpoint(), n.Net.Store.Addr)
+		}
+		// The latency proxy listens on the bridge, where nodes reach it.
+		if !strings.HasPrefix(n.StoreEndpoint, "http://"+n.Net.Gateway.String()+":") {
+			t.Errorf("nodes reach the store at %s; want the latency proxy on %s", n.StoreEndpoint, n.Net.Gateway)
 		}
 	})
 
