@@ -84,8 +84,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.cachelets < 1 {
 		return fmt.Errorf("%w: --cachelets must be at least 1", errUsage)
 	}
-	if f.nodes < 1 || f.nodes > hostnet.MaxNodes || f.nodes > 1 && f.noPlatform {
-		return fmt.Errorf("%w: --nodes must be 1 to %d, and needs the platform", errUsage, hostnet.MaxNodes)
+	if f.nodes < 1 || f.nodes > hostnet.MaxNodes || f.nodes > 1 && (f.noPlatform || f.cachelets > 1) {
+		return fmt.Errorf("%w: --nodes must be 1 to %d, and needs the platform (and no --cachelets)", errUsage, hostnet.MaxNodes)
 	}
 	dir, err := filepath.Abs(f.dir)
 	if err != nil {
