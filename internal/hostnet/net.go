@@ -24,8 +24,8 @@ import (
 var ErrUnavailable = errors.New("network namespaces unavailable")
 
 // Available reports whether this process can make namespaces, veth pairs
-// and tc qdiscs: nil, or an error wrapping ErrUnavailable that says why
-// in one line.
+// and tc qdiscs (root, iproute2, a namespace made and removed): nil, or
+// an error wrapping ErrUnavailable that says why in one line.
 func Available(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: not root (namespaces, veth pairs and tc need CAP_NET_ADMIN)", ErrUnavailable)
@@ -37,8 +37,14 @@ func Available(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultCommandTimeout)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "netns", "list").CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: `ip netns list` failed: %v %s", ErrUnavailable, err, firstLine(out))
+	// A namespace made and removed: `ip netns list` can work where
+	// adding one cannot (no /run/netns mount in a container).
+	probe := fmt.Sprintf("hoard-probe-%d", os.Getpid())
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: `ip netns add` failed: %v %s", ErrUnavailable, err, firstLine(out))
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "del", probe).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: `ip netns del` failed: %v %s", ErrUnavailable, err, firstLine(out))
 	}
 	return nil
 }
