@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !ok {
 		fmt.Fprintf(stdout, "hoard is not running from %s\n", abs)
 		_ = os.Remove(filepath.Join(abs, envFile))
-		return nil
+		return sweepNodes(ctx, abs, stdout)
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signal pid %d: %w", pid, err)
@@ -38,7 +39,10 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return fmt.Errorf("pid %d did not stop within %s; killed it", pid, *timeout)
+			for alive(pid) && time.Since(deadline) < 10*time.Second {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return errors.Join(fmt.Errorf("pid %d did not stop within %s; killed it", pid, *timeout), sweepNodes(ctx, abs, stdout))
 		}
 		select {
 		case <-ctx.Done():
@@ -48,5 +52,5 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_ = os.Remove(filepath.Join(abs, envFile))
 	fmt.Fprintf(stdout, "hoard stopped (pid %d)\n", pid)
-	return nil
+	return sweepNodes(ctx, abs, stdout)
 }

@@ -72,6 +72,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var etcd, logLevel string
 	fs.StringVar(&cfg.AgentListen, "listen", "127.0.0.1:0", "the agent's API address")
 	fs.StringVar(&cfg.AgentID, "id", "", "the agent's name (default agent-<hostname>)")
+	fs.StringVar(&cfg.AgentPeerHost, "peer-host", "127.0.0.1", "the address its cachelets take peer traffic on (the node's address when cachelets on other nodes must reach them)")
 	fs.StringVar(&cfg.Dir, "dir", ".hoard", "working directory: code, instance logs")
 	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
 	storeFlags(fs, &cfg)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
@@ -42,6 +43,7 @@ type upFlags struct {
 	detach, noPlatform, demo                                  bool
 	demoScale                                                 float64
 	cache                                                     cacheFlags
+	nodesFlags
 }
 
 // upApp is the application `hoard up`'s cachelets belong to.
@@ -72,6 +74,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.demo, "demo", false, "once up, prepare the examples' data, run a short workload against them and print a report")
 	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
 	f.cache.register(fs)
+	f.nodesFlags.register(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -80,6 +83,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.cachelets < 1 {
 		return fmt.Errorf("%w: --cachelets must be at least 1", errUsage)
+	}
+	if f.nodes < 1 || f.nodes > hostnet.MaxNodes || f.nodes > 1 && (f.noPlatform || f.cachelets > 1) {
+		return fmt.Errorf("%w: --nodes must be 1 to %d, and needs the platform (and no --cachelets)", errUsage, hostnet.MaxNodes)
 	}
 	dir, err := filepath.Abs(f.dir)
 	if err != nil {
@@ -91,6 +97,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if pid, ok := runningPID(dir); ok {
 		return fmt.Errorf("hoard is already running from %s (pid %d); run `hoard down` first", dir, pid)
 	}
+	f.checkNodes(ctx, stdout)
 	if f.detach {
 		return detach(ctx, dir, args, stdout)
 	}
@@ -111,6 +118,9 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	}
 	defer os.Remove(filepath.Join(dir, pidFile))
 	_ = os.Remove(filepath.Join(dir, envFile))
+	if f.nodes > 1 {
+		return serveNodes(ctx, dir, f, creds, log, stdout)
+	}
 
 	bin, err := localstore.FindBinary(localstore.MinIOBinary)
 	if err != nil {

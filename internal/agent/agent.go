@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,6 +65,11 @@ type Config struct {
 	// cachelet's bandwidth policy reads its application's measured load
 	// time and limit there and sends urgent votes, with NotifyToken.
 	ControllerURL string
+	// PeerHost is the address each cachelet's peer listener binds (on a
+	// free port) and its application's other cachelets dial; default
+	// 127.0.0.1. A node in its own network namespace gives its address
+	// there, so that cachelets on other nodes reach it (package hostnet).
+	PeerHost string
 	// Sandboxes makes the instances' sandboxes. Required.
 	Sandboxes *sandbox.Manager
 	// Registerer takes the agent's metrics; default none.
@@ -117,6 +123,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
+	}
+	if cfg.PeerHost == "" {
+		cfg.PeerHost = "127.0.0.1"
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -291,7 +300,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	a, spec := in.agent, in.spec
 	ready := filepath.Join(in.dir, "ready.json")
 	args := []string{"serve",
-		"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
+		"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--peer-listen", net.JoinHostPort(a.cfg.PeerHost, "0"),
 		"--app", spec.Name, "--id", in.req.ID, "--region", a.cfg.Region,
 		"--etcd-endpoints", strings.Join(a.cfg.EtcdEndpoints, ","),
 		"--budget", fmt.Sprint(int64(spec.Cache.Budget)),

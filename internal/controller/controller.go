@@ -106,6 +106,7 @@ type app struct {
 
 	instances map[string]*inst
 	starting  int
+	placing   map[string]int // agent ID -> instances being started there (route.go's place)
 	waiters   []*waiter
 	seq       int
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -196,7 +198,9 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 	go c.unload(in, why)
 }
 
-// start asks the least loaded agent to load an instance.
+// start asks an agent, chosen by place, to load an instance. An agent
+// that cannot be reached (a node lost, its registration not expired yet)
+// is passed over for the next choice.
 func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
 	agents, err := c.agents.list(ctx)
 	if err != nil {
@@ -205,21 +209,58 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, er
 	if len(agents) == 0 {
 		return nil, errors.New("no node agent is registered")
 	}
-	load := map[string]int{}
+	for {
+		in, ag, err := c.startOn(ctx, agents, req)
+		var uerr *url.Error
+		if err == nil || !errors.As(err, &uerr) || len(agents) == 1 || ctx.Err() != nil {
+			return in, err
+		}
+		c.log.Warn("agent unreachable; placing the instance elsewhere", "app", req.App, "agent", ag.ID, "err", err)
+		agents = slices.DeleteFunc(agents, func(x api.Registration) bool { return x.ID == ag.ID })
+	}
+}
+
+// startOn places an instance among agents and starts it there.
+func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest) (*inst, api.Registration, error) {
+	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, a := range c.apps {
 		for _, in := range a.instances {
-			load[in.agentID]++
+			total[in.agentID]++
+			if a.rec.Name == req.App {
+				ofApp[in.agentID]++
+			}
+		}
+		for id, n := range a.placing {
+			total[id] += n
+			if a.rec.Name == req.App {
+				ofApp[id] += n
+			}
 		}
 	}
+	ag := place(agents, ofApp, total)
+	a := c.apps[req.App]
+	if a != nil {
+		if a.placing == nil {
+			a.placing = map[string]int{}
+		}
+		a.placing[ag.ID]++
+	}
 	c.mu.Unlock()
-	sort.SliceStable(agents, func(i, j int) bool { return load[agents[i].ID] < load[agents[j].ID] })
-	ag := agents[0]
+	if a != nil {
+		defer func() {
+			c.mu.Lock()
+			if a.placing[ag.ID]--; a.placing[ag.ID] <= 0 {
+				delete(a.placing, ag.ID)
+			}
+			c.mu.Unlock()
+		}()
+	}
 	t0 := time.Now()
 	info, err := c.agents.at(ag.URL).Start(ctx, req)
 	if err != nil {
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
-		return nil, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
+		return nil, ag, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
 	took := time.Since(t0)
 	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
@@ -233,7 +274,25 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, er
 	}
 	c.mu.Unlock()
 	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
-	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, nil
+	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, ag, nil
+}
+
+// place chooses the agent for a new instance of an application: the
+// one holding the fewest instances of that application (so that its
+// instances, and its ring, spread over the nodes: a node lost costs the
+// application one share of its cache, and its remote hits cross
+// nodes), then the least loaded (fewest instances of any application),
+// then the first by ID. Instances being started count where they are
+// going. ofApp and total are per agent ID; agents is not empty.
+func place(agents []api.Registration, ofApp, total map[string]int) api.Registration {
+	best := agents[0]
+	for _, ag := range agents[1:] {
+		a, b := ofApp[ag.ID], ofApp[best.ID]
+		if a < b || a == b && (total[ag.ID] < total[best.ID] || total[ag.ID] == total[best.ID] && ag.ID < best.ID) {
+			best = ag
+		}
+	}
+	return best
 }
 
 // unload asks an instance's agent to unload it.

@@ -83,6 +83,11 @@ type Config struct {
 	// Env holds extra NAME=VALUE settings for the server, such as MinIO's
 	// MINIO_NOTIFY_WEBHOOK_* notification targets.
 	Env []string
+	// Wrapper, when set, is a command the server is run through, e.g.
+	// {"ip", "netns", "exec", NAME} to run it in a network namespace.
+	// Addr and ConsoleAddr then need explicit ports: a free port cannot
+	// be picked from outside the namespace.
+	Wrapper []string
 }
 
 // withDefaults returns a copy with every defaulted field filled in.
@@ -132,6 +137,13 @@ func (c Config) Validate() error {
 	}
 	if c.GracePeriod < 0 {
 		return errors.New("localstore: GracePeriod must not be negative")
+	}
+	if len(c.Wrapper) > 0 {
+		for _, a := range []string{c.Addr, c.ConsoleAddr} {
+			if _, port, _ := net.SplitHostPort(a); port == "" || port == "0" {
+				return errors.New("localstore: with a Wrapper, Addr and ConsoleAddr need explicit ports")
+			}
+		}
 	}
 	return nil
 }
@@ -233,6 +245,9 @@ func start(ctx context.Context, cfg Config, binary, endpoint string, sp spec) (*
 	// Not exec.CommandContext: the server must outlive the start context
 	// (hoard up passes a context that only bounds start-up).
 	cmd := exec.Command(binary, sp.args...)
+	if len(cfg.Wrapper) > 0 {
+		cmd = exec.Command(cfg.Wrapper[0], append(append(cfg.Wrapper[1:len(cfg.Wrapper):len(cfg.Wrapper)], binary), sp.args...)...)
+	}
 	cmd.Env = append(scrubbedEnv(os.Environ(), sp.scrubEnv), sp.env...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

@@ -62,6 +62,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad console", Config{DataDir: "/x", ConsoleAddr: "nope"}, false},
 		{"short secret", Config{DataDir: "/x", SecretKey: "short"}, false},
 		{"negative grace", Config{DataDir: "/x", GracePeriod: -1}, false},
+		{"wrapped", Config{DataDir: "/x", Addr: "10.0.0.2:9000", ConsoleAddr: "127.0.0.1:9001", Wrapper: []string{"ip", "netns", "exec", "n"}}, true},
+		{"wrapped, free port", Config{DataDir: "/x", Addr: "10.0.0.2:0", ConsoleAddr: "127.0.0.1:9001", Wrapper: []string{"ip"}}, false},
+		{"wrapped, default console", Config{DataDir: "/x", Addr: "10.0.0.2:9000", Wrapper: []string{"ip"}}, false},
 	}
 	for _, tc := range tests {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {

@@ -60,6 +60,10 @@ type Config struct {
 	GracePeriod time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// ListenHost is the address proxies listen on, each on a free port.
+	// Default 127.0.0.1; a hostnet bridge's address puts proxies where
+	// nodes in network namespaces reach them.
+	ListenHost string
 }
 
 // FindBinary locates the toxiproxy server: $HOARD_TOXIPROXY_BIN, then
@@ -106,6 +110,7 @@ type Server struct {
 	removeLog bool
 	grace     time.Duration
 	logger    *slog.Logger
+	listen    string        // the host proxies listen on
 	exited    chan struct{} // closed once the process has been waited for
 	waitErr   error         // set before exited is closed
 
@@ -222,8 +227,12 @@ func startOnce(ctx context.Context, cfg Config, bin string, logFile *os.File, re
 		removeLog: removeLog,
 		grace:     cfg.GracePeriod,
 		logger:    cfg.Logger,
+		listen:    cfg.ListenHost,
 		exited:    make(chan struct{}),
 		proxies:   make(map[string]*Proxy),
+	}
+	if s.listen == "" {
+		s.listen = "127.0.0.1"
 	}
 	s.client.UserAgent = "hoard-netshape"
 	go func() {
@@ -286,10 +295,11 @@ func (s *Server) APIAddr() string { return s.apiAddr }
 // LogPath is the file that holds toxiproxy's output.
 func (s *Server) LogPath() string { return s.logPath }
 
-// Shape creates a proxy called name that listens on a free loopback port
-// and forwards every connection to upstream, shaped by down (upstream to
-// client: answers, GET bodies) and up (client to upstream: requests, PUT
-// bodies). upstream is host:port or a URL such as a localstore endpoint
+// Shape creates a proxy called name that listens on a free port of
+// Config.ListenHost (loopback by default) and forwards every connection
+// to upstream, shaped by down (upstream to client: answers, GET bodies)
+// and up (client to upstream: requests, PUT bodies). upstream is
+// host:port or a URL such as a localstore endpoint
 // ("http://127.0.0.1:9000"); the proxy's Endpoint keeps the URL's scheme.
 //
 // The toxiproxy client takes no context: ctx is checked before each call
@@ -327,7 +337,7 @@ func (s *Server) Shape(ctx context.Context, name, upstream string, down, up Link
 		release()
 		return nil, err
 	}
-	tp, err := s.client.CreateProxy(name, "127.0.0.1:0", addr)
+	tp, err := s.client.CreateProxy(name, net.JoinHostPort(s.listen, "0"), addr)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("netshape: create proxy %q to %s: %w", name, addr, err)

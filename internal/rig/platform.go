@@ -34,6 +34,10 @@ type Config struct {
 	// ControllerListener (required then).
 	Controller         bool
 	ControllerListener net.Listener
+	// ControllerAlsoOn are more listeners serving the same API (the
+	// bridge address nodes in namespaces reach it on); ControllerURL
+	// stays the first listener's.
+	ControllerAlsoOn []net.Listener
 	// ControllerURL is where agents' cachelets post object-created events
 	// (its /v1/events); default the listener's address.
 	ControllerURL string
@@ -43,6 +47,9 @@ type Config struct {
 	AgentListen string
 	AgentID     string
 	Dir         string
+	// AgentPeerHost is the address the agent's cachelets take peer
+	// traffic on (agent.Config.PeerHost); default 127.0.0.1.
+	AgentPeerHost string
 	// HoardBin is the binary agents start cachelets from; default the
 	// running one.
 	HoardBin string
@@ -121,6 +128,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), HoardBin: cfg.HoardBin, Store: st,
 			StoreEndpoint: cfg.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 			Region: cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
+			PeerHost: cfg.AgentPeerHost,
 		}
 		if controllerURL != "" {
 			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
@@ -174,6 +182,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("/", p.Controller.Handler(cfg.ControllerToken))
 		p.serve(cfg.ControllerListener, mux)
+		for _, ln := range cfg.ControllerAlsoOn {
+			p.serve(ln, mux)
+		}
 	}
 	return p, nil
 }

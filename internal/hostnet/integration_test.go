@@ -1,0 +1,172 @@
+//go:build integration
+
+// Tests against the kernel: real namespaces, veth pairs, a bridge and
+// tbf qdiscs. They need root and iproute2; where those are missing they
+// fail, unless HOARD_SKIP_NETNS=1 says to skip them.
+package hostnet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func requireNetns(t *testing.T) {
+	t.Helper()
+	if err := Available(context.Background()); err != nil {
+		if os.Getenv("HOARD_SKIP_NETNS") == "1" {
+			t.Skipf("%v (HOARD_SKIP_NETNS=1)", err)
+		}
+		t.Fatalf("%v: these tests need root and iproute2; set HOARD_SKIP_NETNS=1 to skip them", err)
+	}
+}
+
+// TestHelperProcess is not a test: the tests run it as a child, in a
+// namespace or as a run to be killed.
+func TestHelperProcess(t *testing.T) {
+	switch os.Getenv("HOSTNET_HELPER") {
+	case "dial":
+		c, err := net.DialTimeout("tcp", os.Getenv("HOSTNET_ADDR"), 5*time.Second)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(c, "hello from %s\n", c.LocalAddr())
+		c.Close()
+		os.Exit(0)
+	case "up":
+		n, err := Up(context.Background(), Config{Nodes: 2, Store: true, Prefix: "hny"}, nil)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready", n.Bridge)
+		time.Sleep(time.Minute) // killed before
+		os.Exit(0)
+	}
+}
+
+func helper(t *testing.T, cmd *exec.Cmd, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+func TestUpAndClose(t *testing.T) {
+	requireNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := Up(ctx, Config{Nodes: 2, Store: true, Prefix: "hnx", NodeRate: 12_500_000, StoreRate: 1_250_000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for _, nd := range n.all() {
+		if _, err := os.Stat(filepath.Join("/run/netns", nd.Name)); err != nil {
+			t.Errorf("namespace %s: %v", nd.Name, err)
+		}
+		inside, host, err := n.Qdiscs(ctx, nd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "rate 100Mbit"
+		if nd.Name == n.Store.Name {
+			want = "rate 10Mbit"
+		}
+		if !strings.Contains(inside, "qdisc tbf") || !strings.Contains(inside, want) || !strings.Contains(host, want) {
+			t.Errorf("%s: qdiscs %q and %q; want tbf %s", nd.Name, inside, host, want)
+		}
+		t.Logf("%s: %s", nd.Name, strings.TrimSpace(inside))
+	}
+
+	// A process in node 1's namespace reaches the host on the bridge,
+	// from its own address.
+	ln, err := net.Listen("tcp", net.JoinHostPort(n.Gateway.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := helper(t, n.Command(n.Nodes[1], os.Args[0], "-test.run=^TestHelperProcess$"), "HOSTNET_HELPER=dial", "HOSTNET_ADDR="+ln.Addr().String())
+	out := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			out <- err.Error()
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		out <- string(b)
+	}()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dial from %s: %v %s", n.Nodes[1].Name, err, b)
+	}
+	if got := <-out; !strings.HasPrefix(got, "hello from "+n.Nodes[1].Addr.String()+":") {
+		t.Errorf("the host heard %q; want a hello from %s", got, n.Nodes[1].Addr)
+	}
+
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range n.all() {
+		if _, err := os.Stat(filepath.Join("/run/netns", nd.Name)); err == nil {
+			t.Errorf("namespace %s outlived Close", nd.Name)
+		}
+		if _, err := os.Stat(filepath.Join("/sys/class/net", nd.HostVeth)); err == nil {
+			t.Errorf("veth %s outlived Close", nd.HostVeth)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.Bridge)); err == nil {
+		t.Errorf("bridge %s outlived Close", n.Bridge)
+	}
+	if _, err := os.Stat(n.record); err == nil {
+		t.Errorf("record %s outlived Close", n.record)
+	}
+}
+
+// TestCrashedRunIsSwept kills a run that made its namespaces, and checks
+// that the next run of the same prefix removes them.
+func TestCrashedRunIsSwept(t *testing.T) {
+	requireNetns(t)
+	cmd := helper(t, exec.Command(os.Args[0], "-test.run=^TestHelperProcess$"), "HOSTNET_HELPER=up")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	bridge, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
+	if !ok {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the run said %q", line)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err != nil {
+		t.Fatalf("the killed run's bridge %s is not there: %v", bridge, err)
+	}
+	base := strings.TrimSuffix(bridge, "br")
+
+	n, err := Up(context.Background(), Config{Nodes: 1, Prefix: "hny"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for _, p := range []string{"/sys/class/net/" + bridge, "/sys/class/net/" + base + "h0", "/run/netns/" + base + "-n0", "/run/netns/" + base + "-store",
+		filepath.Join(DefaultRegistryDir, base+".json")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s outlived the run that made it", p)
+		}
+	}
+}
