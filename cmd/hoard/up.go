@@ -78,7 +78,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.demo, "demo", false, "once up, prepare the examples' data, run a short workload against them and print a report")
 	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
 	f.cache.register(fs)
+	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if err := applyConfig(fs, *config); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
