@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestLastLines(t *testing.T) {
@@ -95,5 +97,68 @@ func TestComponentLogs(t *testing.T) {
 		if code != tc.code || !strings.Contains(all, tc.has) || (tc.hasNo != "" && strings.Contains(all, tc.hasNo)) {
 			t.Errorf("hoard logs %v: exit %d, output %q; want exit %d with %q and not %q", tc.args, code, all, tc.code, tc.has, tc.hasNo)
 		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for one writer and one reader at once;
+// grew signals each write.
+type lockedBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	grew chan struct{}
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	select {
+	case b.grew <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestComponentLogFollow: -f prints what is appended to a component's
+// file, and the files of the component that appear later, until the
+// context ends.
+func TestComponentLogFollow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.log")
+	os.WriteFile(path, []byte("one\ntwo\n"), 0o600)
+	out := &lockedBuffer{grew: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- printComponentLog(ctx, dir, "agent", 1, true, out) }()
+	waitOutput := func(want string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			select {
+			case <-out.grew:
+			case <-deadline:
+				t.Fatalf("output %q never had %q", out.String(), want)
+			}
+		}
+	}
+	waitOutput("two\n")
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("three\n")
+	f.Close()
+	waitOutput("three\n")
+	os.WriteFile(filepath.Join(dir, "agent-2.log"), []byte("second file\n"), 0o600)
+	waitOutput("==> " + filepath.Join(dir, "agent-2.log") + " <==\nsecond file\n")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); strings.HasPrefix(got, "one\n") {
+		t.Errorf("-n 1 printed %q", got)
 	}
 }
