@@ -9,18 +9,21 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // componentLogs writes each component's logs of `hoard up` to a file of
 // its own under a directory (DIR/logs: controller.log, agent.log, ...), so
 // the terminal keeps the progress lines and the report. Records at the
 // level given and above go to the files; errors also go to the terminal,
-// so a failure is never silent there. Its methods may be called
-// concurrently.
+// so a failure is never silent there, until Quiet (at shutdown, when
+// parts stopping under each other's feet report errors that are none).
+// Its methods may be called concurrently.
 type componentLogs struct {
 	dir   string
 	level slog.Level
 	echo  slog.Handler // errors, to the terminal
+	quiet atomic.Bool  // no more echo
 
 	mu       sync.Mutex
 	files    map[string]*os.File
@@ -53,7 +56,7 @@ func (c *componentLogs) handler(name string) slog.Handler {
 		c.files[name] = f
 		h = slog.NewTextHandler(f, &slog.HandlerOptions{Level: c.level})
 	}
-	h = teeHandler{file: h, echo: c.echo.WithAttrs([]slog.Attr{slog.String("log", name)})}
+	h = teeHandler{file: h, echo: c.echo.WithAttrs([]slog.Attr{slog.String("log", name)}), quiet: &c.quiet}
 	c.handlers[name] = h
 	return h
 }
@@ -68,6 +71,9 @@ func (c *componentLogs) router(routes map[string]string, fallback string) *slog.
 	return slog.New(routeHandler{c: c, routes: routes, fallback: fallback})
 }
 
+// Quiet stops echoing errors to the terminal; the files still get them.
+func (c *componentLogs) Quiet() { c.quiet.Store(true) }
+
 // Close closes the files; loggers used after it write nothing.
 func (c *componentLogs) Close() error {
 	c.mu.Lock()
@@ -81,11 +87,18 @@ func (c *componentLogs) Close() error {
 	return errors.Join(errs...)
 }
 
-// teeHandler writes to a file and echoes errors.
-type teeHandler struct{ file, echo slog.Handler }
+// teeHandler writes to a file and echoes errors unless quiet.
+type teeHandler struct {
+	file, echo slog.Handler
+	quiet      *atomic.Bool
+}
+
+func (t teeHandler) echoes(ctx context.Context, l slog.Level) bool {
+	return !t.quiet.Load() && t.echo.Enabled(ctx, l)
+}
 
 func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return t.file.Enabled(ctx, l) || t.echo.Enabled(ctx, l)
+	return t.file.Enabled(ctx, l) || t.echoes(ctx, l)
 }
 
 func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -93,18 +106,18 @@ func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
 	if t.file.Enabled(ctx, r.Level) {
 		errs = append(errs, t.file.Handle(ctx, r.Clone()))
 	}
-	if t.echo.Enabled(ctx, r.Level) {
+	if t.echoes(ctx, r.Level) {
 		errs = append(errs, t.echo.Handle(ctx, r))
 	}
 	return errors.Join(errs...)
 }
 
 func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return teeHandler{file: t.file.WithAttrs(as), echo: t.echo.WithAttrs(as)}
+	return teeHandler{file: t.file.WithAttrs(as), echo: t.echo.WithAttrs(as), quiet: t.quiet}
 }
 
 func (t teeHandler) WithGroup(name string) slog.Handler {
-	return teeHandler{file: t.file.WithGroup(name), echo: t.echo.WithGroup(name)}
+	return teeHandler{file: t.file.WithGroup(name), echo: t.echo.WithGroup(name), quiet: t.quiet}
 }
 
 // routeHandler picks a file by the "component" attribute a logger is

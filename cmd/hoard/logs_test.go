@@ -50,6 +50,8 @@ func TestComponentLogs(t *testing.T) {
 	plat.With("component", "agent").Debug("too fine")
 	logs.logger("cachelet-0").With("component", "s3api").Info("serving")
 	logs.logger("etcd").Warn("slow")
+	logs.Quiet()
+	logs.logger("etcd").Error("closed under its feet")
 	if err := logs.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +66,7 @@ func TestComponentLogs(t *testing.T) {
 		{"agent", "instance died", "controller up"},
 		{"cachelet-0", "component=s3api", "slow"},
 		{"etcd", "slow", "serving"},
+		{"etcd", "closed under its feet", "serving"},
 	} {
 		got := read(tc.file)
 		if !strings.Contains(got, tc.has) || strings.Contains(got, tc.hasNot) {

@@ -280,6 +280,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
+	logs.Quiet()
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	// The platform first (its instances' cachelets leave their rings),
