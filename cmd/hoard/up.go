@@ -104,7 +104,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.detach {
 		return detach(ctx, dir, args, stdout)
 	}
-	return serveUp(ctx, dir, f, stdout, stderr)
+	if err := serveUp(ctx, dir, f, stdout, stderr); err != nil {
+		return fmt.Errorf("%w (the components' logs: %s)", err, filepath.Join(dir, logsDir))
+	}
+	return nil
 }
 
 func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Writer) error {
