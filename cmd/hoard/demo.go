@@ -131,6 +131,7 @@ func runDemo(ctx context.Context, p *rig.Platform, scale float64, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(stdout, "\nThe demo: each example creates its data, then runs a short workload.")
 	var apps []string
 	for i, d := range dirs {
 		raw, err := os.ReadFile(filepath.Join(d, "demo.json"))
@@ -252,7 +253,7 @@ func printDemoReport(p *rig.Platform, apps []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  %-16s %s %-9s %s\n", info.Name, e.Time.Local().Format("15:04:05"), e.Kind, e.Detail)
 		}
 	}
-	fmt.Fprintln(stdout, strings.TrimSpace(`
+	fmt.Fprintln(stdout, "\n"+strings.TrimSpace(`
 Reads are count/bytes per access type: LH local hit, RH remote hit (another
 instance's cachelet had it), LM local miss (this cachelet owns the key and
 fetched it from the store), RM remote miss (the owner fetched it).`))

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/rig"
 )
 
 // byteSize is a flag value like "512MiB", "2GiB", "1500000".
@@ -74,4 +76,37 @@ func envDefault(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// storeFlags registers the store settings shared by controller and agent.
+func storeFlags(fs *flag.FlagSet, cfg *rig.Config) {
+	fs.StringVar(&cfg.StoreEndpoint, "store-endpoint", envDefault("HOARD_STORE_ENDPOINT", ""), "the store's S3 endpoint URL (env HOARD_STORE_ENDPOINT)")
+	fs.StringVar(&cfg.StoreAccessKey, "store-access-key", envDefault("HOARD_STORE_ACCESS_KEY", ""), "the store's access key (env HOARD_STORE_ACCESS_KEY)")
+	fs.StringVar(&cfg.StoreSecretKey, "store-secret-key", envDefault("HOARD_STORE_SECRET_KEY", ""), "the store's secret key (env HOARD_STORE_SECRET_KEY)")
+	fs.StringVar(&cfg.Region, "region", "us-east-1", "region")
+}
+
+// reorder moves flags after positional arguments to the front, so that
+// `hoard invoke APP FN --data {}` works as well as the flag-first form.
+// bools names the flags that take no value.
+func reorder(args []string, bools map[string]bool) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && !bools[name] && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
 }

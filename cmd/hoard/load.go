@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,7 +40,7 @@ type loadOptions struct {
 	concurrency int
 	seed        uint64
 	jsonPath    string
-	client      func() (*apiClient, error)
+	client      func(*http.Client) (*api.ControllerClient, error)
 }
 
 // loadSettings records the options in --json's output (the token left
@@ -209,17 +209,16 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = o.concurrency // keep a connection per invocation in flight
 	if o.concurrency == 0 {
 		tr.MaxIdleConnsPerHost = defaultLoadConcurrency
 	}
-	c.http = &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
+	c, err := o.client(&http.Client{Transport: tr})
+	if err != nil {
+		return err
+	}
 
 	r := &loadgen.Runner{Invoker: controllerInvoker{c}, Event: o.event, Concurrency: o.concurrency}
 	started := time.Now()
@@ -248,19 +247,18 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // controllerInvoker sends invocations to the controller's API.
-type controllerInvoker struct{ c *apiClient }
+type controllerInvoker struct{ c *api.ControllerClient }
 
 func (v controllerInvoker) Invoke(ctx context.Context, t loadgen.Target, event json.RawMessage) (loadgen.Outcome, error) {
-	base := "/v1/apps/" + url.PathEscape(t.App)
 	if t.Pipeline {
-		var run api.PipelineRun
-		if err := v.c.call(ctx, http.MethodPost, base+"/pipelines/"+url.PathEscape(t.Function)+"/run", "application/json", event, &run); err != nil {
+		run, err := v.c.RunPipeline(ctx, t.App, t.Function, event)
+		if err != nil {
 			return loadgen.Outcome{}, sendFailure(err)
 		}
-		return pipelineOutcome(&run), nil
+		return pipelineOutcome(run), nil
 	}
-	var rec api.Invocation
-	if err := v.c.call(ctx, http.MethodPost, base+"/functions/"+url.PathEscape(t.Function)+"/invoke", "application/json", event, &rec); err != nil {
+	rec, err := v.c.Invoke(ctx, t.App, t.Function, event)
+	if err != nil {
 		return loadgen.Outcome{}, sendFailure(err)
 	}
 	out := loadgen.Outcome{OK: rec.OK, Cold: rec.Cold}
@@ -292,9 +290,6 @@ func pipelineOutcome(run *api.PipelineRun) loadgen.Outcome {
 	return out
 }
 
-// statusSuffix is how apiClient.call ends the error of an error status.
-var statusSuffix = regexp.MustCompile(`\((\d{3})[^()]*\)$`)
-
 // loadSendError is an invocation that was not sent, or was refused; its
 // type names which in the summary.
 type loadSendError struct {
@@ -306,23 +301,22 @@ func (e *loadSendError) Error() string     { return e.err.Error() }
 func (e *loadSendError) Unwrap() error     { return e.err }
 func (e *loadSendError) ErrorType() string { return e.kind }
 
-// sendFailure types an error of apiClient.call: "transport" when no
+// sendFailure types an error of the controller's client: "transport" when no
 // answer came, "http NNN" for an error status, "bad answer" for an answer
 // that was not what the API returns.
 func sendFailure(err error) error {
 	var ue *url.Error
+	var ae *api.Error
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	kind := "refused"
 	switch {
+	case errors.As(err, &ae):
+		kind = "http " + strconv.Itoa(ae.Status)
 	case errors.As(err, &ue):
 		kind = "transport"
 	case errors.As(err, &syn), errors.As(err, &typ):
 		kind = "bad answer"
-	default:
-		if m := statusSuffix.FindStringSubmatch(err.Error()); m != nil {
-			kind = "http " + m[1]
-		}
 	}
 	return &loadSendError{kind, err}
 }

@@ -94,15 +94,24 @@ func usage(w io.Writer) {
 
 // newLogger returns a structured logger at the named level.
 func newLogger(w io.Writer, level string, json bool) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: bad log level %q", errUsage, level)
+	lv, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	if json {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// parseLogLevel reads debug, info, warn or error.
+func parseLogLevel(level string) (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return lv, fmt.Errorf("%w: bad log level %q", errUsage, level)
+	}
+	return lv, nil
 }
 
 // usageErr wraps a flag parsing error as a usage error.

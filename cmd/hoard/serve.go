@@ -58,7 +58,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log as JSON lines")
 	cf.register(fs)
+	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if err := applyConfig(fs, *config); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -33,7 +33,18 @@ const (
 	pidFile   = "hoard.pid"        // the serving process
 	credsFile = "credentials.json" // generated once, reused
 	logFile   = "hoard.log"        // the detached process's output
+	logsDir   = "logs"             // every component's log (componentLogs)
 )
+
+// platformLogs routes the platform's components (package rig names them)
+// to their files under DIR/logs; the platform's store client logs with
+// the controller.
+var platformLogs = map[string]string{"controller": "controller", "store": "controller", "agent": "agent", "sandbox": "agent"}
+
+// nodesLogs routes the components of `hoard up --nodes` (package rig
+// names them; each node's agent writes its own file in its directory).
+var nodesLogs = map[string]string{"controller": "controller", "store": "controller", "etcd": "etcd", "minio": "minio",
+	"hostnet": "hostnet", "netshape": "netshape"}
 
 type upFlags struct {
 	dir, listen, metricsListen, storeListen, region, logLevel string
@@ -66,7 +77,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.cachelets, "cachelets", 1, "how many cachelets of the application to run, sharing one ring")
 	fs.StringVar(&f.storeListen, "store-listen", "127.0.0.1:9300", "MinIO's address")
 	fs.StringVar(&f.region, "region", "us-east-1", "region clients sign for")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error: the lowest level written to the components' logs in DIR/logs (errors also go to the terminal)")
 	fs.BoolVar(&f.detach, "detach", false, "serve in the background; stop with `hoard down`")
 	fs.StringVar(&f.controllerListen, "controller-listen", "127.0.0.1:9100", "the platform controller's API address (deploy, invoke, HTTP triggers)")
 	fs.StringVar(&f.examples, "examples", "", "deploy every application under this directory (default: the examples/ of the hoard checkout, if any; \"none\" for none)")
@@ -75,7 +86,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
 	f.cache.register(fs)
 	f.nodesFlags.register(fs)
+	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if err := applyConfig(fs, *config); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -101,14 +116,24 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.detach {
 		return detach(ctx, dir, args, stdout)
 	}
-	return serveUp(ctx, dir, f, stdout, stderr)
+	if err := serveUp(ctx, dir, f, stdout, stderr); err != nil {
+		return fmt.Errorf("%w (the components' logs: %s)", err, filepath.Join(dir, logsDir))
+	}
+	return nil
 }
 
 func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logLevel, false)
+	level, err := parseLogLevel(f.logLevel)
 	if err != nil {
 		return err
 	}
+	// Every component logs to its own file; the terminal gets the
+	// progress lines, the banner and the demo's report.
+	logs, err := newComponentLogs(filepath.Join(dir, logsDir), level, stderr)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
 	creds, err := loadOrCreateCreds(filepath.Join(dir, credsFile))
 	if err != nil {
 		return err
@@ -119,7 +144,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	defer os.Remove(filepath.Join(dir, pidFile))
 	_ = os.Remove(filepath.Join(dir, envFile))
 	if f.nodes > 1 {
-		return serveNodes(ctx, dir, f, creds, log, stdout)
+		return serveNodes(ctx, dir, f, creds, logs.router(nodesLogs, "controller"), stdout)
 	}
 
 	bin, err := localstore.FindBinary(localstore.MinIOBinary)
@@ -138,13 +163,13 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		defer controllerLn.Close()
 		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
 	}
-	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s)\n", f.storeListen, filepath.Join(dir, "minio"))
+	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s, logs in %s)\n", f.storeListen, filepath.Join(dir, "minio"), filepath.Join(dir, logsDir))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	minio, err := localstore.StartMinIO(startCtx, localstore.Config{
 		Binary: bin, DataDir: filepath.Join(dir, "minio"), Addr: f.storeListen,
 		AccessKey: creds.StoreAccessKey, SecretKey: creds.StoreSecretKey,
-		LogFile: filepath.Join(dir, "minio.log"), Logger: log.With("component", "minio"),
+		LogFile: filepath.Join(dir, logsDir, "minio.log"), Logger: logs.logger("minio"),
 		Env: minioEnv,
 	})
 	if err != nil {
@@ -155,12 +180,12 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	// The application's membership lives in an embedded etcd, as an
 	// application's would in a production etcd cluster.
 	fmt.Fprintf(stdout, "starting etcd (data in %s)\n", filepath.Join(dir, "etcd"))
-	etcd, err := etcdembed.Start(startCtx, etcdembed.Config{Dir: dir, Logger: log.With("component", "etcd")})
+	etcd, err := etcdembed.Start(startCtx, etcdembed.Config{Dir: dir, Logger: logs.logger("etcd")})
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
-	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Logger: log.With("component", "membership")})
+	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Logger: logs.logger("etcd").With("component", "membership")})
 	if err != nil {
 		return err
 	}
@@ -199,7 +224,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			_ = closeAll(context.Background())
 			return err
 		}
-		in, err := instance.Start(startCtx, cfg, log.With("cachelet", i))
+		in, err := instance.Start(startCtx, cfg, logs.logger(fmt.Sprintf("cachelet-%d", i)))
 		if err != nil {
 			_ = closeAll(context.Background())
 			return fmt.Errorf("start cachelet %d: %w", i, err)
@@ -210,11 +235,11 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	if !f.noPlatform {
 		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
 		plat, err = rig.Start(startCtx, rig.Config{
-			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir,
+			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
 			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true,
-		}, log)
+		}, logs.router(platformLogs, "controller"))
 		if err != nil {
 			_ = closeAll(context.Background())
 			return fmt.Errorf("start the platform: %w", err)
@@ -257,6 +282,11 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		}
 		fmt.Fprintf(&banner, "  deploy yours: hoard deploy DIR; hoard invoke APP FUNCTION --data '{...}'; hoard apps; hoard logs APP\n")
 	}
+	logsCmd := "hoard logs"
+	if f.dir != ".hoard" {
+		logsCmd += " --dir " + f.dir
+	}
+	fmt.Fprintf(&banner, "  logs:         %s (%s --component controller|agent|cachelet|minio|etcd [-f])\n", filepath.Join(dir, logsDir), logsCmd)
 	fmt.Fprintf(&banner, "\nPoint any S3 client at it:  set -a; . %s; set +a\nStop with Ctrl-C.\n", filepath.Join(dir, envFile))
 	fmt.Fprint(stdout, banner.String())
 	if plat != nil && f.demo {
@@ -268,6 +298,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
+	logs.Quiet()
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	// The platform first (its instances' cachelets leave their rings),

@@ -44,6 +44,9 @@ type Config struct {
 	// Dir is the agent's working directory: unpacked code, instance logs.
 	// Required.
 	Dir string
+	// LogDir holds each instance's log, ID.log: its cachelet's and its
+	// worker's output. Default Dir/logs.
+	LogDir string
 	// HoardBin is the hoard binary started as each instance's cachelet;
 	// default the running executable.
 	HoardBin string
@@ -133,8 +136,11 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(MemoryDaemonEnv)), "off") {
 		cfg.DisableMemoryDaemon = true
 	}
-	for _, d := range []string{"code", "instances", "logs"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+	if cfg.LogDir == "" {
+		cfg.LogDir = filepath.Join(cfg.Dir, "logs")
+	}
+	for _, d := range []string{filepath.Join(cfg.Dir, "code"), filepath.Join(cfg.Dir, "instances"), cfg.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}

@@ -59,7 +59,7 @@ func (in *Instance) load(ctx context.Context) error {
 	if err := os.MkdirAll(in.dir, 0o700); err != nil {
 		return err
 	}
-	in.logPath = filepath.Join(a.cfg.Dir, "logs", in.req.ID+".log")
+	in.logPath = filepath.Join(a.cfg.LogDir, in.req.ID+".log")
 	f, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

@@ -93,6 +93,8 @@ type Spec struct {
 	MaxInstances int `yaml:"max_instances,omitempty"`
 	// Cache configures every instance's cachelet.
 	Cache CacheSpec `yaml:"cache,omitempty"`
+	// Scaling tunes the scale controller's policies.
+	Scaling ScalingSpec `yaml:"scaling,omitempty"`
 	// Functions by name.
 	Functions map[string]*Function `yaml:"functions"`
 	// Triggers bind HTTP paths and object writes to functions or pipelines.
@@ -118,6 +120,23 @@ type CacheSpec struct {
 	// near the limit. Default false: the limit is the booked memory plus
 	// Budget, so the function always keeps all it booked.
 	Shared bool `yaml:"shared,omitempty"`
+}
+
+// ScalingSpec tunes the scale controller's policies for the application.
+type ScalingSpec struct {
+	// LatencyTarget is the median end-to-end latency (queueing and cold
+	// starts included) the application should stay under: the compute
+	// policy votes one more instance when the median over a round is
+	// above it with every instance busy, and never votes one away while
+	// it is. 0, the default, sets no target: latency alone never scales.
+	LatencyTarget Duration `yaml:"latency_target,omitempty"`
+}
+
+func (s *ScalingSpec) validate() error {
+	if t := s.LatencyTarget.D(); t != 0 && (t < time.Millisecond || t > MaxTimeout) {
+		return invalid("scaling: latency_target %s: want 1ms to %s, or 0 for none", t, MaxTimeout)
+	}
+	return nil
 }
 
 // Function is one function of the application.
@@ -248,6 +267,9 @@ func (s *Spec) Validate() error {
 		return invalid("max_instances %d: want 1-%d", s.MaxInstances, MaxMaxInstances)
 	}
 	if err := s.Cache.validate(); err != nil {
+		return err
+	}
+	if err := s.Scaling.validate(); err != nil {
 		return err
 	}
 	if len(s.Functions) == 0 {

@@ -17,6 +17,7 @@ name: thumbs
 memory: 128MiB
 keep_alive: 2m
 cache: {consistency: owner, budget: 32MiB}
+scaling: {latency_target: 250ms}
 functions:
   thumbnail: {handler: thumbs.handler}
   blur: {handler: thumbs.blur, memory: 512MiB, timeout: 5s}
@@ -45,6 +46,9 @@ func TestParseFillsDefaults(t *testing.T) {
 	if s.Cache.Eviction != "owner-lru" || s.Cache.Budget != 32<<20 {
 		t.Errorf("cache: %+v", s.Cache)
 	}
+	if s.Scaling.LatencyTarget.D() != 250*time.Millisecond {
+		t.Errorf("scaling: %+v", s.Scaling)
+	}
 	if got := s.InstanceMemory(); got != (512+32)<<20 {
 		t.Errorf("InstanceMemory = %d", got)
 	}
@@ -64,7 +68,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("re-parse: %v\n%s", err, raw)
 	}
-	if s2.Functions["blur"].Memory != 512<<20 || s2.KeepAlive != s.KeepAlive {
+	if s2.Functions["blur"].Memory != 512<<20 || s2.KeepAlive != s.KeepAlive || s2.Scaling != s.Scaling {
 		t.Errorf("round trip changed the spec:\n%s", raw)
 	}
 }
@@ -97,6 +101,11 @@ func TestParseRejects(t *testing.T) {
 		"shared over":       {base + "memory: 128MiB\ncache: {shared: true, budget: 128MiB}\n", "below the booked memory"},
 		"shared default":    {base + "memory: 64MiB\ncache: {shared: true}\n", "below the booked memory"},
 		"shared not bool":   {base + "cache: {shared: maybe}\n", "into bool"},
+		"latency target":    {base + "scaling: {latency_target: soon}\n", "bad duration"},
+		"negative target":   {base + "scaling: {latency_target: -1s}\n", "bad duration"},
+		"tiny target":       {base + "scaling: {latency_target: 1us}\n", "latency_target"},
+		"huge target":       {base + "scaling: {latency_target: 1h}\n", "latency_target"},
+		"scaling field":     {base + "scaling: {latency: 1s}\n", "latency"},
 	} {
 		_, err := Parse([]byte(tc.spec))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

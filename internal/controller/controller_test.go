@@ -442,3 +442,68 @@ func TestScaleVotes(t *testing.T) {
 		t.Errorf("events %+v", info.Events)
 	}
 }
+
+// TestScaleLatencyTarget: the spec's scaling.latency_target reaches the
+// compute policy. With the median latency of the round above the target
+// and the one instance busy, a round scales out; without a target, or
+// with one the median stays under, the same round holds.
+func TestScaleLatencyTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name, scaling string
+		want          int
+	}{
+		{"above target", "scaling: {latency_target: 20ms}\n", 2},
+		{"under target", "scaling: {latency_target: 10s}\n", 1},
+		{"no target", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fa, _ := setupWith(t, Config{VoteInterval: time.Hour})
+			ctx := context.Background()
+			s := strings.Replace(strings.Replace(spec, "keep_alive: 1s", "keep_alive: 1h", 1), "max_instances: 2", "max_instances: 4", 1) + tc.scaling
+			if _, err := c.Deploy(ctx, pkg(t, s)); err != nil {
+				t.Fatal(err)
+			}
+			// One invocation of 100 ms sets the round's median; a second
+			// one keeps the only instance busy while the round runs.
+			if _, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 100}`), "test"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 1000}`), "test")
+				done <- err
+			}()
+			waitFor(t, "the instance busy", 5*time.Second, func() bool {
+				fa.mu.Lock()
+				defer fa.mu.Unlock()
+				for _, st := range fa.instances {
+					if st == api.StateBusy {
+						return true
+					}
+				}
+				return false
+			})
+			c.scaleApp(ctx, "app")
+			if tc.want > 1 {
+				waitFor(t, "a scale-out", 5*time.Second, func() bool { return fa.count() == tc.want })
+				var found bool
+				for _, e := range c.Apps()[0].Events {
+					found = found || (e.Kind == "scale" && strings.Contains(e.Detail, "above target 20ms, all 1 busy"))
+				}
+				if !found {
+					t.Errorf("no scale event naming the latency target: %+v", c.Apps()[0].Events)
+				}
+			} else {
+				// scaleApp records a decision before it acts on it.
+				for _, e := range c.Apps()[0].Events {
+					if e.Kind == "scale" {
+						t.Errorf("the round decided %q; want it to hold", e.Detail)
+					}
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

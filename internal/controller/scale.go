@@ -100,13 +100,14 @@ func (c *Controller) scaleApp(ctx context.Context, name string) {
 	votes := a.pendingVotes
 	a.pendingVotes = nil
 	limits := scaling.Limits{Min: 1, Max: a.spec.MaxInstances, Busy: busy > 0 || queued > 0 || a.inFlight > 0}
+	target := a.spec.Scaling.LatencyTarget.D()
 	c.mu.Unlock()
 	if current == 0 && len(votes) == 0 {
 		return
 	}
 	cfg := scaling.Config{}
 	votes = append(votes, scaling.ComputeVote(scaling.ComputeStats{
-		Instances: current, Busy: busy, Queued: queued, P50: p50, RequestRate: rate,
+		Instances: current, Busy: busy, Queued: queued, P50: p50, Target: target, RequestRate: rate,
 	}, cfg))
 	if v, ok := c.cacheVote(ctx, a, insts, window, cfg); ok {
 		votes = append(votes, v)

@@ -50,6 +50,9 @@ type Config struct {
 	// AgentPeerHost is the address the agent's cachelets take peer
 	// traffic on (agent.Config.PeerHost); default 127.0.0.1.
 	AgentPeerHost string
+	// LogDir is where the agent writes each instance's log (its
+	// cachelet's and its worker's output); default Dir/agent/logs.
+	LogDir string
 	// HoardBin is the binary agents start cachelets from; default the
 	// running one.
 	HoardBin string
@@ -125,7 +128,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			controllerURL = "http://" + cfg.ControllerListener.Addr().String()
 		}
 		acfg := agent.Config{
-			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), HoardBin: cfg.HoardBin, Store: st,
+			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), LogDir: cfg.LogDir, HoardBin: cfg.HoardBin, Store: st,
 			StoreEndpoint: cfg.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 			Region: cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost,

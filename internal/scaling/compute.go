@@ -19,7 +19,8 @@ type ComputeStats struct {
 	// P50 is the median end-to-end latency over the window (queueing and
 	// cold starts included).
 	P50 time.Duration
-	// Target is the latency the application should stay under; 0 for none.
+	// Target is the latency the application should stay under: its spec's
+	// scaling.latency_target; 0 for none.
 	Target time.Duration
 	// RequestRate is invocations per second over the window.
 	RequestRate float64

@@ -235,3 +235,17 @@ def test_example_applications(up, app, run):
         else:
             out = _run("invoke", *d, app, step["function"], "--data", json.dumps(ev))
             assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_component_logs(up):
+    """Each component of `hoard up` logs to its own file under DIR/logs."""
+    state, _ = up
+    d = "--dir", str(state)
+    for name in ("controller.log", "agent.log", "cachelet-0.log", "etcd.log", "minio.log"):
+        assert (state / "logs" / name).is_file(), name
+    controller = _run("logs", *d, "--component", "controller", "-n", "0")
+    assert controller.returncode == 0, controller.stderr
+    assert "controller state loaded" in controller.stdout
+    unknown = _run("logs", *d, "--component", "nosuch")
+    assert unknown.returncode == 1
+    assert "there are: agent, cachelet-0, controller, etcd" in unknown.stderr

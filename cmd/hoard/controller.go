@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/hoard-io/hoard/internal/rig"
+)
+
+// runController runs the platform's controller on its own.
+func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg rig.Config
+	var listen, etcd, logLevel string
+	fs.StringVar(&listen, "listen", "127.0.0.1:9100", "the controller's API address")
+	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
+	storeFlags(fs, &cfg)
+	fs.StringVar(&cfg.ControllerToken, "token", envDefault("HOARD_CONTROLLER_TOKEN", ""), "bearer token clients must send (env HOARD_CONTROLLER_TOKEN)")
+	fs.StringVar(&cfg.AgentToken, "agent-token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the agents expect (env HOARD_AGENT_TOKEN)")
+	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = splitList(etcd)
+	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
+		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, and tokens of at least 16 bytes are required", errUsage)
+	}
+	log, err := newLogger(stderr, logLevel, false)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	cfg.Controller, cfg.ControllerListener = true, ln
+	p, err := rig.Start(ctx, cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "hoard controller serving at %s\n", p.ControllerURL)
+	<-ctx.Done()
+	p.Close()
+	return nil
+}
