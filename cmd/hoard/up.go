@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -416,13 +415,13 @@ func loadOrCreateCreds(path string) (credentials, error) {
 			return c, nil
 		}
 		if c.PeerSecret == "" {
-			c.PeerSecret = randHex(32)
+			c.PeerSecret = rand.Text()
 		}
 		if c.ControllerToken == "" {
-			c.ControllerToken = randHex(24)
+			c.ControllerToken = rand.Text()
 		}
 		if c.AgentToken == "" {
-			c.AgentToken = randHex(24)
+			c.AgentToken = rand.Text()
 		}
 		return c, saveCreds(path, c)
 	}
@@ -430,9 +429,10 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		return c, err
 	}
 	c = credentials{
-		AccessKey: "HOARD" + strings.ToUpper(randHex(8)), SecretKey: randHex(20),
-		StoreAccessKey: "store" + randHex(6), StoreSecretKey: randHex(20),
-		PeerSecret: randHex(32), ControllerToken: randHex(24), AgentToken: randHex(24),
+		// crypto/rand.Text: 26 base32 characters, 128 random bits.
+		AccessKey: "HOARD" + rand.Text()[:16], SecretKey: rand.Text(),
+		StoreAccessKey: "store" + strings.ToLower(rand.Text()[:12]), StoreSecretKey: rand.Text(),
+		PeerSecret: rand.Text(), ControllerToken: rand.Text(), AgentToken: rand.Text(),
 	}
 	return c, saveCreds(path, c)
 }
@@ -440,12 +440,6 @@ func loadOrCreateCreds(path string) (credentials, error) {
 func saveCreds(path string, c credentials) error {
 	data, _ := json.MarshalIndent(c, "", "  ")
 	return writeFileAtomic(path, append(data, '\n'), 0o600)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
