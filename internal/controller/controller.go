@@ -27,6 +27,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/keepalive"
 	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
@@ -65,6 +66,34 @@ type Config struct {
 	// the same write notified twice (by a cachelet and by the store) runs
 	// its triggers once; default 10 minutes.
 	DedupWindow time.Duration
+	// Clock tells the time of records, events, idle times and keep-alive;
+	// default the system clock. (The scan and vote loops tick on the
+	// runtime's timers.)
+	Clock clock.Clock
+}
+
+// Validate checks the config and fills in the defaults.
+func (c *Config) Validate() error {
+	if c.Etcd == nil || c.Store == nil {
+		return errors.New("controller: Etcd and Store are required")
+	}
+	if c.ScanInterval < 0 || c.DedupWindow < 0 || c.VoteInterval < 0 {
+		return errors.New("controller: intervals must not be negative")
+	}
+	if c.SystemBucket == "" {
+		c.SystemBucket = "hoard-platform"
+	}
+	if c.ScanInterval == 0 {
+		c.ScanInterval = time.Second
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 10 * time.Minute
+	}
+	if c.VoteInterval == 0 {
+		c.VoteInterval = 5 * time.Second
+	}
+	c.Clock = clock.Or(c.Clock)
+	return nil
 }
 
 // BucketNotifier asks the store to notify the controller of objects
@@ -86,6 +115,7 @@ type Record struct {
 // Controller is the platform's control plane.
 type Controller struct {
 	cfg    Config
+	clk    clock.Clock
 	log    *slog.Logger
 	m      *metrics
 	agents *agentClient
@@ -148,22 +178,10 @@ type waiter struct {
 // New starts a controller: it loads the applications from etcd and adopts
 // the instances the agents run.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error) {
-	if cfg.Etcd == nil || cfg.Store == nil {
-		return nil, errors.New("controller: Etcd and Store are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.SystemBucket == "" {
-		cfg.SystemBucket = "hoard-platform"
-	}
-	if cfg.ScanInterval == 0 {
-		cfg.ScanInterval = time.Second
-	}
-	if cfg.DedupWindow == 0 {
-		cfg.DedupWindow = 10 * time.Minute
-	}
-	if cfg.VoteInterval == 0 {
-		cfg.VoteInterval = 5 * time.Second
-	}
-	c := &Controller{cfg: cfg, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
+	c := &Controller{cfg: cfg, clk: cfg.Clock, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
 		agents: newAgentClient(cfg.Etcd, cfg.AgentToken)}
 	c.m = newMetrics(cfg.Registerer, c)
 	if err := c.load(ctx); err != nil {
@@ -270,7 +288,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	if err != nil {
 		return nil, err
 	}
-	rec := Record{Name: name, Spec: string(specYAML), Package: ref, DeployedAt: time.Now().UTC(), Version: 1}
+	rec := Record{Name: name, Spec: string(specYAML), Package: ref, DeployedAt: c.clk.Now().UTC(), Version: 1}
 	c.mu.Lock()
 	if old := c.apps[name]; old != nil {
 		rec.Credentials, rec.Version = old.rec.Credentials, old.rec.Version+1

@@ -111,7 +111,7 @@ func (c *Controller) fire(app string, t *appspec.Trigger, event json.RawMessage,
 
 // firstSighting records an object version and reports whether it is new.
 func (c *Controller) firstSighting(bucket, key, etag string) bool {
-	now := time.Now()
+	now := c.clk.Now()
 	id := bucket + "\x00" + key + "\x00" + etag
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/hoard-io/hoard/internal/api"
@@ -200,7 +199,7 @@ func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
 		"version": "2.0", "routeKey": r.Method + " " + path, "rawPath": path, "rawQueryString": r.URL.RawQuery,
 		"headers": headers, "queryStringParameters": query,
 		"requestContext": map[string]any{"http": map[string]any{"method": r.Method, "path": path, "sourceIp": r.RemoteAddr},
-			"timeEpoch": time.Now().UnixMilli()},
+			"timeEpoch": c.clk.Now().UnixMilli()},
 	}
 	if utf8.Valid(body) {
 		ev["body"], ev["isBase64Encoded"] = string(body), false

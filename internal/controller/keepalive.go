@@ -67,14 +67,14 @@ func (c *Controller) began(a *app, trigger string) {
 	c.mu.Lock()
 	a.inFlight++
 	c.mu.Unlock()
-	a.policy.Invoked(time.Now())
+	a.policy.Invoked(c.clk.Now())
 }
 
 func (c *Controller) ended(a *app, trigger string) {
 	if trigger == "pipeline" {
 		return
 	}
-	now := time.Now()
+	now := c.clk.Now()
 	a.policy.Finished(now)
 	c.mu.Lock()
 	a.inFlight--

@@ -49,7 +49,7 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 	if !json.Valid(input) {
 		return nil, fmt.Errorf("the pipeline's input is not valid JSON")
 	}
-	start := time.Now()
+	start := c.clk.Now()
 	run := &api.PipelineRun{App: appName, Pipeline: name, RunID: randHex(8), Stages: map[string]*api.Invocation{}}
 	if p.Intermediate != nil {
 		run.Intermediate = &appspec.Location{Bucket: p.Intermediate.Bucket, Prefix: p.Intermediate.Prefix + run.RunID + "/"}
@@ -117,14 +117,14 @@ func (c *Controller) RunPipeline(ctx context.Context, appName, name string, inpu
 	if run.Intermediate != nil {
 		run.Dropped, run.Deleted = c.cleanIntermediate(context.WithoutCancel(ctx), a, p, run.Intermediate)
 	}
-	run.TotalMS = ms(time.Since(start))
+	run.TotalMS = ms(c.clk.Now().Sub(start))
 	result := "ok"
 	if !run.OK {
 		result = "error"
 	}
 	c.m.pipelines.WithLabelValues(appName, name, result).Inc()
 	c.log.Info("pipeline run ended", "app", appName, "pipeline", name, "run", run.RunID, "ok", run.OK,
-		"took", time.Since(start).Round(time.Millisecond), "dropped", run.Dropped, "deleted", run.Deleted)
+		"took", c.clk.Now().Sub(start).Round(time.Millisecond), "dropped", run.Dropped, "deleted", run.Deleted)
 	return run, nil
 }
 

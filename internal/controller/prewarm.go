@@ -40,7 +40,7 @@ func (c *Controller) SelectPrewarm(ctx context.Context, appName string) (*api.Se
 	cfg := prewarm.Config{MaxBytes: budget}
 	window := cfg.Window(meanGap)
 	loc := c.metadataLocation(appName)
-	now := time.Now()
+	now := c.clk.Now()
 
 	var keys []string
 	opts := store.ListOptions{Prefix: loc.Prefix}
@@ -136,7 +136,7 @@ func (c *Controller) preloadNow(ctx context.Context, appName string) (*api.Selec
 	c.log.Info("pre-loading ahead of the next expected invocation", "app", appName)
 	if a, err := c.app(appName); err == nil {
 		c.mu.Lock()
-		a.event("preload", "pre-loading ahead of the next expected invocation (%s)", a.decision.Reason)
+		a.event(c.clk.Now(), "preload", "pre-loading ahead of the next expected invocation (%s)", a.decision.Reason)
 		c.mu.Unlock()
 	}
 	return c.preload(ctx, appName, true)
@@ -191,7 +191,7 @@ func (c *Controller) preload(ctx context.Context, appName string, warm bool) (*a
 		}
 	}
 	c.mu.Lock()
-	a.event("prewarm", "%d objects (%d bytes) selected from %d unload records over %s", len(keys), sel.Bytes, sel.Records, sel.Window)
+	a.event(c.clk.Now(), "prewarm", "%d objects (%d bytes) selected from %d unload records over %s", len(keys), sel.Bytes, sel.Records, sel.Window)
 	c.mu.Unlock()
 	c.m.prewarms.WithLabelValues(appName).Inc()
 	c.m.prewarmObjects.WithLabelValues(appName).Add(float64(len(keys)))

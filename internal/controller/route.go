@@ -37,7 +37,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	if !json.Valid(event) {
 		return nil, errors.New("the event is not valid JSON")
 	}
-	rec := &api.Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: time.Now()}
+	rec := &api.Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: c.clk.Now()}
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
@@ -47,7 +47,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 			return nil, err
 		}
 		rec.Cold = rec.Cold || cold
-		rec.QueueMS = ms(time.Since(rec.Start))
+		rec.QueueMS = ms(c.clk.Now().Sub(rec.Start))
 		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
 		if err != nil {
 			c.drop(a, in, "invocation failed: "+err.Error())
@@ -59,7 +59,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		c.release(a, in)
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
-		rec.TotalMS = ms(time.Since(rec.Start))
+		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
 		return rec, nil
 	}
@@ -164,7 +164,7 @@ func (a *app) current() int {
 // release returns an instance: to the first waiter, else idle.
 func (c *Controller) release(a *app, in *inst) {
 	c.mu.Lock()
-	in.lastUsed = time.Now()
+	in.lastUsed = c.clk.Now()
 	in.preloaded = false
 	if in.rev == a.rec.Package.SHA256 && len(a.waiters) > 0 {
 		w := a.waiters[0]
@@ -193,7 +193,7 @@ func (c *Controller) releaseIdle(a *app, in *inst) {
 func (c *Controller) drop(a *app, in *inst, why string) {
 	c.mu.Lock()
 	delete(a.instances, in.id)
-	a.event("drop", "instance %s dropped: %s", in.id, why)
+	a.event(c.clk.Now(), "drop", "instance %s dropped: %s", in.id, why)
 	c.mu.Unlock()
 	go c.unload(in, why)
 }
@@ -256,13 +256,13 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 			c.mu.Unlock()
 		}()
 	}
-	t0 := time.Now()
+	t0 := c.clk.Now()
 	info, err := c.agents.at(ag.URL).Start(ctx, req)
 	if err != nil {
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
 		return nil, ag, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
-	took := time.Since(t0)
+	took := c.clk.Now().Sub(t0)
 	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
 	c.m.coldStartSeconds.WithLabelValues(req.App).Observe(took.Seconds())
 	c.mu.Lock()
@@ -273,8 +273,8 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 		a.loads.Add(took)
 	}
 	c.mu.Unlock()
-	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", time.Since(t0).Round(time.Millisecond))
-	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: time.Now()}, ag, nil
+	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", c.clk.Now().Sub(t0).Round(time.Millisecond))
+	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: c.clk.Now()}, ag, nil
 }
 
 // place chooses the agent for a new instance of an application: the
@@ -323,13 +323,13 @@ func (c *Controller) scan() {
 		}
 		var unload, poll []job
 		var preload []string
-		now := time.Now()
+		now := c.clk.Now()
 		c.mu.Lock()
 		for name, a := range c.apps {
 			prev := a.decision
 			a.decision = a.policy.Decide()
 			if a.decision.Mode != prev.Mode || a.decision.PreWarm != prev.PreWarm || a.decision.KeepAlive != prev.KeepAlive {
-				a.event("keepalive", "%s: pre-warm after %s, keep alive %s (%s)", a.decision.Mode, a.decision.PreWarm, a.decision.KeepAlive, a.decision.Reason)
+				a.event(c.clk.Now(), "keepalive", "%s: pre-warm after %s, keep alive %s (%s)", a.decision.Mode, a.decision.PreWarm, a.decision.KeepAlive, a.decision.Reason)
 				c.log.Info("keep-alive policy", "app", name, "mode", a.decision.Mode, "prewarm", a.decision.PreWarm,
 					"keepalive", a.decision.KeepAlive, "reason", a.decision.Reason)
 			}

@@ -14,8 +14,8 @@ import (
 const maxEvents = 100
 
 // event records an event; the caller holds c.mu.
-func (a *app) event(kind, format string, args ...any) {
-	a.events = append(a.events, api.Event{Time: time.Now(), Kind: kind, Detail: fmt.Sprintf(format, args...)})
+func (a *app) event(now time.Time, kind, format string, args ...any) {
+	a.events = append(a.events, api.Event{Time: now, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	if len(a.events) > maxEvents {
 		a.events = append(a.events[:0:0], a.events[len(a.events)-maxEvents:]...)
 	}
@@ -76,7 +76,7 @@ func (c *Controller) scaleApp(ctx context.Context, name string) {
 	}
 	a.scaleMu.Lock()
 	defer a.scaleMu.Unlock()
-	now := time.Now()
+	now := c.clk.Now()
 	c.mu.Lock()
 	current, busy := 0, 0
 	var insts []*inst
@@ -131,7 +131,7 @@ func (c *Controller) scaleApp(ctx context.Context, name string) {
 		parts = append(parts, fmt.Sprintf("%s%+d (%s)", v.Policy, v.Delta, v.Reason))
 	}
 	c.mu.Lock()
-	a.event("scale", "%d -> %d: %s; votes: %s", current, d.Target, d.Reason, strings.Join(parts, "; "))
+	a.event(c.clk.Now(), "scale", "%d -> %d: %s; votes: %s", current, d.Target, d.Reason, strings.Join(parts, "; "))
 	c.mu.Unlock()
 	c.log.Info("scale decision", "app", name, "from", current, "to", d.Target, "reason", d.Reason, "votes", strings.Join(parts, "; "))
 	if d.Delta > 0 {
