@@ -31,7 +31,7 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	n = max(n, 0)
 	c.budgetMu.Lock()
 	defer c.budgetMu.Unlock()
-	start := time.Now()
+	start := c.clock.Now()
 	old := c.cache.Stats().Budget
 	if n < old {
 		// Evict first, then lower the runtime's limit: the collection
@@ -53,7 +53,7 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	if n != old {
 		s := c.cache.Stats()
 		c.log.Info("cache budget changed", "from_bytes", old, "to_bytes", n, "freed_bytes", freed,
-			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", time.Since(start).Round(time.Microsecond))
+			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", c.clock.Now().Sub(start).Round(time.Microsecond))
 	}
 	return freed
 }

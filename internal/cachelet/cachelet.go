@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cachelet/keystate"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
 )
@@ -83,9 +83,63 @@ type Config struct {
 	MemoryLimitOverhead int64
 	// Bandwidth, when set, turns on the bandwidth policy (split.go):
 	// large objects are downloaded in byte ranges by several of the
-	// application's cachelets at once. It needs Router and Peers (that
-	// list members and serve ranges). Default nil: off.
+	// application's cachelets at once. It needs Members and Ranges.
+	// Default nil: off.
 	Bandwidth *BandwidthConfig
+
+	// Optional capabilities of the application's membership and peer
+	// protocol. Each may be nil; Validate fills a nil one from Router
+	// (Members, Revision, Self) or Peers (Ranges) when that value offers
+	// it, as cluster.Member and peer.Client do.
+	//
+	// Members lists every other member, so synchronization points and
+	// handoffs reach their queues. Nil: only owners are flushed.
+	Members PeerLister
+	// Revision tells the membership revision this cachelet has seen, so a
+	// handoff's flushes wait for peers to catch up. Nil: they do not wait.
+	Revision Revisioner
+	// Ranges serves byte ranges and bandwidth probes (the bandwidth
+	// policy).
+	Ranges RangePeers
+	// Self tells this cachelet's own peer address, which a cachelet alone
+	// probes for the peer bandwidth. Nil: it does not probe when alone.
+	Self PeerAddresser
+
+	// Clock tells the time for timestamps, ages and durations. Default:
+	// the system clock.
+	Clock Clock
+}
+
+// Clock tells the time. Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+}
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// PeerAddresser tells a cachelet's own peer address (cluster.Member does).
+type PeerAddresser interface {
+	PeerAddr() string
+}
+
+// capabilities fills the nil optional capabilities from Router and Peers.
+// It is the one place the cachelet looks for them by type.
+func (c *Config) capabilities() {
+	if c.Members == nil {
+		c.Members, _ = c.Router.(PeerLister)
+	}
+	if c.Revision == nil {
+		c.Revision, _ = c.Router.(Revisioner)
+	}
+	if c.Self == nil {
+		c.Self, _ = c.Router.(PeerAddresser)
+	}
+	if c.Ranges == nil {
+		c.Ranges, _ = c.Peers.(RangePeers)
+	}
 }
 
 // Validate checks the config and fills in defaults.
@@ -102,6 +156,10 @@ func (c *Config) Validate() error {
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
 	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	c.capabilities()
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
@@ -130,25 +188,29 @@ const (
 	PassThrough Outcome = "pass_through"
 )
 
-// Cachelet serves reads and writes for one instance. Safe for concurrent use.
+// Cachelet serves reads and writes for one instance. Every exported
+// method is safe for concurrent use.
+//
+// It is the I/O shell around a keystate.Table, the pure record of what
+// each key has in flight (single-flight fills, store GETs whose answers a
+// write must doom, pending and unpersisted writes, pre-warmed keys, the
+// ownership handoff): the shell tells the table what happened, under mu,
+// and does what it answers (dooms entries, joins or leads a flight,
+// streams an answer through) before it lets go of mu.
 type Cachelet struct {
 	cfg   Config
 	store store.Store
 	cache *cache.Cache
 	log   *slog.Logger
 	m     *metrics
+	clock Clock
 
-	mu      sync.Mutex
-	filling map[cache.Key]*cache.Entry // fills in flight, readable
-	pending map[cache.Key]*cache.Entry // buffered writes awaiting the store
-	flights map[cache.Key]*flight      // cold reads others may still join
-	// asking holds every store GET whose answer may be installed, from
-	// before it is sent until its answer is installed (or not): a write
-	// must doom an answer that may predate it even before it is installed.
-	asking map[cache.Key]map[*flight]struct{}
-	// unpersisted holds the writes this cachelet queued for the store and
-	// the store does not have yet (consistency.go), by key.
-	unpersisted map[cache.Key]*cache.Entry
+	// mu serialises every call on keys, and guards handoffDone.
+	mu   sync.Mutex
+	keys *keystate.Table[cache.Key, *cache.Entry, *flight]
+	// handoffDone is closed when the newest ownership handoff ends
+	// (handoff.go); superseded handoffs close their own.
+	handoffDone chan struct{}
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
 	// leaving is set once the cachelet stops taking writes as an owner;
@@ -156,16 +218,11 @@ type Cachelet struct {
 	leaving atomic.Bool
 	left    chan struct{}
 
-	wg     sync.WaitGroup // fill goroutines
-	closed bool
+	wg sync.WaitGroup // fill, persistence and handoff goroutines
 
 	// Background persistence: writes queued for the store, and writes
 	// queued for their owner (owner target, async mode).
 	toStore, toOwner *writeback.Queue
-
-	// The running ownership handoff, if any (handoff.go).
-	hmu     sync.Mutex
-	handoff chan struct{}
 
 	// budgetMu serializes budget changes (budget.go).
 	budgetMu sync.Mutex
@@ -173,10 +230,8 @@ type Cachelet struct {
 	// Keys evicted, for counting repeat evictions (counters.go).
 	evicted evictionLog
 
-	// Access metadata (access.go) and the keys pre-warmed and not read yet.
-	access    accessLog
-	prewarmMu sync.Mutex
-	prewarmed map[cache.Key]bool
+	// Access metadata (access.go).
+	access accessLog
 
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
@@ -186,47 +241,43 @@ type Cachelet struct {
 	stopFills context.CancelFunc
 }
 
-// flight is a store GET whose answer may be installed in memory. A cold
-// read's flight (done set) is shared by readers that arrive before its
-// answer does.
+// flight is the shell's side of a store GET whose answer may be installed
+// in memory; the table keeps the rest (whether a write doomed it, the
+// entry its answer fills). A cold read's flight is shared by the readers
+// that arrive before its answer does: they wait for done.
 type flight struct {
-	done   chan struct{} // nil unless others can join
-	entry  *cache.Entry  // set when the object is being filled
-	err    error
-	doomed bool // a write overtook this GET: whatever it returns is not cached
+	done chan struct{} // nil unless others can join
+	// Set by the leader before done is closed: the entry its answer was
+	// installed into (nil: none), and the error that ended its GET.
+	entry *cache.Entry
+	err   error
 }
 
-// askLocked registers a store GET of k about to be sent, so that writes
-// doom its answer. Called with mu held; endAskLocked ends it.
-func (c *Cachelet) askLocked(k cache.Key, fl *flight) *flight {
-	set := c.asking[k]
-	if set == nil {
-		set = make(map[*flight]struct{})
-		c.asking[k] = set
-	}
-	set[fl] = struct{}{}
-	return fl
-}
+// newJoinable returns the flight of a cold read that others may join.
+func newJoinable() *flight { return &flight{done: make(chan struct{})} }
 
-func (c *Cachelet) endAskLocked(k cache.Key, fl *flight) {
-	if set := c.asking[k]; set != nil {
-		delete(set, fl)
-		if len(set) == 0 {
-			delete(c.asking, k)
-		}
+// doomLocked dooms the entries the table says to. Called with mu held:
+// the entries are doomed before any other reader or writer of their key
+// consults the table again.
+func (c *Cachelet) doomLocked(es []*cache.Entry) {
+	for _, e := range es {
+		c.cache.Doom(e)
 	}
 }
 
-// ask registers a store GET of k that no other reader joins.
+// ask registers a store GET of k that no other reader joins, about to be
+// sent, so that writes doom its answer; endAsk ends it.
 func (c *Cachelet) ask(k cache.Key) *flight {
+	fl := &flight{}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.askLocked(k, &flight{})
+	c.keys.Ask(k, fl)
+	c.mu.Unlock()
+	return fl
 }
 
 func (c *Cachelet) endAsk(k cache.Key, fl *flight) {
 	c.mu.Lock()
-	c.endAskLocked(k, fl)
+	c.keys.EndAsk(k, fl)
 	c.mu.Unlock()
 }
 
@@ -239,19 +290,16 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cachelet{
-		cfg:     cfg,
-		store:   st,
-		log:     log,
-		filling: make(map[cache.Key]*cache.Entry),
-		pending: make(map[cache.Key]*cache.Entry),
-		flights: make(map[cache.Key]*flight),
-		asking:  make(map[cache.Key]map[*flight]struct{}),
-
-		unpersisted: make(map[cache.Key]*cache.Entry),
-		left:        make(chan struct{}),
+		cfg:   cfg,
+		store: st,
+		log:   log,
+		clock: cfg.Clock,
+		keys:  keystate.New[cache.Key, *cache.Entry, *flight](),
+		left:  make(chan struct{}),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
+	c.m.clock = cfg.Clock
 	var err error
 	if c.split, err = newSplitter(cfg, reg); err != nil {
 		return nil, err
@@ -318,7 +366,7 @@ func (c *Cachelet) Close() error {
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
 	c.mu.Lock()
-	c.closed = true
+	c.keys.Close()
 	c.mu.Unlock()
 	c.stopFills()
 	c.wg.Wait()
@@ -331,134 +379,7 @@ func (c *Cachelet) Close() error {
 func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.mu.Lock()
-	c.doomLocked(k)
+	c.doomLocked(c.keys.Invalidate(k))
 	c.mu.Unlock()
 	c.cache.Remove(k)
-}
-
-// doomReadsLocked dooms what reads of k have in flight: fills, and store
-// GETs not answered yet. Nothing doomed stays where a new read would find
-// it: a read that starts after a write returned must not join a download
-// that may predate the write. Called with mu held.
-func (c *Cachelet) doomReadsLocked(k cache.Key) {
-	if e := c.filling[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.filling, k)
-	}
-	for fl := range c.asking[k] {
-		fl.doomed = true
-		if fl.entry != nil {
-			c.cache.Doom(fl.entry)
-		}
-	}
-	delete(c.flights, k)
-}
-
-// install takes a store body of a whole object and either starts filling
-// memory from it (returning the entry, which readers can read at once) or,
-// when the object is not admitted, hands the body back for streaming. fl is
-// the registered GET the body answers; a doomed GET's entry is filled for
-// the readers already waiting on it, but no new read finds it and it is
-// never admitted.
-func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, error) {
-	if !c.cache.Reserve(info.Size) {
-		return nil, body, nil
-	}
-	e := cache.NewEntry(k, info)
-	c.mu.Lock()
-	if c.closed {
-		// No new fill goroutines once Close began: stream this one.
-		c.mu.Unlock()
-		c.cache.Release(info.Size)
-		return nil, body, nil
-	}
-	fl.entry = e
-	if fl.doomed {
-		c.cache.Doom(e)
-	} else {
-		if old := c.filling[k]; old != nil {
-			c.cache.Doom(old) // we hold a newer answer
-		}
-		c.filling[k] = e
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	if info.Size <= syncFillMax {
-		// Small objects arrive in one read or two: filling them here
-		// spares a goroutine and a wake-up per cold read, and streaming
-		// would gain nothing. A failure is the reader's error before any
-		// header is sent, not a broken body after.
-		if err := c.fill(e, body); err != nil {
-			return nil, nil, err
-		}
-		return e, nil, nil
-	}
-	if sb, ok := body.(splittable); ok && c.splits(info) {
-		go c.fillSplit(e, sb.ReadCloser)
-		return e, nil, nil
-	}
-	go c.fill(e, body) // its readers see its error
-	return e, nil, nil
-}
-
-// syncFillMax is the largest object filled by the reader that missed
-// rather than by a goroutine of its own.
-const syncFillMax = 64 << 10
-
-// fill copies a store body into e and admits e to the cache; it returns
-// the error that aborted the fill, if any.
-func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
-	defer c.wg.Done()
-	start := time.Now()
-	_, err := e.ReadFrom(body)
-	body.Close()
-	c.admit(e, err, start)
-	return err
-}
-
-// admit ends a fill: a complete entry is added to the cache (unless a
-// write doomed it or the budget shrank), a failed one releases its
-// reservation.
-func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
-	// Add before leaving c.filling: an Invalidate in between either dooms
-	// e (so Add refuses it) or removes it from the cache after.
-	switch {
-	case err != nil:
-		c.cache.Release(e.Size())
-		c.m.fills.WithLabelValues("aborted").Inc()
-		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
-	case c.cache.Add(e):
-		c.m.fills.WithLabelValues("ok").Inc()
-		c.m.fillSeconds.Observe(time.Since(start).Seconds())
-	case e.Doomed():
-		c.m.fills.WithLabelValues("doomed").Inc()
-	default: // the budget was lowered below the fills in flight
-		c.m.fills.WithLabelValues("over_budget").Inc()
-	}
-	c.mu.Lock()
-	if c.filling[e.Key()] == e {
-		delete(c.filling, e.Key())
-	}
-	c.mu.Unlock()
-}
-
-// fillContext detaches a store request from the client's request: a fill
-// outlives the reader that started it, and other readers may depend on it.
-// Close cancels it.
-func (c *Cachelet) fillContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
-	stop := context.AfterFunc(c.stopped, cancel)
-	return fctx, func() { stop(); cancel() }
-}
-
-// cancelOnClose releases a request context when its body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }

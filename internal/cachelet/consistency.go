@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -177,7 +176,7 @@ func readWhole(body io.Reader, size int64) ([]byte, string, error) {
 func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) *cache.Entry {
 	size := int64(len(data))
 	info := store.ObjectInfo{
-		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: time.Now().UTC(),
+		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: c.clock.Now().UTC(),
 		ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
 		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
 		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
@@ -198,7 +197,7 @@ func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 	c.wmu.Lock()
 	e := c.keep(k, w.Data, etag, w.Opts)
 	c.mu.Lock()
-	c.unpersisted[k] = e
+	c.keys.Unpersisted(k, e)
 	c.mu.Unlock()
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
@@ -207,9 +206,7 @@ func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 		defer c.wg.Done()
 		<-done // persisted, superseded, failed or given up: the record goes
 		c.mu.Lock()
-		if c.unpersisted[k] == e {
-			delete(c.unpersisted, k)
-		}
+		c.keys.Persisted(k, e)
 		c.mu.Unlock()
 	}()
 }
@@ -289,8 +286,8 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 		}
 	}
 	var others []string
-	if l, ok := c.cfg.Router.(PeerLister); ok {
-		for _, addr := range l.PeerAddrs() {
+	if c.cfg.Members != nil {
+		for _, addr := range c.cfg.Members.PeerAddrs() {
 			if !owners[addr] {
 				others = append(others, addr)
 			}
@@ -308,9 +305,9 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	return nil
 }
 
-// PeerLister is implemented by Routers that know every other member's
-// peer address (cluster.Member does), so synchronization points can flush
-// the writes queued at every member.
+// PeerLister knows every other member's peer address (cluster.Member
+// does; see Config.Members), so synchronization points can flush the
+// writes queued at every member. Safe for concurrent use.
 type PeerLister interface {
 	PeerAddrs() []string
 }

@@ -32,21 +32,7 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	// is searched means a fill either ends before the search (and is found
 	// there) or is refused when it ends.
 	c.mu.Lock()
-	inFlight := map[cache.Key]bool{}
-	for k := range c.filling {
-		inFlight[k] = true
-	}
-	for k := range c.pending {
-		inFlight[k] = true
-	}
-	for k := range c.asking {
-		inFlight[k] = true
-	}
-	for k := range inFlight {
-		if match(k) && c.unpersisted[k] == nil {
-			c.doomLocked(k)
-		}
-	}
+	c.doomLocked(c.keys.DoomInFlight(match))
 	c.mu.Unlock()
 
 	// Then the cached copies. wmu keeps buffered writes out meanwhile: one
@@ -58,26 +44,17 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	defer c.mu.Unlock()
 	n := 0
 	for _, k := range keys {
-		if c.unpersisted[k] != nil {
-			continue
+		doom, ok := c.keys.Drop(k)
+		if !ok {
+			continue // unpersisted: the only copy until the store has it
 		}
-		c.doomLocked(k)
+		c.doomLocked(doom)
 		if c.cache.Remove(k) {
 			n++
 		}
 	}
 	c.log.Debug("dropped cached objects", "bucket", bucket, "prefix", prefix, "objects", n)
 	return n
-}
-
-// doomLocked is Invalidate's first half: it dooms what writes and reads of
-// k have in flight. Called with mu held.
-func (c *Cachelet) doomLocked(k cache.Key) {
-	if e := c.pending[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.pending, k)
-	}
-	c.doomReadsLocked(k)
 }
 
 // PeerDrop drops cached objects at a peer's request (see DropPrefix). It

@@ -33,6 +33,8 @@ type metrics struct {
 
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
+
+	clock Clock // times reads
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
@@ -168,7 +170,7 @@ func (b *trackedBody) Close() error {
 		o := string(b.outcome)
 		b.m.reads.WithLabelValues(o).Inc()
 		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
-		b.m.readSeconds.WithLabelValues(o).Observe(time.Since(b.start).Seconds())
+		b.m.readSeconds.WithLabelValues(o).Observe(b.m.clock.Now().Sub(b.start).Seconds())
 		b.m.counts.read(b.outcome, b.n)
 	})
 	return err

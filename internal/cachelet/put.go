@@ -3,7 +3,6 @@ package cachelet
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
@@ -23,7 +22,7 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 	defer func() {
 		c.countWrite(err)
 		if err == nil {
-			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, time.Now())
+			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
 	}()
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
@@ -50,7 +49,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.Reserve(size) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
 		c.mu.Lock()
-		c.pending[k] = e
+		c.doomLocked(c.keys.BeginWrite(k, e))
 		c.mu.Unlock()
 		buf = &teeBuffer{r: body, buf: make([]byte, size)}
 		body = buf
@@ -83,19 +82,11 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// fill would land over this entry.
 	ne := cache.NewCompleteEntry(k, info, buf.buf)
 	c.mu.Lock()
-	if c.pending[k] == e {
-		c.pending[k] = ne
-	}
-	if e.Doomed() {
-		c.cache.Doom(ne)
-	}
-	c.doomReadsLocked(k)
+	c.doomLocked(c.keys.WriteAcked(k, e, ne))
 	c.mu.Unlock()
 	added := c.cache.Add(ne)
 	c.mu.Lock()
-	if c.pending[k] == ne {
-		delete(c.pending, k)
-	}
+	c.keys.WriteDone(k, ne)
 	c.mu.Unlock()
 	if !added {
 		// Refused: doomed since the check above (an Invalidate, a
@@ -111,9 +102,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 // dropWrite abandons a buffered write's cache copy.
 func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
 	c.mu.Lock()
-	if c.pending[k] == e {
-		delete(c.pending, k)
-	}
+	c.keys.WriteDone(k, e)
 	c.mu.Unlock()
 	c.cache.Release(size)
 	c.Invalidate(k.Bucket, k.Object)

@@ -96,7 +96,7 @@ type Hints struct {
 }
 
 // RangePeers is the part of the peer protocol the bandwidth policy uses
-// (peer.Client implements it).
+// (peer.Client implements it; see Config.Ranges). Safe for concurrent use.
 type RangePeers interface {
 	Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error)
 	Probe(ctx context.Context, addr string, n int64) (time.Duration, error)
@@ -108,6 +108,8 @@ type splitter struct {
 	scfg  scaling.Config
 	peers RangePeers
 	list  PeerLister
+	self  PeerAddresser // nil: no probes when alone
+	clock Clock
 
 	mu        sync.Mutex
 	storeBW   *scaling.Estimator
@@ -127,17 +129,16 @@ func newSplitter(cfg Config, reg prometheus.Registerer) (*splitter, error) {
 	if cfg.Bandwidth == nil {
 		return nil, nil
 	}
-	rp, ok1 := cfg.Peers.(RangePeers)
-	pl, ok2 := cfg.Router.(PeerLister)
-	if !ok1 || !ok2 {
-		return nil, errors.New("cachelet: the bandwidth policy needs peers that serve ranges and a router that lists them")
+	rp, pl := cfg.Ranges, cfg.Members
+	if rp == nil || pl == nil {
+		return nil, errors.New("cachelet: the bandwidth policy needs peers that serve ranges (Ranges) and members that list them (Members)")
 	}
 	scfg := cfg.Bandwidth.Scaling
 	if err := scfg.Validate(); err != nil {
 		return nil, err
 	}
 	s := &splitter{
-		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl,
+		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl, self: cfg.Self, clock: cfg.Clock,
 		storeBW: scaling.NewEstimator(scfg), peerBW: scaling.NewEstimator(scfg),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_split_fetches_total",
 			Help: "Large objects downloaded under the bandwidth policy by result: split (several cachelets' ranges), alone (the plan kept one), failed."}, []string{"result"}),
@@ -206,9 +207,10 @@ func (c *Cachelet) splits(info store.ObjectInfo) bool {
 // measurement is older than ProbeMaxAge (or there is none).
 func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 	s.mu.Lock()
-	stale := s.peerBW.Len() == 0 || time.Since(s.lastProbe) > s.cfg.ProbeMaxAge
+	now := s.clock.Now()
+	stale := s.peerBW.Len() == 0 || now.Sub(s.lastProbe) > s.cfg.ProbeMaxAge
 	if stale {
-		s.lastProbe = time.Now()
+		s.lastProbe = now
 	}
 	s.mu.Unlock()
 	if !stale {
@@ -217,11 +219,11 @@ func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 	addr := ""
 	if len(peers) > 0 {
 		addr = peers[rand.IntN(len(peers))]
-	} else if self, ok := s.list.(interface{ PeerAddr() string }); ok {
+	} else if s.self != nil {
 		// Alone, the one path to measure is to this cachelet's own peer
 		// listener: on one node that is the path new instances will
 		// have; across nodes the first split's probe corrects it.
-		addr = self.PeerAddr()
+		addr = s.self.PeerAddr()
 	}
 	if addr == "" {
 		return
@@ -237,7 +239,7 @@ func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 // bandwidth policy, and admits it like fill.
 func (c *Cachelet) fillSplit(e *cache.Entry, body io.ReadCloser) error {
 	defer c.wg.Done()
-	start := time.Now()
+	start := c.clock.Now()
 	err := c.downloadSplit(e, body)
 	body.Close()
 	c.admit(e, err, start)
@@ -265,11 +267,11 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		e.Abort(fmt.Errorf("store body: %w", err))
 		return err
 	}
-	t1 := time.Now()
+	t1 := c.clock.Now()
 	if err := e.FillPrefix(io.MultiReader(bytes.NewReader(first[:]), body), prefix); err != nil {
 		return err
 	}
-	s.addStore(prefix-1, time.Since(t1))
+	s.addStore(prefix-1, c.clock.Now().Sub(t1))
 	<-probed
 
 	// The plan for the rest.
@@ -329,10 +331,10 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		parts[i] = cache.Part{Off: off, Len: r.Len}
 		if i == 0 {
 			parts[i].Fill = func(dst []byte, progress func(int64)) error {
-				t := time.Now()
+				t := c.clock.Now()
 				err := readInto(dst, body, progress)
 				if err == nil {
-					s.addStore(int64(len(dst)), time.Since(t))
+					s.addStore(int64(len(dst)), c.clock.Now().Sub(t))
 					s.parts.WithLabelValues("self").Inc()
 				} else {
 					pcancel()
@@ -366,12 +368,12 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 // waitPeers waits until at least want other members are in the ring, or
 // for d, and returns the members then.
 func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []string {
-	deadline := time.Now().Add(d)
+	deadline := c.clock.Now().Add(d)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
 		peers := c.split.list.PeerAddrs()
-		if len(peers) >= want || !time.Now().Before(deadline) {
+		if len(peers) >= want || !c.clock.Now().Before(deadline) {
 			return peers
 		}
 		select {
@@ -389,7 +391,7 @@ func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []s
 func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
 	s := c.split
 	var done int64
-	t := time.Now()
+	t := c.clock.Now()
 	body, err := s.peers.Range(ctx, addr, k.Bucket, k.Object, etag, off, int64(len(dst)))
 	if err == nil {
 		err = readInto(dst, body, func(n int64) { done = n; progress(n) })
@@ -403,7 +405,7 @@ func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag
 		return err
 	}
 	c.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
-		"off", off+done, "left", int64(len(dst))-done, "after", time.Since(t).Round(time.Millisecond), "err", err)
+		"off", off+done, "left", int64(len(dst))-done, "after", c.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
 	s.parts.WithLabelValues("fallback").Inc()
 	rng := store.ByteRange{Start: off + done, End: off + int64(len(dst)) - 1}
 	sb, _, _, err := c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
@@ -476,13 +478,14 @@ func (c *Cachelet) PeerRange(ctx context.Context, bucket, key, etag string, off,
 		return nil, err
 	}
 	c.split.served.Inc()
-	return &timedBody{ReadCloser: body, start: time.Now(), want: n, done: c.split.addStore}, nil
+	return &timedBody{ReadCloser: body, start: c.clock.Now(), clock: c.clock, want: n, done: c.split.addStore}, nil
 }
 
 // timedBody reports a whole body's transfer as a bandwidth sample.
 type timedBody struct {
 	io.ReadCloser
 	start time.Time
+	clock Clock
 	want  int64
 	got   int64
 	done  func(int64, time.Duration)
@@ -492,7 +495,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.got += int64(n)
 	if b.got == b.want && b.done != nil {
-		b.done(b.got, time.Since(b.start))
+		b.done(b.got, b.clock.Now().Sub(b.start))
 		b.done = nil
 	}
 	return n, err
