@@ -131,7 +131,7 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult,
 			return res, err
 		}
 		k := cache.Key{Bucket: pk.Bucket, Object: pk.Key}
-		if _, self := c.owner(k); !self {
+		if _, self := c.cfg.owner(k); !self {
 			continue
 		}
 		res.Owned++

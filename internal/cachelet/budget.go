@@ -37,14 +37,14 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 		// Evict first, then lower the runtime's limit: the collection
 		// the lower limit brings on then finds the evicted bytes garbage.
 		freed = c.cache.SetBudget(n)
-		c.applyMemoryLimit(n)
+		c.cfg.applyMemoryLimit(n)
 		if freed > 0 {
 			debug.FreeOSMemory()
 		}
 		c.m.budgetChanges.WithLabelValues("shrink").Inc()
 		c.m.budgetEvicted.Add(float64(freed))
 	} else {
-		c.applyMemoryLimit(n)
+		c.cfg.applyMemoryLimit(n)
 		freed = c.cache.SetBudget(n)
 		if n > old {
 			c.m.budgetChanges.WithLabelValues("raise").Inc()
@@ -60,9 +60,9 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 
 // applyMemoryLimit sets the Go runtime's soft memory limit to budget plus
 // Config.MemoryLimitOverhead, when that is set.
-func (c *Cachelet) applyMemoryLimit(budget int64) {
-	if c.cfg.MemoryLimitOverhead > 0 {
-		debug.SetMemoryLimit(budget + c.cfg.MemoryLimitOverhead)
+func (c *Config) applyMemoryLimit(budget int64) {
+	if c.MemoryLimitOverhead > 0 {
+		debug.SetMemoryLimit(budget + c.MemoryLimitOverhead)
 	}
 }
 

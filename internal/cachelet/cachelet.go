@@ -301,7 +301,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	c.m = newMetrics(reg, c)
 	c.m.clock = cfg.Clock
 	var err error
-	if c.split, err = newSplitter(cfg, reg); err != nil {
+	if c.split, err = newSplitter(cfg, st, log, reg); err != nil {
 		return nil, err
 	}
 	ccfg := cfg.Cache
@@ -326,7 +326,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
-	c.applyMemoryLimit(ccfg.Budget)
+	c.cfg.applyMemoryLimit(ccfg.Budget)
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
 			return nil
@@ -341,7 +341,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
 	}
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the
 		// members that owned them: it hands off like any ring change.
 		c.startHandoff()

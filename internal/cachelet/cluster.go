@@ -44,7 +44,7 @@ const (
 //
 // Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		c.startHandoff()
 		return
 	}
@@ -56,11 +56,11 @@ func (c *Cachelet) OwnershipChanged() {
 // empty address with self false means no owner is known (no ring yet, or
 // this cachelet lost its membership session and claims nothing): callers
 // then take the strong path, the store.
-func (c *Cachelet) owner(k cache.Key) (addr string, self bool) {
-	if c.cfg.Router == nil || c.cfg.Peers == nil {
+func (c *Config) owner(k cache.Key) (addr string, self bool) {
+	if c.Router == nil || c.Peers == nil {
 		return "", true
 	}
-	return c.cfg.Router.Owner(k.Bucket, k.Object)
+	return c.Router.Owner(k.Bucket, k.Object)
 }
 
 // confirmWithOwner asks k's owner whether e is current (ReadOwner). It
@@ -102,7 +102,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 // It implements peer.Owner; it never forwards to another cachelet.
 func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string) (*peer.Object, error) {
 	start := c.clock.Now()
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return nil, err
 		}
@@ -152,7 +152,7 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 			}
 			return store.PutResult{}, errLeaving
 		}
-		if _, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+		if _, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self {
 			// Rings disagree (a membership change in progress) or this
 			// cachelet lost its session: holding the write here could
 			// hide it from the key's real owner. The writer falls back

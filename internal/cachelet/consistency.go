@@ -99,7 +99,7 @@ func (c *Config) validateWrites() error {
 // has it), its ETag is its MD5 as S3 gives single-part objects, and it is
 // persisted in the background.
 func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return store.PutResult{}, err
 		}
@@ -112,7 +112,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
 
 	if c.cfg.WriteTarget == WriteOwner {
-		if addr, self := c.owner(k); !self {
+		if addr, self := c.cfg.owner(k); !self {
 			if addr == "" {
 				// No owner known: nobody may hold the newest version
 				// but the store.
@@ -229,7 +229,7 @@ type ownerSink struct{ c *Cachelet }
 
 func (s ownerSink) Persist(ctx context.Context, w writeback.Write) error {
 	k := cache.Key{Bucket: w.Bucket, Object: w.Key}
-	if addr, self := s.c.owner(k); !self && addr != "" {
+	if addr, self := s.c.cfg.owner(k); !self && addr != "" {
 		_, err := s.c.cfg.Peers.Put(ctx, addr, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts, peer.PersistAsync)
 		if err == nil || (!errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner)) {
 			return err
@@ -281,7 +281,7 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	owners := map[string]bool{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
+		if addr, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			owners[addr] = true
 		}
 	}
@@ -329,7 +329,7 @@ func (c *Cachelet) tellOwners(ctx context.Context, bucket string, keys ...string
 	}
 	byOwner := map[string][]peer.Key{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
+		if addr, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			byOwner[addr] = append(byOwner[addr], peer.Key{Bucket: bucket, Key: key})
 		}
 	}

@@ -47,7 +47,7 @@ func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInf
 		}
 		return e, nil, nil
 	}
-	if sb, ok := body.(splittable); ok && c.splits(info) {
+	if sb, ok := body.(splittable); ok && c.split.splits(info) {
 		go c.fillSplit(e, sb.ReadCloser)
 		return e, nil, nil
 	}

@@ -65,7 +65,7 @@ func ResolveRange(r store.ByteRange, size int64) (store.ByteRange, error) {
 func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteRange) (*Object, error) {
 	start := c.clock.Now()
 	k := cache.Key{Bucket: bucket, Object: key}
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return nil, err
 		}
@@ -247,7 +247,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 	case ReadLocal:
 		return fromEntry(e, LocalHit), nil
 	case ReadOwner:
-		addr, self := c.owner(k)
+		addr, self := c.cfg.owner(k)
 		switch {
 		case self:
 			// The owner holds the newest version written through
@@ -302,7 +302,7 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {
 		// The newest version may not be in the store yet (persisted in
 		// the background): ask the way a read does.
-		if c.ownerMode() {
+		if c.cfg.ownerMode() {
 			if err := c.waitHandoff(ctx); err != nil {
 				return store.ObjectInfo{}, err
 			}

@@ -38,9 +38,9 @@ type Revisioner interface {
 
 // ownerMode reports whether this cachelet trusts owners (and so needs
 // handoffs).
-func (c *Cachelet) ownerMode() bool {
-	return c.cfg.Router != nil && c.cfg.Peers != nil &&
-		(c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget == WriteOwner)
+func (c *Config) ownerMode() bool {
+	return c.Router != nil && c.Peers != nil &&
+		(c.ReadMode == ReadOwner || c.WriteTarget == WriteOwner)
 }
 
 // startHandoff begins a handoff for the current ring; a newer one

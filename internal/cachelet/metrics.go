@@ -137,6 +137,13 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	return m
 }
 
+// countWrite counts a client's object write in Counters once it succeeded.
+func (m *metrics) countWrite(err error) {
+	if err == nil {
+		m.counts.writes.Add(1)
+	}
+}
+
 // track wraps a read's body so that closing it records the read.
 func (m *metrics) track(body io.ReadCloser, o Outcome, start time.Time) io.ReadCloser {
 	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start}

@@ -20,7 +20,7 @@ import (
 // store before Put returns.
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
 	defer func() {
-		c.countWrite(err)
+		c.m.countWrite(err)
 		if err == nil {
 			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
@@ -29,13 +29,6 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}
 	return c.putThrough(ctx, bucket, key, body, size, opts)
-}
-
-// countWrite counts a client's object write in Counters once it succeeded.
-func (c *Cachelet) countWrite(err error) {
-	if err == nil {
-		c.m.counts.writes.Add(1)
-	}
 }
 
 // putThrough writes to the store, then keeps the bytes.
@@ -173,7 +166,7 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 	c.Invalidate(dstBucket, dstKey)
 	c.tellOwners(ctx, dstBucket, dstKey)
 	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
-	c.countWrite(err)
+	c.m.countWrite(err)
 	return res, err
 }
 
@@ -188,7 +181,7 @@ func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, upl
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
-	c.countWrite(err)
+	c.m.countWrite(err)
 	return res, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -110,6 +111,8 @@ type splitter struct {
 	list  PeerLister
 	self  PeerAddresser // nil: no probes when alone
 	clock Clock
+	store store.Store // ranges a peer could not send
+	log   *slog.Logger
 
 	mu        sync.Mutex
 	storeBW   *scaling.Estimator
@@ -125,7 +128,7 @@ type splitter struct {
 
 // newSplitter returns the policy's state, or nil when the cachelet cannot
 // split (no bandwidth config, or no peers that serve ranges).
-func newSplitter(cfg Config, reg prometheus.Registerer) (*splitter, error) {
+func newSplitter(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*splitter, error) {
 	if cfg.Bandwidth == nil {
 		return nil, nil
 	}
@@ -138,7 +141,7 @@ func newSplitter(cfg Config, reg prometheus.Registerer) (*splitter, error) {
 		return nil, err
 	}
 	s := &splitter{
-		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl, self: cfg.Self, clock: cfg.Clock,
+		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl, self: cfg.Self, clock: cfg.Clock, store: st, log: log,
 		storeBW: scaling.NewEstimator(scfg), peerBW: scaling.NewEstimator(scfg),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_split_fetches_total",
 			Help: "Large objects downloaded under the bandwidth policy by result: split (several cachelets' ranges), alone (the plan kept one), failed."}, []string{"result"}),
@@ -199,8 +202,8 @@ type splittable struct{ io.ReadCloser }
 
 // splits reports whether an object of info's size is downloaded under the
 // bandwidth policy.
-func (c *Cachelet) splits(info store.ObjectInfo) bool {
-	return c.split != nil && info.Size >= c.split.scfg.MinObjectSize && info.Size > c.split.cfg.PrefixBytes
+func (s *splitter) splits(info store.ObjectInfo) bool {
+	return s != nil && info.Size >= s.scfg.MinObjectSize && info.Size > s.cfg.PrefixBytes
 }
 
 // probeIfStale measures the network to a random peer when the last
@@ -240,19 +243,18 @@ func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 func (c *Cachelet) fillSplit(e *cache.Entry, body io.ReadCloser) error {
 	defer c.wg.Done()
 	start := c.clock.Now()
-	err := c.downloadSplit(e, body)
+	ctx, cancel := c.fillContext(context.Background())
+	err := c.split.download(ctx, e, body)
+	cancel()
 	body.Close()
 	c.admit(e, err, start)
 	return err
 }
 
-// downloadSplit reads the object's prefix (a store bandwidth sample),
+// download reads the object's prefix (a store bandwidth sample),
 // plans the rest, scales out if the plan says so, and fills the rest from
 // this cachelet's body and its peers' ranges.
-func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
-	s := c.split
-	ctx, cancel := c.fillContext(context.Background())
-	defer cancel()
+func (s *splitter) download(ctx context.Context, e *cache.Entry, body io.ReadCloser) error {
 	k, info, size := e.Key(), e.Info(), e.Size()
 
 	peers := s.list.PeerAddrs()
@@ -267,11 +269,11 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		e.Abort(fmt.Errorf("store body: %w", err))
 		return err
 	}
-	t1 := c.clock.Now()
+	t1 := s.clock.Now()
 	if err := e.FillPrefix(io.MultiReader(bytes.NewReader(first[:]), body), prefix); err != nil {
 		return err
 	}
-	s.addStore(prefix-1, c.clock.Now().Sub(t1))
+	s.addStore(prefix-1, s.clock.Now().Sub(t1))
 	<-probed
 
 	// The plan for the rest.
@@ -285,7 +287,7 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		if err == nil {
 			hints = h
 		} else {
-			c.log.Warn("bandwidth policy: no hints from the platform; splitting among the members running", "err", err)
+			s.log.Warn("bandwidth policy: no hints from the platform; splitting among the members running", "err", err)
 		}
 	}
 	s.mu.Lock()
@@ -309,14 +311,14 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		v := plan.Vote()
 		v.Reason = fmt.Sprintf("%s/%s: %s", k.Bucket, k.Object, plan.Reason)
 		if err := s.cfg.Platform.Vote(ctx, v); err != nil {
-			c.log.Warn("bandwidth policy: scale-out vote refused", "err", err)
+			s.log.Warn("bandwidth policy: scale-out vote refused", "err", err)
 		} else {
 			wait := min(s.cfg.MaxWait, 3*hints.LoadTime+time.Second)
-			peers = c.waitPeers(ctx, plan.N-1, wait)
+			peers = s.waitPeers(ctx, plan.N-1, wait)
 			n = min(plan.N, 1+len(peers))
 		}
 	}
-	c.log.Info("bandwidth plan", "bucket", k.Bucket, "key", k.Object, "size", bytesize.Human(size),
+	s.log.Info("bandwidth plan", "bucket", k.Bucket, "key", k.Object, "size", bytesize.Human(size),
 		"plan", plan.String(), "cachelets", n, "store_bw", bytesize.Human(int64(m.StoreBW))+"/s", "peer_bw", bytesize.Human(int64(m.PeerBW))+"/s")
 
 	// Peers take the ranges after this cachelet's own, in a random order
@@ -331,10 +333,10 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		parts[i] = cache.Part{Off: off, Len: r.Len}
 		if i == 0 {
 			parts[i].Fill = func(dst []byte, progress func(int64)) error {
-				t := c.clock.Now()
+				t := s.clock.Now()
 				err := readInto(dst, body, progress)
 				if err == nil {
-					s.addStore(int64(len(dst)), c.clock.Now().Sub(t))
+					s.addStore(int64(len(dst)), s.clock.Now().Sub(t))
 					s.parts.WithLabelValues("self").Inc()
 				} else {
 					pcancel()
@@ -345,7 +347,7 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		}
 		addr := peers[i-1]
 		parts[i].Fill = func(dst []byte, progress func(int64)) error {
-			err := c.fillRange(pctx, addr, k, info.ETag, off, dst, progress)
+			err := s.fillRange(pctx, addr, k, info.ETag, off, dst, progress)
 			if err != nil {
 				pcancel()
 			}
@@ -367,13 +369,13 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 
 // waitPeers waits until at least want other members are in the ring, or
 // for d, and returns the members then.
-func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []string {
-	deadline := c.clock.Now().Add(d)
+func (s *splitter) waitPeers(ctx context.Context, want int, d time.Duration) []string {
+	deadline := s.clock.Now().Add(d)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		peers := c.split.list.PeerAddrs()
-		if len(peers) >= want || !c.clock.Now().Before(deadline) {
+		peers := s.list.PeerAddrs()
+		if len(peers) >= want || !s.clock.Now().Before(deadline) {
 			return peers
 		}
 		select {
@@ -388,10 +390,9 @@ func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []s
 // at addr, and reads from the store itself what the peer could not send
 // (down, cut off): a failed peer costs time, never the download. An
 // object that changed (store.ErrPreconditionFailed) fails the range.
-func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
-	s := c.split
+func (s *splitter) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
 	var done int64
-	t := c.clock.Now()
+	t := s.clock.Now()
 	body, err := s.peers.Range(ctx, addr, k.Bucket, k.Object, etag, off, int64(len(dst)))
 	if err == nil {
 		err = readInto(dst, body, func(n int64) { done = n; progress(n) })
@@ -404,11 +405,11 @@ func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag
 	if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
 		return err
 	}
-	c.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
-		"off", off+done, "left", int64(len(dst))-done, "after", c.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
+	s.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
+		"off", off+done, "left", int64(len(dst))-done, "after", s.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
 	s.parts.WithLabelValues("fallback").Inc()
 	rng := store.ByteRange{Start: off + done, End: off + int64(len(dst)) - 1}
-	sb, _, _, err := c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
+	sb, _, _, err := s.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
 	if err != nil {
 		return err
 	}
