@@ -159,9 +159,7 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult,
 		res.Fetched++
 		res.Bytes += info.Size
 		c.m.prewarmed.Inc()
-		c.mu.Lock()
-		c.keys.Prewarmed(k)
-		c.mu.Unlock()
+		c.keys.prewarmed(k)
 	}
 	return res, nil
 }
@@ -180,10 +178,7 @@ func (c *Cachelet) PeerAccessMetadata(context.Context) (any, error) {
 
 // notePrewarmHit counts the first local hit on a pre-warmed object.
 func (c *Cachelet) notePrewarmHit(k cache.Key) {
-	c.mu.Lock()
-	hit := c.keys.LocalHit(k)
-	c.mu.Unlock()
-	if hit {
+	if c.keys.localHit(k) {
 		c.m.prewarmHits.Inc()
 	}
 }

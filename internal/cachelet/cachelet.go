@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/cachelet/keystate"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
 )
@@ -194,9 +193,9 @@ const (
 // It is the I/O shell around a keystate.Table, the pure record of what
 // each key has in flight (single-flight fills, store GETs whose answers a
 // write must doom, pending and unpersisted writes, pre-warmed keys, the
-// ownership handoff): the shell tells the table what happened, under mu,
-// and does what it answers (dooms entries, joins or leads a flight,
-// streams an answer through) before it lets go of mu.
+// ownership handoff): the shell tells the table what happened and does
+// what it answers (dooms entries, joins or leads a flight, streams an
+// answer through); keys.go serialises the table under one lock.
 type Cachelet struct {
 	cfg   Config
 	store store.Store
@@ -205,12 +204,8 @@ type Cachelet struct {
 	m     *metrics
 	clock Clock
 
-	// mu serialises every call on keys, and guards handoffDone.
-	mu   sync.Mutex
-	keys *keystate.Table[cache.Key, *cache.Entry, *flight]
-	// handoffDone is closed when the newest ownership handoff ends
-	// (handoff.go); superseded handoffs close their own.
-	handoffDone chan struct{}
+	// keys is what each key has in flight, behind its own lock (keys.go).
+	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
 	// leaving is set once the cachelet stops taking writes as an owner;
@@ -241,46 +236,6 @@ type Cachelet struct {
 	stopFills context.CancelFunc
 }
 
-// flight is the shell's side of a store GET whose answer may be installed
-// in memory; the table keeps the rest (whether a write doomed it, the
-// entry its answer fills). A cold read's flight is shared by the readers
-// that arrive before its answer does: they wait for done.
-type flight struct {
-	done chan struct{} // nil unless others can join
-	// Set by the leader before done is closed: the entry its answer was
-	// installed into (nil: none), and the error that ended its GET.
-	entry *cache.Entry
-	err   error
-}
-
-// newJoinable returns the flight of a cold read that others may join.
-func newJoinable() *flight { return &flight{done: make(chan struct{})} }
-
-// doomLocked dooms the entries the table says to. Called with mu held:
-// the entries are doomed before any other reader or writer of their key
-// consults the table again.
-func (c *Cachelet) doomLocked(es []*cache.Entry) {
-	for _, e := range es {
-		c.cache.Doom(e)
-	}
-}
-
-// ask registers a store GET of k that no other reader joins, about to be
-// sent, so that writes doom its answer; endAsk ends it.
-func (c *Cachelet) ask(k cache.Key) *flight {
-	fl := &flight{}
-	c.mu.Lock()
-	c.keys.Ask(k, fl)
-	c.mu.Unlock()
-	return fl
-}
-
-func (c *Cachelet) endAsk(k cache.Key, fl *flight) {
-	c.mu.Lock()
-	c.keys.EndAsk(k, fl)
-	c.mu.Unlock()
-}
-
 // New returns a Cachelet over st. reg may be nil (no metrics exported).
 func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*Cachelet, error) {
 	if err := cfg.Validate(); err != nil {
@@ -294,7 +249,6 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		store: st,
 		log:   log,
 		clock: cfg.Clock,
-		keys:  keystate.New[cache.Key, *cache.Entry, *flight](),
 		left:  make(chan struct{}),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
@@ -326,6 +280,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
+	c.keys = newKeyState(c.cache)
 	c.cfg.applyMemoryLimit(ccfg.Budget)
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
@@ -365,9 +320,7 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
-	c.mu.Lock()
-	c.keys.Close()
-	c.mu.Unlock()
+	c.keys.close()
 	c.stopFills()
 	c.wg.Wait()
 	return err
@@ -378,8 +331,6 @@ func (c *Cachelet) Close() error {
 // call it before and after they reach the store.
 func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
-	c.mu.Lock()
-	c.doomLocked(c.keys.Invalidate(k))
-	c.mu.Unlock()
+	c.keys.invalidate(k)
 	c.cache.Remove(k)
 }

@@ -67,8 +67,8 @@ func (c *Config) owner(k cache.Key) (addr string, self bool) {
 // reports handled=false when the owner cannot answer, so the caller falls
 // back to the store's word.
 func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.Entry, addr string) (_ served, handled bool, _ error) {
-	fl := c.ask(k)
-	defer c.endAsk(k, fl)
+	fl := c.keys.ask(k)
+	defer c.keys.endAsk(k, fl)
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, e.Info().ETag)
 	switch {

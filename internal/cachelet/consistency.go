@@ -196,18 +196,14 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 	c.wmu.Lock()
 	e := c.keep(k, w.Data, etag, w.Opts)
-	c.mu.Lock()
-	c.keys.Unpersisted(k, e)
-	c.mu.Unlock()
+	c.keys.unpersisted(k, e)
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		<-done // persisted, superseded, failed or given up: the record goes
-		c.mu.Lock()
-		c.keys.Persisted(k, e)
-		c.mu.Unlock()
+		c.keys.persisted(k, e)
 	}()
 }
 

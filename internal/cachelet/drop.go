@@ -31,28 +31,14 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	// in, writes about to cache their bytes. Dooming them before the cache
 	// is searched means a fill either ends before the search (and is found
 	// there) or is refused when it ends.
-	c.mu.Lock()
-	c.doomLocked(c.keys.DoomInFlight(match))
-	c.mu.Unlock()
+	c.keys.doomInFlight(match)
 
 	// Then the cached copies. wmu keeps buffered writes out meanwhile: one
 	// cached but not yet recorded as unpersisted would be dropped.
 	keys := c.cache.Keys(match)
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, k := range keys {
-		doom, ok := c.keys.Drop(k)
-		if !ok {
-			continue // unpersisted: the only copy until the store has it
-		}
-		c.doomLocked(doom)
-		if c.cache.Remove(k) {
-			n++
-		}
-	}
+	n := c.keys.dropCached(keys)
+	c.wmu.Unlock()
 	c.log.Debug("dropped cached objects", "bucket", bucket, "prefix", prefix, "objects", n)
 	return n
 }

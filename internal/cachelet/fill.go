@@ -25,18 +25,11 @@ func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInf
 		return nil, body, nil
 	}
 	e := cache.NewEntry(k, info)
-	c.mu.Lock()
-	d := c.keys.Install(k, fl, e)
-	if d.Stream {
+	if !c.keys.install(k, fl, e, &c.wg) {
 		// No new fill goroutines once Close began: stream this one.
-		c.mu.Unlock()
 		c.cache.Release(info.Size)
 		return nil, body, nil
 	}
-	// A doomed GET's entry, or the older answer e replaces.
-	c.doomLocked(d.Doom)
-	c.wg.Add(1)
-	c.mu.Unlock()
 	if info.Size <= syncFillMax {
 		// Small objects arrive in one read or two: filling them here
 		// spares a goroutine and a wake-up per cold read, and streaming
@@ -89,9 +82,7 @@ func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 	default: // the budget was lowered below the fills in flight
 		c.m.fills.WithLabelValues("over_budget").Inc()
 	}
-	c.mu.Lock()
-	c.keys.FillDone(e.Key(), e)
-	c.mu.Unlock()
+	c.keys.fillDone(e)
 }
 
 // fillContext detaches a store request from the client's request: a fill

@@ -152,9 +152,7 @@ func fromEntry(e *cache.Entry, o Outcome) served { return served{entry: e, outco
 // peer never does: the owner answers from memory or the store). Any
 // goroutine may call it.
 func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served, error) {
-	c.mu.Lock()
-	r := c.keys.BeginRead(k, c.cache.Get(k), newJoinable)
-	c.mu.Unlock()
+	r := c.keys.beginRead(k)
 
 	switch {
 	case r.Entry != nil:
@@ -186,10 +184,7 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served
 // joins it.
 func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight, route bool) (served, error) {
 	sv, err := c.fetch(ctx, k, fl, route)
-	c.mu.Lock()
-	fl.entry = c.keys.EndFlight(k, fl)
-	fl.err = err
-	c.mu.Unlock()
+	c.keys.endFlight(k, fl, err)
 	close(fl.done)
 	return sv, err
 }
@@ -199,8 +194,8 @@ func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight, route bool
 // registered flight the GET answers; nil registers one of its own.
 func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route bool) (served, error) {
 	if fl == nil {
-		fl = c.ask(k)
-		defer c.endAsk(k, fl)
+		fl = c.keys.ask(k)
+		defer c.keys.endAsk(k, fl)
 	}
 	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
 		if addr, self := c.cfg.Router.Owner(k.Bucket, k.Object); !self && addr != "" {
@@ -263,8 +258,8 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// store's word.
 	}
 	// The check's answer may be a newer version, installed below.
-	fl := c.ask(k)
-	defer c.endAsk(k, fl)
+	fl := c.keys.ask(k)
+	defer c.keys.endAsk(k, fl)
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
 	switch {

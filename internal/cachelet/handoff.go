@@ -46,11 +46,7 @@ func (c *Config) ownerMode() bool {
 // startHandoff begins a handoff for the current ring; a newer one
 // supersedes an older one still running (waiters wait for the newest).
 func (c *Cachelet) startHandoff() {
-	done := make(chan struct{})
-	c.mu.Lock()
-	id := c.keys.BeginHandoff()
-	c.handoffDone = done
-	c.mu.Unlock()
+	id, done := c.keys.beginHandoff()
 	c.cache.Clear()
 	var rev int64
 	if c.cfg.Revision != nil {
@@ -71,9 +67,7 @@ func (c *Cachelet) startHandoff() {
 			}
 		}
 		c.cache.Clear() // nothing fetched meanwhile predates the flushes
-		c.mu.Lock()
-		c.keys.EndHandoff(id)
-		c.mu.Unlock()
+		c.keys.endHandoff(id)
 		close(done)
 		c.m.handoffs.Inc()
 		took := c.clock.Now().Sub(start).Seconds()
@@ -87,19 +81,14 @@ func (c *Cachelet) startHandoff() {
 
 // inHandoff reports whether a handoff is running.
 func (c *Cachelet) inHandoff() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, running := c.keys.HandingOff()
+	running, _ := c.keys.handingOff()
 	return running
 }
 
 // waitHandoff returns once no handoff runs, or with ctx's error.
 func (c *Cachelet) waitHandoff(ctx context.Context) error {
 	for {
-		c.mu.Lock()
-		_, running := c.keys.HandingOff()
-		done := c.handoffDone
-		c.mu.Unlock()
+		running, done := c.keys.handingOff()
 		if !running {
 			return nil
 		}

@@ -41,9 +41,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	var buf *teeBuffer
 	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.Reserve(size) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
-		c.mu.Lock()
-		c.doomLocked(c.keys.BeginWrite(k, e))
-		c.mu.Unlock()
+		c.keys.beginWrite(k, e)
 		buf = &teeBuffer{r: body, buf: make([]byte, size)}
 		body = buf
 	}
@@ -74,13 +72,9 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// had this write, may hold the older version: doom them too, or their
 	// fill would land over this entry.
 	ne := cache.NewCompleteEntry(k, info, buf.buf)
-	c.mu.Lock()
-	c.doomLocked(c.keys.WriteAcked(k, e, ne))
-	c.mu.Unlock()
+	c.keys.writeAcked(k, e, ne)
 	added := c.cache.Add(ne)
-	c.mu.Lock()
-	c.keys.WriteDone(k, ne)
-	c.mu.Unlock()
+	c.keys.writeDone(k, ne)
 	if !added {
 		// Refused: doomed since the check above (an Invalidate, a
 		// DropPrefix) or over a lowered budget. Had it been added it
@@ -94,9 +88,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 
 // dropWrite abandons a buffered write's cache copy.
 func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
-	c.mu.Lock()
-	c.keys.WriteDone(k, e)
-	c.mu.Unlock()
+	c.keys.writeDone(k, e)
 	c.cache.Release(size)
 	c.Invalidate(k.Bucket, k.Object)
 }
