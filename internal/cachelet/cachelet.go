@@ -11,6 +11,18 @@
 // key still in flight, so an older download can never land over a newer
 // write. ReadLocal trusts the memory copy without asking (Faa$T's "local"
 // reads): faster, and only as fresh as this cachelet's own writes.
+//
+// Layout. The cachelet is an I/O shell around keystate, a pure table of
+// what each key has in flight (single-flight fills, the store GETs a write
+// dooms, pending and unpersisted writes, the ownership handoff), which
+// keys.go serialises under one lock. By verb: get.go reads (Get, Stat),
+// fill.go copies answers into memory, put.go writes through to the store
+// (Put, Delete, Copy, ...), consistency.go holds the owner and local write
+// targets' buffered writes and their background persistence, cluster.go
+// the peer protocol's owner side, handoff.go ownership handoffs on ring
+// changes, split.go the bandwidth policy's split downloads, drop.go bulk
+// drops, access.go access metadata and pre-warming, budget.go run-time
+// budget changes, counters.go and metrics.go what is counted.
 package cachelet
 
 import (
