@@ -131,7 +131,7 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult,
 			return res, err
 		}
 		k := cache.Key{Bucket: pk.Bucket, Object: pk.Key}
-		if _, self := c.owner(k); !self {
+		if _, self := c.cfg.owner(k); !self {
 			continue
 		}
 		res.Owned++
@@ -139,31 +139,27 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult,
 			res.Cached++
 			continue
 		}
-		e, body, info, _, err := c.acquire(ctx, k, false)
+		sv, err := c.acquire(ctx, k, false)
 		switch {
 		case err != nil:
 			res.Failed++
 			c.log.Debug("pre-warm fetch failed", "bucket", k.Bucket, "key", k.Object, "err", err)
 			continue
-		case body != nil:
-			body.Close()
+		case sv.body != nil:
+			sv.body.Close()
 			res.Skipped++
 			continue
 		}
 		// Wait for the fill to complete (reading from memory as it grows).
-		if _, err := io.Copy(io.Discard, e.Reader(0, info.Size)); err != nil {
+		info := sv.objectInfo()
+		if _, err := io.Copy(io.Discard, sv.entry.Reader(0, info.Size)); err != nil {
 			res.Failed++
 			continue
 		}
 		res.Fetched++
 		res.Bytes += info.Size
 		c.m.prewarmed.Inc()
-		c.prewarmMu.Lock()
-		if c.prewarmed == nil {
-			c.prewarmed = map[cache.Key]bool{}
-		}
-		c.prewarmed[k] = true
-		c.prewarmMu.Unlock()
+		c.keys.prewarmed(k)
 	}
 	return res, nil
 }
@@ -182,11 +178,7 @@ func (c *Cachelet) PeerAccessMetadata(context.Context) (any, error) {
 
 // notePrewarmHit counts the first local hit on a pre-warmed object.
 func (c *Cachelet) notePrewarmHit(k cache.Key) {
-	c.prewarmMu.Lock()
-	hit := c.prewarmed[k]
-	delete(c.prewarmed, k)
-	c.prewarmMu.Unlock()
-	if hit {
+	if c.keys.localHit(k) {
 		c.m.prewarmHits.Inc()
 	}
 }

@@ -31,20 +31,20 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	n = max(n, 0)
 	c.budgetMu.Lock()
 	defer c.budgetMu.Unlock()
-	start := time.Now()
+	start := c.clock.Now()
 	old := c.cache.Stats().Budget
 	if n < old {
 		// Evict first, then lower the runtime's limit: the collection
 		// the lower limit brings on then finds the evicted bytes garbage.
 		freed = c.cache.SetBudget(n)
-		c.applyMemoryLimit(n)
+		c.cfg.applyMemoryLimit(n)
 		if freed > 0 {
 			debug.FreeOSMemory()
 		}
 		c.m.budgetChanges.WithLabelValues("shrink").Inc()
 		c.m.budgetEvicted.Add(float64(freed))
 	} else {
-		c.applyMemoryLimit(n)
+		c.cfg.applyMemoryLimit(n)
 		freed = c.cache.SetBudget(n)
 		if n > old {
 			c.m.budgetChanges.WithLabelValues("raise").Inc()
@@ -53,16 +53,16 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	if n != old {
 		s := c.cache.Stats()
 		c.log.Info("cache budget changed", "from_bytes", old, "to_bytes", n, "freed_bytes", freed,
-			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", time.Since(start).Round(time.Microsecond))
+			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", c.clock.Now().Sub(start).Round(time.Microsecond))
 	}
 	return freed
 }
 
 // applyMemoryLimit sets the Go runtime's soft memory limit to budget plus
 // Config.MemoryLimitOverhead, when that is set.
-func (c *Cachelet) applyMemoryLimit(budget int64) {
-	if c.cfg.MemoryLimitOverhead > 0 {
-		debug.SetMemoryLimit(budget + c.cfg.MemoryLimitOverhead)
+func (c *Config) applyMemoryLimit(budget int64) {
+	if c.MemoryLimitOverhead > 0 {
+		debug.SetMemoryLimit(budget + c.MemoryLimitOverhead)
 	}
 }
 

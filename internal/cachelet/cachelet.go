@@ -11,13 +11,24 @@
 // key still in flight, so an older download can never land over a newer
 // write. ReadLocal trusts the memory copy without asking (Faa$T's "local"
 // reads): faster, and only as fresh as this cachelet's own writes.
+//
+// Layout. The cachelet is an I/O shell around keystate, a pure table of
+// what each key has in flight (single-flight fills, the store GETs a write
+// dooms, pending and unpersisted writes, the ownership handoff), which
+// keys.go serialises under one lock. By verb: get.go reads (Get, Stat),
+// fill.go copies answers into memory, put.go writes through to the store
+// (Put, Delete, Copy, ...), consistency.go holds the owner and local write
+// targets' buffered writes and their background persistence, cluster.go
+// the peer protocol's owner side, handoff.go ownership handoffs on ring
+// changes, split.go the bandwidth policy's split downloads, drop.go bulk
+// drops, access.go access metadata and pre-warming, budget.go run-time
+// budget changes, counters.go and metrics.go what is counted.
 package cachelet
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -83,9 +94,63 @@ type Config struct {
 	MemoryLimitOverhead int64
 	// Bandwidth, when set, turns on the bandwidth policy (split.go):
 	// large objects are downloaded in byte ranges by several of the
-	// application's cachelets at once. It needs Router and Peers (that
-	// list members and serve ranges). Default nil: off.
+	// application's cachelets at once. It needs Members and Ranges.
+	// Default nil: off.
 	Bandwidth *BandwidthConfig
+
+	// Optional capabilities of the application's membership and peer
+	// protocol. Each may be nil; Validate fills a nil one from Router
+	// (Members, Revision, Self) or Peers (Ranges) when that value offers
+	// it, as cluster.Member and peer.Client do.
+	//
+	// Members lists every other member, so synchronization points and
+	// handoffs reach their queues. Nil: only owners are flushed.
+	Members PeerLister
+	// Revision tells the membership revision this cachelet has seen, so a
+	// handoff's flushes wait for peers to catch up. Nil: they do not wait.
+	Revision Revisioner
+	// Ranges serves byte ranges and bandwidth probes (the bandwidth
+	// policy).
+	Ranges RangePeers
+	// Self tells this cachelet's own peer address, which a cachelet alone
+	// probes for the peer bandwidth. Nil: it does not probe when alone.
+	Self PeerAddresser
+
+	// Clock tells the time for timestamps, ages and durations. Default:
+	// the system clock.
+	Clock Clock
+}
+
+// Clock tells the time. Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+}
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// PeerAddresser tells a cachelet's own peer address (cluster.Member does).
+type PeerAddresser interface {
+	PeerAddr() string
+}
+
+// capabilities fills the nil optional capabilities from Router and Peers.
+// It is the one place the cachelet looks for them by type.
+func (c *Config) capabilities() {
+	if c.Members == nil {
+		c.Members, _ = c.Router.(PeerLister)
+	}
+	if c.Revision == nil {
+		c.Revision, _ = c.Router.(Revisioner)
+	}
+	if c.Self == nil {
+		c.Self, _ = c.Router.(PeerAddresser)
+	}
+	if c.Ranges == nil {
+		c.Ranges, _ = c.Peers.(RangePeers)
+	}
 }
 
 // Validate checks the config and fills in defaults.
@@ -102,6 +167,10 @@ func (c *Config) Validate() error {
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
 	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	c.capabilities()
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
@@ -130,25 +199,25 @@ const (
 	PassThrough Outcome = "pass_through"
 )
 
-// Cachelet serves reads and writes for one instance. Safe for concurrent use.
+// Cachelet serves reads and writes for one instance. Every exported
+// method is safe for concurrent use.
+//
+// It is the I/O shell around a keystate.Table, the pure record of what
+// each key has in flight (single-flight fills, store GETs whose answers a
+// write must doom, pending and unpersisted writes, pre-warmed keys, the
+// ownership handoff): the shell tells the table what happened and does
+// what it answers (dooms entries, joins or leads a flight, streams an
+// answer through); keys.go serialises the table under one lock.
 type Cachelet struct {
 	cfg   Config
 	store store.Store
 	cache *cache.Cache
 	log   *slog.Logger
 	m     *metrics
+	clock Clock
 
-	mu      sync.Mutex
-	filling map[cache.Key]*cache.Entry // fills in flight, readable
-	pending map[cache.Key]*cache.Entry // buffered writes awaiting the store
-	flights map[cache.Key]*flight      // cold reads others may still join
-	// asking holds every store GET whose answer may be installed, from
-	// before it is sent until its answer is installed (or not): a write
-	// must doom an answer that may predate it even before it is installed.
-	asking map[cache.Key]map[*flight]struct{}
-	// unpersisted holds the writes this cachelet queued for the store and
-	// the store does not have yet (consistency.go), by key.
-	unpersisted map[cache.Key]*cache.Entry
+	// keys is what each key has in flight, behind its own lock (keys.go).
+	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
 	// leaving is set once the cachelet stops taking writes as an owner;
@@ -156,16 +225,11 @@ type Cachelet struct {
 	leaving atomic.Bool
 	left    chan struct{}
 
-	wg     sync.WaitGroup // fill goroutines
-	closed bool
+	wg sync.WaitGroup // fill, persistence and handoff goroutines
 
 	// Background persistence: writes queued for the store, and writes
 	// queued for their owner (owner target, async mode).
 	toStore, toOwner *writeback.Queue
-
-	// The running ownership handoff, if any (handoff.go).
-	hmu     sync.Mutex
-	handoff chan struct{}
 
 	// budgetMu serializes budget changes (budget.go).
 	budgetMu sync.Mutex
@@ -173,10 +237,8 @@ type Cachelet struct {
 	// Keys evicted, for counting repeat evictions (counters.go).
 	evicted evictionLog
 
-	// Access metadata (access.go) and the keys pre-warmed and not read yet.
-	access    accessLog
-	prewarmMu sync.Mutex
-	prewarmed map[cache.Key]bool
+	// Access metadata (access.go).
+	access accessLog
 
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
@@ -184,50 +246,6 @@ type Cachelet struct {
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
-}
-
-// flight is a store GET whose answer may be installed in memory. A cold
-// read's flight (done set) is shared by readers that arrive before its
-// answer does.
-type flight struct {
-	done   chan struct{} // nil unless others can join
-	entry  *cache.Entry  // set when the object is being filled
-	err    error
-	doomed bool // a write overtook this GET: whatever it returns is not cached
-}
-
-// askLocked registers a store GET of k about to be sent, so that writes
-// doom its answer. Called with mu held; endAskLocked ends it.
-func (c *Cachelet) askLocked(k cache.Key, fl *flight) *flight {
-	set := c.asking[k]
-	if set == nil {
-		set = make(map[*flight]struct{})
-		c.asking[k] = set
-	}
-	set[fl] = struct{}{}
-	return fl
-}
-
-func (c *Cachelet) endAskLocked(k cache.Key, fl *flight) {
-	if set := c.asking[k]; set != nil {
-		delete(set, fl)
-		if len(set) == 0 {
-			delete(c.asking, k)
-		}
-	}
-}
-
-// ask registers a store GET of k that no other reader joins.
-func (c *Cachelet) ask(k cache.Key) *flight {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.askLocked(k, &flight{})
-}
-
-func (c *Cachelet) endAsk(k cache.Key, fl *flight) {
-	c.mu.Lock()
-	c.endAskLocked(k, fl)
-	c.mu.Unlock()
 }
 
 // New returns a Cachelet over st. reg may be nil (no metrics exported).
@@ -239,21 +257,17 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cachelet{
-		cfg:     cfg,
-		store:   st,
-		log:     log,
-		filling: make(map[cache.Key]*cache.Entry),
-		pending: make(map[cache.Key]*cache.Entry),
-		flights: make(map[cache.Key]*flight),
-		asking:  make(map[cache.Key]map[*flight]struct{}),
-
-		unpersisted: make(map[cache.Key]*cache.Entry),
-		left:        make(chan struct{}),
+		cfg:   cfg,
+		store: st,
+		log:   log,
+		clock: cfg.Clock,
+		left:  make(chan struct{}),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
+	c.m.clock = cfg.Clock
 	var err error
-	if c.split, err = newSplitter(cfg, reg); err != nil {
+	if c.split, err = newSplitter(cfg, st, log, reg); err != nil {
 		return nil, err
 	}
 	ccfg := cfg.Cache
@@ -278,7 +292,8 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
-	c.applyMemoryLimit(ccfg.Budget)
+	c.keys = newKeyState(c.cache)
+	c.cfg.applyMemoryLimit(ccfg.Budget)
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
 			return nil
@@ -293,7 +308,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
 	}
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the
 		// members that owned them: it hands off like any ring change.
 		c.startHandoff()
@@ -317,9 +332,7 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
+	c.keys.close()
 	c.stopFills()
 	c.wg.Wait()
 	return err
@@ -330,135 +343,6 @@ func (c *Cachelet) Close() error {
 // call it before and after they reach the store.
 func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
-	c.mu.Lock()
-	c.doomLocked(k)
-	c.mu.Unlock()
+	c.keys.invalidate(k)
 	c.cache.Remove(k)
-}
-
-// doomReadsLocked dooms what reads of k have in flight: fills, and store
-// GETs not answered yet. Nothing doomed stays where a new read would find
-// it: a read that starts after a write returned must not join a download
-// that may predate the write. Called with mu held.
-func (c *Cachelet) doomReadsLocked(k cache.Key) {
-	if e := c.filling[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.filling, k)
-	}
-	for fl := range c.asking[k] {
-		fl.doomed = true
-		if fl.entry != nil {
-			c.cache.Doom(fl.entry)
-		}
-	}
-	delete(c.flights, k)
-}
-
-// install takes a store body of a whole object and either starts filling
-// memory from it (returning the entry, which readers can read at once) or,
-// when the object is not admitted, hands the body back for streaming. fl is
-// the registered GET the body answers; a doomed GET's entry is filled for
-// the readers already waiting on it, but no new read finds it and it is
-// never admitted.
-func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, error) {
-	if !c.cache.Reserve(info.Size) {
-		return nil, body, nil
-	}
-	e := cache.NewEntry(k, info)
-	c.mu.Lock()
-	if c.closed {
-		// No new fill goroutines once Close began: stream this one.
-		c.mu.Unlock()
-		c.cache.Release(info.Size)
-		return nil, body, nil
-	}
-	fl.entry = e
-	if fl.doomed {
-		c.cache.Doom(e)
-	} else {
-		if old := c.filling[k]; old != nil {
-			c.cache.Doom(old) // we hold a newer answer
-		}
-		c.filling[k] = e
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	if info.Size <= syncFillMax {
-		// Small objects arrive in one read or two: filling them here
-		// spares a goroutine and a wake-up per cold read, and streaming
-		// would gain nothing. A failure is the reader's error before any
-		// header is sent, not a broken body after.
-		if err := c.fill(e, body); err != nil {
-			return nil, nil, err
-		}
-		return e, nil, nil
-	}
-	if sb, ok := body.(splittable); ok && c.splits(info) {
-		go c.fillSplit(e, sb.ReadCloser)
-		return e, nil, nil
-	}
-	go c.fill(e, body) // its readers see its error
-	return e, nil, nil
-}
-
-// syncFillMax is the largest object filled by the reader that missed
-// rather than by a goroutine of its own.
-const syncFillMax = 64 << 10
-
-// fill copies a store body into e and admits e to the cache; it returns
-// the error that aborted the fill, if any.
-func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
-	defer c.wg.Done()
-	start := time.Now()
-	_, err := e.ReadFrom(body)
-	body.Close()
-	c.admit(e, err, start)
-	return err
-}
-
-// admit ends a fill: a complete entry is added to the cache (unless a
-// write doomed it or the budget shrank), a failed one releases its
-// reservation.
-func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
-	// Add before leaving c.filling: an Invalidate in between either dooms
-	// e (so Add refuses it) or removes it from the cache after.
-	switch {
-	case err != nil:
-		c.cache.Release(e.Size())
-		c.m.fills.WithLabelValues("aborted").Inc()
-		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
-	case c.cache.Add(e):
-		c.m.fills.WithLabelValues("ok").Inc()
-		c.m.fillSeconds.Observe(time.Since(start).Seconds())
-	case e.Doomed():
-		c.m.fills.WithLabelValues("doomed").Inc()
-	default: // the budget was lowered below the fills in flight
-		c.m.fills.WithLabelValues("over_budget").Inc()
-	}
-	c.mu.Lock()
-	if c.filling[e.Key()] == e {
-		delete(c.filling, e.Key())
-	}
-	c.mu.Unlock()
-}
-
-// fillContext detaches a store request from the client's request: a fill
-// outlives the reader that started it, and other readers may depend on it.
-// Close cancels it.
-func (c *Cachelet) fillContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
-	stop := context.AfterFunc(c.stopped, cancel)
-	return fctx, func() { stop(); cancel() }
-}
-
-// cancelOnClose releases a request context when its body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -45,7 +44,7 @@ const (
 //
 // Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		c.startHandoff()
 		return
 	}
@@ -57,68 +56,65 @@ func (c *Cachelet) OwnershipChanged() {
 // empty address with self false means no owner is known (no ring yet, or
 // this cachelet lost its membership session and claims nothing): callers
 // then take the strong path, the store.
-func (c *Cachelet) owner(k cache.Key) (addr string, self bool) {
-	if c.cfg.Router == nil || c.cfg.Peers == nil {
+func (c *Config) owner(k cache.Key) (addr string, self bool) {
+	if c.Router == nil || c.Peers == nil {
 		return "", true
 	}
-	return c.cfg.Router.Owner(k.Bucket, k.Object)
+	return c.Router.Owner(k.Bucket, k.Object)
 }
 
 // confirmWithOwner asks k's owner whether e is current (ReadOwner). It
 // reports handled=false when the owner cannot answer, so the caller falls
 // back to the store's word.
-func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.Entry, addr string) (_ *cache.Entry, _ io.ReadCloser, _ store.ObjectInfo, _ Outcome, _ error, handled bool) {
-	fl := c.ask(k)
-	defer c.endAsk(k, fl)
+func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.Entry, addr string) (_ served, handled bool, _ error) {
+	fl := c.keys.ask(k)
+	defer c.keys.endAsk(k, fl)
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, e.Info().ETag)
 	switch {
 	case errors.Is(err, store.ErrNotModified):
 		cancel()
 		c.m.validations.WithLabelValues("fresh").Inc()
-		return e, nil, store.ObjectInfo{}, LocalHit, nil, true
+		return fromEntry(e, LocalHit), true, nil
 	case err == nil:
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
 		body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
-		ne, pass, info, outcome, err := c.installed(k, body, obj.Info, fl)
-		if err == nil && outcome == LocalMiss {
-			outcome = RemoteMiss
-			if obj.Outcome == peer.RemoteHit {
-				outcome = RemoteHit
-			}
+		sv, err := c.installed(k, body, obj.Info, fl)
+		if err == nil && sv.outcome == LocalMiss {
+			sv.outcome = remoteOutcome(obj.Outcome)
 		}
-		return ne, pass, info, outcome, err, true
+		return sv, true, err
 	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()
 		c.Invalidate(k.Bucket, k.Object)
-		return nil, nil, store.ObjectInfo{}, "", err, true
+		return served{}, true, err
 	}
 	cancel()
 	c.m.peerFallbacks.Inc()
 	c.log.Debug("owner unavailable for a version check, asking the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
-	return nil, nil, store.ObjectInfo{}, "", nil, false
+	return served{}, false, nil
 }
 
 // PeerGet serves a whole object to a peer, as its owner: from memory after
 // confirming it (per the read mode), or from the store (kept afterwards).
 // It implements peer.Owner; it never forwards to another cachelet.
 func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string) (*peer.Object, error) {
-	start := time.Now()
-	if c.ownerMode() {
+	start := c.clock.Now()
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return nil, err
 		}
 	}
 	k := cache.Key{Bucket: bucket, Object: key}
-	e, body, info, outcome, err := c.acquire(ctx, k, false)
+	sv, err := c.acquire(ctx, k, false)
 	if err != nil {
 		return nil, err
 	}
-	if e != nil {
-		info = e.Info()
-		body = io.NopCloser(e.Reader(0, info.Size))
+	info, body, outcome := sv.objectInfo(), sv.body, sv.outcome
+	if sv.entry != nil {
+		body = io.NopCloser(sv.entry.Reader(0, info.Size))
 	}
 	if ifNoneMatch != "" && ifNoneMatch == info.ETag {
 		body.Close()
@@ -156,7 +152,7 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 			}
 			return store.PutResult{}, errLeaving
 		}
-		if _, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self {
+		if _, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self {
 			// Rings disagree (a membership change in progress) or this
 			// cachelet lost its session: holding the write here could
 			// hide it from the key's real owner. The writer falls back

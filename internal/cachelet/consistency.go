@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -100,7 +99,7 @@ func (c *Config) validateWrites() error {
 // has it), its ETag is its MD5 as S3 gives single-part objects, and it is
 // persisted in the background.
 func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return store.PutResult{}, err
 		}
@@ -113,7 +112,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
 
 	if c.cfg.WriteTarget == WriteOwner {
-		if addr, self := c.owner(k); !self {
+		if addr, self := c.cfg.owner(k); !self {
 			if addr == "" {
 				// No owner known: nobody may hold the newest version
 				// but the store.
@@ -177,7 +176,7 @@ func readWhole(body io.Reader, size int64) ([]byte, string, error) {
 func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) *cache.Entry {
 	size := int64(len(data))
 	info := store.ObjectInfo{
-		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: time.Now().UTC(),
+		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: c.clock.Now().UTC(),
 		ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
 		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
 		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
@@ -197,20 +196,14 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 	c.wmu.Lock()
 	e := c.keep(k, w.Data, etag, w.Opts)
-	c.mu.Lock()
-	c.unpersisted[k] = e
-	c.mu.Unlock()
+	c.keys.unpersisted(k, e)
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		<-done // persisted, superseded, failed or given up: the record goes
-		c.mu.Lock()
-		if c.unpersisted[k] == e {
-			delete(c.unpersisted, k)
-		}
-		c.mu.Unlock()
+		c.keys.persisted(k, e)
 	}()
 }
 
@@ -232,7 +225,7 @@ type ownerSink struct{ c *Cachelet }
 
 func (s ownerSink) Persist(ctx context.Context, w writeback.Write) error {
 	k := cache.Key{Bucket: w.Bucket, Object: w.Key}
-	if addr, self := s.c.owner(k); !self && addr != "" {
+	if addr, self := s.c.cfg.owner(k); !self && addr != "" {
 		_, err := s.c.cfg.Peers.Put(ctx, addr, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts, peer.PersistAsync)
 		if err == nil || (!errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner)) {
 			return err
@@ -284,13 +277,13 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	owners := map[string]bool{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
+		if addr, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			owners[addr] = true
 		}
 	}
 	var others []string
-	if l, ok := c.cfg.Router.(PeerLister); ok {
-		for _, addr := range l.PeerAddrs() {
+	if c.cfg.Members != nil {
+		for _, addr := range c.cfg.Members.PeerAddrs() {
 			if !owners[addr] {
 				others = append(others, addr)
 			}
@@ -308,9 +301,9 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	return nil
 }
 
-// PeerLister is implemented by Routers that know every other member's
-// peer address (cluster.Member does), so synchronization points can flush
-// the writes queued at every member.
+// PeerLister knows every other member's peer address (cluster.Member
+// does; see Config.Members), so synchronization points can flush the
+// writes queued at every member. Safe for concurrent use.
 type PeerLister interface {
 	PeerAddrs() []string
 }
@@ -332,7 +325,7 @@ func (c *Cachelet) tellOwners(ctx context.Context, bucket string, keys ...string
 	}
 	byOwner := map[string][]peer.Key{}
 	for _, key := range keys {
-		if addr, self := c.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
+		if addr, self := c.cfg.owner(cache.Key{Bucket: bucket, Object: key}); !self && addr != "" {
 			byOwner[addr] = append(byOwner[addr], peer.Key{Bucket: bucket, Key: key})
 		}
 	}

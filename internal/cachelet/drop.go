@@ -31,53 +31,16 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	// in, writes about to cache their bytes. Dooming them before the cache
 	// is searched means a fill either ends before the search (and is found
 	// there) or is refused when it ends.
-	c.mu.Lock()
-	inFlight := map[cache.Key]bool{}
-	for k := range c.filling {
-		inFlight[k] = true
-	}
-	for k := range c.pending {
-		inFlight[k] = true
-	}
-	for k := range c.asking {
-		inFlight[k] = true
-	}
-	for k := range inFlight {
-		if match(k) && c.unpersisted[k] == nil {
-			c.doomLocked(k)
-		}
-	}
-	c.mu.Unlock()
+	c.keys.doomInFlight(match)
 
 	// Then the cached copies. wmu keeps buffered writes out meanwhile: one
 	// cached but not yet recorded as unpersisted would be dropped.
 	keys := c.cache.Keys(match)
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, k := range keys {
-		if c.unpersisted[k] != nil {
-			continue
-		}
-		c.doomLocked(k)
-		if c.cache.Remove(k) {
-			n++
-		}
-	}
+	n := c.keys.dropCached(keys)
+	c.wmu.Unlock()
 	c.log.Debug("dropped cached objects", "bucket", bucket, "prefix", prefix, "objects", n)
 	return n
-}
-
-// doomLocked is Invalidate's first half: it dooms what writes and reads of
-// k have in flight. Called with mu held.
-func (c *Cachelet) doomLocked(k cache.Key) {
-	if e := c.pending[k]; e != nil {
-		c.cache.Doom(e)
-		delete(c.pending, k)
-	}
-	c.doomReadsLocked(k)
 }
 
 // PeerDrop drops cached objects at a peer's request (see DropPrefix). It

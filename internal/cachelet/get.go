@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -64,23 +63,21 @@ func ResolveRange(r store.ByteRange, size int64) (store.ByteRange, error) {
 // store.ErrUnavailable (nothing could be confirmed, so nothing is served
 // from memory either), *store.APIError.
 func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteRange) (*Object, error) {
-	start := time.Now()
+	start := c.clock.Now()
 	k := cache.Key{Bucket: bucket, Object: key}
-	if c.ownerMode() {
+	if c.cfg.ownerMode() {
 		if err := c.waitHandoff(ctx); err != nil {
 			return nil, err
 		}
 	}
-	e, body, info, outcome, err := c.acquire(ctx, k, true)
+	sv, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
 			c.m.readErrors.Inc()
 		}
 		return nil, err
 	}
-	if e != nil {
-		info = e.Info()
-	}
+	e, body, info, outcome := sv.entry, sv.body, sv.objectInfo(), sv.outcome
 	c.access.read(k, info.ETag, info.Size, outcome, start)
 	if outcome == LocalHit {
 		c.notePrewarmHit(k)
@@ -126,49 +123,57 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 // It surfaces as a retryable 503, which is what it is.
 var ErrObjectChanged = errors.New("object changed in the store while being read; retry")
 
+// served says how a read is served: from a cache entry (complete or still
+// filling), or from a store body of the whole object streamed through
+// (pass-through), which the caller must close.
+type served struct {
+	entry *cache.Entry
+	body  io.ReadCloser
+	// info is the object's metadata when body serves it; with an entry,
+	// the entry's (objectInfo).
+	info    store.ObjectInfo
+	outcome Outcome
+}
+
+// objectInfo is the metadata of the object served.
+func (s served) objectInfo() store.ObjectInfo {
+	if s.entry != nil {
+		return s.entry.Info()
+	}
+	return s.info
+}
+
+// fromEntry serves a read from e.
+func fromEntry(e *cache.Entry, o Outcome) served { return served{entry: e, outcome: o} }
+
 // acquire finds or starts what serves a read of k: a cache entry (complete
-// or filling), or a store body to stream through. route says whether a miss
-// may go to the key's owner among the peers (a read on behalf of a peer
-// never does: the owner answers from memory or the store).
-func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
-	c.mu.Lock()
-	e := c.cache.Get(k)
-	if e == nil {
-		e = c.filling[k]
-	}
-	if e == nil {
-		// A write not in the store yet is newer than anything the store
-		// could answer.
-		e = c.unpersisted[k]
-	}
-	var fl *flight
-	leader := false
-	if e == nil {
-		if fl = c.flights[k]; fl == nil {
-			fl = c.askLocked(k, &flight{done: make(chan struct{})})
-			c.flights[k] = fl
-			leader = true
-		}
-	}
-	c.mu.Unlock()
+// or filling), or a store body to stream through. route says whether a
+// miss may go to the key's owner among the peers (a read on behalf of a
+// peer never does: the owner answers from memory or the store). Any
+// goroutine may call it.
+func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served, error) {
+	r := c.keys.beginRead(k)
 
 	switch {
-	case e != nil:
-		return c.confirm(ctx, k, e, route)
-	case leader:
-		return c.lead(ctx, k, fl, route)
+	case r.Entry != nil:
+		// Cached, filling, or a write the store does not have yet
+		// (newer than anything the store could answer).
+		return c.confirm(ctx, k, r.Entry, route)
+	case r.Lead:
+		return c.lead(ctx, k, r.Flight, route)
 	}
 	// Follower of a cold read already asking the store.
+	fl := r.Flight
 	select {
 	case <-fl.done:
 	case <-ctx.Done():
-		return nil, nil, store.ObjectInfo{}, "", ctx.Err()
+		return served{}, ctx.Err()
 	}
 	if fl.entry != nil {
 		return c.confirm(ctx, k, fl.entry, route)
 	}
 	if c.cfg.ReadMode == ReadLocal && fl.err != nil {
-		return nil, nil, store.ObjectInfo{}, "", fl.err
+		return served{}, fl.err
 	}
 	// The leader streamed its answer through, or its answer predates this
 	// read: ask ourselves.
@@ -177,32 +182,26 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (*cache
 
 // lead runs a cold read's store request on behalf of every reader that
 // joins it.
-func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
-	e, body, info, outcome, err := c.fetch(ctx, k, fl, route)
-	c.mu.Lock()
-	fl.err = err
-	if c.flights[k] == fl {
-		delete(c.flights, k)
-	}
-	c.endAskLocked(k, fl)
-	c.mu.Unlock()
+func (c *Cachelet) lead(ctx context.Context, k cache.Key, fl *flight, route bool) (served, error) {
+	sv, err := c.fetch(ctx, k, fl, route)
+	c.keys.endFlight(k, fl, err)
 	close(fl.done)
-	return e, body, info, outcome, err
+	return sv, err
 }
 
 // fetch reads the whole object, from its owner when routed there and
 // another cachelet owns it, else from the store, and installs it. fl is the
 // registered flight the GET answers; nil registers one of its own.
-func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route bool) (served, error) {
 	if fl == nil {
-		fl = c.ask(k)
-		defer c.endAsk(k, fl)
+		fl = c.keys.ask(k)
+		defer c.keys.endAsk(k, fl)
 	}
 	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
 		if addr, self := c.cfg.Router.Owner(k.Bucket, k.Object); !self && addr != "" {
-			e, body, info, outcome, err := c.fetchRemote(ctx, k, fl, addr)
+			sv, err := c.fetchRemote(ctx, k, fl, addr)
 			if err == nil || errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
-				return e, body, info, outcome, err // the owner asked the store
+				return sv, err // the owner asked the store
 			}
 			// The owner cannot answer (down, cut off, or its ring
 			// differs): the store can, and serving goes on.
@@ -214,44 +213,44 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
 	if err != nil {
 		cancel()
-		return nil, nil, store.ObjectInfo{}, "", err
+		return served{}, err
 	}
 	body = splittable{cancelOnClose{ReadCloser: body, cancel: cancel}}
 	return c.installed(k, body, info, fl)
 }
 
 // installed installs a store answer and says how the read is served.
-func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (served, error) {
 	e, pass, err := c.install(k, body, info, fl)
 	switch {
 	case err != nil:
-		return nil, nil, store.ObjectInfo{}, "", err
+		return served{}, err
 	case e != nil:
-		return e, nil, info, LocalMiss, nil
+		return served{entry: e, info: info, outcome: LocalMiss}, nil
 	}
-	return nil, pass, info, PassThrough, nil
+	return served{body: pass, info: info, outcome: PassThrough}, nil
 }
 
 // confirm serves a read from entry e, first checking it against the store
 // unless reads are local.
-func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, route bool) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, route bool) (served, error) {
 	if e.Aborted() {
 		// A fill that failed is a miss, never partial bytes.
 		return c.fetch(ctx, k, nil, route)
 	}
 	switch c.cfg.ReadMode {
 	case ReadLocal:
-		return e, nil, store.ObjectInfo{}, LocalHit, nil
+		return fromEntry(e, LocalHit), nil
 	case ReadOwner:
-		addr, self := c.owner(k)
+		addr, self := c.cfg.owner(k)
 		switch {
 		case self:
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
-			return e, nil, store.ObjectInfo{}, LocalHit, nil
+			return fromEntry(e, LocalHit), nil
 		case route && addr != "":
-			if ne, body, info, outcome, err, ok := c.confirmWithOwner(ctx, k, e, addr); ok {
-				return ne, body, info, outcome, err
+			if sv, handled, err := c.confirmWithOwner(ctx, k, e, addr); handled {
+				return sv, err
 			}
 		}
 		// No owner known (no ring, membership lost), or a peer asked
@@ -259,15 +258,15 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// store's word.
 	}
 	// The check's answer may be a newer version, installed below.
-	fl := c.ask(k)
-	defer c.endAsk(k, fl)
+	fl := c.keys.ask(k)
+	defer c.keys.endAsk(k, fl)
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
 	switch {
 	case errors.Is(err, store.ErrNotModified):
 		cancel()
 		c.m.validations.WithLabelValues("fresh").Inc()
-		return e, nil, store.ObjectInfo{}, LocalHit, nil
+		return fromEntry(e, LocalHit), nil
 	case err == nil:
 		// A newer version: the answer already carries it.
 		c.m.validations.WithLabelValues("changed").Inc()
@@ -278,12 +277,12 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()
 		c.Invalidate(k.Bucket, k.Object)
-		return nil, nil, store.ObjectInfo{}, "", err
+		return served{}, err
 	default:
 		cancel()
 		// A doubt is a miss: without the store's word nothing is served.
 		c.m.validations.WithLabelValues("error").Inc()
-		return nil, nil, store.ObjectInfo{}, "", err
+		return served{}, err
 	}
 }
 
@@ -298,22 +297,19 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {
 		// The newest version may not be in the store yet (persisted in
 		// the background): ask the way a read does.
-		if c.ownerMode() {
+		if c.cfg.ownerMode() {
 			if err := c.waitHandoff(ctx); err != nil {
 				return store.ObjectInfo{}, err
 			}
 		}
-		e, body, info, _, err := c.acquire(ctx, k, true)
+		sv, err := c.acquire(ctx, k, true)
 		if err != nil {
 			return store.ObjectInfo{}, err
 		}
-		if body != nil {
-			body.Close()
+		if sv.body != nil {
+			sv.body.Close()
 		}
-		if e != nil {
-			info = e.Info()
-		}
-		return info, nil
+		return sv.objectInfo(), nil
 	}
 	info, err := c.store.Stat(ctx, bucket, key)
 	if e != nil {
@@ -327,20 +323,26 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 // fetchRemote fetches a whole object from its owner at addr and keeps a
 // copy: a remote hit when the owner had it, a remote miss when the owner
 // read it from the store (and kept it).
-func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (*cache.Entry, io.ReadCloser, store.ObjectInfo, Outcome, error) {
+func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (served, error) {
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
 	if err != nil {
 		cancel()
-		return nil, nil, store.ObjectInfo{}, "", err
+		return served{}, err
 	}
 	body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
-	e, pass, info, outcome, err := c.installed(k, body, obj.Info, fl)
-	if err != nil || outcome == PassThrough {
-		return e, pass, info, outcome, err
+	sv, err := c.installed(k, body, obj.Info, fl)
+	if err != nil || sv.outcome == PassThrough {
+		return sv, err
 	}
-	if obj.Outcome == peer.RemoteHit {
-		return e, pass, info, RemoteHit, nil
+	sv.outcome = remoteOutcome(obj.Outcome)
+	return sv, nil
+}
+
+// remoteOutcome is how a read the owner served counts here.
+func remoteOutcome(o peer.Outcome) Outcome {
+	if o == peer.RemoteHit {
+		return RemoteHit
 	}
-	return e, pass, info, RemoteMiss, nil
+	return RemoteMiss
 }

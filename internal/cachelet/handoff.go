@@ -29,76 +29,67 @@ import (
 // nothing after that).
 const handoffTimeout = 10 * time.Second
 
-// Revisioner is implemented by Routers that know their membership
-// revision (cluster.Member does). Without it handoffs flush without
-// waiting for peers to catch up.
+// Revisioner knows the membership revision this cachelet has seen
+// (cluster.Member does; see Config.Revision). Without it handoffs flush
+// without waiting for peers to catch up. Safe for concurrent use.
 type Revisioner interface {
 	Revision() int64
 }
 
 // ownerMode reports whether this cachelet trusts owners (and so needs
 // handoffs).
-func (c *Cachelet) ownerMode() bool {
-	return c.cfg.Router != nil && c.cfg.Peers != nil &&
-		(c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget == WriteOwner)
+func (c *Config) ownerMode() bool {
+	return c.Router != nil && c.Peers != nil &&
+		(c.ReadMode == ReadOwner || c.WriteTarget == WriteOwner)
 }
 
 // startHandoff begins a handoff for the current ring; a newer one
 // supersedes an older one still running (waiters wait for the newest).
 func (c *Cachelet) startHandoff() {
-	done := make(chan struct{})
-	c.hmu.Lock()
-	c.handoff = done
-	c.hmu.Unlock()
+	id, done := c.keys.beginHandoff()
 	c.cache.Clear()
 	var rev int64
-	if r, ok := c.cfg.Router.(Revisioner); ok {
-		rev = r.Revision()
+	if c.cfg.Revision != nil {
+		rev = c.cfg.Revision.Revision()
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		start := time.Now()
+		start := c.clock.Now()
 		ctx, cancel := context.WithTimeout(c.stopped, handoffTimeout)
 		defer cancel()
 		err := c.Drain(ctx)
-		if l, ok := c.cfg.Router.(PeerLister); ok {
-			for _, addr := range l.PeerAddrs() {
+		if c.cfg.Members != nil {
+			for _, addr := range c.cfg.Members.PeerAddrs() {
 				if ferr := c.cfg.Peers.Flush(ctx, addr, rev); ferr != nil {
 					err = errors.Join(err, fmt.Errorf("peer %s: %w", addr, ferr))
 				}
 			}
 		}
 		c.cache.Clear() // nothing fetched meanwhile predates the flushes
-		c.hmu.Lock()
-		if c.handoff == done {
-			c.handoff = nil
-		}
-		c.hmu.Unlock()
+		c.keys.endHandoff(id)
 		close(done)
 		c.m.handoffs.Inc()
+		took := c.clock.Now().Sub(start).Seconds()
 		if err != nil {
-			c.log.Warn("ownership handoff finished with errors", "revision", rev, "seconds", time.Since(start).Seconds(), "err", err)
+			c.log.Warn("ownership handoff finished with errors", "revision", rev, "seconds", took, "err", err)
 		} else {
-			c.log.Info("ownership handoff done", "revision", rev, "seconds", time.Since(start).Seconds())
+			c.log.Info("ownership handoff done", "revision", rev, "seconds", took)
 		}
 	}()
 }
 
 // inHandoff reports whether a handoff is running.
 func (c *Cachelet) inHandoff() bool {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	return c.handoff != nil
+	running, _ := c.keys.handingOff()
+	return running
 }
 
 // waitHandoff returns once no handoff runs, or with ctx's error.
 func (c *Cachelet) waitHandoff(ctx context.Context) error {
 	for {
-		c.hmu.Lock()
-		done := c.handoff
-		c.hmu.Unlock()
-		if done == nil {
+		running, done := c.keys.handingOff()
+		if !running {
 			return nil
 		}
 		select {
@@ -112,7 +103,7 @@ func (c *Cachelet) waitHandoff(ctx context.Context) error {
 // PeerFlush delivers everything this cachelet has queued (see
 // peer.Owner), once it has seen membership revision rev.
 func (c *Cachelet) PeerFlush(ctx context.Context, rev int64) error {
-	if r, ok := c.cfg.Router.(Revisioner); ok && rev > 0 {
+	if r := c.cfg.Revision; r != nil && rev > 0 {
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for r.Revision() < rev {
@@ -133,11 +124,10 @@ var errHandoff = fmt.Errorf("%w: ownership handoff in progress", peer.ErrNotOwne
 // written straight to the store because its owner could not take it: the
 // owner by this cachelet's ring may not be the owner by theirs.
 func (c *Cachelet) broadcastInvalidate(ctx context.Context, bucket, key string) {
-	l, ok := c.cfg.Router.(PeerLister)
-	if !ok {
+	if c.cfg.Members == nil {
 		return
 	}
-	for _, addr := range l.PeerAddrs() {
+	for _, addr := range c.cfg.Members.PeerAddrs() {
 		if err := c.cfg.Peers.Invalidate(ctx, addr, []peer.Key{{Bucket: bucket, Key: key}}); err != nil {
 			c.log.Debug("invalidate after a store fallback failed", "peer", addr, "err", err)
 		}

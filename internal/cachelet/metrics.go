@@ -33,6 +33,8 @@ type metrics struct {
 
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
+
+	clock Clock // times reads
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
@@ -135,6 +137,13 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	return m
 }
 
+// countWrite counts a client's object write in Counters once it succeeded.
+func (m *metrics) countWrite(err error) {
+	if err == nil {
+		m.counts.writes.Add(1)
+	}
+}
+
 // track wraps a read's body so that closing it records the read.
 func (m *metrics) track(body io.ReadCloser, o Outcome, start time.Time) io.ReadCloser {
 	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start}
@@ -168,7 +177,7 @@ func (b *trackedBody) Close() error {
 		o := string(b.outcome)
 		b.m.reads.WithLabelValues(o).Inc()
 		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
-		b.m.readSeconds.WithLabelValues(o).Observe(time.Since(b.start).Seconds())
+		b.m.readSeconds.WithLabelValues(o).Observe(b.m.clock.Now().Sub(b.start).Seconds())
 		b.m.counts.read(b.outcome, b.n)
 	})
 	return err

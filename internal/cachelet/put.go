@@ -3,7 +3,6 @@ package cachelet
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
@@ -21,22 +20,15 @@ import (
 // store before Put returns.
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
 	defer func() {
-		c.countWrite(err)
+		c.m.countWrite(err)
 		if err == nil {
-			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, time.Now())
+			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
 	}()
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}
 	return c.putThrough(ctx, bucket, key, body, size, opts)
-}
-
-// countWrite counts a client's object write in Counters once it succeeded.
-func (c *Cachelet) countWrite(err error) {
-	if err == nil {
-		c.m.counts.writes.Add(1)
-	}
 }
 
 // putThrough writes to the store, then keeps the bytes.
@@ -49,9 +41,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	var buf *teeBuffer
 	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.Reserve(size) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
-		c.mu.Lock()
-		c.pending[k] = e
-		c.mu.Unlock()
+		c.keys.beginWrite(k, e)
 		buf = &teeBuffer{r: body, buf: make([]byte, size)}
 		body = buf
 	}
@@ -82,21 +72,9 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// had this write, may hold the older version: doom them too, or their
 	// fill would land over this entry.
 	ne := cache.NewCompleteEntry(k, info, buf.buf)
-	c.mu.Lock()
-	if c.pending[k] == e {
-		c.pending[k] = ne
-	}
-	if e.Doomed() {
-		c.cache.Doom(ne)
-	}
-	c.doomReadsLocked(k)
-	c.mu.Unlock()
+	c.keys.writeAcked(k, e, ne)
 	added := c.cache.Add(ne)
-	c.mu.Lock()
-	if c.pending[k] == ne {
-		delete(c.pending, k)
-	}
-	c.mu.Unlock()
+	c.keys.writeDone(k, ne)
 	if !added {
 		// Refused: doomed since the check above (an Invalidate, a
 		// DropPrefix) or over a lowered budget. Had it been added it
@@ -110,11 +88,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 
 // dropWrite abandons a buffered write's cache copy.
 func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
-	c.mu.Lock()
-	if c.pending[k] == e {
-		delete(c.pending, k)
-	}
-	c.mu.Unlock()
+	c.keys.writeDone(k, e)
 	c.cache.Release(size)
 	c.Invalidate(k.Bucket, k.Object)
 }
@@ -184,7 +158,7 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 	c.Invalidate(dstBucket, dstKey)
 	c.tellOwners(ctx, dstBucket, dstKey)
 	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
-	c.countWrite(err)
+	c.m.countWrite(err)
 	return res, err
 }
 
@@ -199,7 +173,7 @@ func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, upl
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
-	c.countWrite(err)
+	c.m.countWrite(err)
 	return res, err
 }
 

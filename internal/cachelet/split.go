@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -96,7 +97,7 @@ type Hints struct {
 }
 
 // RangePeers is the part of the peer protocol the bandwidth policy uses
-// (peer.Client implements it).
+// (peer.Client implements it; see Config.Ranges). Safe for concurrent use.
 type RangePeers interface {
 	Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error)
 	Probe(ctx context.Context, addr string, n int64) (time.Duration, error)
@@ -108,6 +109,10 @@ type splitter struct {
 	scfg  scaling.Config
 	peers RangePeers
 	list  PeerLister
+	self  PeerAddresser // nil: no probes when alone
+	clock Clock
+	store store.Store // ranges a peer could not send
+	log   *slog.Logger
 
 	mu        sync.Mutex
 	storeBW   *scaling.Estimator
@@ -123,21 +128,20 @@ type splitter struct {
 
 // newSplitter returns the policy's state, or nil when the cachelet cannot
 // split (no bandwidth config, or no peers that serve ranges).
-func newSplitter(cfg Config, reg prometheus.Registerer) (*splitter, error) {
+func newSplitter(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*splitter, error) {
 	if cfg.Bandwidth == nil {
 		return nil, nil
 	}
-	rp, ok1 := cfg.Peers.(RangePeers)
-	pl, ok2 := cfg.Router.(PeerLister)
-	if !ok1 || !ok2 {
-		return nil, errors.New("cachelet: the bandwidth policy needs peers that serve ranges and a router that lists them")
+	rp, pl := cfg.Ranges, cfg.Members
+	if rp == nil || pl == nil {
+		return nil, errors.New("cachelet: the bandwidth policy needs peers that serve ranges (Ranges) and members that list them (Members)")
 	}
 	scfg := cfg.Bandwidth.Scaling
 	if err := scfg.Validate(); err != nil {
 		return nil, err
 	}
 	s := &splitter{
-		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl,
+		cfg: cfg.Bandwidth.withDefaults(), scfg: scfg, peers: rp, list: pl, self: cfg.Self, clock: cfg.Clock, store: st, log: log,
 		storeBW: scaling.NewEstimator(scfg), peerBW: scaling.NewEstimator(scfg),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_split_fetches_total",
 			Help: "Large objects downloaded under the bandwidth policy by result: split (several cachelets' ranges), alone (the plan kept one), failed."}, []string{"result"}),
@@ -198,17 +202,18 @@ type splittable struct{ io.ReadCloser }
 
 // splits reports whether an object of info's size is downloaded under the
 // bandwidth policy.
-func (c *Cachelet) splits(info store.ObjectInfo) bool {
-	return c.split != nil && info.Size >= c.split.scfg.MinObjectSize && info.Size > c.split.cfg.PrefixBytes
+func (s *splitter) splits(info store.ObjectInfo) bool {
+	return s != nil && info.Size >= s.scfg.MinObjectSize && info.Size > s.cfg.PrefixBytes
 }
 
 // probeIfStale measures the network to a random peer when the last
 // measurement is older than ProbeMaxAge (or there is none).
 func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 	s.mu.Lock()
-	stale := s.peerBW.Len() == 0 || time.Since(s.lastProbe) > s.cfg.ProbeMaxAge
+	now := s.clock.Now()
+	stale := s.peerBW.Len() == 0 || now.Sub(s.lastProbe) > s.cfg.ProbeMaxAge
 	if stale {
-		s.lastProbe = time.Now()
+		s.lastProbe = now
 	}
 	s.mu.Unlock()
 	if !stale {
@@ -217,11 +222,11 @@ func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 	addr := ""
 	if len(peers) > 0 {
 		addr = peers[rand.IntN(len(peers))]
-	} else if self, ok := s.list.(interface{ PeerAddr() string }); ok {
+	} else if s.self != nil {
 		// Alone, the one path to measure is to this cachelet's own peer
 		// listener: on one node that is the path new instances will
 		// have; across nodes the first split's probe corrects it.
-		addr = self.PeerAddr()
+		addr = s.self.PeerAddr()
 	}
 	if addr == "" {
 		return
@@ -237,20 +242,19 @@ func (s *splitter) probeIfStale(ctx context.Context, peers []string) {
 // bandwidth policy, and admits it like fill.
 func (c *Cachelet) fillSplit(e *cache.Entry, body io.ReadCloser) error {
 	defer c.wg.Done()
-	start := time.Now()
-	err := c.downloadSplit(e, body)
+	start := c.clock.Now()
+	ctx, cancel := c.fillContext(context.Background())
+	err := c.split.download(ctx, e, body)
+	cancel()
 	body.Close()
 	c.admit(e, err, start)
 	return err
 }
 
-// downloadSplit reads the object's prefix (a store bandwidth sample),
+// download reads the object's prefix (a store bandwidth sample),
 // plans the rest, scales out if the plan says so, and fills the rest from
 // this cachelet's body and its peers' ranges.
-func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
-	s := c.split
-	ctx, cancel := c.fillContext(context.Background())
-	defer cancel()
+func (s *splitter) download(ctx context.Context, e *cache.Entry, body io.ReadCloser) error {
 	k, info, size := e.Key(), e.Info(), e.Size()
 
 	peers := s.list.PeerAddrs()
@@ -265,11 +269,11 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		e.Abort(fmt.Errorf("store body: %w", err))
 		return err
 	}
-	t1 := time.Now()
+	t1 := s.clock.Now()
 	if err := e.FillPrefix(io.MultiReader(bytes.NewReader(first[:]), body), prefix); err != nil {
 		return err
 	}
-	s.addStore(prefix-1, time.Since(t1))
+	s.addStore(prefix-1, s.clock.Now().Sub(t1))
 	<-probed
 
 	// The plan for the rest.
@@ -283,7 +287,7 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		if err == nil {
 			hints = h
 		} else {
-			c.log.Warn("bandwidth policy: no hints from the platform; splitting among the members running", "err", err)
+			s.log.Warn("bandwidth policy: no hints from the platform; splitting among the members running", "err", err)
 		}
 	}
 	s.mu.Lock()
@@ -307,14 +311,14 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		v := plan.Vote()
 		v.Reason = fmt.Sprintf("%s/%s: %s", k.Bucket, k.Object, plan.Reason)
 		if err := s.cfg.Platform.Vote(ctx, v); err != nil {
-			c.log.Warn("bandwidth policy: scale-out vote refused", "err", err)
+			s.log.Warn("bandwidth policy: scale-out vote refused", "err", err)
 		} else {
 			wait := min(s.cfg.MaxWait, 3*hints.LoadTime+time.Second)
-			peers = c.waitPeers(ctx, plan.N-1, wait)
+			peers = s.waitPeers(ctx, plan.N-1, wait)
 			n = min(plan.N, 1+len(peers))
 		}
 	}
-	c.log.Info("bandwidth plan", "bucket", k.Bucket, "key", k.Object, "size", bytesize.Human(size),
+	s.log.Info("bandwidth plan", "bucket", k.Bucket, "key", k.Object, "size", bytesize.Human(size),
 		"plan", plan.String(), "cachelets", n, "store_bw", bytesize.Human(int64(m.StoreBW))+"/s", "peer_bw", bytesize.Human(int64(m.PeerBW))+"/s")
 
 	// Peers take the ranges after this cachelet's own, in a random order
@@ -329,10 +333,10 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		parts[i] = cache.Part{Off: off, Len: r.Len}
 		if i == 0 {
 			parts[i].Fill = func(dst []byte, progress func(int64)) error {
-				t := time.Now()
+				t := s.clock.Now()
 				err := readInto(dst, body, progress)
 				if err == nil {
-					s.addStore(int64(len(dst)), time.Since(t))
+					s.addStore(int64(len(dst)), s.clock.Now().Sub(t))
 					s.parts.WithLabelValues("self").Inc()
 				} else {
 					pcancel()
@@ -343,7 +347,7 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 		}
 		addr := peers[i-1]
 		parts[i].Fill = func(dst []byte, progress func(int64)) error {
-			err := c.fillRange(pctx, addr, k, info.ETag, off, dst, progress)
+			err := s.fillRange(pctx, addr, k, info.ETag, off, dst, progress)
 			if err != nil {
 				pcancel()
 			}
@@ -365,13 +369,13 @@ func (c *Cachelet) downloadSplit(e *cache.Entry, body io.ReadCloser) error {
 
 // waitPeers waits until at least want other members are in the ring, or
 // for d, and returns the members then.
-func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []string {
-	deadline := time.Now().Add(d)
+func (s *splitter) waitPeers(ctx context.Context, want int, d time.Duration) []string {
+	deadline := s.clock.Now().Add(d)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		peers := c.split.list.PeerAddrs()
-		if len(peers) >= want || !time.Now().Before(deadline) {
+		peers := s.list.PeerAddrs()
+		if len(peers) >= want || !s.clock.Now().Before(deadline) {
 			return peers
 		}
 		select {
@@ -386,10 +390,9 @@ func (c *Cachelet) waitPeers(ctx context.Context, want int, d time.Duration) []s
 // at addr, and reads from the store itself what the peer could not send
 // (down, cut off): a failed peer costs time, never the download. An
 // object that changed (store.ErrPreconditionFailed) fails the range.
-func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
-	s := c.split
+func (s *splitter) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
 	var done int64
-	t := time.Now()
+	t := s.clock.Now()
 	body, err := s.peers.Range(ctx, addr, k.Bucket, k.Object, etag, off, int64(len(dst)))
 	if err == nil {
 		err = readInto(dst, body, func(n int64) { done = n; progress(n) })
@@ -402,11 +405,11 @@ func (c *Cachelet) fillRange(ctx context.Context, addr string, k cache.Key, etag
 	if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
 		return err
 	}
-	c.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
-		"off", off+done, "left", int64(len(dst))-done, "after", time.Since(t).Round(time.Millisecond), "err", err)
+	s.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
+		"off", off+done, "left", int64(len(dst))-done, "after", s.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
 	s.parts.WithLabelValues("fallback").Inc()
 	rng := store.ByteRange{Start: off + done, End: off + int64(len(dst)) - 1}
-	sb, _, _, err := c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
+	sb, _, _, err := s.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
 	if err != nil {
 		return err
 	}
@@ -476,13 +479,14 @@ func (c *Cachelet) PeerRange(ctx context.Context, bucket, key, etag string, off,
 		return nil, err
 	}
 	c.split.served.Inc()
-	return &timedBody{ReadCloser: body, start: time.Now(), want: n, done: c.split.addStore}, nil
+	return &timedBody{ReadCloser: body, start: c.clock.Now(), clock: c.clock, want: n, done: c.split.addStore}, nil
 }
 
 // timedBody reports a whole body's transfer as a bandwidth sample.
 type timedBody struct {
 	io.ReadCloser
 	start time.Time
+	clock Clock
 	want  int64
 	got   int64
 	done  func(int64, time.Duration)
@@ -492,7 +496,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.got += int64(n)
 	if b.got == b.want && b.done != nil {
-		b.done(b.got, time.Since(b.start))
+		b.done(b.got, b.clock.Now().Sub(b.start))
 		b.done = nil
 	}
 	return n, err
