@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
 )
@@ -118,18 +119,8 @@ type Config struct {
 
 	// Clock tells the time for timestamps, ages and durations. Default:
 	// the system clock.
-	Clock Clock
+	Clock clock.Clock
 }
-
-// Clock tells the time. Implementations must be safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-}
-
-// systemClock is the default Clock.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // PeerAddresser tells a cachelet's own peer address (cluster.Member does).
 type PeerAddresser interface {
@@ -167,9 +158,7 @@ func (c *Config) Validate() error {
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
 	}
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
+	c.Clock = clock.Or(c.Clock)
 	c.capabilities()
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
@@ -214,7 +203,7 @@ type Cachelet struct {
 	cache *cache.Cache
 	log   *slog.Logger
 	m     *metrics
-	clock Clock
+	clock clock.Clock
 
 	// keys is what each key has in flight, behind its own lock (keys.go).
 	keys *keyState

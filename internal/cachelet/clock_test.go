@@ -1,38 +1,21 @@
 package cachelet
 
 import (
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
-
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
 
 // TestClock checks that the cachelet tells time by its Config.Clock: the
 // access metadata's times and the mean gap between reads come from it.
 func TestClock(t *testing.T) {
-	clk := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEnv(t, func(cfg *Config) { cfg.Clock = clk })
 	data := object("k", 1, 1000)
 	e.storePut("k", data)
 	e.mustRead("k", data, LocalMiss)
-	clk.advance(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	e.mustRead("k", data, LocalHit)
 	md := e.c.AccessMetadata()
 	if len(md) != 1 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/clock"
 )
 
 // metrics are the cachelet's Prometheus series. Names are part of the
@@ -34,7 +36,7 @@ type metrics struct {
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
 
-	clock Clock // times reads
+	clock clock.Clock // times reads
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {

@@ -17,6 +17,7 @@ import (
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -110,7 +111,7 @@ type splitter struct {
 	peers RangePeers
 	list  PeerLister
 	self  PeerAddresser // nil: no probes when alone
-	clock Clock
+	clock clock.Clock
 	store store.Store // ranges a peer could not send
 	log   *slog.Logger
 
@@ -486,7 +487,7 @@ func (c *Cachelet) PeerRange(ctx context.Context, bucket, key, etag string, off,
 type timedBody struct {
 	io.ReadCloser
 	start time.Time
-	clock Clock
+	clock clock.Clock
 	want  int64
 	got   int64
 	done  func(int64, time.Duration)
