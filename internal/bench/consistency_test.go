@@ -46,10 +46,10 @@ func TestDescribe(t *testing.T) {
 }
 
 func TestPaperTable6CoversEverySetting(t *testing.T) {
-	if len(PaperTable6) != len(cachelet.Consistencies) {
-		t.Fatalf("%d paper rows for %d settings", len(PaperTable6), len(cachelet.Consistencies))
+	if len(PaperTable6) != len(cachelet.Consistencies()) {
+		t.Fatalf("%d paper rows for %d settings", len(PaperTable6), len(cachelet.Consistencies()))
 	}
-	for _, c := range cachelet.Consistencies {
+	for _, c := range cachelet.Consistencies() {
 		if _, ok := PaperTable6[c.Name]; !ok {
 			t.Errorf("no paper row for %s", c.Name)
 		}
