@@ -13,6 +13,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/worker"
 )
@@ -29,10 +30,17 @@ type Instance struct {
 	box                *sandbox.Sandbox
 	cachelet           *exec.Cmd
 	cacheletDone       chan struct{}
-	ready              readyInfo
+	ctl                *control.Client // the cachelet's control API
+	ctlDir             string          // the control socket's own directory, when not dir
+	ready              control.Ready
 	startDur           time.Duration
 
 	invokeMu sync.Mutex // one invocation at a time
+	// stats is the cachelet's counters after the last invocation (or at
+	// load), which the next one's reads are counted from; statsOK says
+	// whether it is current. Guarded by invokeMu (cachelet.go).
+	stats   control.Stats
+	statsOK bool
 
 	mu          sync.Mutex
 	state       string
@@ -45,7 +53,7 @@ type Instance struct {
 
 	mem           *memoryDaemon // nil without one (memory.go)
 	prewarm       PrewarmStatus
-	cacheCounters CacheCounters      // as of the last /stats read
+	cacheCounters CacheCounters      // as of the last stats read
 	prewarmStop   context.CancelFunc // ends the pre-warm run
 	batchStop     context.CancelFunc // ends the pre-warm batch in flight
 }
@@ -113,7 +121,9 @@ func (in *Instance) Info() InstanceInfo {
 	in.mu.Unlock()
 	if state == StateIdle || state == StateBusy {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = in.fetchStats(ctx)
+		if s, err := in.ctl.Stats(ctx); err == nil {
+			in.setCounters(s)
+		}
 		cancel()
 	}
 	in.mu.Lock()
@@ -161,10 +171,7 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 
 	a := in.agent
 	res := &InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
-	before, err := in.fetchStats(ctx)
-	if err != nil {
-		a.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
-	}
+	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
 	oomBefore, _ := in.box.OOMKills()
 	start := time.Now()
 	event := req.Event
@@ -205,15 +212,7 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 	default:
 		res.Error = &ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
-	if after, err := in.fetchStats(context.WithoutCancel(ctx)); err == nil && before != nil {
-		res.Reads = map[string]ReadCount{}
-		for k, v := range after {
-			d := ReadCount{Count: v.Count - before[k].Count, Bytes: v.Bytes - before[k].Bytes}
-			if d.Count != 0 || d.Bytes != 0 {
-				res.Reads[k] = d
-			}
-		}
-	}
+	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
 	// A worker that died (timeout, OOM, crash) is replaced; the instance
 	// keeps its cachelet and what it caches.
 	next := StateIdle
@@ -247,15 +246,13 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 }
 
 // Drop drops the application's objects under bucket/prefix from this
-// instance's cachelet, asking it over the signed peer protocol. Writes
-// not yet persisted stay.
+// instance's cachelet, asking it over the control API. Writes not yet
+// persisted stay.
 func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error) {
-	c, err := in.peerClient()
-	if err != nil {
-		return 0, err
+	if in.ctl == nil {
+		return 0, ErrUnavailable
 	}
-	defer c.Close()
-	return c.Drop(ctx, in.ready.PeerAddr, bucket, prefix)
+	return in.ctl.Drop(ctx, bucket, prefix)
 }
 
 // cacheletExited is called when the cachelet process ends; unless the
@@ -319,8 +316,14 @@ func (in *Instance) teardown(reason string) {
 	if in.logFile != nil {
 		in.logFile.Close()
 	}
+	if in.ctl != nil {
+		in.ctl.Close()
+	}
 	if in.dir != "" {
 		os.RemoveAll(in.dir)
+	}
+	if in.ctlDir != "" {
+		os.RemoveAll(in.ctlDir)
 	}
 	in.agent.log.Info("instance unloaded", "instance", in.req.ID, "app", in.req.App, "reason", reason)
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -15,16 +15,6 @@ import (
 // prewarmBatch is how many keys one pre-warm request carries: small, so
 // that an invocation arriving mid-batch waits for little.
 const prewarmBatch = 16
-
-// peerClient is a client of the instance's cachelet over the signed peer
-// protocol.
-func (in *Instance) peerClient() (*peer.Client, error) {
-	auth, err := peer.NewAuth(in.spec.Name, []byte(in.req.Credentials.PeerSecret), nil)
-	if err != nil {
-		return nil, err
-	}
-	return peer.NewClient(auth, peer.ClientConfig{}), nil
-}
 
 // Prewarm has the instance's cachelet fetch the objects it owns among
 // keys, in the background and only while the instance is idle: an
@@ -49,11 +39,6 @@ func (in *Instance) runPrewarm(ctx context.Context, keys []Key) {
 		in.prewarm.Running = false
 		in.mu.Unlock()
 	}()
-	c, err := in.peerClient()
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	for len(keys) > 0 {
 		// Wait for the instance to be idle.
 		batchCtx, ok := in.idleContext(ctx)
@@ -61,11 +46,11 @@ func (in *Instance) runPrewarm(ctx context.Context, keys []Key) {
 			return
 		}
 		n := min(prewarmBatch, len(keys))
-		batch := make([]peer.Key, n)
+		batch := make([]control.Key, n)
 		for i, k := range keys[:n] {
-			batch[i] = peer.Key{Bucket: k.Bucket, Key: k.Key}
+			batch[i] = control.Key{Bucket: k.Bucket, Key: k.Key}
 		}
-		res, err := c.Prewarm(batchCtx, in.ready.PeerAddr, batch)
+		res, err := in.ctl.Prewarm(batchCtx, batch)
 		if ctx.Err() != nil {
 			return
 		}
@@ -130,18 +115,15 @@ func (in *Instance) pausePrewarmLocked() {
 // It is called before the cachelet is stopped, and never fails the unload.
 func (in *Instance) saveAccessMetadata() {
 	loc := in.req.Metadata
-	if loc.Bucket == "" || in.ready.PeerAddr == "" {
+	if loc.Bucket == "" || in.ctl == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := in.peerClient()
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	rec := prewarm.Record{Version: prewarm.RecordVersion, App: in.spec.Name, Instance: in.req.ID, UnloadedAt: time.Now().UTC()}
-	if err := c.AccessMetadata(ctx, in.ready.PeerAddr, &rec.Objects); err != nil {
+	objs, err := in.ctl.AccessMetadata(ctx)
+	rec.Objects = objs
+	if err != nil {
 		in.agent.log.Warn("reading access metadata", "instance", in.req.ID, "err", err)
 		return
 	}
