@@ -88,7 +88,10 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if err := control.WriteDocument(docPath, in.document(ep)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}
-	in.ctl = control.NewClient(ep)
+	ctl := control.NewClient(ep)
+	in.mu.Lock()
+	in.ctl = ctl
+	in.mu.Unlock()
 	cmd := exec.Command(a.cfg.HoardBin, "serve", "--config", docPath)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
@@ -114,7 +117,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 			a.log.Debug("cannot protect the cachelet from the OOM killer", "instance", in.req.ID, "err", err)
 		}
 	}
-	r, err := in.waitReady(ctx)
+	r, err := in.waitReady(ctx, ctl)
 	if err != nil {
 		return err
 	}
@@ -125,21 +128,29 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		return fmt.Errorf("removing the cachelet's configuration: %w", err)
 	}
 	// The counters every invocation's reads are counted from.
-	if s, err := in.ctl.Stats(ctx); err == nil {
+	if s, err := ctl.Stats(ctx); err == nil {
 		in.stats, in.statsOK = s, true
 		in.setCounters(s)
 	}
 	return nil
 }
 
+// control is the client of the instance's cachelet's control API, or nil
+// before the cachelet was started.
+func (in *Instance) control() *control.Client {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.ctl
+}
+
 // waitReady asks the cachelet's control API until it answers ready, the
 // cachelet exits, or ctx ends.
-func (in *Instance) waitReady(ctx context.Context) (control.Ready, error) {
+func (in *Instance) waitReady(ctx context.Context, ctl *control.Client) (control.Ready, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		r, err := in.ctl.Ready(rctx)
+		r, err := ctl.Ready(rctx)
 		cancel()
 		if err == nil {
 			return r, nil
@@ -177,7 +188,7 @@ func (in *Instance) setCounters(s control.Stats) {
 func (in *Instance) invocationReads(ctx context.Context) map[string]ReadCount {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
-	after, err := in.ctl.Stats(ctx)
+	after, err := in.control().Stats(ctx)
 	if err != nil {
 		in.agent.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
 		in.statsOK = false
@@ -204,7 +215,7 @@ func (in *Instance) readBefore(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
-	if s, err := in.ctl.Stats(ctx); err == nil {
+	if s, err := in.control().Stats(ctx); err == nil {
 		in.stats, in.statsOK = s, true
 	}
 }

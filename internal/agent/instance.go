@@ -30,7 +30,7 @@ type Instance struct {
 	box                *sandbox.Sandbox
 	cachelet           *exec.Cmd
 	cacheletDone       chan struct{}
-	ctl                *control.Client // the cachelet's control API
+	ctl                *control.Client // the cachelet's control API; set under mu (control())
 	ctlDir             string          // the control socket's own directory, when not dir
 	ready              control.Ready
 	startDur           time.Duration
@@ -117,11 +117,11 @@ func (in *Instance) Info() InstanceInfo {
 		StartedAt: in.started, LastUsed: in.lastUsed, StartMillis: float64(in.startDur.Microseconds()) / 1e3,
 		Invocations: in.invocations, Prewarm: in.prewarm,
 	}
-	box, state := in.box, in.state
+	box, state, ctl := in.box, in.state, in.ctl
 	in.mu.Unlock()
 	if state == StateIdle || state == StateBusy {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if s, err := in.ctl.Stats(ctx); err == nil {
+		if s, err := ctl.Stats(ctx); err == nil {
 			in.setCounters(s)
 		}
 		cancel()
@@ -249,10 +249,11 @@ func (in *Instance) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResul
 // instance's cachelet, asking it over the control API. Writes not yet
 // persisted stay.
 func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error) {
-	if in.ctl == nil {
+	ctl := in.control()
+	if ctl == nil {
 		return 0, ErrUnavailable
 	}
-	return in.ctl.Drop(ctx, bucket, prefix)
+	return ctl.Drop(ctx, bucket, prefix)
 }
 
 // cacheletExited is called when the cachelet process ends; unless the
@@ -316,8 +317,8 @@ func (in *Instance) teardown(reason string) {
 	if in.logFile != nil {
 		in.logFile.Close()
 	}
-	if in.ctl != nil {
-		in.ctl.Close()
+	if ctl := in.control(); ctl != nil {
+		ctl.Close()
 	}
 	if in.dir != "" {
 		os.RemoveAll(in.dir)

@@ -122,7 +122,7 @@ func (in *Instance) startMemoryDaemon() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &memoryDaemon{
-		in: in, box: in.box, usage: in.box.WorkingSet, limit: in.box.Limit, client: in.ctl,
+		in: in, box: in.box, usage: in.box.WorkingSet, limit: in.box.Limit, client: in.control(),
 		configured: int64(in.spec.Cache.Budget),
 		cancel:     cancel, done: make(chan struct{}),
 	}

@@ -50,7 +50,7 @@ func (in *Instance) runPrewarm(ctx context.Context, keys []Key) {
 		for i, k := range keys[:n] {
 			batch[i] = control.Key{Bucket: k.Bucket, Key: k.Key}
 		}
-		res, err := in.ctl.Prewarm(batchCtx, batch)
+		res, err := in.control().Prewarm(batchCtx, batch)
 		if ctx.Err() != nil {
 			return
 		}
@@ -115,13 +115,14 @@ func (in *Instance) pausePrewarmLocked() {
 // It is called before the cachelet is stopped, and never fails the unload.
 func (in *Instance) saveAccessMetadata() {
 	loc := in.req.Metadata
-	if loc.Bucket == "" || in.ctl == nil {
+	ctl := in.control()
+	if loc.Bucket == "" || ctl == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rec := prewarm.Record{Version: prewarm.RecordVersion, App: in.spec.Name, Instance: in.req.ID, UnloadedAt: time.Now().UTC()}
-	objs, err := in.ctl.AccessMetadata(ctx)
+	objs, err := ctl.AccessMetadata(ctx)
 	rec.Objects = objs
 	if err != nil {
 		in.agent.log.Warn("reading access metadata", "instance", in.req.ID, "err", err)
