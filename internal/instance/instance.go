@@ -1,9 +1,11 @@
 // Package instance assembles one application instance's data layer: a
 // store client, a cachelet over it, the S3 front serving it on a listener,
 // the Prometheus endpoint (with the cachelet's counters as JSON at /stats
-// beside it) and, when configured, the notifier of cache triggers. It is
-// the composition root shared by `hoard serve`, `hoard up`, the benchmarks
-// and the integration tests.
+// beside it), when configured the notifier of cache triggers, and, for a
+// platform's node agent, the control API on a private Unix socket
+// (package control; control.go adapts the cachelet to it). It is the
+// composition root shared by `hoard serve`, `hoard up`, the benchmarks and
+// the integration tests.
 //
 // With a membership Registry the instance is one cachelet of its
 // application's cooperative cache: it also serves the peer protocol on its
