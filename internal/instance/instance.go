@@ -437,6 +437,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		return nil, err
 	}
 
+	if ctlLn != nil {
+		h, err := control.NewHandler(cfg.Control.Token, controlTarget{in}, log.With("component", "control"))
+		if err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		in.ctl = control.NewServer(h, log)
+	}
+
 	// Nothing fails from here on: serve.
 	in.s3 = &http.Server{
 		Handler:           api,
@@ -466,11 +474,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if ctlLn != nil {
 		// Last: an answer on the control socket means everything else
 		// serves.
-		h, err := control.NewHandler(cfg.Control.Token, controlTarget{in}, log.With("component", "control"))
-		if err != nil { // the token was checked by Validate
-			panic(err)
-		}
-		in.ctl = control.NewServer(h, log)
 		in.serve(in.ctl, ctlLn)
 	}
 	attrs := []any{"endpoint", in.Endpoint(), "metrics", in.MetricsURL(),
