@@ -270,6 +270,9 @@ func TestServeConfigDocument(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if cs, err := c.Config(t.Context()); err != nil || cs.Consistency != "owner" || cs.Eviction != cacheconfig.PolicySizeAware || cs.Budget != 8<<20 {
+		t.Fatalf("config %+v, %v; want the document's, the flag's budget", cs, err)
+	}
 	s, err := c.Stats(t.Context())
 	if err != nil || s.BudgetBytes != 8<<20 || s.Writes != 3 {
 		t.Fatalf("stats %+v, %v; want the flag's budget, 3 writes", s, err)

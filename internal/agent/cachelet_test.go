@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
@@ -22,6 +23,8 @@ type countingCachelet struct {
 }
 
 func (c *countingCachelet) Ready() control.Ready { return control.Ready{ID: "t-1"} }
+
+func (c *countingCachelet) Settings() cacheconfig.Settings { return cacheconfig.Settings{} }
 
 func (c *countingCachelet) Stats() control.Stats {
 	c.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/worker"
@@ -254,6 +255,16 @@ func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error
 		return 0, ErrUnavailable
 	}
 	return ctl.Drop(ctx, bucket, prefix)
+}
+
+// CacheSettings asks the instance's cachelet which cache settings it
+// applied: the spec's, as the configuration document carried them.
+func (in *Instance) CacheSettings(ctx context.Context) (cacheconfig.Settings, error) {
+	ctl := in.control()
+	if ctl == nil {
+		return cacheconfig.Settings{}, ErrUnavailable
+	}
+	return ctl.Config(ctx)
 }
 
 // cacheletExited is called when the cachelet process ends; unless the

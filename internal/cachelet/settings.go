@@ -102,3 +102,39 @@ func (c *Config) validateWrites() error {
 	}
 	return fmt.Errorf("cachelet: write target %q with mode %q is not a supported setting", c.WriteTarget, c.WriteMode)
 }
+
+// Settings is the inverse of ApplySettings: c's cache settings as one
+// document, for a caller that wants to see what a cachelet applied. The
+// consistency is the one of the six whose write target, write mode and
+// read mode c has; a read mode that none of them pairs with c's writes
+// is reported as ReadMode beside the writes' first setting.
+func (c Config) Settings() cacheconfig.Settings {
+	s := cacheconfig.Settings{
+		Eviction: c.Cache.Policy, TTL: cacheconfig.Duration(c.Cache.TTL),
+		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
+		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
+	}
+	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
+	if target == "" {
+		target = WriteStore
+	}
+	if mode == "" {
+		mode = WriteSync
+	}
+	if read == "" {
+		read = ReadVersionCheck
+	}
+	for _, cons := range cacheconfig.Consistencies() {
+		if cons.Target != target || cons.Mode != mode {
+			continue
+		}
+		if cons.Read == read {
+			s.Consistency, s.ReadMode = cons.Name, ""
+			return s
+		}
+		if s.Consistency == "" {
+			s.Consistency, s.ReadMode = cons.Name, read
+		}
+	}
+	return s
+}

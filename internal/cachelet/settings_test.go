@@ -38,3 +38,22 @@ func TestApplySettings(t *testing.T) {
 		t.Fatal("an unknown consistency applied")
 	}
 }
+
+// Settings gives back what ApplySettings was given.
+func TestSettingsRoundTrip(t *testing.T) {
+	for _, s := range []cacheconfig.Settings{
+		{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19},
+		{Consistency: "owner-local-read", Eviction: cacheconfig.PolicySizeAware, Budget: 1 << 20, MaxObjectSize: 1 << 10},
+		{Consistency: "local-async", ReadMode: ReadOwner, Eviction: cacheconfig.PolicyTTL, TTL: cacheconfig.Duration(time.Hour),
+			Budget: 1 << 20, MaxObjectSize: 1 << 19, NoWriteCache: true, MemoryLimitOverhead: 1},
+		{Consistency: "strong", ReadMode: ReadLocal, Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19},
+	} {
+		var c Config
+		if err := c.ApplySettings(s); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Settings(); got != s {
+			t.Errorf("round trip\n got %+v\nwant %+v", got, s)
+		}
+	}
+}

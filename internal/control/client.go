@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
@@ -50,6 +51,13 @@ func (c *Client) Ready(ctx context.Context) (Ready, error) {
 	var r Ready
 	err := c.do(ctx, http.MethodGet, "/v1/ready", nil, &r, DefaultTimeout)
 	return r, err
+}
+
+// Config returns the cache settings the cachelet applied.
+func (c *Client) Config(ctx context.Context) (cacheconfig.Settings, error) {
+	var s cacheconfig.Settings
+	err := c.do(ctx, http.MethodGet, "/v1/config", nil, &s, DefaultTimeout)
+	return s, err
 }
 
 // Stats returns the cachelet's counters and its cache's occupancy.

@@ -5,7 +5,8 @@
 // Unix socket in its instance's private directory, for its agent alone.
 //
 // The API: GET /v1/ready (where the cachelet serves; any answer means it
-// is serving and joined to its ring), GET /v1/stats (read and write
+// is serving and joined to its ring), GET /v1/config (the cache settings
+// it applied, the document's less what flags overrode), GET /v1/stats (read and write
 // counters, cache occupancy), POST /v1/drop (drop cached objects under a
 // prefix), POST /v1/prewarm (fetch owned keys into memory), POST
 // /v1/budget (move the memory tier's budget) and GET /v1/access (access

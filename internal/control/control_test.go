@@ -34,6 +34,10 @@ func (f *fakeCachelet) Ready() Ready {
 	return Ready{ID: "app-1", App: "app", Endpoint: "http://127.0.0.1:1", PeerAddr: "127.0.0.1:2", PID: 7}
 }
 
+func (f *fakeCachelet) Settings() cacheconfig.Settings {
+	return cacheconfig.Settings{Consistency: "owner", Budget: f.budget}
+}
+
 func (f *fakeCachelet) Stats() Stats {
 	return Stats{Reads: map[string]ReadCount{"local_hit": {Count: 3, Bytes: 300}}, Writes: 1, BudgetBytes: f.budget}
 }
@@ -109,6 +113,9 @@ func TestClientAgainstHandler(t *testing.T) {
 	r, err := c.Ready(ctx)
 	if err != nil || r != f.Ready() {
 		t.Fatalf("Ready = %+v, %v", r, err)
+	}
+	if cs, err := c.Config(ctx); err != nil || cs != (cacheconfig.Settings{Consistency: "owner", Budget: 100}) {
+		t.Fatalf("Config = %+v, %v", cs, err)
 	}
 	s, err := c.Stats(ctx)
 	if err != nil || s.Reads["local_hit"] != (ReadCount{3, 300}) || s.Writes != 1 || s.BudgetBytes != 100 {

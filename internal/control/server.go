@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
@@ -19,6 +20,9 @@ import (
 type Cachelet interface {
 	// Ready says where the cachelet serves.
 	Ready() Ready
+	// Settings is the cache settings the cachelet applied (from its
+	// configuration document, flags overriding).
+	Settings() cacheconfig.Settings
 	// Stats is a snapshot of the counters and the cache's occupancy.
 	Stats() Stats
 	// Drop drops the cached copies of bucket's objects under prefix,
@@ -60,6 +64,7 @@ func NewHandler(token string, c Cachelet, log *slog.Logger) (*Handler, error) {
 	}
 	h := &Handler{token: []byte(token), c: c, log: log, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /v1/ready", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, h.c.Ready()) })
+	h.mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, h.c.Settings()) })
 	h.mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, h.c.Stats()) })
 	h.mux.HandleFunc("GET /v1/access", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, AccessMetadata{Objects: h.c.AccessMetadata()})

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
@@ -40,6 +41,8 @@ func (in *Instance) Stats() control.Stats {
 type controlTarget struct{ in *Instance }
 
 func (t controlTarget) Ready() control.Ready { return t.in.Ready() }
+
+func (t controlTarget) Settings() cacheconfig.Settings { return t.in.cfg.Cachelet.Settings() }
 
 func (t controlTarget) Stats() control.Stats { return t.in.Stats() }
 

@@ -76,6 +76,9 @@ func TestControlAPI(t *testing.T) {
 	if fi, err := os.Stat(ep.Socket); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %v, %v; want mode 0600", fi.Mode().Perm(), err)
 	}
+	if s, err := c.Config(ctx); err != nil || s.Consistency != "strong" || s.Budget != 1<<20 || s.MaxObjectSize != 1<<19 {
+		t.Fatalf("Config = %+v, %v", s, err)
+	}
 	before, err := c.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 )
 
@@ -78,6 +79,17 @@ func TestCacheletContract(t *testing.T) {
 				t.Errorf("%s with authorization %q: %d, %v; want 401", req, auth, status, err)
 			}
 		}
+	}
+	// The spec's cache settings, as the cachelet applied them.
+	in := e.p.Agent.Instance(rec.Instance)
+	if in == nil {
+		t.Fatalf("no instance %s", rec.Instance)
+	}
+	got, err := in.CacheSettings(t.Context())
+	want := cacheconfig.Settings{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 32 << 20,
+		MaxObjectSize: 16 << 20, MemoryLimitOverhead: 48 << 20}
+	if err != nil || got != want {
+		t.Fatalf("cache settings\n got %+v, %v\nwant %+v", got, err, want)
 	}
 	again := invoke(t, e.p.Controller, "t1", "upper", map[string]string{"bucket": "data", "key": "hello.txt"})
 	if again.Instance != rec.Instance || again.Reads["local_hit"].Count != 1 {
