@@ -70,10 +70,12 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		Budget: int64(c.budget), MaxObjectSize: int64(c.maxObject),
 		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
 	}
-	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("%w: %v", errUsage, err)
+	if s.Consistency != "" {
+		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {
+			return s, fmt.Errorf("%w: %v", errUsage, err)
+		}
 	}
-	return s, nil
+	return s, s.Validate()
 }
 
 // apply sets cfg's cache settings from the flags.

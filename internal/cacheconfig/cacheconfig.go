@@ -214,9 +214,9 @@ func (s Settings) Validate() error {
 	}
 	switch {
 	case p == PolicyTTL && s.TTL <= 0:
-		return fmt.Errorf("%w: eviction %s needs a positive ttl", ErrInvalid, PolicyTTL)
+		return fmt.Errorf("%w: eviction %s needs a positive TTL", ErrInvalid, PolicyTTL)
 	case p != PolicyTTL && s.TTL != 0:
-		return fmt.Errorf("%w: ttl is for eviction %s, not %s", ErrInvalid, PolicyTTL, p)
+		return fmt.Errorf("%w: a TTL is for eviction %s, not %s", ErrInvalid, PolicyTTL, p)
 	}
 	if s.Budget < 0 || s.MaxObjectSize < 0 || s.MemoryLimitOverhead < 0 {
 		return fmt.Errorf("%w: sizes must not be negative", ErrInvalid)
