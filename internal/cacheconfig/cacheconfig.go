@@ -176,6 +176,10 @@ type Settings struct {
 	// TTL is how long an object stays cached under PolicyTTL (required
 	// there, and only there).
 	TTL Duration `json:"ttl,omitempty"`
+	// LargeObjectSize is, under PolicySizeAware (and only there), the
+	// size in bytes above which an object is large; default 0: the
+	// cache's (12 KiB).
+	LargeObjectSize int64 `json:"large_object_bytes,omitempty"`
 	// Budget is the memory tier's size in bytes; default 0: the process's
 	// default (instance.DefaultBudget).
 	Budget int64 `json:"budget_bytes,omitempty"`
@@ -218,7 +222,10 @@ func (s Settings) Validate() error {
 	case p != PolicyTTL && s.TTL != 0:
 		return fmt.Errorf("%w: a TTL is for eviction %s, not %s", ErrInvalid, PolicyTTL, p)
 	}
-	if s.Budget < 0 || s.MaxObjectSize < 0 || s.MemoryLimitOverhead < 0 {
+	if s.LargeObjectSize != 0 && p != PolicySizeAware {
+		return fmt.Errorf("%w: a large object size is for eviction %s, not %s", ErrInvalid, PolicySizeAware, p)
+	}
+	if s.Budget < 0 || s.MaxObjectSize < 0 || s.MemoryLimitOverhead < 0 || s.LargeObjectSize < 0 {
 		return fmt.Errorf("%w: sizes must not be negative", ErrInvalid)
 	}
 	return nil

@@ -60,6 +60,8 @@ func TestSettings(t *testing.T) {
 		{"ttl without ttl", Settings{Eviction: PolicyTTL}, false},
 		{"ttl elsewhere", Settings{TTL: Duration(time.Minute)}, false},
 		{"negative", Settings{Budget: -1}, false},
+		{"size-aware threshold", Settings{Eviction: PolicySizeAware, LargeObjectSize: 1 << 20}, true},
+		{"threshold elsewhere", Settings{LargeObjectSize: 1 << 20}, false},
 	} {
 		err := tc.s.Validate()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {

@@ -76,6 +76,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	Consistency{cons}.Apply(c)
 	c.Cache.Policy = s.Eviction
 	c.Cache.TTL = s.TTL.D()
+	c.Cache.LargeObjectSize = s.LargeObjectSize
 	if s.Budget > 0 {
 		c.Cache.Budget = s.Budget
 	}
@@ -110,7 +111,7 @@ func (c *Config) validateWrites() error {
 // is reported as ReadMode beside the writes' first setting.
 func (c Config) Settings() cacheconfig.Settings {
 	s := cacheconfig.Settings{
-		Eviction: c.Cache.Policy, TTL: cacheconfig.Duration(c.Cache.TTL),
+		Eviction: c.Cache.Policy, TTL: cacheconfig.Duration(c.Cache.TTL), LargeObjectSize: c.Cache.LargeObjectSize,
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 	}

@@ -43,7 +43,7 @@ func TestApplySettings(t *testing.T) {
 func TestSettingsRoundTrip(t *testing.T) {
 	for _, s := range []cacheconfig.Settings{
 		{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19},
-		{Consistency: "owner-local-read", Eviction: cacheconfig.PolicySizeAware, Budget: 1 << 20, MaxObjectSize: 1 << 10},
+		{Consistency: "owner-local-read", Eviction: cacheconfig.PolicySizeAware, LargeObjectSize: 4 << 10, Budget: 1 << 20, MaxObjectSize: 1 << 10},
 		{Consistency: "local-async", ReadMode: ReadOwner, Eviction: cacheconfig.PolicyTTL, TTL: cacheconfig.Duration(time.Hour),
 			Budget: 1 << 20, MaxObjectSize: 1 << 19, NoWriteCache: true, MemoryLimitOverhead: 1},
 		{Consistency: "strong", ReadMode: ReadLocal, Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19},
