@@ -141,7 +141,7 @@ func runBenchConsistency(ctx context.Context, args []string, stdout, stderr io.W
 		fs.PrintDefaults()
 	}
 	var names []string
-	for _, c := range cachelet.Consistencies {
+	for _, c := range cachelet.Consistencies() {
 		names = append(names, c.Name)
 	}
 	var (

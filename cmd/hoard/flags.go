@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/rig"
 )
@@ -32,7 +31,8 @@ func (b *byteSize) Set(s string) error {
 // parseBytes reads sizes with binary (KiB, MiB, GiB) or decimal (KB, MB, GB) units.
 func parseBytes(s string) (int64, error) { return bytesize.Parse(s) }
 
-// cacheFlags registers the cache settings shared by serve and up.
+// cacheFlags registers the cache settings shared by serve and up; they
+// become one cacheconfig.Settings, which the cachelet applies.
 type cacheFlags struct {
 	budget, maxObject byteSize
 	readMode          string
@@ -40,34 +40,53 @@ type cacheFlags struct {
 	eviction          string
 	ttl               time.Duration
 	consistency       string
+	memoryOverhead    int64 // not a flag: from a configuration document
 }
 
-func (c *cacheFlags) register(fs *flag.FlagSet) {
+func (c *cacheFlags) register(fs *flag.FlagSet) { c.registerWith(fs, cacheconfig.Settings{}) }
+
+// registerWith registers the flags with def's values as their defaults
+// (`hoard serve --config`: the document's settings, which flags override).
+func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
+	c.budget, c.maxObject = byteSize(def.Budget), byteSize(def.MaxObjectSize)
+	c.memoryOverhead = def.MemoryLimitOverhead
+	eviction := string(def.Eviction)
+	if eviction == "" {
+		eviction = string(cacheconfig.PolicyOwnerLRU)
+	}
 	fs.Var(&c.budget, "budget", "memory budget of the cache (default: a quarter of the memory limit)")
 	fs.Var(&c.maxObject, "max-object-size", "largest object kept in memory; larger ones stream through (default: budget/2)")
-	fs.StringVar(&c.readMode, "read-mode", string(cachelet.ReadVersionCheck),
-		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy")
-	fs.BoolVar(&c.noWriteCache, "no-write-cache", false, "do not keep the bytes of objects written through the cache")
-	fs.StringVar(&c.eviction, "eviction", string(cache.PolicyOwnerLRU), "eviction policy: owner-lru, size-aware or ttl")
-	fs.DurationVar(&c.ttl, "ttl", 0, "with --eviction ttl: how long an object stays cached")
-	fs.StringVar(&c.consistency, "consistency", "", "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async (sets --read-mode)")
+	fs.StringVar(&c.readMode, "read-mode", string(def.ReadMode),
+		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy; owner: ask the key's owner (default: the --consistency setting's, version-check for strong)")
+	fs.BoolVar(&c.noWriteCache, "no-write-cache", def.NoWriteCache, "do not keep the bytes of objects written through the cache")
+	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware or ttl")
+	fs.DurationVar(&c.ttl, "ttl", def.TTL.D(), "with --eviction ttl: how long an object stays cached")
+	fs.StringVar(&c.consistency, "consistency", def.Consistency, "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async")
 }
 
-func (c *cacheFlags) apply(cfg *instance.Config) error {
-	cfg.Cachelet.Cache.Budget = int64(c.budget)
-	cfg.Cachelet.Cache.MaxObjectSize = int64(c.maxObject)
-	cfg.Cachelet.ReadMode = cachelet.ReadMode(c.readMode)
-	cfg.Cachelet.DisableWriteCaching = c.noWriteCache
-	cfg.Cachelet.Cache.Policy = cache.Policy(c.eviction)
-	cfg.Cachelet.Cache.TTL = c.ttl
-	if c.consistency != "" {
-		s, err := cachelet.ParseConsistency(c.consistency)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		s.Apply(&cfg.Cachelet)
+// settings is the flags as one document.
+func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
+	s := cacheconfig.Settings{
+		Consistency: c.consistency, ReadMode: cacheconfig.ReadMode(c.readMode),
+		Eviction: cacheconfig.Policy(c.eviction), TTL: cacheconfig.Duration(c.ttl),
+		Budget: int64(c.budget), MaxObjectSize: int64(c.maxObject),
+		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
 	}
-	return nil
+	if s.Consistency != "" {
+		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {
+			return s, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	return s, s.Validate()
+}
+
+// apply sets cfg's cache settings from the flags.
+func (c *cacheFlags) apply(cfg *instance.Config) error {
+	s, err := c.settings()
+	if err != nil {
+		return err
+	}
+	return cfg.Cachelet.ApplySettings(s)
 }
 
 // envDefault returns the environment variable's value, or def.
@@ -109,4 +128,22 @@ func reorder(args []string, bools map[string]bool) []string {
 		pos = append(pos, a)
 	}
 	return append(flags, pos...)
+}
+
+// secretFlag is a flag holding a secret: its value, however it was set
+// (document, environment, flag), never shows in -h.
+type secretFlag struct{ p *string }
+
+func (f secretFlag) String() string { return "" }
+
+func (f secretFlag) Set(v string) error { *f.p = v; return nil }
+
+// or returns the first non-empty string.
+func or(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

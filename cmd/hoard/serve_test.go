@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,10 +16,11 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/notify"
-	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/s3api"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
@@ -57,7 +59,7 @@ func memStore(t *testing.T, bucket string) string {
 
 // serving runs `hoard serve args...` until the test ends, and returns what
 // its ready file says once it appears.
-func serving(t *testing.T, args ...string) (readyInfo, string) {
+func serving(t *testing.T, args ...string) (control.Ready, string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,7 +85,7 @@ func serving(t *testing.T, args ...string) (readyInfo, string) {
 		default:
 		}
 		if data, err := os.ReadFile(ready); err == nil {
-			var info readyInfo
+			var info control.Ready
 			if err := json.Unmarshal(data, &info); err != nil {
 				t.Fatalf("ready file %q: %v", data, err)
 			}
@@ -174,7 +176,7 @@ func TestServeReadyFileAndTriggers(t *testing.T) {
 }
 
 // In an application (etcd), the ready file appears once the ring is
-// joined, with the peer address the platform drops objects through.
+// joined, with the peer address.
 func TestServeReadyFileInAnApplication(t *testing.T) {
 	etcd, err := etcdembed.Start(t.Context(), etcdembed.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0"})
 	if err != nil {
@@ -198,13 +200,122 @@ func TestServeReadyFileInAnApplication(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	auth, err := peer.NewAuth("pipes", []byte(secret), nil)
+}
+
+// Started as the node agent starts it — one configuration document, no
+// other flag, no environment — a cachelet joins its application and
+// serves the control API on the document's socket, to the document's
+// token only; a flag beside the document overrides it.
+func TestServeConfigDocument(t *testing.T) {
+	etcd, err := etcdembed.Start(t.Context(), etcdembed.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := peer.NewClient(auth, peer.ClientConfig{})
-	defer pc.Close()
-	if n, err := pc.Drop(t.Context(), info.PeerAddr, "bkt", "tmp/run-1/"); err != nil || n != 2 {
-		t.Fatalf("Drop = %d, %v; want 2", n, err)
+	t.Cleanup(etcd.Close)
+	t.Setenv("HOARD_SECRET_KEY", "not-this-one") // not read with --document
+	dir, err := os.MkdirTemp("", "serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ep := control.Endpoint{Socket: filepath.Join(dir, "control.sock"), Token: control.NewToken()}
+	doc := &control.Document{
+		Version: control.DocumentVersion, App: "pipes", ID: "pipes-1",
+		Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0",
+		EtcdEndpoints: etcd.Endpoints(), AccessKey: "ak", SecretKey: "sk", PeerSecret: "the-application-secret",
+		Store:   control.Store{Endpoint: memStore(t, "bkt"), AccessKey: "sak", SecretKey: "ssk"},
+		Cache:   cacheconfig.Settings{Consistency: "owner", Eviction: cacheconfig.PolicySizeAware, Budget: 16 << 20},
+		Control: ep, LogLevel: "warn",
+	}
+	docPath := filepath.Join(dir, "cachelet.json")
+	if err := control.WriteDocument(docPath, doc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- runServe(ctx, []string{"--document", docPath, "--budget", "8MiB"}, io.Discard, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hoard serve: %v", err)
+		}
+	})
+	c := control.NewClient(ep)
+	defer c.Close()
+	var ready control.Ready
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ready, err = c.Ready(t.Context()); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("hoard serve ended before it was ready: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 30 s: %v", err)
+		}
+	}
+	if ready.ID != "pipes-1" || ready.App != "pipes" || !strings.HasPrefix(ready.PeerAddr, "127.0.0.1:") {
+		t.Fatalf("ready: %+v", ready)
+	}
+	client, err := s3store.New(s3store.Config{Endpoint: ready.Endpoint, AccessKey: "ak", SecretKey: "sk", Region: "us-east-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for _, k := range []string{"tmp/run-1/a", "tmp/run-1/b", "out/c"} {
+		if _, err := client.Put(t.Context(), "bkt", k, strings.NewReader("data"), 4, store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cs, err := c.Config(t.Context()); err != nil || cs.Consistency != "owner" || cs.Eviction != cacheconfig.PolicySizeAware || cs.Budget != 8<<20 {
+		t.Fatalf("config %+v, %v; want the document's, the flag's budget", cs, err)
+	}
+	s, err := c.Stats(t.Context())
+	if err != nil || s.BudgetBytes != 8<<20 || s.Writes != 3 {
+		t.Fatalf("stats %+v, %v; want the flag's budget, 3 writes", s, err)
+	}
+	// Under "owner" a write is the key's truth here until the store has
+	// it, and a drop keeps it: the two objects drop once persisted.
+	dropped := 0
+	for deadline := time.Now().Add(10 * time.Second); dropped < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		n, err := c.Drop(t.Context(), "bkt", "tmp/run-1/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += n
+	}
+	if dropped != 2 {
+		t.Fatalf("dropped %d objects, want 2", dropped)
+	}
+	if _, err := control.NewClient(control.Endpoint{Socket: ep.Socket, Token: control.NewToken()}).Drop(t.Context(), "bkt", ""); !errors.Is(err, control.ErrUnauthorized) {
+		t.Fatalf("another token: %v", err)
+	}
+	// A document others may read is refused before anything starts.
+	if err := os.Chmod(docPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runServe(t.Context(), []string{"--document", docPath}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Fatalf("a 0644 document: %v", err)
+	}
+}
+
+func TestDocumentFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--document", "a.json"}, "a.json"},
+		{[]string{"-document=b.json", "--budget", "1MiB"}, "b.json"},
+		{[]string{"--budget", "1MiB"}, ""},
+		{[]string{"--", "--document", "c"}, ""},
+	} {
+		if got := documentFlag(tc.args); got != tc.want {
+			t.Errorf("documentFlag(%q) = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }

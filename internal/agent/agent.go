@@ -11,15 +11,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,7 +27,6 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
-	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/worker"
@@ -79,6 +74,11 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// StartTimeout bounds loading one instance; default 60 s.
 	StartTimeout time.Duration
+	// DisableBandwidthPolicy starts cachelets without the bandwidth
+	// policy (large objects downloaded in ranges by several instances).
+	// Default false; $HOARD_BANDWIDTH_POLICY=off (BandwidthPolicyEnv)
+	// sets it too.
+	DisableBandwidthPolicy bool
 	// DisableMemoryDaemon runs instances without the memory daemon
 	// (memory.go), which otherwise keeps each instance's function and cache
 	// within its memory limit by moving the cache's budget. Default false;
@@ -135,6 +135,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(MemoryDaemonEnv)), "off") {
 		cfg.DisableMemoryDaemon = true
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(BandwidthPolicyEnv)), "off") {
+		cfg.DisableBandwidthPolicy = true
 	}
 	if cfg.LogDir == "" {
 		cfg.LogDir = filepath.Join(cfg.Dir, "logs")
@@ -291,95 +294,6 @@ func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
 	return dir, nil
 }
 
-// readyInfo is what `hoard serve --ready-file` writes.
-type readyInfo struct {
-	ID         string `json:"id"`
-	Endpoint   string `json:"endpoint"`
-	MetricsURL string `json:"metrics_url"`
-	PeerAddr   string `json:"peer_addr"`
-	PID        int    `json:"pid"`
-}
-
-// startCachelet starts `hoard serve` for the instance, in its sandbox, and
-// waits for its ready file.
-func (in *Instance) startCachelet(ctx context.Context) error {
-	a, spec := in.agent, in.spec
-	ready := filepath.Join(in.dir, "ready.json")
-	args := []string{"serve",
-		"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--peer-listen", net.JoinHostPort(a.cfg.PeerHost, "0"),
-		"--app", spec.Name, "--id", in.req.ID, "--region", a.cfg.Region,
-		"--etcd-endpoints", strings.Join(a.cfg.EtcdEndpoints, ","),
-		"--budget", fmt.Sprint(int64(spec.Cache.Budget)),
-		"--consistency", spec.Cache.Consistency, "--eviction", spec.Cache.Eviction,
-		"--ready-file", ready, "--log-json",
-	}
-	if spec.Cache.TTL > 0 {
-		args = append(args, "--ttl", spec.Cache.TTL.D().String())
-	}
-	if a.cfg.NotifyURL != "" {
-		args = append(args, "--notify-url", a.cfg.NotifyURL)
-	}
-	if a.cfg.ControllerURL != "" {
-		args = append(args, "--platform-url", a.cfg.ControllerURL)
-	}
-	cmd := exec.Command(a.cfg.HoardBin, args...)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOARD_ACCESS_KEY=" + in.req.Credentials.AccessKey,
-		"HOARD_SECRET_KEY=" + in.req.Credentials.SecretKey,
-		"HOARD_PEER_SECRET=" + in.req.Credentials.PeerSecret,
-		"HOARD_STORE_ENDPOINT=" + a.cfg.StoreEndpoint,
-		"HOARD_STORE_ACCESS_KEY=" + a.cfg.StoreAccessKey,
-		"HOARD_STORE_SECRET_KEY=" + a.cfg.StoreSecretKey,
-		"HOARD_NOTIFY_TOKEN=" + a.cfg.NotifyToken,
-		"HOARD_PLATFORM_TOKEN=" + a.cfg.NotifyToken,
-		// The cachelet's Go heap follows its budget (see memory.go).
-		fmt.Sprintf("%s=%d", instance.MemoryLimitOverheadEnv, cacheletMemoryOverhead),
-	}
-	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the cachelet: %w", err)
-	}
-	in.cachelet = cmd
-	in.cacheletDone = make(chan struct{})
-	go func() {
-		err := cmd.Wait()
-		close(in.cacheletDone)
-		in.cacheletExited(err)
-	}()
-	if err := in.box.Add(cmd.Process.Pid); err != nil {
-		return fmt.Errorf("moving the cachelet into its sandbox: %w", err)
-	}
-	if in.box.Enforced() {
-		// The function, not the cachelet, is what the OOM killer should
-		// take: the worker is marked preferred (startWorker), and the
-		// cachelet protected where the host allows it.
-		if err := in.box.ProtectFromOOM(cmd.Process.Pid); err != nil {
-			a.log.Debug("cannot protect the cachelet from the OOM killer", "instance", in.req.ID, "err", err)
-		}
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(ready); err == nil {
-			var r readyInfo
-			if err := json.Unmarshal(b, &r); err != nil {
-				return fmt.Errorf("the cachelet's ready file: %w", err)
-			}
-			in.ready = r
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the cachelet did not become ready: %w%s", ctx.Err(), in.logTail())
-		case <-in.cacheletDone:
-			return fmt.Errorf("the cachelet exited while starting%s", in.logTail())
-		case <-tick.C:
-		}
-	}
-}
-
 // workerEnv is the environment of an instance's worker: every AWS SDK
 // points at the instance's cachelet, with the application's credentials.
 func (in *Instance) workerEnv() []string {
@@ -429,42 +343,6 @@ func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
 	}
 	return w, nil
 }
-
-// fetchStats reads the cachelet's read counters.
-func (in *Instance) fetchStats(ctx context.Context) (map[string]api.ReadCount, error) {
-	u := strings.TrimSuffix(in.ready.MetricsURL, "/metrics") + "/stats"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := statsClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("cachelet stats: %s", resp.Status)
-	}
-	var s struct {
-		Reads        map[string]api.ReadCount `json:"reads"`
-		EvictedAgain int64                    `json:"evicted_again"`
-		CacheBytes   int64                    `json:"cache_bytes"`
-		BudgetBytes  int64                    `json:"budget_bytes"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
-		return nil, err
-	}
-	cc := api.CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
-	for _, r := range s.Reads {
-		cc.Reads += r.Count
-	}
-	in.mu.Lock()
-	in.cacheCounters = cc
-	in.mu.Unlock()
-	return s.Reads, nil
-}
-
-var statsClient = &http.Client{Timeout: 5 * time.Second}
 
 func writeFile(path, body string) error {
 	return os.WriteFile(path, []byte(body), 0o600)

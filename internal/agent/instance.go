@@ -14,6 +14,8 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/worker"
 )
@@ -30,10 +32,17 @@ type Instance struct {
 	box                *sandbox.Sandbox
 	cachelet           *exec.Cmd
 	cacheletDone       chan struct{}
-	ready              readyInfo
+	ctl                *control.Client // the cachelet's control API; set under mu (control())
+	ctlDir             string          // the control socket's own directory, when not dir
+	ready              control.Ready
 	startDur           time.Duration
 
 	invokeMu sync.Mutex // one invocation at a time
+	// stats is the cachelet's counters after the last invocation (or at
+	// load), which the next one's reads are counted from; statsOK says
+	// whether it is current. Guarded by invokeMu (cachelet.go).
+	stats   control.Stats
+	statsOK bool
 
 	mu          sync.Mutex
 	state       string
@@ -46,7 +55,7 @@ type Instance struct {
 
 	mem           *memoryDaemon // nil without one (memory.go)
 	prewarm       api.PrewarmStatus
-	cacheCounters api.CacheCounters  // as of the last /stats read
+	cacheCounters api.CacheCounters  // as of the last stats read
 	prewarmStop   context.CancelFunc // ends the pre-warm run
 	batchStop     context.CancelFunc // ends the pre-warm batch in flight
 }
@@ -110,11 +119,13 @@ func (in *Instance) Info() api.InstanceInfo {
 		StartedAt: in.started, LastUsed: in.lastUsed, StartMillis: float64(in.startDur.Microseconds()) / 1e3,
 		Invocations: in.invocations, Prewarm: in.prewarm,
 	}
-	box, state := in.box, in.state
+	box, state, ctl := in.box, in.state, in.ctl
 	in.mu.Unlock()
 	if state == api.StateIdle || state == api.StateBusy {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = in.fetchStats(ctx)
+		if s, err := ctl.Stats(ctx); err == nil {
+			in.setCounters(s)
+		}
 		cancel()
 	}
 	in.mu.Lock()
@@ -162,10 +173,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 
 	a := in.agent
 	res := &api.InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
-	before, err := in.fetchStats(ctx)
-	if err != nil {
-		a.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
-	}
+	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
 	oomBefore, _ := in.box.OOMKills()
 	start := time.Now()
 	event := req.Event
@@ -206,15 +214,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	default:
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
-	if after, err := in.fetchStats(context.WithoutCancel(ctx)); err == nil && before != nil {
-		res.Reads = map[string]api.ReadCount{}
-		for k, v := range after {
-			d := api.ReadCount{Count: v.Count - before[k].Count, Bytes: v.Bytes - before[k].Bytes}
-			if d.Count != 0 || d.Bytes != 0 {
-				res.Reads[k] = d
-			}
-		}
-	}
+	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
 	// A worker that died (timeout, OOM, crash) is replaced; the instance
 	// keeps its cachelet and what it caches.
 	next := api.StateIdle
@@ -248,15 +248,24 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 }
 
 // Drop drops the application's objects under bucket/prefix from this
-// instance's cachelet, asking it over the signed peer protocol. Writes
-// not yet persisted stay.
+// instance's cachelet, asking it over the control API. Writes not yet
+// persisted stay.
 func (in *Instance) Drop(ctx context.Context, bucket, prefix string) (int, error) {
-	c, err := in.peerClient()
-	if err != nil {
-		return 0, err
+	ctl := in.control()
+	if ctl == nil {
+		return 0, ErrUnavailable
 	}
-	defer c.Close()
-	return c.Drop(ctx, in.ready.PeerAddr, bucket, prefix)
+	return ctl.Drop(ctx, bucket, prefix)
+}
+
+// CacheSettings asks the instance's cachelet which cache settings it
+// applied: the spec's, as the configuration document carried them.
+func (in *Instance) CacheSettings(ctx context.Context) (cacheconfig.Settings, error) {
+	ctl := in.control()
+	if ctl == nil {
+		return cacheconfig.Settings{}, ErrUnavailable
+	}
+	return ctl.Config(ctx)
 }
 
 // cacheletExited is called when the cachelet process ends; unless the
@@ -320,8 +329,14 @@ func (in *Instance) teardown(reason string) {
 	if in.logFile != nil {
 		in.logFile.Close()
 	}
+	if ctl := in.control(); ctl != nil {
+		ctl.Close()
+	}
 	if in.dir != "" {
 		os.RemoveAll(in.dir)
+	}
+	if in.ctlDir != "" {
+		os.RemoveAll(in.ctlDir)
 	}
 	in.agent.log.Info("instance unloaded", "instance", in.req.ID, "app", in.req.App, "reason", reason)
 }

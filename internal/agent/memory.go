@@ -2,18 +2,14 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/sandbox"
 )
 
@@ -24,7 +20,7 @@ import (
 // sandbox's working set every memorySample (and, where the kernel offers
 // usage thresholds, at once when usage crosses memoryHigh of the limit);
 // when the working set comes within 10% of the limit it lowers the budget
-// over the signed peer protocol so that the working set falls back to
+// over the control API (package control) so that the working set falls back to
 // memoryTarget (the cachelet evicts by the application's policy and
 // returns the memory to the kernel), never below 0; once the working set
 // has stayed under memoryLow for memoryCalm, it raises the budget a step at
@@ -48,8 +44,8 @@ const (
 	memoryRaiseSteps = 4
 	// cacheletMemoryOverhead is what a cachelet's process may hold besides
 	// its cache: its Go soft memory limit is the budget plus this
-	// (instance.MemoryLimitOverheadEnv), so that its heap does not grow
-	// far past what it caches.
+	// (cacheconfig.Settings.MemoryLimitOverhead in its configuration
+	// document), so that its heap does not grow far past what it caches.
 	cacheletMemoryOverhead = 48 << 20
 	// memoryRequestTimeout bounds one request to the cachelet.
 	memoryRequestTimeout = 5 * time.Second
@@ -91,6 +87,13 @@ func nextBudget(usage, limit, cacheBytes, budget, configured int64) int64 {
 // share is f of n bytes.
 func share(n int64, f float64) int64 { return int64(float64(n) * f) }
 
+// cacheletControl is what the daemon asks of the instance's cachelet;
+// *control.Client provides it.
+type cacheletControl interface {
+	Stats(ctx context.Context) (control.Stats, error)
+	SetBudget(ctx context.Context, n int64) (control.BudgetResult, error)
+}
+
 // memoryDaemon is one instance's.
 type memoryDaemon struct {
 	in  *Instance
@@ -98,9 +101,7 @@ type memoryDaemon struct {
 	// usage and limit sample the sandbox: its working set, its limit.
 	usage      func() (int64, error)
 	limit      func() int64
-	client     *peer.Client
-	addr       string // the cachelet's peer address
-	statsURL   string
+	client     cacheletControl
 	configured int64
 
 	cancel context.CancelFunc
@@ -120,15 +121,9 @@ func (in *Instance) startMemoryDaemon() {
 	if a.cfg.DisableMemoryDaemon {
 		return
 	}
-	c, err := in.peerClient()
-	if err != nil {
-		a.log.Warn("memory daemon not started", "instance", in.req.ID, "err", err)
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &memoryDaemon{
-		in: in, box: in.box, usage: in.box.WorkingSet, limit: in.box.Limit, client: c, addr: in.ready.PeerAddr,
-		statsURL:   strings.TrimSuffix(in.ready.MetricsURL, "/metrics") + "/stats",
+		in: in, box: in.box, usage: in.box.WorkingSet, limit: in.box.Limit, client: in.control(),
 		configured: int64(in.spec.Cache.Budget),
 		cancel:     cancel, done: make(chan struct{}),
 	}
@@ -138,7 +133,6 @@ func (in *Instance) startMemoryDaemon() {
 	if in.tornDown { // unloaded meanwhile (the agent is closing)
 		in.mu.Unlock()
 		cancel()
-		c.Close()
 		return
 	}
 	in.mem = d
@@ -174,7 +168,6 @@ func (in *Instance) memoryInfo() *api.MemoryDaemonInfo {
 
 func (d *memoryDaemon) run(ctx context.Context) {
 	defer close(d.done)
-	defer d.client.Close()
 	defer func() {
 		d.mu.Lock()
 		d.info.Running = false
@@ -265,7 +258,7 @@ func (d *memoryDaemon) check(ctx context.Context, now time.Time) bool {
 		return true
 	}
 	rctx, cancel := context.WithTimeout(ctx, memoryRequestTimeout)
-	res, err := d.client.Budget(rctx, d.addr, nb)
+	res, err := d.client.SetBudget(rctx, nb)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -309,28 +302,12 @@ func (d *memoryDaemon) failed(now time.Time, what string, err error) {
 	}
 }
 
-// cacheStats reads what the cachelet's cache holds and its budget from
-// its /stats.
+// cacheStats reads what the cachelet's cache holds and its budget.
 func (d *memoryDaemon) cacheStats(ctx context.Context) (cacheBytes, budget int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, memoryRequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.statsURL, nil)
+	s, err := d.client.Stats(ctx)
 	if err != nil {
-		return 0, 0, err
-	}
-	resp, err := statsClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("cachelet stats: %s", resp.Status)
-	}
-	var s struct {
-		CacheBytes  int64 `json:"cache_bytes"`
-		BudgetBytes int64 `json:"budget_bytes"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
 		return 0, 0, err
 	}
 	return s.CacheBytes, s.BudgetBytes, nil

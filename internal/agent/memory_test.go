@@ -3,13 +3,9 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +14,7 @@ import (
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
-	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
@@ -66,18 +62,41 @@ func TestNextBudget(t *testing.T) {
 	}
 }
 
-// daemonEnv is a memory daemon over a real cachelet (served over the peer
-// protocol and /stats as `hoard serve` does) in a modelled sandbox: usage
-// is the function's memory plus what the cache holds.
+// daemonEnv is a memory daemon over a real cachelet (asked directly,
+// as the control API's handler would) in a modelled sandbox: usage is the
+// function's memory plus what the cache holds.
 type daemonEnv struct {
 	t   *testing.T
 	cl  *cachelet.Cachelet
-	srv *httptest.Server
+	ctl *directControl
 	d   *memoryDaemon
 	fn  atomic.Int64 // the function's memory
 }
 
-const daemonSecret = "0123456789abcdef-daemon"
+// directControl is a cachelet asked in-process, as the control handler
+// does (internal/instance wires the real one; TestControlAPI there
+// covers it).
+type directControl struct {
+	cl   *cachelet.Cachelet
+	down atomic.Bool // the cachelet does not answer
+}
+
+func (c *directControl) Stats(context.Context) (control.Stats, error) {
+	if c.down.Load() {
+		return control.Stats{}, control.ErrUnavailable
+	}
+	n := c.cl.Counters()
+	return control.Stats{CacheBytes: n.CacheBytes, BudgetBytes: n.BudgetBytes}, nil
+}
+
+func (c *directControl) SetBudget(_ context.Context, n int64) (control.BudgetResult, error) {
+	if c.down.Load() {
+		return control.BudgetResult{}, control.ErrUnavailable
+	}
+	freed := c.cl.SetBudget(n)
+	s := c.cl.Stats()
+	return control.BudgetResult{Budget: s.Budget, Freed: freed, CacheBytes: s.Bytes, ReservedBytes: s.Reserved}, nil
+}
 
 func newDaemonEnv(t *testing.T, limit, budget int64, objects int) *daemonEnv {
 	t.Helper()
@@ -108,28 +127,17 @@ func newDaemonEnv(t *testing.T, limit, budget int64, objects int) *daemonEnv {
 			t.Fatalf("cache fills did not land: %+v", cl.Stats())
 		}
 	}
-	auth, err := peer.NewAuth("mem", []byte(daemonSecret), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", peer.NewServer(auth, cl, nil))
-	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(cl.Counters()) })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	e := &daemonEnv{t: t, cl: cl, srv: srv}
+	e := &daemonEnv{t: t, cl: cl, ctl: &directControl{cl: cl}}
 	in := &Instance{
 		agent: &Agent{log: slog.New(slog.DiscardHandler)},
-		req:   api.StartRequest{ID: "mem-1", Credentials: api.Credentials{PeerSecret: daemonSecret}},
+		req:   api.StartRequest{ID: "mem-1"},
 		spec:  &appspec.Spec{Name: "mem", Cache: appspec.CacheSpec{Budget: appspec.Size(budget), Shared: true}},
 	}
-	client := peer.NewClient(auth, peer.ClientConfig{})
-	t.Cleanup(client.Close)
 	e.d = &memoryDaemon{
-		in:     in,
-		usage:  func() (int64, error) { return e.fn.Load() + cl.Stats().Bytes, nil },
-		limit:  func() int64 { return limit },
-		client: client, addr: strings.TrimPrefix(srv.URL, "http://"), statsURL: srv.URL + "/stats",
+		in:         in,
+		usage:      func() (int64, error) { return e.fn.Load() + cl.Stats().Bytes, nil },
+		limit:      func() int64 { return limit },
+		client:     e.ctl,
 		configured: budget, done: make(chan struct{}),
 	}
 	e.d.info = api.MemoryDaemonInfo{Running: true, Shared: true, ConfiguredBudget: budget, CacheBudget: budget}
@@ -198,7 +206,7 @@ func TestMemoryDaemonCheck(t *testing.T) {
 
 	// A cachelet that does not answer costs an error, not a panic, and
 	// the daemon goes on.
-	e.srv.Close()
+	e.ctl.down.Store(true)
 	e.fn.Store(95 * mib)
 	if !e.d.check(t.Context(), now.Add(20*time.Second)) || e.info().Errors != 1 {
 		t.Fatalf("with the cachelet gone: %+v", e.info())

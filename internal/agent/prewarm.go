@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
-	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -16,16 +16,6 @@ import (
 // prewarmBatch is how many keys one pre-warm request carries: small, so
 // that an invocation arriving mid-batch waits for little.
 const prewarmBatch = 16
-
-// peerClient is a client of the instance's cachelet over the signed peer
-// protocol.
-func (in *Instance) peerClient() (*peer.Client, error) {
-	auth, err := peer.NewAuth(in.spec.Name, []byte(in.req.Credentials.PeerSecret), nil)
-	if err != nil {
-		return nil, err
-	}
-	return peer.NewClient(auth, peer.ClientConfig{}), nil
-}
 
 // Prewarm has the instance's cachelet fetch the objects it owns among
 // keys, in the background and only while the instance is idle: an
@@ -50,11 +40,6 @@ func (in *Instance) runPrewarm(ctx context.Context, keys []api.Key) {
 		in.prewarm.Running = false
 		in.mu.Unlock()
 	}()
-	c, err := in.peerClient()
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	for len(keys) > 0 {
 		// Wait for the instance to be idle.
 		batchCtx, ok := in.idleContext(ctx)
@@ -62,11 +47,11 @@ func (in *Instance) runPrewarm(ctx context.Context, keys []api.Key) {
 			return
 		}
 		n := min(prewarmBatch, len(keys))
-		batch := make([]peer.Key, n)
+		batch := make([]control.Key, n)
 		for i, k := range keys[:n] {
-			batch[i] = peer.Key{Bucket: k.Bucket, Key: k.Key}
+			batch[i] = control.Key{Bucket: k.Bucket, Key: k.Key}
 		}
-		res, err := c.Prewarm(batchCtx, in.ready.PeerAddr, batch)
+		res, err := in.control().Prewarm(batchCtx, batch)
 		if ctx.Err() != nil {
 			return
 		}
@@ -131,18 +116,16 @@ func (in *Instance) pausePrewarmLocked() {
 // It is called before the cachelet is stopped, and never fails the unload.
 func (in *Instance) saveAccessMetadata() {
 	loc := in.req.Metadata
-	if loc.Bucket == "" || in.ready.PeerAddr == "" {
+	ctl := in.control()
+	if loc.Bucket == "" || ctl == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := in.peerClient()
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	rec := prewarm.Record{Version: prewarm.RecordVersion, App: in.spec.Name, Instance: in.req.ID, UnloadedAt: time.Now().UTC()}
-	if err := c.AccessMetadata(ctx, in.ready.PeerAddr, &rec.Objects); err != nil {
+	objs, err := ctl.AccessMetadata(ctx)
+	rec.Objects = objs
+	if err != nil {
 		in.agent.log.Warn("reading access metadata", "instance", in.req.ID, "err", err)
 		return
 	}

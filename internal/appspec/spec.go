@@ -17,8 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hoard-io/hoard/internal/bytesize"
-	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 )
 
 // FileName is the spec's name at the root of an application directory.
@@ -105,7 +104,7 @@ type Spec struct {
 
 // CacheSpec is the cachelets' configuration.
 type CacheSpec struct {
-	// Consistency is one of Faa$T's six settings (cachelet.ParseConsistency).
+	// Consistency is one of Faa$T's six settings (cacheconfig.Consistencies).
 	Consistency string `yaml:"consistency,omitempty"`
 	// Eviction is the eviction policy: owner-lru, size-aware or ttl.
 	Eviction string `yaml:"eviction,omitempty"`
@@ -137,6 +136,18 @@ func (s *ScalingSpec) validate() error {
 		return invalid("scaling: latency_target %s: want 1ms to %s, or 0 for none", t, MaxTimeout)
 	}
 	return nil
+}
+
+// Settings is what the spec asks of each instance's cachelet, as the one
+// document the cachelet applies (cacheconfig.Settings). Shared is not in
+// it: where the cache's memory lives is the node agent's business.
+func (c CacheSpec) Settings() cacheconfig.Settings {
+	return cacheconfig.Settings{
+		Consistency: c.Consistency,
+		Eviction:    cacheconfig.Policy(c.Eviction),
+		TTL:         cacheconfig.Duration(c.TTL),
+		Budget:      int64(c.Budget),
+	}
 }
 
 // Function is one function of the application.
@@ -335,20 +346,20 @@ func checkTimeout(what string, d Duration) error {
 
 func (c *CacheSpec) validate() error {
 	if c.Consistency == "" {
-		c.Consistency = "strong"
+		c.Consistency = cacheconfig.DefaultConsistency
 	}
-	if _, err := cachelet.ParseConsistency(c.Consistency); err != nil {
+	if _, err := cacheconfig.ParseConsistency(c.Consistency); err != nil {
 		return invalid("cache: %v", err)
 	}
 	if c.Eviction == "" {
-		c.Eviction = string(cache.PolicyOwnerLRU)
+		c.Eviction = string(cacheconfig.PolicyOwnerLRU)
 	}
-	switch cache.Policy(c.Eviction) {
-	case cache.PolicyOwnerLRU, cache.PolicySizeAware:
+	switch cacheconfig.Policy(c.Eviction) {
+	case cacheconfig.PolicyOwnerLRU, cacheconfig.PolicySizeAware:
 		if c.TTL != 0 {
 			return invalid("cache: ttl is for eviction ttl, not %s", c.Eviction)
 		}
-	case cache.PolicyTTL:
+	case cacheconfig.PolicyTTL:
 		if c.TTL.D() <= 0 {
 			return invalid("cache: eviction ttl needs a ttl (e.g. 10m)")
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 )
 
 const good = `
@@ -236,5 +238,26 @@ func TestInstanceMemoryShared(t *testing.T) {
 		if err != nil || again.Cache.Shared != s.Cache.Shared || again.InstanceMemory() != tc.limit {
 			t.Errorf("%q: round trip: %v\n%s", tc.spec, err, raw)
 		}
+	}
+}
+
+// The spec's cache section becomes the cachelet's settings document.
+func TestCacheSettings(t *testing.T) {
+	s, err := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\ncache: {consistency: owner-async, eviction: ttl, ttl: 2m, budget: 32MiB}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Cache.Settings()
+	want := cacheconfig.Settings{Consistency: "owner-async", Eviction: cacheconfig.PolicyTTL,
+		TTL: cacheconfig.Duration(2 * time.Minute), Budget: 32 << 20}
+	if got != want {
+		t.Fatalf("Settings\n got %+v\nwant %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\n"))
+	if ds := d.Cache.Settings(); ds.Consistency != "strong" || ds.Eviction != cacheconfig.PolicyOwnerLRU || ds.Budget != DefaultCacheBudget {
+		t.Fatalf("default Settings %+v", ds)
 	}
 }

@@ -24,7 +24,7 @@ var layers = []struct {
 	{"core", []string{
 		"internal/bytesize", "internal/ring", "internal/cache", "internal/keepalive",
 		"internal/prewarm", "internal/scaling", "internal/store", "internal/membership",
-		"internal/checksum", "internal/loadgen", "internal/clock", "internal/cachelet/keystate",
+		"internal/checksum", "internal/loadgen", "internal/clock", "internal/cachelet/keystate", "internal/cacheconfig",
 	}},
 	// The parts: adapters to the outside (stores, etcd, the kernel), the
 	// data plane of one cachelet, the platform's wire contract.
@@ -35,7 +35,7 @@ var layers = []struct {
 		"internal/etcdembed", "internal/etcdembed/zapslog", "internal/localstore", "internal/netshape",
 		"internal/peer", "internal/cluster", "internal/writeback", "internal/notify",
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
-		"internal/hostnet",
+		"internal/hostnet", "internal/control",
 	}},
 	// One instance's composition: store client, cachelet, listeners.
 	{"instance", []string{"internal/instance"}},

@@ -314,7 +314,7 @@ func RunConsistency(ctx context.Context, cfg ConsistencyConfig) (*ConsistencyRep
 	}
 	var settings []cachelet.Consistency
 	if len(cfg.Settings) == 0 {
-		settings = cachelet.Consistencies
+		settings = cachelet.Consistencies()
 	}
 	for _, name := range cfg.Settings {
 		s, err := cachelet.ParseConsistency(name)

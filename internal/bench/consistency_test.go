@@ -46,10 +46,10 @@ func TestDescribe(t *testing.T) {
 }
 
 func TestPaperTable6CoversEverySetting(t *testing.T) {
-	if len(paperTable6) != len(cachelet.Consistencies) {
-		t.Fatalf("%d paper rows for %d settings", len(paperTable6), len(cachelet.Consistencies))
+	if len(paperTable6) != len(cachelet.Consistencies()) {
+		t.Fatalf("%d paper rows for %d settings", len(paperTable6), len(cachelet.Consistencies()))
 	}
-	for _, c := range cachelet.Consistencies {
+	for _, c := range cachelet.Consistencies() {
 		if _, ok := paperTable6[c.Name]; !ok {
 			t.Errorf("no paper row for %s", c.Name)
 		}

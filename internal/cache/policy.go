@@ -1,25 +1,31 @@
 package cache
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/hoard-io/hoard/internal/cacheconfig"
+)
 
 // Policy names an eviction policy: the order in which the cache gives up
-// complete entries when it needs room. Each application picks one.
-type Policy string
+// complete entries when it needs room. Each application picks one. The
+// names live in package cacheconfig, which specs and configuration
+// documents use without this package.
+type Policy = cacheconfig.Policy
 
 const (
 	// PolicyOwnerLRU evicts the entries this cachelet does not own first,
 	// least recently used first, then the owned ones in LRU order. With
 	// Config.Owns nil every entry is owned and this is plain LRU. The
 	// default.
-	PolicyOwnerLRU Policy = "owner-lru"
+	PolicyOwnerLRU = cacheconfig.PolicyOwnerLRU
 	// PolicySizeAware evicts in four classes, each in LRU order: entries
 	// not owned and larger than Config.LargeObjectSize, then the smaller
 	// ones not owned, then owned large ones, then owned small ones.
-	PolicySizeAware Policy = "size-aware"
+	PolicySizeAware = cacheconfig.PolicySizeAware
 	// PolicyTTL expires each entry Config.TTL after it was added: an
 	// expired entry is a miss. When room is needed, the entries closest to
 	// expiry (expired ones first) go first; reads do not extend a life.
-	PolicyTTL Policy = "ttl"
+	PolicyTTL = cacheconfig.PolicyTTL
 )
 
 // validPolicies lists every Policy, the default first, for error messages.

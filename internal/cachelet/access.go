@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
@@ -115,8 +114,13 @@ func (c *Cachelet) AccessMetadata() []prewarm.Object {
 	return out
 }
 
-// PrewarmResult says what a Prewarm did.
-type PrewarmResult = peer.PrewarmResult
+// PrewarmResult says what a Prewarm did: of the keys given, how many this
+// cachelet owns, already held, fetched (with their bytes), skipped as too
+// large for memory, and failed to fetch.
+type PrewarmResult struct {
+	Owned, Cached, Fetched, Skipped, Failed int
+	Bytes                                   int64
+}
 
 // Prewarm fetches into memory the given objects this cachelet owns on its
 // application's ring (all of them when it is on its own) and does not hold
@@ -124,13 +128,15 @@ type PrewarmResult = peer.PrewarmResult
 // memory tier are skipped. Pre-warm fetches are not reads: they count in
 // neither the read counters nor the access metadata; a later local hit on
 // a pre-warmed object counts in hoard_cachelet_prewarm_hits_total.
-func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult, error) {
+//
+// The node agent calls it over the control API (package control), only
+// while the instance is idle.
+func (c *Cachelet) Prewarm(ctx context.Context, keys []cache.Key) (PrewarmResult, error) {
 	var res PrewarmResult
-	for _, pk := range keys {
+	for _, k := range keys {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		k := cache.Key{Bucket: pk.Bucket, Object: pk.Key}
 		if _, self := c.cfg.owner(k); !self {
 			continue
 		}
@@ -162,18 +168,6 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []peer.Key) (PrewarmResult,
 		c.keys.prewarmed(k)
 	}
 	return res, nil
-}
-
-// PeerPrewarm serves a pre-warm request (the node agent's, signed with the
-// application's secret). It implements peer.Owner.
-func (c *Cachelet) PeerPrewarm(ctx context.Context, keys []peer.Key) (PrewarmResult, error) {
-	return c.Prewarm(ctx, keys)
-}
-
-// PeerAccessMetadata serves AccessMetadata over the signed peer protocol.
-// It implements peer.Owner.
-func (c *Cachelet) PeerAccessMetadata(context.Context) (any, error) {
-	return c.AccessMetadata(), nil
 }
 
 // notePrewarmHit counts the first local hit on a pre-warmed object.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/cache"
 )
 
 func TestAccessMetadata(t *testing.T) {
@@ -42,7 +42,7 @@ func TestPrewarm(t *testing.T) {
 	e.settle()
 	before := e.st.GetCounts()
 
-	res, err := e.c.Prewarm(context.Background(), []peer.Key{{Bucket: testBucket, Key: "a"}, {Bucket: testBucket, Key: "b"}, {Bucket: testBucket, Key: "missing"}})
+	res, err := e.c.Prewarm(context.Background(), []cache.Key{{Bucket: testBucket, Object: "a"}, {Bucket: testBucket, Object: "b"}, {Bucket: testBucket, Object: "missing"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestPrewarm(t *testing.T) {
 	// A canceled pre-warm stops.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.c.Prewarm(ctx, []peer.Key{{Bucket: testBucket, Key: "a"}}); err == nil {
+	if _, err := e.c.Prewarm(ctx, []cache.Key{{Bucket: testBucket, Object: "a"}}); err == nil {
 		t.Error("a canceled pre-warm reported no error")
 	}
 }

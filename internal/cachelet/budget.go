@@ -1,11 +1,8 @@
 package cachelet
 
 import (
-	"context"
 	"runtime/debug"
 	"time"
-
-	"github.com/hoard-io/hoard/internal/peer"
 )
 
 // SetBudget changes the memory tier's budget to n bytes (a negative n is
@@ -26,7 +23,7 @@ import (
 // Objects evicted from the memory tier are dropped, not lost: writes the
 // store does not have yet stay readable (consistency.go keeps them apart),
 // and everything else is read from the store or its owner again. The node
-// agent's memory daemon calls it over the peer protocol (PeerBudget).
+// agent's memory daemon calls it over the control API (package control).
 func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	n = max(n, 0)
 	c.budgetMu.Lock()
@@ -64,12 +61,4 @@ func (c *Config) applyMemoryLimit(budget int64) {
 	if c.MemoryLimitOverhead > 0 {
 		debug.SetMemoryLimit(budget + c.MemoryLimitOverhead)
 	}
-}
-
-// PeerBudget serves a budget change over the signed peer protocol (the
-// node agent's memory daemon). It implements peer.Owner.
-func (c *Cachelet) PeerBudget(_ context.Context, n int64) (peer.BudgetResult, error) {
-	freed := c.SetBudget(n)
-	s := c.cache.Stats()
-	return peer.BudgetResult{Budget: s.Budget, Freed: freed, CacheBytes: s.Bytes, ReservedBytes: s.Reserved}, nil
 }

@@ -195,8 +195,8 @@ func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	}
 }
 
-// PeerBudget answers with the budget, the bytes freed and what is left.
-func TestPeerBudget(t *testing.T) {
+// SetBudget says what it freed, and the cache holds what is left.
+func TestSetBudgetFrees(t *testing.T) {
 	e := newEnv(t, readLocal)
 	for i := range 3 {
 		k := fmt.Sprint("k", i)
@@ -204,8 +204,8 @@ func TestPeerBudget(t *testing.T) {
 		e.mustRead(k, object(k, 1, 1000), LocalMiss)
 	}
 	e.settle()
-	res, err := e.c.PeerBudget(t.Context(), 1500)
-	if err != nil || res.Budget != 1500 || res.Freed != 2000 || res.CacheBytes != 1000 || res.ReservedBytes != 0 {
-		t.Fatalf("PeerBudget(1500) = %+v, %v", res, err)
+	freed := e.c.SetBudget(1500)
+	if s := e.c.Stats(); freed != 2000 || s.Budget != 1500 || s.Bytes != 1000 || s.Reserved != 0 {
+		t.Fatalf("SetBudget(1500) freed %d, left %+v", freed, s)
 	}
 }

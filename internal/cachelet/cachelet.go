@@ -37,25 +37,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
 )
 
-// ReadMode says how far a read trusts the memory copy.
-type ReadMode string
+// ReadMode says how far a read trusts the memory copy (package
+// cacheconfig names the modes).
+type ReadMode = cacheconfig.ReadMode
 
 const (
 	// ReadVersionCheck confirms every cached copy against the store with a
 	// conditional request before serving it. The default: strong.
-	ReadVersionCheck ReadMode = "version-check"
+	ReadVersionCheck = cacheconfig.ReadVersionCheck
 	// ReadLocal serves cached copies without asking the store.
-	ReadLocal ReadMode = "local"
+	ReadLocal = cacheconfig.ReadLocal
 	// ReadOwner confirms cached copies with the key's owner, which holds
 	// the newest version written through the application's cachelets;
 	// the owner itself trusts its memory. Objects changed in the store
 	// behind hoard's back are not seen until the owner drops its copy.
-	ReadOwner ReadMode = "owner"
+	ReadOwner = cacheconfig.ReadOwner
 )
 
 // Config configures a Cachelet.
@@ -68,7 +70,7 @@ type Config struct {
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
 	// WriteTarget and WriteMode: where a write must land before Put
-	// returns (see Consistencies). Default WriteStore, WriteSync.
+	// returns (see cacheconfig.Consistencies). Default WriteStore, WriteSync.
 	WriteTarget WriteTarget
 	WriteMode   WriteMode
 	// DrainTimeout bounds how long Close waits for queued writes to reach
@@ -149,7 +151,7 @@ func (c *Config) Validate() error {
 	if c.ReadMode == "" {
 		c.ReadMode = ReadVersionCheck
 	}
-	if c.ReadMode != ReadVersionCheck && c.ReadMode != ReadLocal && c.ReadMode != ReadOwner {
+	if !cacheconfig.ValidReadMode(c.ReadMode) {
 		return fmt.Errorf("cachelet: unknown read mode %q (want %q, %q or %q)", c.ReadMode, ReadVersionCheck, ReadOwner, ReadLocal)
 	}
 	if c.FillTimeout == 0 {

@@ -263,7 +263,7 @@ func TestPeerGetConditional(t *testing.T) {
 // really skip what makes the strong ones strong.
 func TestCounterTable6(t *testing.T) {
 	const increments = 1000
-	for _, s := range Consistencies {
+	for _, s := range Consistencies() {
 		t.Run(s.Name, func(t *testing.T) {
 			g := newGroup(t, 5, s.Apply)
 			ctx := t.Context()

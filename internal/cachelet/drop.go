@@ -1,7 +1,6 @@
 package cachelet
 
 import (
-	"context"
 	"strings"
 
 	"github.com/hoard-io/hoard/internal/cache"
@@ -20,8 +19,9 @@ import (
 // cachelet queued for the key's owner (owner-async) is dropped from its
 // memory like any copy; the queue still delivers it.
 //
-// It returns how many cached objects it dropped. Pipelines call it over
-// the peer protocol to drop a run's intermediate objects when the run ends.
+// It returns how many cached objects it dropped. The node agent calls it
+// over the control API (package control) to drop a pipeline run's
+// intermediate objects when the run ends.
 // It costs one pass over the cache's entries under the cache's lock, so it
 // suits such occasional bulk drops, not per-request use.
 func (c *Cachelet) DropPrefix(bucket, prefix string) int {
@@ -41,10 +41,4 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	c.wmu.Unlock()
 	c.log.Debug("dropped cached objects", "bucket", bucket, "prefix", prefix, "objects", n)
 	return n
-}
-
-// PeerDrop drops cached objects at a peer's request (see DropPrefix). It
-// implements peer.Owner.
-func (c *Cachelet) PeerDrop(_ context.Context, bucket, prefix string) (int, error) {
-	return c.DropPrefix(bucket, prefix), nil
 }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
-	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -239,36 +237,5 @@ func TestDropPrefixUnderLoad(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: read %d bytes, %v; not the store's version", k, len(got), err)
 		}
-	}
-}
-
-// A drop over the peer protocol reaches the cachelet behind the peer
-// server: what a pipeline's controller does when a run ends.
-func TestDropOverThePeerProtocol(t *testing.T) {
-	g := newGroup(t, 2)
-	data := object("tmp/run-1/x", 1, 3000)
-	for _, k := range []string{"tmp/run-1/x", "tmp/run-1/y", "tmp/run-2/x"} {
-		g.put(t, k, data)
-		g.mustRead(t, 1, k, data, RemoteMiss) // both cachelets hold it now
-	}
-	auth, err := peer.NewAuth("app", []byte("a-secret-of-at-least-16-bytes"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := peer.NewClient(auth, peer.ClientConfig{})
-	defer cl.Close()
-	for i, addr := range g.addrs {
-		n, err := cl.Drop(t.Context(), addr, testBucket, "tmp/run-1/")
-		if err != nil || n != 2 {
-			t.Fatalf("cachelet %d: Drop = %d, %v; want 2", i, n, err)
-		}
-		if s := g.members[i].Stats(); s.Objects != 1 {
-			t.Fatalf("cachelet %d holds %d objects after the drop, want 1", i, s.Objects)
-		}
-	}
-	g.mustRead(t, 1, "tmp/run-2/x", data, LocalHit)
-	g.mustRead(t, 1, "tmp/run-1/x", data, RemoteMiss)
-	if _, err := cl.Drop(t.Context(), g.addrs[0], "", "x"); err == nil || !strings.Contains(err.Error(), "bucket") {
-		t.Fatalf("drop without a bucket: %v", err)
 	}
 }

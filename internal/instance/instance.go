@@ -1,9 +1,11 @@
 // Package instance assembles one application instance's data layer: a
 // store client, a cachelet over it, the S3 front serving it on a listener,
 // the Prometheus endpoint (with the cachelet's counters as JSON at /stats
-// beside it) and, when configured, the notifier of cache triggers. It is
-// the composition root shared by `hoard serve`, `hoard up`, the benchmarks
-// and the integration tests.
+// beside it), when configured the notifier of cache triggers, and, for a
+// platform's node agent, the control API on a private Unix socket
+// (package control; control.go adapts the cachelet to it). It is the
+// composition root shared by `hoard serve`, `hoard up`, the benchmarks and
+// the integration tests.
 //
 // With a membership Registry the instance is one cachelet of its
 // application's cooperative cache: it also serves the peer protocol on its
@@ -34,6 +36,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/cluster"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -74,6 +77,13 @@ type Config struct {
 	// platform's cache triggers. NotifyToken, when set, is sent with each
 	// as a bearer token. Events name the sender by App and ID.
 	NotifyURL, NotifyToken string
+
+	// Control, when its Socket is set, is the control API's listener
+	// (package control): a Unix socket the instance binds with mode 0600
+	// (its directory should be the instance's private one, 0700), whose
+	// callers must present Control.Token. The platform's node agent
+	// drives its cachelets there. Default: no control listener.
+	Control control.Endpoint
 
 	// Bandwidth turns on the bandwidth policy for a cachelet of an
 	// application (with Registry): large objects are downloaded in byte
@@ -148,6 +158,12 @@ func (c *Config) Validate() error {
 		}
 		c.Cachelet.MemoryLimitOverhead = n
 	}
+	if (c.Control.Socket == "") != (c.Control.Token == "") {
+		return errors.New("instance: the control listener needs both a socket and a token")
+	}
+	if c.Control.Token != "" && len(c.Control.Token) < control.MinTokenLen {
+		return fmt.Errorf("instance: the control token must be at least %d bytes", control.MinTokenLen)
+	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 1 << 20
 	}
@@ -216,6 +232,7 @@ type Instance struct {
 	cachelet *cachelet.Cachelet
 	s3       *http.Server
 	metrics  *http.Server
+	ctl      *http.Server // nil without Config.Control
 	s3Addr   string
 	metAddr  string
 	reg      *prometheus.Registry
@@ -334,6 +351,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		in.metAddr = mln.Addr().String()
 	}
 
+	var ctlLn net.Listener
+	if cfg.Control.Socket != "" {
+		if ctlLn, err = control.Listen(ctx, cfg.Control.Socket); err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		s.lns = append(s.lns, ctlLn)
+	}
+
 	var (
 		peerLn net.Listener
 		auth   *peer.Auth
@@ -412,6 +437,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		return nil, err
 	}
 
+	if ctlLn != nil {
+		h, err := control.NewHandler(cfg.Control.Token, controlTarget{in}, log.With("component", "control"))
+		if err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		in.ctl = control.NewServer(h, log)
+	}
+
 	// Nothing fails from here on: serve.
 	in.s3 = &http.Server{
 		Handler:           api,
@@ -437,6 +470,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		mux.HandleFunc("GET /stats", in.serveStats)
 		in.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		in.serve(in.metrics, mln)
+	}
+	if ctlLn != nil {
+		// Last: an answer on the control socket means everything else
+		// serves.
+		in.serve(in.ctl, ctlLn)
 	}
 	attrs := []any{"endpoint", in.Endpoint(), "metrics", in.MetricsURL(),
 		"store", cfg.Store.Endpoint, "budget_bytes", cfg.Cachelet.Cache.Budget, "read_mode", cfg.Cachelet.ReadMode}
@@ -556,6 +594,11 @@ func (in *Instance) Close(ctx context.Context) error {
 			if err := in.metrics.Shutdown(ctx); err != nil {
 				_ = in.metrics.Close()
 			}
+		}
+		if in.ctl != nil {
+			// The agent's calls in flight (a pre-warm) end with the
+			// cachelet; it stops calling once it asked for the shutdown.
+			_ = in.ctl.Close()
 		}
 		in.serving.Wait()
 		errs = append(errs, in.cachelet.Close())

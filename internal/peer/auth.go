@@ -1,6 +1,8 @@
 // Package peer is the protocol between the cachelets of one application:
 // fetch an object from its owner, write through to the owner, invalidate,
-// flush queued writes, and drop cached objects by prefix.
+// flush queued writes, and fetch byte ranges for a split download. What a
+// node agent asks of its own cachelet (drop, pre-warm, budget, access
+// metadata) is not here: it goes over the control API (package control).
 //
 // It is HTTP/1.1 over kept-alive connections (see
 // docs/design/cooperative-cache.md for why), with every request signed by

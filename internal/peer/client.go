@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -203,114 +202,6 @@ func (c *Client) Flush(ctx context.Context, addr string, revision int64) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		return readError(resp)
-	}
-	return nil
-}
-
-// Drop asks the cachelet at addr to drop its cached copies of bucket's
-// objects whose keys start with prefix (an empty prefix: the whole
-// bucket), and returns how many it dropped. Writes it holds that the store
-// does not have yet are kept (and not counted). The store is not touched.
-// Callers outside the application's cachelets (the platform, ending a
-// pipeline run) sign with the same application secret.
-func (c *Client) Drop(ctx context.Context, addr, bucket, prefix string) (dropped int, err error) {
-	q := url.Values{"bucket": {bucket}, "prefix": {prefix}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/drop?"+q.Encode(), nil)
-	if err != nil {
-		return 0, err
-	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, readError(resp)
-	}
-	var res dropResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
-		return 0, fmt.Errorf("%w: peer %s: bad drop answer: %v", store.ErrUnavailable, addr, err)
-	}
-	return res.Dropped, nil
-}
-
-// Budget sets the memory tier's budget of the cachelet at addr to n bytes
-// (n >= 0): it evicts, by its eviction policy, what no longer fits and
-// returns the memory to the operating system. The node agent's memory
-// daemon calls it, signed with the application's secret.
-func (c *Client) Budget(ctx context.Context, addr string, n int64) (BudgetResult, error) {
-	if n < 0 {
-		return BudgetResult{}, fmt.Errorf("%w: negative budget %d", ErrBadRequest, n)
-	}
-	q := url.Values{"bytes": {strconv.FormatInt(n, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/budget?"+q.Encode(), nil)
-	if err != nil {
-		return BudgetResult{}, err
-	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return BudgetResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return BudgetResult{}, readError(resp)
-	}
-	var res BudgetResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
-		return res, fmt.Errorf("%w: peer %s: bad budget answer: %v", store.ErrUnavailable, addr, err)
-	}
-	return res, nil
-}
-
-// Prewarm asks the cachelet at addr to fetch into memory those of keys it
-// owns and lacks (at most 10,000 a request). Canceling ctx stops it: the
-// platform pre-warms only while an instance is idle.
-func (c *Client) Prewarm(ctx context.Context, addr string, keys []Key) (PrewarmResult, error) {
-	data, err := json.Marshal(keys)
-	if err != nil {
-		return PrewarmResult{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/prewarm", bytes.NewReader(data))
-	if err != nil {
-		return PrewarmResult{}, err
-	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return PrewarmResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return PrewarmResult{}, readError(resp)
-	}
-	var res PrewarmResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&res); err != nil {
-		return res, fmt.Errorf("%w: peer %s: bad pre-warm answer: %v", store.ErrUnavailable, addr, err)
-	}
-	return res, nil
-}
-
-// AccessMetadata reads the access metadata of the cachelet at addr into
-// out (JSON). The metadata names objects, so it is served only to signed
-// requests, never on the open metrics listener.
-func (c *Client) AccessMetadata(ctx context.Context, addr string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/access", nil)
-	if err != nil {
-		return err
-	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return readError(resp)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("%w: peer %s: bad access metadata: %v", store.ErrUnavailable, addr, err)
 	}
 	return nil
 }

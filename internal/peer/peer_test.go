@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +25,6 @@ type fakeOwner struct {
 	notOwner    bool
 	flushes     int
 	flushRev    int64
-	drops       []Key   // bucket and prefix of each drop
-	budgets     []int64 // each budget asked for
 }
 
 type stored struct {
@@ -81,49 +78,6 @@ func (f *fakeOwner) PeerFlush(_ context.Context, rev int64) error {
 	f.flushRev = rev
 	f.mu.Unlock()
 	return nil
-}
-
-// PeerDrop drops the fake's objects under bucket/prefix.
-func (f *fakeOwner) PeerAccessMetadata(context.Context) (any, error) {
-	return []Key{{Bucket: "b", Key: "seen"}}, nil
-}
-
-func (f *fakeOwner) PeerPrewarm(_ context.Context, keys []Key) (PrewarmResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return PrewarmResult{Owned: len(keys), Fetched: len(keys)}, nil
-}
-
-func (f *fakeOwner) PeerDrop(_ context.Context, bucket, prefix string) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.drops = append(f.drops, Key{Bucket: bucket, Key: prefix})
-	n := 0
-	for k, o := range f.objects {
-		if o.info.Bucket == bucket && strings.HasPrefix(o.info.Key, prefix) {
-			delete(f.objects, k)
-			n++
-		}
-	}
-	return n, nil
-}
-
-// PeerBudget records the budget and "evicts" objects (fake sizes) until
-// what is left fits.
-func (f *fakeOwner) PeerBudget(_ context.Context, n int64) (BudgetResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.budgets = append(f.budgets, n)
-	var held, freed int64
-	for k, o := range f.objects {
-		if held+o.info.Size > n {
-			freed += o.info.Size
-			delete(f.objects, k)
-			continue
-		}
-		held += o.info.Size
-	}
-	return BudgetResult{Budget: n, Freed: freed, CacheBytes: held}, nil
 }
 
 func (f *fakeOwner) get(bucket, key string) ([]byte, bool) {
@@ -388,147 +342,21 @@ func TestStuckOwner(t *testing.T) {
 	}
 }
 
-func TestDrop(t *testing.T) {
-	cl, owner, addr := newPair(t)
-	ctx := context.Background()
-	for _, k := range []string{"tmp/run 1/a", "tmp/run 1/b+c", "tmp/run 2/a", "keep/x"} {
-		if _, err := cl.Put(ctx, addr, "bkt", k, strings.NewReader("x"), 1, store.PutOptions{}, PersistSync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := cl.Drop(ctx, addr, "bkt", "tmp/run 1/")
-	if err != nil || n != 2 {
-		t.Fatalf("Drop(tmp/run 1/) = %d, %v; want 2", n, err)
-	}
-	if _, ok := owner.get("bkt", "tmp/run 2/a"); !ok {
-		t.Fatal("an object outside the prefix was dropped")
-	}
-	// An empty prefix is the whole bucket; another bucket drops nothing.
-	if n, err := cl.Drop(ctx, addr, "other", ""); err != nil || n != 0 {
-		t.Fatalf("Drop(other) = %d, %v; want 0", n, err)
-	}
-	if n, err := cl.Drop(ctx, addr, "bkt", ""); err != nil || n != 2 {
-		t.Fatalf("Drop(bkt, \"\") = %d, %v; want 2", n, err)
-	}
-	want := []Key{{"bkt", "tmp/run 1/"}, {"other", ""}, {"bkt", ""}}
-	if len(owner.drops) != len(want) {
-		t.Fatalf("owner was asked %v, want %v", owner.drops, want)
-	}
-	for i := range want {
-		if owner.drops[i] != want[i] {
-			t.Fatalf("owner was asked %v, want %v", owner.drops, want)
-		}
-	}
-	if _, err := cl.Drop(ctx, addr, "", "tmp/"); !errors.Is(err, ErrBadRequest) {
-		t.Fatalf("drop without a bucket: %v, want ErrBadRequest", err)
-	}
-	if _, err := cl.Drop(ctx, "127.0.0.1:1", "bkt", ""); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("unreachable peer: %v", err)
-	}
-}
-
-// A drop is signed like every peer request, its bucket and prefix
-// included: nobody without the application's secret can empty a cache,
-// and a signed drop cannot be widened.
-func TestDropIsSigned(t *testing.T) {
+// The peer protocol carries only what cachelets say to each other: the
+// node agent's requests (drop, budget, pre-warm, access metadata) go over
+// the control API (package control), and a peer asking for them, signed
+// or not, is refused.
+func TestNoAgentControl(t *testing.T) {
 	auth, _ := NewAuth("app1", []byte(secret), nil)
-	owner := newFakeOwner()
-	srv := httptest.NewServer(NewServer(auth, owner, nil))
+	srv := httptest.NewServer(NewServer(auth, newFakeOwner(), nil))
 	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	other, _ := NewAuth("app1", []byte("another-secret-0123456789"), nil)
-	if _, err := NewClient(other, ClientConfig{}).Drop(context.Background(), addr, "bkt", ""); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("wrong secret: %v", err)
-	}
-	resp, err := http.Post(srv.URL+"/v1/drop?bucket=bkt&prefix=", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("unsigned drop: %d, want 403", resp.StatusCode)
-	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/drop?bucket=bkt&prefix=tmp%2Frun-1%2F", nil)
-	auth.Sign(req)
-	req.URL.RawQuery = "bucket=bkt&prefix="
-	if err := auth.Verify(req); !errors.Is(err, ErrBadSignature) {
-		t.Fatalf("widened prefix: %v, want ErrBadSignature", err)
-	}
-	if len(owner.drops) != 0 {
-		t.Fatalf("owner dropped %v on unauthenticated requests", owner.drops)
-	}
-}
-
-func TestPrewarm(t *testing.T) {
-	cl, _, addr := newPair(t)
-	ctx := context.Background()
-	res, err := cl.Prewarm(ctx, addr, []Key{{Bucket: "b", Key: "k1"}, {Bucket: "b", Key: "k2"}})
-	if err != nil || res.Owned != 2 || res.Fetched != 2 {
-		t.Errorf("Prewarm = %+v, %v", res, err)
-	}
-	var meta []Key
-	if err := cl.AccessMetadata(ctx, addr, &meta); err != nil || len(meta) != 1 || meta[0].Key != "seen" {
-		t.Errorf("AccessMetadata = %v, %v", meta, err)
-	}
-}
-
-func TestBudget(t *testing.T) {
-	cl, owner, addr := newPair(t)
-	ctx := context.Background()
-	for _, k := range []string{"a", "b", "c"} {
-		if _, err := cl.Put(ctx, addr, "bkt", k, strings.NewReader("0123456789"), 10, store.PutOptions{}, PersistSync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := cl.Budget(ctx, addr, 15)
-	if err != nil || res != (BudgetResult{Budget: 15, Freed: 20, CacheBytes: 10}) {
-		t.Fatalf("Budget(15) = %+v, %v; want budget 15, 20 freed, 10 left", res, err)
-	}
-	if res, err := cl.Budget(ctx, addr, 1<<40); err != nil || res.Budget != 1<<40 || res.Freed != 0 {
-		t.Fatalf("Budget(1 TiB) = %+v, %v", res, err)
-	}
-	if _, err := cl.Budget(ctx, addr, 0); err != nil {
-		t.Fatalf("Budget(0): %v", err)
-	}
-	if _, err := cl.Budget(ctx, addr, -1); !errors.Is(err, ErrBadRequest) {
-		t.Fatalf("Budget(-1): %v, want ErrBadRequest", err)
-	}
-	if _, err := cl.Budget(ctx, "127.0.0.1:1", 5); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("unreachable peer: %v", err)
-	}
-	if want := []int64{15, 1 << 40, 0}; !slices.Equal(owner.budgets, want) {
-		t.Fatalf("owner was asked %v, want %v", owner.budgets, want)
-	}
-}
-
-// A budget request is signed, its byte count included; a malformed or
-// negative count is refused before the owner sees it.
-func TestBudgetIsSigned(t *testing.T) {
-	auth, _ := NewAuth("app1", []byte(secret), nil)
-	owner := newFakeOwner()
-	srv := httptest.NewServer(NewServer(auth, owner, nil))
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	other, _ := NewAuth("app1", []byte("another-secret-0123456789"), nil)
-	if _, err := NewClient(other, ClientConfig{}).Budget(context.Background(), addr, 0); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("wrong secret: %v", err)
-	}
-	resp, err := http.Post(srv.URL+"/v1/budget?bytes=0", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("unsigned budget: %d, want 403", resp.StatusCode)
-	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/budget?bytes=1048576", nil)
-	auth.Sign(req)
-	req.URL.RawQuery = "bytes=0"
-	if err := auth.Verify(req); !errors.Is(err, ErrBadSignature) {
-		t.Fatalf("changed byte count: %v, want ErrBadSignature", err)
-	}
-	for _, q := range []string{"bytes=-1", "bytes=lots", ""} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/budget?"+q, nil)
+	for _, r := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/drop?bucket=bkt&prefix="},
+		{http.MethodPost, "/v1/budget?bytes=0"},
+		{http.MethodPost, "/v1/prewarm"},
+		{http.MethodGet, "/v1/access"},
+	} {
+		req, _ := http.NewRequest(r.method, srv.URL+r.path, strings.NewReader("[]"))
 		auth.Sign(req)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -536,10 +364,7 @@ func TestBudgetIsSigned(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("budget with %q: %d, want 400", q, resp.StatusCode)
+			t.Errorf("signed %s %s: %d, want 400", r.method, r.path, resp.StatusCode)
 		}
-	}
-	if len(owner.budgets) != 0 {
-		t.Fatalf("owner set budgets %v on refused requests", owner.budgets)
 	}
 }

@@ -39,22 +39,6 @@ type Owner interface {
 	// cachelet has seen it too, so it no longer takes writes for keys it
 	// gave up.
 	PeerFlush(ctx context.Context, revision int64) error
-	// PeerDrop drops the cached copies of bucket's objects whose keys
-	// start with prefix (empty: the whole bucket), keeping writes the
-	// store does not have yet, and returns how many it dropped.
-	PeerDrop(ctx context.Context, bucket, prefix string) (int, error)
-	// PeerPrewarm fetches into memory the keys it owns and lacks, until
-	// ctx ends (the platform cancels it when an invocation starts).
-	PeerPrewarm(ctx context.Context, keys []Key) (PrewarmResult, error)
-	// PeerAccessMetadata returns the cachelet's access metadata, any
-	// JSON-encodable value (the platform saves it when the instance
-	// unloads, for pre-warming).
-	PeerAccessMetadata(ctx context.Context) (any, error)
-	// PeerBudget sets the memory tier's budget to n bytes (n >= 0),
-	// evicting by the eviction policy what no longer fits: the node
-	// agent's memory daemon gives the function memory the cache holds,
-	// and gives it back later.
-	PeerBudget(ctx context.Context, n int64) (BudgetResult, error)
 }
 
 // Server serves the peer protocol for one cachelet. It is an http.Handler.
@@ -101,49 +85,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if r.URL.Path == "/v1/drop" && r.Method == http.MethodPost {
-		s.drop(w, r)
-		return
-	}
 	if r.URL.Path == "/v1/range" && r.Method == http.MethodGet {
 		s.serveRange(w, r)
 		return
 	}
 	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
 		s.serveProbe(w, r)
-		return
-	}
-	if r.URL.Path == "/v1/budget" && r.Method == http.MethodPost {
-		s.budget(w, r)
-		return
-	}
-	if r.URL.Path == "/v1/access" && r.Method == http.MethodGet {
-		v, err := s.owner.PeerAccessMetadata(r.Context())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_ = json.NewEncoder(w).Encode(v)
-		return
-	}
-	if r.URL.Path == "/v1/prewarm" && r.Method == http.MethodPost {
-		var keys []Key
-		dec := json.NewDecoder(io.LimitReader(r.Body, 8<<20))
-		if err := dec.Decode(&keys); err != nil || len(keys) > maxInvalidate {
-			writeError(w, ErrBadRequest)
-			return
-		}
-		res, err := s.owner.PeerPrewarm(r.Context(), keys)
-		if err != nil && r.Context().Err() == nil {
-			writeError(w, err)
-			return
-		}
-		body, _ := json.Marshal(res)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
 		return
 	}
 	bucket, key, ok := splitObjectPath(r.URL.Path)
@@ -178,46 +125,6 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string)
 		s.log.Warn("peer get aborted mid-body", "bucket", bucket, "key", key, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-}
-
-// drop serves Client.Drop. Bucket and prefix travel in the query, which
-// the signature covers.
-func (s *Server) drop(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	bucket, prefix := q.Get("bucket"), q.Get("prefix")
-	if bucket == "" {
-		writeError(w, fmt.Errorf("%w: drop needs a bucket", ErrBadRequest))
-		return
-	}
-	n, err := s.owner.PeerDrop(r.Context(), bucket, prefix)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.log.Info("dropped cached objects at a peer's request", "remote", r.RemoteAddr, "bucket", bucket, "prefix", prefix, "objects", n)
-	body, _ := json.Marshal(dropResult{Dropped: n})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
-}
-
-// budget serves Client.Budget. The byte count travels in the query, which
-// the signature covers.
-func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
-	if err != nil || n < 0 {
-		writeError(w, fmt.Errorf("%w: budget needs bytes=N, a count >= 0", ErrBadRequest))
-		return
-	}
-	res, err := s.owner.PeerBudget(r.Context(), n)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, _ := json.Marshal(res)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, bucket, key string) {

@@ -48,33 +48,6 @@ type Key struct {
 	Key    string `json:"key"`
 }
 
-// PrewarmResult is what a pre-warm request did: of the keys sent, how many
-// the cachelet owns, already held, fetched (with their bytes), skipped as
-// too large for memory, and failed to fetch.
-type PrewarmResult struct {
-	Owned   int   `json:"owned"`
-	Cached  int   `json:"cached"`
-	Fetched int   `json:"fetched"`
-	Bytes   int64 `json:"bytes"`
-	Skipped int   `json:"skipped"`
-	Failed  int   `json:"failed"`
-}
-
-// BudgetResult is the answer to a budget change: the budget now, the bytes
-// of the cached objects evicted to fit it, and what the cache holds after:
-// complete objects, and reservations of fills in flight.
-type BudgetResult struct {
-	Budget        int64 `json:"budget"`
-	Freed         int64 `json:"freed"`
-	CacheBytes    int64 `json:"cache_bytes"`
-	ReservedBytes int64 `json:"reserved_bytes"`
-}
-
-// dropResult is the body of a successful drop.
-type dropResult struct {
-	Dropped int `json:"dropped"`
-}
-
 // objectPath is the peer URL path of an object.
 func objectPath(bucket, key string) string {
 	return "/v1/o/" + url.PathEscape(bucket) + "/" + escapeKey(key)

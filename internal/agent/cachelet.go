@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/control"
+)
+
+// BandwidthPolicyEnv names the environment variable that, set to "off",
+// starts the agent's cachelets without the bandwidth policy
+// (Config.DisableBandwidthPolicy).
+const BandwidthPolicyEnv = "HOARD_BANDWIDTH_POLICY"
+
+// An instance's cachelet is configured by one document and driven over
+// one API, both package control's: the agent writes the document (every
+// setting, the secrets, and a fresh control token) into the instance's
+// private directory with mode 0600, starts `hoard serve --config` on it,
+// and talks to the cachelet on the Unix socket the document names, with
+// the token. Nothing secret is on the command line or in the cachelet's
+// environment; the document is removed once the cachelet is serving, so
+// the function, whose home is that directory, never finds it.
+
+// cacheletDocName is the document's name in the instance's directory.
+const cacheletDocName = "cachelet.json"
+
+// document is the instance's cachelet's configuration.
+func (in *Instance) document(ep control.Endpoint) *control.Document {
+	a, spec := in.agent, in.spec
+	settings := spec.Cache.Settings()
+	// The cachelet's Go heap follows its budget (see memory.go).
+	settings.MemoryLimitOverhead = cacheletMemoryOverhead
+	d := &control.Document{
+		Version: control.DocumentVersion,
+		App:     spec.Name, ID: in.req.ID, Region: a.cfg.Region,
+		Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", PeerListen: net.JoinHostPort(a.cfg.PeerHost, "0"),
+		EtcdEndpoints: a.cfg.EtcdEndpoints,
+		AccessKey:     in.req.Credentials.AccessKey, SecretKey: in.req.Credentials.SecretKey,
+		PeerSecret: in.req.Credentials.PeerSecret,
+		Store:      control.Store{Endpoint: a.cfg.StoreEndpoint, AccessKey: a.cfg.StoreAccessKey, SecretKey: a.cfg.StoreSecretKey},
+		NotifyURL:  a.cfg.NotifyURL, NotifyToken: a.cfg.NotifyToken,
+		Bandwidth: !a.cfg.DisableBandwidthPolicy,
+		Cache:     settings,
+		Control:   ep,
+		LogJSON:   true,
+	}
+	if a.cfg.ControllerURL != "" {
+		d.PlatformURL = a.cfg.ControllerURL
+		d.PlatformToken = a.cfg.NotifyToken
+	}
+	return d
+}
+
+// controlSocket is where the instance's cachelet listens for its agent:
+// in the instance's directory (0700), or, when that path is too long for
+// a socket, in a private directory of its own under the system's
+// temporary directory, which teardown removes.
+func (in *Instance) controlSocket() (string, error) {
+	p := filepath.Join(in.dir, "control.sock")
+	if len(p) <= control.MaxSocketPath {
+		return p, nil
+	}
+	dir, err := os.MkdirTemp("", "hoard-ctl-") // mode 0700
+	if err != nil {
+		return "", err
+	}
+	in.ctlDir = dir
+	return filepath.Join(dir, "control.sock"), nil
+}
+
+// startCachelet starts `hoard serve` for the instance, in its sandbox, and
+// waits until its control API answers ready.
+func (in *Instance) startCachelet(ctx context.Context) error {
+	a := in.agent
+	sock, err := in.controlSocket()
+	if err != nil {
+		return err
+	}
+	ep := control.Endpoint{Socket: sock, Token: control.NewToken()}
+	docPath := filepath.Join(in.dir, cacheletDocName)
+	if err := control.WriteDocument(docPath, in.document(ep)); err != nil {
+		return fmt.Errorf("writing the cachelet's configuration: %w", err)
+	}
+	ctl := control.NewClient(ep)
+	in.mu.Lock()
+	in.ctl = ctl
+	in.mu.Unlock()
+	cmd := exec.Command(a.cfg.HoardBin, "serve", "--document", docPath)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the cachelet: %w", err)
+	}
+	in.cachelet = cmd
+	in.cacheletDone = make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(in.cacheletDone)
+		in.cacheletExited(err)
+	}()
+	if err := in.box.Add(cmd.Process.Pid); err != nil {
+		return fmt.Errorf("moving the cachelet into its sandbox: %w", err)
+	}
+	if in.box.Enforced() {
+		// The function, not the cachelet, is what the OOM killer should
+		// take: the worker is marked preferred (startWorker), and the
+		// cachelet protected where the host allows it.
+		if err := in.box.ProtectFromOOM(cmd.Process.Pid); err != nil {
+			a.log.Debug("cannot protect the cachelet from the OOM killer", "instance", in.req.ID, "err", err)
+		}
+	}
+	r, err := in.waitReady(ctx, ctl)
+	if err != nil {
+		return err
+	}
+	in.ready = r
+	// Read once, it has served its purpose; the secrets in it must not
+	// outlive the start (the worker's home is this directory).
+	if err := os.Remove(docPath); err != nil {
+		return fmt.Errorf("removing the cachelet's configuration: %w", err)
+	}
+	// The counters every invocation's reads are counted from.
+	if s, err := ctl.Stats(ctx); err == nil {
+		in.stats, in.statsOK = s, true
+		in.setCounters(s)
+	}
+	return nil
+}
+
+// control is the client of the instance's cachelet's control API, or nil
+// before the cachelet was started.
+func (in *Instance) control() *control.Client {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.ctl
+}
+
+// waitReady asks the cachelet's control API until it answers ready, the
+// cachelet exits, or ctx ends.
+func (in *Instance) waitReady(ctx context.Context, ctl *control.Client) (control.Ready, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := ctl.Ready(rctx)
+		cancel()
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, control.ErrUnavailable) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			return control.Ready{}, fmt.Errorf("the cachelet's control API: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return control.Ready{}, fmt.Errorf("the cachelet did not become ready: %w%s", ctx.Err(), in.logTail())
+		case <-in.cacheletDone:
+			return control.Ready{}, fmt.Errorf("the cachelet exited while starting%s", in.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+// setCounters keeps the cachelet's counters for api.InstanceInfo.
+func (in *Instance) setCounters(s control.Stats) {
+	cc := api.CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
+	for _, r := range s.Reads {
+		cc.Reads += r.Count
+	}
+	in.mu.Lock()
+	in.cacheCounters = cc
+	in.mu.Unlock()
+}
+
+// invocationReads reads the cachelet's counters once, after an
+// invocation, and returns the reads since the snapshot taken after the
+// previous one (or at load): the invocation's reads. Only when that
+// snapshot is missing (a failed read) is the cachelet asked before the
+// invocation too (readBefore). Called with invokeMu held, which guards
+// in.stats and in.statsOK.
+func (in *Instance) invocationReads(ctx context.Context) map[string]api.ReadCount {
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	after, err := in.control().Stats(ctx)
+	if err != nil {
+		in.agent.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
+		in.statsOK = false
+		return nil
+	}
+	in.setCounters(after)
+	before, ok := in.stats, in.statsOK
+	in.stats, in.statsOK = after, true
+	if !ok {
+		return nil
+	}
+	out := map[string]api.ReadCount{}
+	for k, v := range after.Sub(before) {
+		out[k] = api.ReadCount(v)
+	}
+	return out
+}
+
+// readBefore takes the snapshot invocationReads counts from, when the
+// last one failed. Called with invokeMu held.
+func (in *Instance) readBefore(ctx context.Context) {
+	if in.statsOK {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	if s, err := in.control().Stats(ctx); err == nil {
+		in.stats, in.statsOK = s, true
+	}
+}
+
+// statsTimeout bounds one read of the cachelet's counters.
+const statsTimeout = 5 * time.Second

@@ -1,0 +1,273 @@
+// Package cacheconfig names a cachelet's settings — Faa$T's six
+// consistency settings, the read modes, the eviction policies — and holds
+// Settings, the one document that carries them from an application's
+// spec (package appspec) to the cachelet that applies them (package
+// cachelet), across the node agent's hand-over to `hoard serve`.
+//
+// It is pure: no I/O and no mutable state. The tables are fixed arrays,
+// handed out as copies, so no caller can change what another one sees.
+package cacheconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WriteTarget is where a write must land before it counts as done
+// (Faa$T's Table 3).
+type WriteTarget string
+
+const (
+	// WriteStore: the store (the default; strong, highest fault tolerance).
+	WriteStore WriteTarget = "store"
+	// WriteOwner: the key's owner cachelet, which persists to the store in
+	// the background.
+	WriteOwner WriteTarget = "owner"
+	// WriteLocal: this cachelet, which persists to the store in the
+	// background; no other cachelet learns of the write.
+	WriteLocal WriteTarget = "local"
+)
+
+// WriteMode says whether the writer waits for its target.
+type WriteMode string
+
+const (
+	// WriteSync: the writer waits until the target holds the write.
+	WriteSync WriteMode = "sync"
+	// WriteAsync: the writer returns once the write is queued.
+	WriteAsync WriteMode = "async"
+)
+
+// ReadMode says how far a read trusts the memory copy.
+type ReadMode string
+
+const (
+	// ReadVersionCheck confirms every cached copy against the store with a
+	// conditional request before serving it. The default: strong.
+	ReadVersionCheck ReadMode = "version-check"
+	// ReadLocal serves cached copies without asking the store.
+	ReadLocal ReadMode = "local"
+	// ReadOwner confirms cached copies with the key's owner, which holds
+	// the newest version written through the application's cachelets;
+	// the owner itself trusts its memory. Objects changed in the store
+	// behind hoard's back are not seen until the owner drops its copy.
+	ReadOwner ReadMode = "owner"
+)
+
+// ValidReadMode reports whether m is one of the three read modes.
+func ValidReadMode(m ReadMode) bool {
+	return m == ReadVersionCheck || m == ReadLocal || m == ReadOwner
+}
+
+// Consistency is one of Faa$T's six write/read settings.
+type Consistency struct {
+	Name   string
+	Target WriteTarget
+	Mode   WriteMode
+	Read   ReadMode
+}
+
+// DefaultConsistency is the setting an application gets unless it asks
+// for another.
+const DefaultConsistency = "strong"
+
+// consistencies are the six settings, the default first. A fixed array:
+// Consistencies hands out copies.
+var consistencies = [...]Consistency{
+	{"strong", WriteStore, WriteSync, ReadVersionCheck},
+	{"owner", WriteOwner, WriteSync, ReadOwner},
+	{"owner-async", WriteOwner, WriteAsync, ReadOwner},
+	{"owner-local-read", WriteOwner, WriteSync, ReadLocal},
+	{"local", WriteLocal, WriteSync, ReadLocal},
+	{"local-async", WriteLocal, WriteAsync, ReadLocal},
+}
+
+// Consistencies returns the six settings an application may choose, in
+// Faa$T's order, the default first. The slice is the caller's.
+func Consistencies() []Consistency { return append([]Consistency(nil), consistencies[:]...) }
+
+// ConsistencyNames lists the six settings' names, the default first.
+func ConsistencyNames() []string {
+	out := make([]string, len(consistencies))
+	for i, c := range consistencies {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// ParseConsistency returns the setting of that name.
+func ParseConsistency(name string) (Consistency, error) {
+	for _, c := range consistencies {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Consistency{}, fmt.Errorf("unknown consistency %q (valid: %s)", name, strings.Join(ConsistencyNames(), ", "))
+}
+
+// ValidWrite reports whether a write target and mode make one of the six
+// settings.
+func ValidWrite(t WriteTarget, m WriteMode) bool {
+	for _, c := range consistencies {
+		if c.Target == t && c.Mode == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Policy names an eviction policy: the order in which the cache gives up
+// complete entries when it needs room (package cache implements them).
+type Policy string
+
+const (
+	// PolicyOwnerLRU evicts the entries this cachelet does not own first,
+	// least recently used first, then the owned ones in LRU order. With
+	// no ring every entry is owned and this is plain LRU. The default.
+	PolicyOwnerLRU Policy = "owner-lru"
+	// PolicySizeAware evicts in four classes, each in LRU order: entries
+	// not owned and large, then the smaller ones not owned, then owned
+	// large ones, then owned small ones.
+	PolicySizeAware Policy = "size-aware"
+	// PolicyTTL expires each entry a fixed time after it was added; when
+	// room is needed, the entries closest to expiry go first.
+	PolicyTTL Policy = "ttl"
+)
+
+// policies are the eviction policies, the default first.
+var policies = [...]Policy{PolicyOwnerLRU, PolicySizeAware, PolicyTTL}
+
+// Policies returns the eviction policies, the default first. The slice is
+// the caller's.
+func Policies() []Policy { return append([]Policy(nil), policies[:]...) }
+
+// ParsePolicy returns the policy of that name.
+func ParsePolicy(name string) (Policy, error) {
+	for _, p := range policies {
+		if string(p) == name {
+			return p, nil
+		}
+	}
+	names := make([]string, len(policies))
+	for i, p := range policies {
+		names[i] = string(p)
+	}
+	return "", fmt.Errorf("unknown eviction policy %q (valid: %s)", name, strings.Join(names, ", "))
+}
+
+// Settings is a cachelet's cache configuration as one document: what an
+// application's spec asks for (appspec.CacheSpec.Settings) or `hoard
+// serve`'s flags say, and what the cachelet applies
+// (cachelet.Config.ApplySettings). The zero value is valid and means every
+// default. Its JSON form is what the node agent hands the cachelet.
+type Settings struct {
+	// Consistency is one of the six settings (Consistencies); default
+	// DefaultConsistency, "strong". It sets the write target and mode and
+	// the read mode.
+	Consistency string `json:"consistency,omitempty"`
+	// ReadMode, when set, replaces the consistency's read mode (`hoard
+	// serve --read-mode`); default: the consistency's.
+	ReadMode ReadMode `json:"read_mode,omitempty"`
+	// Eviction is the eviction policy; default PolicyOwnerLRU.
+	Eviction Policy `json:"eviction,omitempty"`
+	// TTL is how long an object stays cached under PolicyTTL (required
+	// there, and only there).
+	TTL Duration `json:"ttl,omitempty"`
+	// LargeObjectSize is, under PolicySizeAware (and only there), the
+	// size in bytes above which an object is large; default 0: the
+	// cache's (12 KiB).
+	LargeObjectSize int64 `json:"large_object_bytes,omitempty"`
+	// Budget is the memory tier's size in bytes; default 0: the process's
+	// default (instance.DefaultBudget).
+	Budget int64 `json:"budget_bytes,omitempty"`
+	// MaxObjectSize is the largest object kept in memory, in bytes;
+	// larger ones stream through. Default 0: half the budget.
+	MaxObjectSize int64 `json:"max_object_bytes,omitempty"`
+	// NoWriteCache: do not keep the bytes of objects written through the
+	// cachelet. Default false.
+	NoWriteCache bool `json:"no_write_cache,omitempty"`
+	// MemoryLimitOverhead, when positive, keeps the Go runtime's soft
+	// memory limit at the budget plus this many bytes, following the
+	// budget (cachelet.Config.MemoryLimitOverhead). Default 0: the limit
+	// is left alone.
+	MemoryLimitOverhead int64 `json:"memory_limit_overhead_bytes,omitempty"`
+}
+
+// ErrInvalid marks every Settings error.
+var ErrInvalid = errors.New("invalid cache settings")
+
+// Validate checks the settings without changing them.
+func (s Settings) Validate() error {
+	if s.Consistency != "" {
+		if _, err := ParseConsistency(s.Consistency); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	if s.ReadMode != "" && !ValidReadMode(s.ReadMode) {
+		return fmt.Errorf("%w: unknown read mode %q (want %s, %s or %s)", ErrInvalid, s.ReadMode, ReadVersionCheck, ReadOwner, ReadLocal)
+	}
+	p := s.Eviction
+	if p == "" {
+		p = PolicyOwnerLRU
+	}
+	if _, err := ParsePolicy(string(p)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	switch {
+	case p == PolicyTTL && s.TTL <= 0:
+		return fmt.Errorf("%w: eviction %s needs a positive TTL", ErrInvalid, PolicyTTL)
+	case p != PolicyTTL && s.TTL != 0:
+		return fmt.Errorf("%w: a TTL is for eviction %s, not %s", ErrInvalid, PolicyTTL, p)
+	}
+	if s.LargeObjectSize != 0 && p != PolicySizeAware {
+		return fmt.Errorf("%w: a large object size is for eviction %s, not %s", ErrInvalid, PolicySizeAware, p)
+	}
+	if s.Budget < 0 || s.MaxObjectSize < 0 || s.MemoryLimitOverhead < 0 || s.LargeObjectSize < 0 {
+		return fmt.Errorf("%w: sizes must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+// Resolved returns the consistency the settings name (the default when
+// unnamed) with ReadMode applied.
+func (s Settings) Resolved() (Consistency, error) {
+	name := s.Consistency
+	if name == "" {
+		name = DefaultConsistency
+	}
+	c, err := ParseConsistency(name)
+	if err != nil {
+		return Consistency{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if s.ReadMode != "" {
+		c.Read = s.ReadMode
+	}
+	return c, nil
+}
+
+// Duration is a time.Duration written in JSON as Go writes it ("10m0s")
+// and read from such a string.
+type Duration time.Duration
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string ("30s", "10m").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}

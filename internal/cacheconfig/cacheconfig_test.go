@@ -1,0 +1,96 @@
+package cacheconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// The tables are handed out as copies: a caller changing its copy changes
+// no one else's.
+func TestTablesAreCopies(t *testing.T) {
+	a := Consistencies()
+	a[0].Name, a[0].Target = "eventual", WriteLocal
+	if b := Consistencies(); b[0].Name != "strong" || b[0].Target != WriteStore || len(b) != 6 {
+		t.Fatalf("Consistencies changed through a copy: %+v", b[0])
+	}
+	p := Policies()
+	p[0] = "fifo"
+	if Policies()[0] != PolicyOwnerLRU {
+		t.Fatal("Policies changed through a copy")
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range Consistencies() {
+		got, err := ParseConsistency(c.Name)
+		if err != nil || got != c || !ValidWrite(c.Target, c.Mode) || !ValidReadMode(c.Read) {
+			t.Errorf("%s: %+v, %v", c.Name, got, err)
+		}
+	}
+	if _, err := ParseConsistency("eventual"); err == nil {
+		t.Error("eventual parsed")
+	}
+	if ValidWrite(WriteStore, WriteAsync) {
+		t.Error("store/async is not one of the six")
+	}
+	for _, p := range Policies() {
+		if got, err := ParsePolicy(string(p)); err != nil || got != p {
+			t.Errorf("%s: %v, %v", p, got, err)
+		}
+	}
+	if _, err := ParsePolicy("fifo"); err == nil {
+		t.Error("fifo parsed")
+	}
+}
+
+func TestSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		ok   bool
+	}{
+		{"zero", Settings{}, true},
+		{"owner ttl", Settings{Consistency: "owner", Eviction: PolicyTTL, TTL: Duration(time.Minute)}, true},
+		{"read mode", Settings{ReadMode: ReadLocal}, true},
+		{"bad consistency", Settings{Consistency: "eventual"}, false},
+		{"bad read mode", Settings{ReadMode: "maybe"}, false},
+		{"bad policy", Settings{Eviction: "fifo"}, false},
+		{"ttl without ttl", Settings{Eviction: PolicyTTL}, false},
+		{"ttl elsewhere", Settings{TTL: Duration(time.Minute)}, false},
+		{"negative", Settings{Budget: -1}, false},
+		{"size-aware threshold", Settings{Eviction: PolicySizeAware, LargeObjectSize: 1 << 20}, true},
+		{"threshold elsewhere", Settings{LargeObjectSize: 1 << 20}, false},
+	} {
+		err := tc.s.Validate()
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	c, err := Settings{Consistency: "owner", ReadMode: ReadLocal}.Resolved()
+	if err != nil || c.Target != WriteOwner || c.Mode != WriteSync || c.Read != ReadLocal {
+		t.Fatalf("Resolved = %+v, %v", c, err)
+	}
+	if c, _ := (Settings{}).Resolved(); c.Name != DefaultConsistency || c.Read != ReadVersionCheck {
+		t.Fatalf("zero Resolved = %+v", c)
+	}
+}
+
+func TestSettingsJSON(t *testing.T) {
+	s := Settings{Consistency: "local", Eviction: PolicyTTL, TTL: Duration(90 * time.Second), Budget: 1 << 20}
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"consistency":"local","eviction":"ttl","ttl":"1m30s","budget_bytes":1048576}`; string(data) != want {
+		t.Fatalf("JSON %s, want %s", data, want)
+	}
+	var back Settings
+	if err := json.Unmarshal(data, &back); err != nil || back != s {
+		t.Fatalf("round trip %+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"ttl": 5}`), &back); err == nil {
+		t.Fatal("a bare number read as a duration")
+	}
+}
