@@ -56,9 +56,10 @@ var configKeys = map[string]string{
 	"log-json":          "log.json",
 }
 
-// notInConfig are the flags a file cannot set: --config itself, and
-// --detach, which the detached process must not see again.
-var notInConfig = map[string]bool{"config": true, "detach": true}
+// notInConfig are the flags a file cannot set: --config itself; --detach,
+// which the detached process must not see again; and serve's --document,
+// the node agent's hand-over, read before the flags are.
+var notInConfig = map[string]bool{"config": true, "detach": true, "document": true}
 
 // configKey is the file's key for a flag.
 func configKey(flagName string) string {

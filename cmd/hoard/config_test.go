@@ -67,9 +67,9 @@ cache:
   consistency:          # null: not set
 `
 	defaults := testFlags{listen: "127.0.0.1:9200", cachelets: 1, bw: true, scale: 1,
-		cache: cacheFlags{readMode: "version-check", eviction: "owner-lru"}}
+		cache: cacheFlags{eviction: "owner-lru"}}
 	fromFile := testFlags{listen: "127.0.0.1:7000", etcd: "http://a:2379,http://b:2379", cachelets: 3, demo: true, scale: 0.25,
-		cache: cacheFlags{budget: 512 << 20, readMode: "version-check", eviction: "ttl", ttl: 10 * time.Minute}}
+		cache: cacheFlags{budget: 512 << 20, eviction: "ttl", ttl: 10 * time.Minute}}
 	for _, tc := range []struct {
 		name string
 		file string // "" for no --config
@@ -129,6 +129,7 @@ func TestConfigErrors(t *testing.T) {
 		{"dashes", "demo-scale: 2\n", `unknown key "demo-scale"`},
 		{"detach", "detach: true\n", `unknown key "detach"`},
 		{"config", "config: other.yaml\n", `unknown key "config"`},
+		{"document", "document: doc.json\n", `unknown key "document"`},
 		{"bad size", "cache:\n  budget: lots\n", `line 2: cache.budget: bad value "lots"`},
 		{"bad int, overridden", "cachelets: many\n", `line 1: cachelets: bad value "many"`},
 		{"bad bool", "demo: yes please\n", `demo: bad value "yes please"`},
