@@ -200,10 +200,7 @@ func TestRouting(t *testing.T) {
 			results <- rec
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
-	if info := c.Apps()[0]; info.Queue != 3 {
-		t.Errorf("queue %d; want 3 (5 invocations, 2 instances)", info.Queue)
-	}
+	waitFor(t, "3 of 5 invocations queued behind 2 instances", 5*time.Second, func() bool { return c.Apps()[0].Queue == 3 })
 	wg.Wait()
 	close(results)
 	used := map[string]int{}
@@ -223,7 +220,15 @@ func TestRouting(t *testing.T) {
 	for range 2 {
 		go func() { c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 300}`), "test"); hold <- struct{}{} }()
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "both instances busy", 5*time.Second, func() bool {
+		busy := 0
+		for _, in := range c.Apps()[0].Instances {
+			if in.State == api.StateBusy {
+				busy++
+			}
+		}
+		return busy == 2
+	})
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = c.Invoke(short, "app", "f", nil, "test")
 	cancel()
