@@ -102,9 +102,35 @@ type Agent struct {
 var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // New makes an agent; it starts nothing until asked.
+// Validate checks the config and fills in the defaults that need no
+// lookup (Region, PeerHost, StartTimeout, LogDir); New fills the rest (ID
+// from the host name, HoardBin, Python) and reads the environment's
+// switches.
+func (c *Config) Validate() error {
+	if c.Dir == "" || c.Store == nil || c.Sandboxes == nil || len(c.EtcdEndpoints) == 0 {
+		return errors.New("agent: Dir, Store, Sandboxes and EtcdEndpoints are required")
+	}
+	if c.StartTimeout < 0 {
+		return errors.New("agent: StartTimeout must not be negative")
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.PeerHost == "" {
+		c.PeerHost = "127.0.0.1"
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 60 * time.Second
+	}
+	if c.LogDir == "" {
+		c.LogDir = filepath.Join(c.Dir, "logs")
+	}
+	return nil
+}
+
 func New(cfg Config, log *slog.Logger) (*Agent, error) {
-	if cfg.Dir == "" || cfg.Store == nil || cfg.Sandboxes == nil || len(cfg.EtcdEndpoints) == 0 {
-		return nil, errors.New("agent: Dir, Store, Sandboxes and EtcdEndpoints are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.ID == "" {
 		h, _ := os.Hostname()
@@ -124,23 +150,11 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 		cfg.Python = p
 	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
-	if cfg.PeerHost == "" {
-		cfg.PeerHost = "127.0.0.1"
-	}
-	if cfg.StartTimeout == 0 {
-		cfg.StartTimeout = 60 * time.Second
-	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(MemoryDaemonEnv)), "off") {
 		cfg.DisableMemoryDaemon = true
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(BandwidthPolicyEnv)), "off") {
 		cfg.DisableBandwidthPolicy = true
-	}
-	if cfg.LogDir == "" {
-		cfg.LogDir = filepath.Join(cfg.Dir, "logs")
 	}
 	for _, d := range []string{filepath.Join(cfg.Dir, "code"), filepath.Join(cfg.Dir, "instances"), cfg.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -1,6 +1,8 @@
 package rig
 
 import (
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/hostnet"
@@ -25,6 +27,40 @@ func TestNodesConfigValidate(t *testing.T) {
 		tc.edit(&c)
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v", tc.name, err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ok := Config{Controller: true, ControllerListener: ln, Agent: true, Dir: t.TempDir(),
+		EtcdEndpoints: []string{"http://127.0.0.1:2379"}, StoreEndpoint: "http://127.0.0.1:9000"}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" for valid
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"nothing to run", func(c *Config) { c.Controller, c.Agent = false, false }, "nothing to run"},
+		{"controller without listener", func(c *Config) { c.ControllerListener = nil }, "listener"},
+		{"agent without dir", func(c *Config) { c.Dir = "" }, "Dir"},
+		{"no etcd", func(c *Config) { c.EtcdEndpoints = nil }, "EtcdEndpoints"},
+		{"no store", func(c *Config) { c.StoreEndpoint = "" }, "StoreEndpoint"},
+	} {
+		c := ok
+		tc.edit(&c)
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		case tc.want == "" && c.Region != "us-east-1":
+			t.Errorf("%s: region %q, want the default us-east-1", tc.name, c.Region)
 		}
 	}
 }

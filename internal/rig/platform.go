@@ -97,9 +97,29 @@ type Platform struct {
 }
 
 // Start starts the configured parts.
+// Validate checks the config and fills in the defaults (Region).
+func (c *Config) Validate() error {
+	switch {
+	case !c.Controller && !c.Agent:
+		return errors.New("rig: nothing to run: neither the controller nor an agent")
+	case c.Controller && c.ControllerListener == nil:
+		return errors.New("rig: the controller needs a listener")
+	case c.Agent && c.Dir == "":
+		return errors.New("rig: an agent needs Dir")
+	case len(c.EtcdEndpoints) == 0:
+		return errors.New("rig: EtcdEndpoints are required")
+	case c.StoreEndpoint == "":
+		return errors.New("rig: StoreEndpoint is required")
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	return nil
+}
+
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err error) {
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
