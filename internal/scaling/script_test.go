@@ -2,11 +2,8 @@ package scaling
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,9 +11,8 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/scripttest"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs in testdata/*.txt with the actual ones")
 
 // TestScripts runs the scaling scripts in testdata/*.txt. Each line is one
 // step, "command args", optionally followed by "-> expected output"; blank
@@ -52,47 +48,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs in testd
 //	plan S= current= max=
 //	                  PlanBandwidth with Measure of the estimators
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(string(data), "\n")
-			s := newScript()
-			for i, line := range lines {
-				cmd, want, hasWant := strings.Cut(line, "->")
-				cmd = strings.TrimSpace(cmd)
-				if cmd == "" || strings.HasPrefix(cmd, "#") {
-					continue
-				}
-				got, err := s.run(cmd)
-				if err != nil {
-					got = "error: " + err.Error()
-				}
-				switch {
-				case *rewrite && hasWant:
-					lines[i] = cmd + " -> " + got
-				case !hasWant && err != nil:
-					t.Errorf("%s:%d: %s: %v", file, i+1, cmd, err)
-				case hasWant && strings.TrimSpace(want) != got:
-					t.Errorf("%s:%d: %s\n got: %s\nwant: %s", file, i+1, cmd, got, strings.TrimSpace(want))
-				}
-			}
-			if *rewrite {
-				if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+	scripttest.Run(t, "testdata/*.txt", func(t *testing.T) scripttest.Step {
+		s := newScript()
+		return func(cmd string) (string, error) { return s.run(cmd) }
+	})
 }
 
 type script struct {

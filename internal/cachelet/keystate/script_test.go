@@ -1,17 +1,14 @@
 package keystate
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs in testdata/*.txt with the actual ones")
+	"github.com/hoard-io/hoard/internal/scripttest"
+)
 
 // TestScripts runs the scripts in testdata/*.txt against a Table of
 // string keys, entries and flights. Each line is one step, "command args",
@@ -49,47 +46,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs in testd
 //	state K                the key's state, or "-" when it has none
 //	len                    keys with state
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(string(data), "\n")
-			s := &script{t: New[string, string, string]()}
-			for i, line := range lines {
-				cmd, want, hasWant := strings.Cut(line, "->")
-				cmd = strings.TrimSpace(cmd)
-				if cmd == "" || strings.HasPrefix(cmd, "#") {
-					continue
-				}
-				got, err := s.run(strings.Fields(cmd))
-				if err != nil {
-					got = "error: " + err.Error()
-				}
-				switch {
-				case *rewrite && hasWant:
-					lines[i] = cmd + " -> " + got
-				case !hasWant && err != nil:
-					t.Errorf("%s:%d: %s: %v", file, i+1, cmd, err)
-				case hasWant && strings.TrimSpace(want) != got:
-					t.Errorf("%s:%d: %s\n got: %s\nwant: %s", file, i+1, cmd, got, strings.TrimSpace(want))
-				}
-			}
-			if *rewrite {
-				if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+	scripttest.Run(t, "testdata/*.txt", func(t *testing.T) scripttest.Step {
+		s := &script{t: New[string, string, string]()}
+		return func(cmd string) (string, error) { return s.run(strings.Fields(cmd)) }
+	})
 }
 
 type script struct {
