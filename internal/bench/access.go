@@ -174,9 +174,9 @@ func measure(ctx context.Context, t target, key string, size int64, plan Plan) (
 // objectKey names the object of one size.
 func objectKey(size int64) string { return fmt.Sprintf("access/%d", size) }
 
-// RunAccess measures GET latency and throughput of every target at every
-// size and returns the report. It starts and stops everything it needs.
-func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
+// Validate checks the config and fills in the defaults, finding the
+// binaries it needs before anything starts.
+func (cfg *AccessConfig) Validate() error {
 	if len(cfg.Sizes) == 0 {
 		cfg.Sizes = DefaultSizes
 		if cfg.Quick {
@@ -188,12 +188,12 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	}
 	for _, t := range cfg.Targets {
 		if !slices.Contains(AllTargets(), t) {
-			return nil, fmt.Errorf("bench: unknown target %q (known: %v)", t, AllTargets())
+			return fmt.Errorf("bench: unknown target %q (known: %v)", t, AllTargets())
 		}
 	}
 	for _, s := range cfg.Sizes {
 		if s <= 0 {
-			return nil, fmt.Errorf("bench: object size must be positive, got %d", s)
+			return fmt.Errorf("bench: object size must be positive, got %d", s)
 		}
 	}
 	if cfg.Progress == nil {
@@ -202,25 +202,87 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	want := func(name string) bool { return slices.Contains(cfg.Targets, name) }
-	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, format+"\n", args...) }
-
-	// Check for the binaries before anything starts.
 	if cfg.MinIOBinary == "" {
 		bin, err := localstore.FindBinary(localstore.MinIOBinary)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg.MinIOBinary = bin
 	}
-	if want(TargetRedis) && cfg.RedisBinary == "" {
+	if cfg.wants(TargetRedis) && cfg.RedisBinary == "" {
 		bin, err := FindRedisServer()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg.RedisBinary = bin
 	}
+	return nil
+}
 
+func (cfg *AccessConfig) wants(target string) bool { return slices.Contains(cfg.Targets, target) }
+
+func (cfg *AccessConfig) wantsRemote() bool {
+	return cfg.wants(TargetRemoteHit) || cfg.wants(TargetRemoteMiss)
+}
+
+func (cfg *AccessConfig) progress(format string, args ...any) {
+	fmt.Fprintf(cfg.Progress, format+"\n", args...)
+}
+
+// RunAccess measures GET latency and throughput for every target and size
+// in cfg: the store direct, hoard cold, warm, warm-local, remote hit and
+// remote miss, Redis and plain TCP, measured in one run.
+func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rep := newAccessReport(cfg)
+	tmp, err := os.MkdirTemp(cfg.TempDir, "hoard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	r, err := startAccessRig(ctx, &cfg, tmp, rep)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.upload(ctx, cfg.Sizes); err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	cfg.progress("uploaded %d objects", len(cfg.Sizes))
+
+	for _, size := range cfg.Sizes {
+		sr, err := r.measureSize(ctx, &cfg, rep, size)
+		if err != nil {
+			return nil, err
+		}
+		rep.Sizes = append(rep.Sizes, sr)
+	}
+	// The cold instance is left warm for boto3: the last cold GET refilled
+	// every object, and the warm target (when measured) confirmed it.
+	if cfg.Boto3 {
+		if err := r.measureBoto3(ctx, &cfg, rep); err != nil {
+			return nil, err
+		}
+	}
+	for i := range rep.Sizes {
+		rep.Sizes[i].ComputeRatios()
+	}
+	rep.EvaluateChecks()
+	if n := fewSamplesNote(rep.Sizes); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// newAccessReport is the report's header: the machine and the settings.
+func newAccessReport(cfg AccessConfig) *Report {
 	rep := &Report{
 		Benchmark: "access",
 		Machine:   DescribeMachine(),
@@ -236,56 +298,74 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		rep.Settings.Descriptions[TargetBoto3Store] = TargetDescription(TargetBoto3Store)
 		rep.Settings.Descriptions[TargetBoto3Warm] = TargetDescription(TargetBoto3Warm)
 	}
-	if want(TargetCold) {
+	if cfg.wants(TargetCold) {
 		rep.Settings.ColdMethod = ColdMethod
 	}
-	wantRemote := want(TargetRemoteHit) || want(TargetRemoteMiss)
-	if wantRemote {
+	if cfg.wantsRemote() {
 		rep.Settings.RemoteMethod = RemoteMethod
 		rep.Settings.RemoteOwners = map[string]string{}
 	}
 	rep.Machine.MinIOVersion = commandVersion(cfg.MinIOBinary, "--version")
+	return rep
+}
 
-	tmp, err := os.MkdirTemp(cfg.TempDir, "hoard-bench-")
-	if err != nil {
+// accessRig is what one access run measures against: the store, Redis,
+// the TCP ceiling, hoard instances per read mode and a two-cachelet
+// application for the remote targets. Close stops what was started.
+type accessRig struct {
+	srv       *localstore.Server
+	storeCore *minio.Core
+	rdb       *redis.Client
+	tcp       *TCPServer
+	// checked reads with version-check (cold, warm, boto3), local with
+	// read mode local (warm-local); app is the remote targets' pair.
+	checked, local         *instance.Instance
+	checkedCore, localCore *minio.Core
+	app                    *appCluster
+	closes                 []func()
+}
+
+// Close stops everything, last started first.
+func (r *accessRig) Close() {
+	for i := len(r.closes) - 1; i >= 0; i-- {
+		r.closes[i]()
+	}
+}
+
+// startAccessRig starts what cfg's targets need. The hoard instances'
+// budget holds every object at once plus a fill of the largest, so
+// nothing is evicted or passed through.
+func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Report) (_ *accessRig, err error) {
+	r := &accessRig{}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	cfg.progress("starting MinIO (%s) in %s", cfg.MinIOBinary, tmp)
+	if r.srv, r.storeCore, err = startStore(ctx, cfg.MinIOBinary, tmp, cfg.Log); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	r.closes = append(r.closes, func() { r.srv.Close() })
 
-	// The store.
-	progress("starting MinIO (%s) in %s", cfg.MinIOBinary, tmp)
-	srv, storeCore, err := startStore(ctx, cfg.MinIOBinary, tmp, cfg.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
-
-	// Redis.
-	var rdb *redis.Client
-	if want(TargetRedis) {
+	if cfg.wants(TargetRedis) {
 		rs, err := StartRedis(ctx, cfg.RedisBinary, filepath.Join(tmp, "redis"))
 		if err != nil {
 			return nil, err
 		}
-		defer rs.Close()
+		r.closes = append(r.closes, func() { rs.Close() })
 		rep.Machine.RedisVersion = rs.Version
-		progress("started redis-server %s on %s", rs.Version, rs.Addr)
-		rdb = NewRedisClient(rs.Addr)
-		defer rdb.Close()
+		cfg.progress("started redis-server %s on %s", rs.Version, rs.Addr)
+		r.rdb = NewRedisClient(rs.Addr)
+		r.closes = append(r.closes, func() { r.rdb.Close() })
 	}
-
-	// The plain TCP ceiling.
-	var tcp *TCPServer
-	if want(TargetTCP) {
-		if tcp, err = StartTCPServer(); err != nil {
+	if cfg.wants(TargetTCP) {
+		if r.tcp, err = StartTCPServer(); err != nil {
 			return nil, err
 		}
-		defer tcp.Close()
+		r.closes = append(r.closes, func() { r.tcp.Close() })
 	}
 
-	// hoard: one instance per read mode. The budget holds every object
-	// at once plus a fill of the largest, so nothing is evicted or passed
-	// through.
 	var total, largest int64
 	for _, s := range cfg.Sizes {
 		total += s
@@ -293,193 +373,191 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 	}
 	budget := 2*total + 64<<20
 	rep.Settings.Budget = budget
-	startInstance := func(mode cachelet.ReadMode) (*instance.Instance, *minio.Core, error) {
-		in, err := instance.Start(ctx, instance.Config{
-			MetricsListen: "off",
-			Region:        benchRegion,
-			AccessKey:     clientKey,
-			SecretKey:     clientSec,
-			Store: s3store.Config{
-				Endpoint:  srv.Endpoint(),
-				AccessKey: srv.AccessKey(),
-				SecretKey: srv.SecretKey(),
-				Region:    benchRegion,
-			},
-			Cachelet: cachelet.Config{
-				Cache:    cache.Config{Budget: budget, MaxObjectSize: largest},
-				ReadMode: mode,
-			},
-		}, cfg.Log)
-		if err != nil {
-			return nil, nil, err
-		}
-		core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
-		if err != nil {
-			_ = in.Close(context.Background())
-			return nil, nil, err
-		}
-		return in, core, nil
-	}
-	closeInstance := func(in *instance.Instance) {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = in.Close(cctx)
-	}
-	var checked, local *instance.Instance
-	var checkedCore, localCore *minio.Core
-	if want(TargetCold) || want(TargetWarm) || cfg.Boto3 {
-		if checked, checkedCore, err = startInstance(cachelet.ReadVersionCheck); err != nil {
+	ccfg := cachelet.Config{Cache: cache.Config{Budget: budget, MaxObjectSize: largest}}
+	if cfg.wants(TargetCold) || cfg.wants(TargetWarm) || cfg.Boto3 {
+		if r.checked, r.checkedCore, err = r.startInstance(ctx, cfg, ccfg, cachelet.ReadVersionCheck); err != nil {
 			return nil, err
 		}
-		defer closeInstance(checked)
 	}
-	if want(TargetWarmLocal) {
-		if local, localCore, err = startInstance(cachelet.ReadLocal); err != nil {
+	if cfg.wants(TargetWarmLocal) {
+		if r.local, r.localCore, err = r.startInstance(ctx, cfg, ccfg, cachelet.ReadLocal); err != nil {
 			return nil, err
 		}
-		defer closeInstance(local)
 	}
-
 	// Two cachelets of one application for the remote targets, under the
 	// default setting (strong).
-	var app *appCluster
-	if wantRemote {
+	if cfg.wantsRemote() {
 		etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"))
 		if err != nil {
 			return nil, err
 		}
-		defer etcd.Close()
-		progress("started embedded etcd on %v", etcd.Endpoints())
-		app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{srv.Endpoint(), srv.AccessKey(), srv.SecretKey()}, remoteApp, 2,
-			cachelet.Config{Cache: cache.Config{Budget: budget, MaxObjectSize: largest}}, cfg.Log)
+		r.closes = append(r.closes, func() { etcd.Close() })
+		cfg.progress("started embedded etcd on %v", etcd.Endpoints())
+		r.app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{r.srv.Endpoint(), r.srv.AccessKey(), r.srv.SecretKey()}, remoteApp, 2, ccfg, cfg.Log)
 		if err != nil {
 			return nil, err
 		}
-		defer app.Close()
+		r.closes = append(r.closes, r.app.Close)
 	}
+	return r, nil
+}
 
-	// The objects: the same random bytes in MinIO and in Redis.
+// startInstance starts one hoard instance in front of the store, with
+// the read mode, and a client of it.
+func (r *accessRig) startInstance(ctx context.Context, cfg *AccessConfig, ccfg cachelet.Config, mode cachelet.ReadMode) (*instance.Instance, *minio.Core, error) {
+	ccfg.ReadMode = mode
+	in, err := instance.Start(ctx, instance.Config{
+		MetricsListen: "off",
+		Region:        benchRegion,
+		AccessKey:     clientKey,
+		SecretKey:     clientSec,
+		Store: s3store.Config{
+			Endpoint:  r.srv.Endpoint(),
+			AccessKey: r.srv.AccessKey(),
+			SecretKey: r.srv.SecretKey(),
+			Region:    benchRegion,
+		},
+		Cachelet: ccfg,
+	}, cfg.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.closes = append(r.closes, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = in.Close(cctx)
+	})
+	core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, core, nil
+}
+
+// upload puts the same random bytes of each size in the store and in
+// Redis.
+func (r *accessRig) upload(ctx context.Context, sizes []int64) error {
 	rng := rand.NewChaCha8([32]byte{'h', 'o', 'a', 'r', 'd'})
-	for _, size := range cfg.Sizes {
+	for _, size := range sizes {
 		data := make([]byte, size)
 		_, _ = rng.Read(data)
 		key := objectKey(size)
-		if _, err := storeCore.PutObject(ctx, benchBucket, key, bytes.NewReader(data), size, "", "",
+		if _, err := r.storeCore.PutObject(ctx, benchBucket, key, bytes.NewReader(data), size, "", "",
 			minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"}); err != nil {
-			return nil, fmt.Errorf("bench: upload %s: %w", key, err)
+			return fmt.Errorf("bench: upload %s: %w", key, err)
 		}
-		if rdb != nil {
-			if err := rdb.Set(ctx, key, data, 0).Err(); err != nil {
-				return nil, fmt.Errorf("bench: redis SET %s: %w", key, err)
+		if r.rdb != nil {
+			if err := r.rdb.Set(ctx, key, data, 0).Err(); err != nil {
+				return fmt.Errorf("bench: redis SET %s: %w", key, err)
 			}
 		}
 	}
-	runtime.GC()
-	progress("uploaded %d objects", len(cfg.Sizes))
+	return nil
+}
 
-	hoardGetter := func(core *minio.Core, expect string) (*S3Getter, func()) {
-		g := NewS3Getter(core, benchBucket)
-		return g, func() { g.Expect = expect }
-	}
-	for _, size := range cfg.Sizes {
-		key := objectKey(size)
-		sr := SizeResult{Size: size, Label: FormatSize(size)}
-		plan := PlanFor(size, cfg.Quick)
-		for _, name := range AllTargets() {
-			if !want(name) {
-				continue
-			}
-			t := target{name: name}
-			switch name {
-			case TargetStore:
-				t.getter = NewS3Getter(storeCore, benchBucket)
-			case TargetCold:
-				t.getter, t.onTimed = hoardGetter(checkedCore, string(cachelet.LocalMiss))
-				cl := checked.Cachelet()
-				t.before = func(_ context.Context, key string) error {
-					cl.Invalidate(benchBucket, key)
-					return nil
-				}
-			case TargetWarm:
-				t.getter, t.onTimed = hoardGetter(checkedCore, string(cachelet.LocalHit))
-			case TargetWarmLocal:
-				t.getter, t.onTimed = hoardGetter(localCore, string(cachelet.LocalHit))
-			case TargetRemoteHit, TargetRemoteMiss:
-				own, err := app.owner(benchBucket, key)
-				if err != nil {
-					return nil, err
-				}
-				via := 1 - own
-				rep.Settings.RemoteOwners[sr.Label] = fmt.Sprintf("owner %s, read through %s", app.ins[own].ID(), app.ins[via].ID())
-				expect := cachelet.RemoteHit
-				if name == TargetRemoteMiss {
-					expect = cachelet.RemoteMiss
-				}
-				t.getter, t.onTimed = hoardGetter(app.cores[via], string(expect))
-				reader, owner := app.ins[via].Cachelet(), app.ins[own].Cachelet()
-				t.before = func(_ context.Context, key string) error {
-					reader.Invalidate(benchBucket, key)
-					if name == TargetRemoteMiss {
-						owner.Invalidate(benchBucket, key)
-					}
-					return nil
-				}
-			case TargetRedis:
-				t.getter = RedisGetter{Client: rdb}
-			case TargetTCP:
-				g := NewTCPGetter(tcp.Addr(), size)
-				t.getter, t.close = g, func() { g.Close() }
-			}
-			began := time.Now()
-			res, err := measure(ctx, t, key, size, plan)
-			if t.close != nil {
-				t.close()
-			}
-			if err != nil {
-				return nil, fmt.Errorf("bench: %s at %s: %w", name, sr.Label, err)
-			}
-			progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s  (%.1fs)", sr.Label, name, res.N,
-				FormatDuration(res.P50), FormatDuration(res.P99), FormatMBps(res.MBps), time.Since(began).Seconds())
-			sr.Targets = append(sr.Targets, res)
+// measureSize measures every wanted target at one size, in AllTargets'
+// order.
+func (r *accessRig) measureSize(ctx context.Context, cfg *AccessConfig, rep *Report, size int64) (SizeResult, error) {
+	key := objectKey(size)
+	sr := SizeResult{Size: size, Label: FormatSize(size)}
+	plan := PlanFor(size, cfg.Quick)
+	for _, name := range AllTargets() {
+		if !cfg.wants(name) {
+			continue
 		}
-		rep.Sizes = append(rep.Sizes, sr)
-	}
-	// Leave the cold instance warm for boto3: the last cold GET refilled
-	// every object, and the warm target (when measured) confirmed it.
-
-	if cfg.Boto3 {
-		progress("measuring through boto3 (%s)", cfg.Python)
-		b, err := runBoto3(ctx, cfg, boto3Input{
-			Bucket: benchBucket,
-			Region: benchRegion,
-			Targets: []boto3Target{
-				{Name: TargetBoto3Store, Endpoint: srv.Endpoint(), AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey()},
-				{Name: TargetBoto3Warm, Endpoint: checked.Endpoint(), AccessKey: clientKey, SecretKey: clientSec, ExpectRead: string(cachelet.LocalHit)},
-			},
-			Objects: boto3Objects(cfg.Sizes, cfg.Quick),
-		})
+		t, err := r.target(name, key, size, sr.Label, rep)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			rep.Notes = append(rep.Notes, "boto3 measurement failed: "+err.Error())
-			progress("boto3 measurement failed: %v", err)
-		} else {
-			b.merge(rep)
+			return sr, err
 		}
+		began := time.Now()
+		res, err := measure(ctx, t, key, size, plan)
+		if t.close != nil {
+			t.close()
+		}
+		if err != nil {
+			return sr, fmt.Errorf("bench: %s at %s: %w", name, sr.Label, err)
+		}
+		cfg.progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s  (%.1fs)", sr.Label, name, res.N,
+			FormatDuration(res.P50), FormatDuration(res.P99), FormatMBps(res.MBps), time.Since(began).Seconds())
+		sr.Targets = append(sr.Targets, res)
 	}
+	return sr, nil
+}
 
-	for i := range rep.Sizes {
-		rep.Sizes[i].ComputeRatios()
+// target is how the named target reads key: its getter, what runs before
+// each request, and which access type hoard must report.
+func (r *accessRig) target(name, key string, size int64, label string, rep *Report) (target, error) {
+	hoardGetter := func(core *minio.Core, expect cachelet.Outcome) (*S3Getter, func()) {
+		g := NewS3Getter(core, benchBucket)
+		return g, func() { g.Expect = string(expect) }
 	}
-	rep.EvaluateChecks()
-	if n := fewSamplesNote(rep.Sizes); n != "" {
-		rep.Notes = append(rep.Notes, n)
+	t := target{name: name}
+	switch name {
+	case TargetStore:
+		t.getter = NewS3Getter(r.storeCore, benchBucket)
+	case TargetCold:
+		t.getter, t.onTimed = hoardGetter(r.checkedCore, cachelet.LocalMiss)
+		cl := r.checked.Cachelet()
+		t.before = func(_ context.Context, key string) error {
+			cl.Invalidate(benchBucket, key)
+			return nil
+		}
+	case TargetWarm:
+		t.getter, t.onTimed = hoardGetter(r.checkedCore, cachelet.LocalHit)
+	case TargetWarmLocal:
+		t.getter, t.onTimed = hoardGetter(r.localCore, cachelet.LocalHit)
+	case TargetRemoteHit, TargetRemoteMiss:
+		own, err := r.app.owner(benchBucket, key)
+		if err != nil {
+			return t, err
+		}
+		via := 1 - own
+		rep.Settings.RemoteOwners[label] = fmt.Sprintf("owner %s, read through %s", r.app.ins[own].ID(), r.app.ins[via].ID())
+		expect := cachelet.RemoteHit
+		if name == TargetRemoteMiss {
+			expect = cachelet.RemoteMiss
+		}
+		t.getter, t.onTimed = hoardGetter(r.app.cores[via], expect)
+		reader, owner := r.app.ins[via].Cachelet(), r.app.ins[own].Cachelet()
+		t.before = func(_ context.Context, key string) error {
+			reader.Invalidate(benchBucket, key)
+			if name == TargetRemoteMiss {
+				owner.Invalidate(benchBucket, key)
+			}
+			return nil
+		}
+	case TargetRedis:
+		t.getter = RedisGetter{Client: r.rdb}
+	case TargetTCP:
+		g := NewTCPGetter(r.tcp.Addr(), size)
+		t.getter, t.close = g, func() { g.Close() }
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return t, nil
+}
+
+// measureBoto3 measures the store and the warm instance through boto3; a
+// failure is a note in the report, not an error, unless ctx ended.
+func (r *accessRig) measureBoto3(ctx context.Context, cfg *AccessConfig, rep *Report) error {
+	cfg.progress("measuring through boto3 (%s)", cfg.Python)
+	b, err := runBoto3(ctx, *cfg, boto3Input{
+		Bucket: benchBucket,
+		Region: benchRegion,
+		Targets: []boto3Target{
+			{Name: TargetBoto3Store, Endpoint: r.srv.Endpoint(), AccessKey: r.srv.AccessKey(), SecretKey: r.srv.SecretKey()},
+			{Name: TargetBoto3Warm, Endpoint: r.checked.Endpoint(), AccessKey: clientKey, SecretKey: clientSec, ExpectRead: string(cachelet.LocalHit)},
+		},
+		Objects: boto3Objects(cfg.Sizes, cfg.Quick),
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rep.Notes = append(rep.Notes, "boto3 measurement failed: "+err.Error())
+		cfg.progress("boto3 measurement failed: %v", err)
+		return nil
 	}
-	return rep, nil
+	b.merge(rep)
+	return nil
 }
 
 // errNoPython: boto3 was asked for without an interpreter.
