@@ -61,6 +61,7 @@ SPEC = """
 name: myapp
 memory: 128MiB
 keep_alive: 5m
+buckets: {data: read-write, uploads: read-write}
 functions:
   upper: {handler: main.handler}
   on_upload: {handler: main.on_upload}
