@@ -69,7 +69,7 @@ func NewMinIOIdentities(endpoint, accessKey, secretKey string) (*MinIOIdentities
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad store endpoint %q", endpoint)
 	}
-	adm, err := madmin.New(u.Host, accessKey, secretKey, u.Scheme == "https")
+	adm, err := madmin.NewWithOptions(u.Host, &madmin.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https"})
 	if err != nil {
 		return nil, err
 	}
