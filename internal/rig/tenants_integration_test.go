@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/store"
@@ -164,18 +165,11 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 	}
 
 	// Straight to MinIO with B's store identity, bypassing the cachelet.
-	resp, err := e.p.etcd.Get(ctx, controller.EtcdApps+"tb")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("B's record: %v", err)
+	keysB := storeKeys(t, e, "tb")
+	if keysB.AccessKey == "" || keysB.AccessKey == e.cfg.StoreAccessKey {
+		t.Fatalf("B's store identity: %q", keysB.AccessKey)
 	}
-	var recB controller.Record
-	if err := json.Unmarshal(resp.Kvs[0].Value, &recB); err != nil {
-		t.Fatal(err)
-	}
-	if recB.Store.AccessKey == "" || recB.Store.AccessKey == e.cfg.StoreAccessKey {
-		t.Fatalf("B's store identity: %q", recB.Store.AccessKey)
-	}
-	b, err := s3store.New(s3store.Config{Endpoint: e.minio.Endpoint(), AccessKey: recB.Store.AccessKey, SecretKey: recB.Store.SecretKey}, nil)
+	b, err := s3store.New(s3store.Config{Endpoint: e.minio.Endpoint(), AccessKey: keysB.AccessKey, SecretKey: keysB.SecretKey}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +264,38 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 		}
 	}
 
+	// A redeploy with other buckets changes what the same keys reach:
+	// A's bucket, now read-only, can be read but no longer written.
+	keysA := storeKeys(t, e, "ta")
+	dir := t.TempDir()
+	spec := strings.NewReplacer("%s: read-write", "ta-data: read-only", "name: %s", "name: ta").Replace(tenantSpec)
+	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fns.py"), []byte(tenantFns), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := appspec.Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.Controller.Deploy(ctx, pkg.Data); err != nil {
+		t.Fatal(err)
+	}
+	if again := storeKeys(t, e, "ta"); again != keysA {
+		t.Errorf("the redeploy changed A's store keys")
+	}
+	a, err := s3store.New(s3store.Config{Endpoint: e.minio.Endpoint(), AccessKey: keysA.AccessKey, SecretKey: keysA.SecretKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(ctx, a, "ta-data", "secret.txt"); err != nil {
+		t.Errorf("A cannot read its read-only bucket: %v", err)
+	}
+	if _, err := a.Put(ctx, "ta-data", "after.txt", body("x"), 1, store.PutOptions{}); err == nil {
+		t.Error("A wrote to its bucket after it became read-only")
+	}
+
 	// Removing B revokes its identity.
 	if err := e.p.Controller.Remove(ctx, "tb"); err != nil {
 		t.Fatal(err)
@@ -277,6 +303,20 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 	if err := get(ctx, b, "tb-data", "mine.txt"); err == nil {
 		t.Error("B's identity still works after B was removed")
 	}
+}
+
+// storeKeys is app's store identity as the controller recorded it.
+func storeKeys(t *testing.T, e *env, app string) api.StoreKeys {
+	t.Helper()
+	resp, err := e.p.etcd.Get(context.Background(), controller.EtcdApps+app)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("%s's record: %v", app, err)
+	}
+	var rec controller.Record
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Store
 }
 
 func get(ctx context.Context, st store.Store, bucket, key string) error {
