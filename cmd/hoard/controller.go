@@ -21,14 +21,15 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	storeFlags(fs, &cfg)
 	fs.StringVar(&cfg.ControllerToken, "token", envDefault("HOARD_CONTROLLER_TOKEN", ""), "bearer token clients must send (env HOARD_CONTROLLER_TOKEN)")
 	fs.StringVar(&cfg.AgentToken, "agent-token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the agents expect (env HOARD_AGENT_TOKEN)")
+	fs.StringVar(&cfg.StoreIdentities, "store-identities", envDefault("HOARD_STORE_IDENTITIES", ""), `where each application's own store identity comes from: "minio" (a MinIO user per application, made with the --store keys, MinIO's root or an admin's) or "file:PATH" (keys the operator made, per application; env HOARD_STORE_IDENTITIES)`)
 	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
 	cfg.EtcdEndpoints = splitList(etcd)
-	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
-		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, and tokens of at least 16 bytes are required", errUsage)
+	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || cfg.StoreIdentities == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
+		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, --store-identities, and tokens of at least 16 bytes are required", errUsage)
 	}
 	log, err := newLogger(stderr, logLevel, false)
 	if err != nil {

@@ -61,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.NotifyToken = or(doc.NotifyToken, env("HOARD_NOTIFY_TOKEN", ""))
 	cfg.PlatformToken = or(doc.PlatformToken, env("HOARD_PLATFORM_TOKEN", ""))
 	cfg.Control = doc.Control
+	cfg.Grants = doc.Grants
 	fs.String("document", "", "a configuration document (JSON, mode 0600: every setting below, the secrets, the control socket), as the node agent hands it over; flags given beside it override it")
 	fs.StringVar(&cfg.Listen, "listen", or(doc.Listen, "127.0.0.1:9200"), "S3 endpoint address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", or(doc.MetricsListen, "127.0.0.1:9201"), "Prometheus /metrics address, or off")

@@ -237,7 +237,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
 			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
-			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true,
+			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
 		}, logs.router(platformLogs, "controller"))
 		if err != nil {
 			_ = closeAll(context.Background())

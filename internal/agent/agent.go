@@ -49,9 +49,10 @@ type Config struct {
 	Python string
 	// Store is the store, for code packages.
 	Store store.Store
-	// StoreEndpoint, StoreAccessKey and StoreSecretKey are what the
-	// cachelets use to reach the store.
-	StoreEndpoint, StoreAccessKey, StoreSecretKey string
+	// StoreEndpoint is where the cachelets reach the store, each with
+	// its application's store identity (StartRequest.Store); the agent's
+	// own access (Store) stays with the agent.
+	StoreEndpoint string
 	// Region the cachelets serve; default us-east-1.
 	Region string
 	// EtcdEndpoints hold the applications' rings. Required.
@@ -210,6 +211,9 @@ func (a *Agent) Start(ctx context.Context, req api.StartRequest) (*Instance, err
 	}
 	if len(req.Credentials.PeerSecret) < 16 || req.Credentials.AccessKey == "" || req.Credentials.SecretKey == "" {
 		return nil, errors.New("agent: the application's credentials are incomplete")
+	}
+	if req.Store.AccessKey == "" || req.Store.SecretKey == "" {
+		return nil, errors.New("agent: the application has no store identity; its cachelets never get the store's root keys")
 	}
 	in := &Instance{agent: a, req: req, spec: spec, state: api.StateStarting, started: time.Now(), done: make(chan struct{})}
 	a.mu.Lock()

@@ -45,8 +45,12 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 		EtcdEndpoints: a.cfg.EtcdEndpoints,
 		AccessKey:     in.req.Credentials.AccessKey, SecretKey: in.req.Credentials.SecretKey,
 		PeerSecret: in.req.Credentials.PeerSecret,
-		Store:      control.Store{Endpoint: a.cfg.StoreEndpoint, AccessKey: a.cfg.StoreAccessKey, SecretKey: a.cfg.StoreSecretKey},
-		NotifyURL:  a.cfg.NotifyURL, NotifyToken: a.cfg.NotifyToken,
+		// The application's own store identity and the buckets it was
+		// granted; the agent's store access is for code packages and
+		// access metadata, and never leaves it.
+		Store:     control.Store{Endpoint: a.cfg.StoreEndpoint, AccessKey: in.req.Store.AccessKey, SecretKey: in.req.Store.SecretKey},
+		Grants:    spec.Buckets.Set(),
+		NotifyURL: a.cfg.NotifyURL, NotifyToken: a.cfg.NotifyToken,
 		Bandwidth: !a.cfg.DisableBandwidthPolicy,
 		Cache:     settings,
 		Control:   ep,

@@ -138,3 +138,27 @@ func TestReadsOncePerInvocation(t *testing.T) {
 		t.Fatalf("after a failed read: %d stats calls, want 2 (before and after)", asked)
 	}
 }
+
+// The cachelet's document carries the application's store identity and
+// its grants, nothing of the agent's own store access.
+func TestDocumentStoreIdentity(t *testing.T) {
+	spec, err := appspec.Parse([]byte("name: app\nbuckets: {photos: read-write, models: read-only}\nfunctions: {f: {handler: m.h}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: Config{StoreEndpoint: "http://store:9000", Region: "us-east-1"}}
+	in := &Instance{agent: a, spec: spec, req: api.StartRequest{App: "app", ID: "app-1",
+		Credentials: api.Credentials{AccessKey: "ak", SecretKey: "sk", PeerSecret: "0123456789abcdef"},
+		Store:       api.StoreKeys{AccessKey: "app-store-key", SecretKey: "app-store-secret"}}}
+	d := in.document(control.Endpoint{})
+	if d.Store.Endpoint != "http://store:9000" || d.Store.AccessKey != "app-store-key" || d.Store.SecretKey != "app-store-secret" {
+		t.Errorf("store: %+v, want the application's identity", d.Store)
+	}
+	if !d.Grants.Restricted() || !d.Grants.Allows("photos", true) || d.Grants.Allows("models", true) ||
+		!d.Grants.Allows("models", false) || d.Grants.Allows("hoard-platform", false) {
+		t.Errorf("grants: %+v", d.Grants)
+	}
+	if err := d.Validate(); err != nil {
+		t.Error(err)
+	}
+}

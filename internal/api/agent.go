@@ -36,6 +36,14 @@ type Credentials struct {
 	PeerSecret string `json:"peer_secret"`
 }
 
+// StoreKeys are an application's own identity at the store, which
+// reaches only the buckets its spec grants: its cachelets sign to the
+// store with them, never with the store's root keys.
+type StoreKeys struct {
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
 // StartRequest loads one instance of an application.
 type StartRequest struct {
 	App         string      `json:"app"`
@@ -43,6 +51,8 @@ type StartRequest struct {
 	Spec        string      `json:"spec"` // the application's hoard.yaml
 	Package     PackageRef  `json:"package"`
 	Credentials Credentials `json:"credentials"`
+	// Store is the application's store identity, for its cachelets.
+	Store StoreKeys `json:"store"`
 	// Metadata is where the instance's access metadata is saved when it
 	// unloads (a prewarm.Record per unload, as JSON); empty: not saved.
 	Metadata Location `json:"metadata"`

@@ -18,10 +18,15 @@ import (
 
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/grant"
 )
 
 // FileName is the spec's name at the root of an application directory.
 const FileName = "hoard.yaml"
+
+// PlatformBucket is the platform's own bucket by default (code packages,
+// access metadata): no application may be granted it.
+const PlatformBucket = "hoard-platform"
 
 // Defaults and bounds of the spec's settings.
 const (
@@ -90,6 +95,11 @@ type Spec struct {
 	KeepAlive Duration `yaml:"keep_alive,omitempty"`
 	// MaxInstances bounds compute scaling.
 	MaxInstances int `yaml:"max_instances,omitempty"`
+	// Buckets are the store's buckets the application's functions may
+	// reach, each read-only or read-write; nothing else. Its cachelets
+	// refuse every other bucket, and sign to the store with an identity
+	// of the application's own that reaches only these.
+	Buckets Buckets `yaml:"buckets,omitempty"`
 	// Cache configures every instance's cachelet.
 	Cache CacheSpec `yaml:"cache,omitempty"`
 	// Scaling tunes the scale controller's policies.
@@ -100,6 +110,75 @@ type Spec struct {
 	Triggers []*Trigger `yaml:"triggers,omitempty"`
 	// Pipelines by name.
 	Pipelines map[string]*Pipeline `yaml:"pipelines,omitempty"`
+}
+
+// Buckets is the spec's `buckets:`, written as a mapping of name to access
+//
+//	buckets: {photos: read-write, models: read-only}
+//
+// or as a list
+//
+//	buckets:
+//	  - {name: photos, access: read-write}
+type Buckets []grant.Bucket
+
+// UnmarshalYAML reads either form.
+func (b *Buckets) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		out := make(Buckets, 0, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: buckets: want bucket: read-only or bucket: read-write", k.Line)
+			}
+			out = append(out, grant.Bucket{Name: k.Value, Access: grant.Access(v.Value)})
+		}
+		*b = out
+		return nil
+	case yaml.SequenceNode:
+		// Decoded by hand: a node's Decode does not inherit the
+		// decoder's strictness, and unknown fields are errors.
+		out := make(Buckets, 0, len(n.Content))
+		for _, e := range n.Content {
+			if e.Kind != yaml.MappingNode {
+				return fmt.Errorf("line %d: buckets: want {name, access}", e.Line)
+			}
+			var g grant.Bucket
+			for i := 0; i+1 < len(e.Content); i += 2 {
+				k, v := e.Content[i], e.Content[i+1]
+				switch {
+				case v.Kind != yaml.ScalarNode:
+					return fmt.Errorf("line %d: buckets: %s: want a string", v.Line, k.Value)
+				case k.Value == "name":
+					g.Name = v.Value
+				case k.Value == "access":
+					g.Access = grant.Access(v.Value)
+				default:
+					return fmt.Errorf("line %d: buckets: field %s not found (want name and access)", k.Line, k.Value)
+				}
+			}
+			out = append(out, g)
+		}
+		*b = out
+		return nil
+	}
+	return fmt.Errorf("line %d: buckets: want a mapping of bucket to access or a list of {name, access}", n.Line)
+}
+
+// Set is the buckets as the grant its cachelets enforce.
+func (b Buckets) Set() *grant.Set { return &grant.Set{Buckets: append([]grant.Bucket{}, b...)} }
+
+func (b Buckets) validate() error {
+	if err := grant.Validate(b); err != nil {
+		return invalid("buckets: %v", err)
+	}
+	for _, g := range b {
+		if g.Name == PlatformBucket {
+			return invalid("buckets: %s is the platform's own bucket", g.Name)
+		}
+	}
+	return nil
 }
 
 // CacheSpec is the cachelets' configuration.
@@ -277,6 +356,9 @@ func (s *Spec) Validate() error {
 	if s.MaxInstances < 1 || s.MaxInstances > MaxMaxInstances {
 		return invalid("max_instances %d: want 1-%d", s.MaxInstances, MaxMaxInstances)
 	}
+	if err := s.Buckets.validate(); err != nil {
+		return err
+	}
 	if err := s.Cache.validate(); err != nil {
 		return err
 	}
@@ -399,6 +481,9 @@ func (s *Spec) validateTrigger(t *Trigger, paths map[string]bool) error {
 	if !bucketRE.MatchString(t.Object.Bucket) {
 		return invalid("object trigger: bucket %q is not a valid bucket name", t.Object.Bucket)
 	}
+	if _, ok := s.Buckets.Set().Lookup(t.Object.Bucket); !ok {
+		return invalid("object trigger: bucket %s is not in buckets", t.Object.Bucket)
+	}
 	if len(t.Object.Prefix) > 1024 || len(t.Object.Suffix) > 1024 {
 		return invalid("object trigger: prefix and suffix are at most 1024 bytes")
 	}
@@ -414,6 +499,9 @@ func (s *Spec) validatePipeline(name string, p *Pipeline) error {
 	}
 	if p.Intermediate != nil && !bucketRE.MatchString(p.Intermediate.Bucket) {
 		return invalid("pipeline %s: intermediate bucket %q is not a valid bucket name", name, p.Intermediate.Bucket)
+	}
+	if p.Intermediate != nil && !s.Buckets.Set().Allows(p.Intermediate.Bucket, true) {
+		return invalid("pipeline %s: intermediate bucket %s must be in buckets as read-write", name, p.Intermediate.Bucket)
 	}
 	if p.Intermediate == nil && p.DeleteIntermediate {
 		return invalid("pipeline %s: delete_intermediate without intermediate", name)

@@ -7,17 +7,20 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/grant"
 )
 
 const good = `
 name: thumbs
 memory: 128MiB
 keep_alive: 2m
+buckets: {images: read-write, models: read-only}
 cache: {consistency: owner, budget: 32MiB}
 scaling: {latency_target: 250ms}
 functions:
@@ -95,6 +98,7 @@ func TestParseRejects(t *testing.T) {
 		"http path dots":    {base + "triggers: [{http: /a/../b, function: f}]\n", "http path"},
 		"http twice":        {base + "triggers: [{http: /x, function: f}, {http: /x, function: f}]\n", "twice"},
 		"bad bucket":        {base + "triggers: [{object: {bucket: A_B}, function: f}]\n", "bucket"},
+		"trigger read-only": {base + "buckets: {abc: read-only}\ntriggers: [{object: {bucket: abd}, function: f}]\n", "not in buckets"},
 		"cycle":             {base + "pipelines: {p: {stages: [{name: a, function: f, after: [b]}, {name: b, function: f, after: [a]}]}}\n", "cycle"},
 		"unknown stage":     {base + "pipelines: {p: {stages: [{name: a, function: f, after: [z]}]}}\n", "unknown stage"},
 		"stage function":    {base + "pipelines: {p: {stages: [{name: a, function: g}]}}\n", `"g"`},
@@ -108,11 +112,61 @@ func TestParseRejects(t *testing.T) {
 		"tiny target":       {base + "scaling: {latency_target: 1us}\n", "latency_target"},
 		"huge target":       {base + "scaling: {latency_target: 1h}\n", "latency_target"},
 		"scaling field":     {base + "scaling: {latency: 1s}\n", "latency"},
+		"bucket access":     {base + "buckets: {abc: write}\n", "access"},
+		"bucket no access":  {base + "buckets: [{name: abc}]\n", "access"},
+		"bucket name":       {base + "buckets: {Photos: read-only}\n", "bucket name"},
+		"bucket ip":         {base + "buckets: {10.0.0.1: read-only}\n", "IP address"},
+		"bucket twice":      {base + "buckets: [{name: abc, access: read-only}, {name: abc, access: read-write}]\n", "twice"},
+		"bucket twice map":  {base + "buckets: {abc: read-only, abc: read-write}\n", "abc"},
+		"platform bucket":   {base + "buckets: {hoard-platform: read-only}\n", "platform"},
+		"buckets scalar":    {base + "buckets: abc\n", "buckets"},
+		"bucket field":      {base + "buckets: [{name: abc, access: read-only, prefix: x}]\n", "prefix"},
+		"trigger ungranted": {base + "triggers: [{object: {bucket: abc}, function: f}]\n", "not in buckets"},
+		"inter ungranted":   {base + "pipelines: {p: {intermediate: {bucket: abc}, stages: [{name: a, function: f}]}}\n", "read-write"},
+		"inter read-only":   {base + "buckets: {abc: read-only}\npipelines: {p: {intermediate: {bucket: abc}, stages: [{name: a, function: f}]}}\n", "read-write"},
 	} {
 		_, err := Parse([]byte(tc.spec))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want ErrInvalid mentioning %q", name, err, tc.want)
 		}
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	base := "name: a\nfunctions: {f: {handler: m.h}}\n"
+	want := []grant.Bucket{{Name: "models", Access: grant.ReadOnly}, {Name: "photos", Access: grant.ReadWrite}}
+	for name, y := range map[string]string{
+		"mapping": "buckets: {models: read-only, photos: read-write}\n",
+		"list":    "buckets:\n  - {name: models, access: read-only}\n  - name: photos\n    access: read-write\n",
+	} {
+		s, err := Parse([]byte(base + y))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal([]grant.Bucket(s.Buckets), want) {
+			t.Errorf("%s: buckets %+v, want %+v", name, s.Buckets, want)
+		}
+		// The controller stores the spec as Marshal writes it and parses
+		// it again.
+		data, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(data)
+		if err != nil || !slices.Equal(again.Buckets, s.Buckets) {
+			t.Errorf("%s: round trip: %+v, %v\n%s", name, again, err, data)
+		}
+		set := s.Buckets.Set()
+		if !set.Allows("photos", true) || set.Allows("models", true) || !set.Allows("models", false) || set.Allows("other", false) {
+			t.Errorf("%s: set %+v", name, set)
+		}
+	}
+	s, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set := s.Buckets.Set(); !set.Restricted() || set.Allows("photos", false) {
+		t.Errorf("no buckets: %+v must grant nothing", set)
 	}
 }
 

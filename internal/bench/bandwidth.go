@@ -65,6 +65,7 @@ memory: 128MiB
 timeout: 300s
 keep_alive: 1h
 max_instances: %d
+buckets: {bw-objects: read-only}
 cache: {budget: %dMiB}
 functions:
   read: {handler: fns.read}

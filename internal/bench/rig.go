@@ -101,7 +101,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *benchRig, err err
 	r.p, err = rig.Start(sctx, rig.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: r.tmp,
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: rigStoreAccessKey, StoreSecretKey: rigStoreSecretKey,
-		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
+		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token", StoreIdentities: "minio",
 	}, log)
 	if err != nil {
 		ln.Close()

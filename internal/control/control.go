@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
@@ -82,8 +83,13 @@ type Document struct {
 	// PeerSecret is the application's peer secret (at least 16 bytes),
 	// with EtcdEndpoints.
 	PeerSecret string `json:"peer_secret,omitempty"`
-	// Store is how the cachelet reaches the store.
+	// Store is how the cachelet reaches the store: in the platform, with
+	// the application's own store identity, never the store's root keys.
 	Store Store `json:"store"`
+	// Grants are the buckets the application may reach; the cachelet
+	// refuses every other. Absent: every bucket (a standalone cachelet);
+	// present with no buckets: none.
+	Grants *grant.Set `json:"grants,omitempty"`
 	// NotifyURL and NotifyToken: where cache triggers are posted.
 	NotifyURL   string `json:"notify_url,omitempty"`
 	NotifyToken string `json:"notify_token,omitempty"`
@@ -127,6 +133,11 @@ func (d *Document) Validate() error {
 	}
 	if err := d.Cache.Validate(); err != nil {
 		return fmt.Errorf("%w: cache: %v", ErrInvalidDocument, err)
+	}
+	if d.Grants != nil {
+		if err := grant.Validate(d.Grants.Buckets); err != nil {
+			return fmt.Errorf("%w: grants: %v", ErrInvalidDocument, err)
+		}
 	}
 	if (d.Control.Socket == "") != (d.Control.Token == "") {
 		return fmt.Errorf("%w: control needs both a socket and a token", ErrInvalidDocument)

@@ -339,3 +339,34 @@ func TestStatsSub(t *testing.T) {
 		t.Fatalf("Sub = %v", got)
 	}
 }
+
+// Grants survive the document: absent means every bucket, present with
+// no buckets means none, and bad grants are refused.
+func TestDocumentGrants(t *testing.T) {
+	for _, tc := range []struct {
+		json      string
+		nilGrants bool
+		allowed   bool
+		bad       bool
+	}{
+		{`{"version":1}`, true, true, false},
+		{`{"version":1,"grants":{"buckets":[]}}`, false, false, false},
+		{`{"version":1,"grants":{"buckets":null}}`, false, false, false},
+		{`{"version":1,"grants":{"buckets":[{"name":"photos","access":"read-only"}]}}`, false, true, false},
+		{`{"version":1,"grants":{"buckets":[{"name":"photos","access":"all"}]}}`, false, false, true},
+	} {
+		d, err := ParseDocument([]byte(tc.json))
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: accepted", tc.json)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		if (d.Grants == nil) != tc.nilGrants || d.Grants.Allows("photos", false) != tc.allowed {
+			t.Errorf("%s: grants %+v", tc.json, d.Grants)
+		}
+	}
+}

@@ -45,6 +45,9 @@ type Config struct {
 	Store store.Store
 	// SystemBucket holds code packages; default "hoard-platform".
 	SystemBucket string
+	// Identities gives each application its own store identity, limited
+	// to the buckets its spec grants, for its cachelets. Required.
+	Identities StoreIdentities
 	// Notifications configures the store's bucket notifications so that
 	// objects written to the store directly fire object triggers; nil
 	// means only writes through cachelets fire them.
@@ -74,14 +77,14 @@ type Config struct {
 
 // Validate checks the config and fills in the defaults.
 func (c *Config) Validate() error {
-	if c.Etcd == nil || c.Store == nil {
-		return errors.New("controller: Etcd and Store are required")
+	if c.Etcd == nil || c.Store == nil || c.Identities == nil {
+		return errors.New("controller: Etcd, Store and Identities are required")
 	}
 	if c.ScanInterval < 0 || c.DedupWindow < 0 || c.VoteInterval < 0 {
 		return errors.New("controller: intervals must not be negative")
 	}
 	if c.SystemBucket == "" {
-		c.SystemBucket = "hoard-platform"
+		c.SystemBucket = appspec.PlatformBucket
 	}
 	if c.ScanInterval == 0 {
 		c.ScanInterval = time.Second
@@ -108,8 +111,10 @@ type Record struct {
 	Spec        string          `json:"spec"`
 	Package     api.PackageRef  `json:"package"`
 	Credentials api.Credentials `json:"credentials"`
-	Version     int             `json:"version"`
-	DeployedAt  time.Time       `json:"deployed_at"`
+	// Store is the application's store identity (StoreIdentities.Grant).
+	Store      api.StoreKeys `json:"store"`
+	Version    int           `json:"version"`
+	DeployedAt time.Time     `json:"deployed_at"`
 }
 
 // Controller is the platform's control plane.
@@ -219,6 +224,17 @@ func (c *Controller) load(ctx context.Context) error {
 			c.log.Error("skipping an application whose spec no longer parses", "app", rec.Name, "err", err)
 			continue
 		}
+		if rec.Store.AccessKey == "" {
+			// Recorded before applications had store identities.
+			if rec.Store, err = c.cfg.Identities.Grant(ctx, rec.Name, spec.Buckets, rec.Store); err != nil {
+				c.log.Error("skipping an application without a store identity", "app", rec.Name, "err", err)
+				continue
+			}
+			val, _ := json.Marshal(rec)
+			if _, err := c.cfg.Etcd.Put(ctx, EtcdApps+rec.Name, string(val)); err != nil {
+				return fmt.Errorf("controller: recording %s's store identity: %w", rec.Name, err)
+			}
+		}
 		a := newApp(rec, spec)
 		a.policy = newPolicy(spec, c.cfg.KeepAlive, nil)
 		c.restorePolicy(ctx, a)
@@ -277,6 +293,9 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 		return nil, err
 	}
 	name := pkg.Spec.Name
+	if _, ok := pkg.Spec.Buckets.Set().Lookup(c.cfg.SystemBucket); ok {
+		return nil, fmt.Errorf("%w: buckets: %s is the platform's own bucket", appspec.ErrInvalid, c.cfg.SystemBucket)
+	}
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
@@ -291,9 +310,14 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	rec := Record{Name: name, Spec: string(specYAML), Package: ref, DeployedAt: c.clk.Now().UTC(), Version: 1}
 	c.mu.Lock()
 	if old := c.apps[name]; old != nil {
-		rec.Credentials, rec.Version = old.rec.Credentials, old.rec.Version+1
+		rec.Credentials, rec.Store, rec.Version = old.rec.Credentials, old.rec.Store, old.rec.Version+1
 	}
 	c.mu.Unlock()
+	// The store identity follows the spec's buckets: a redeploy with
+	// other buckets changes what the same keys reach.
+	if rec.Store, err = c.cfg.Identities.Grant(ctx, name, pkg.Spec.Buckets, rec.Store); err != nil {
+		return nil, fmt.Errorf("the application's store identity: %w", err)
+	}
 	if rec.Credentials.AccessKey == "" {
 		rec.Credentials = api.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
 	}
@@ -332,6 +356,12 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 func (c *Controller) Remove(ctx context.Context, name string) error {
 	a, err := c.app(name)
 	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	keys := a.rec.Store
+	c.mu.Unlock()
+	if err := c.cfg.Identities.Revoke(ctx, name, keys); err != nil {
 		return err
 	}
 	if _, err := c.cfg.Etcd.Delete(ctx, EtcdApps+name); err != nil {

@@ -39,6 +39,7 @@ type fakeAgent struct {
 	failNext  atomic.Bool // the next invocation's instance has died
 	// What every instance's cachelet reports (cumulative).
 	evictedAgain, reads atomic.Int64
+	lastStore           api.StoreKeys // the store identity of the last start
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -49,6 +50,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		json.NewDecoder(r.Body).Decode(&req)
 		a.starts.Add(1)
 		a.mu.Lock()
+		a.lastStore = req.Store
 		a.instances[req.ID] = api.StateIdle
 		a.revs[req.ID] = req.Package.SHA256
 		a.mu.Unlock()
@@ -154,6 +156,9 @@ func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Cli
 		t.Fatal(err)
 	}
 	cfg.Etcd, cfg.Store, cfg.AgentToken, cfg.ScanInterval = cli, memstore.New(), "tok", 20*time.Millisecond
+	if cfg.Identities == nil {
+		cfg.Identities = newFakeIdentities()
+	}
 	if cfg.VoteInterval == 0 {
 		cfg.VoteInterval = time.Hour // rounds only when a test asks
 	}
@@ -292,7 +297,7 @@ func TestRedeployAndRestart(t *testing.T) {
 	// A restarted controller finds the application and adopts its
 	// instance: the next invocation is warm.
 	c.Close()
-	c2, err := New(ctx, Config{Etcd: cli, Store: memstore.New(), AgentToken: "tok", ScanInterval: 20 * time.Millisecond},
+	c2, err := New(ctx, Config{Etcd: cli, Store: memstore.New(), Identities: c.cfg.Identities, AgentToken: "tok", ScanInterval: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

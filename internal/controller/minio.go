@@ -2,12 +2,19 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
+	"github.com/minio/madmin-go/v3"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/notification"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/grant"
 )
 
 // MinIOWebhookID is the name of the webhook notification target hoard
@@ -45,4 +52,80 @@ func (n *MinIONotifier) EnableNotifications(ctx context.Context, bucket string) 
 	var cfg notification.Configuration
 	cfg.AddQueue(q)
 	return n.client.SetBucketNotification(ctx, bucket, cfg)
+}
+
+// MinIOIdentities makes each application a MinIO user through MinIO's
+// admin API: an access key of its own, and a policy named
+// hoard-app-APP (grant.Policy of its buckets) attached to it. The
+// controller's keys must be MinIO's root keys or an admin's.
+type MinIOIdentities struct {
+	adm *madmin.AdminClient
+}
+
+// NewMinIOIdentities talks to the admin API of the MinIO at endpoint
+// ("http://host:port").
+func NewMinIOIdentities(endpoint, accessKey, secretKey string) (*MinIOIdentities, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("bad store endpoint %q", endpoint)
+	}
+	adm, err := madmin.NewWithOptions(u.Host, &madmin.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https"})
+	if err != nil {
+		return nil, err
+	}
+	return &MinIOIdentities{adm: adm}, nil
+}
+
+// minioPolicyName is the name of app's policy in MinIO.
+func minioPolicyName(app string) string { return "hoard-app-" + app }
+
+// Grant sets app's policy to its buckets (a redeploy with other buckets
+// replaces it in place) and makes sure its user exists with current's
+// keys, or with new ones, and has the policy attached.
+func (m *MinIOIdentities) Grant(ctx context.Context, app string, buckets []grant.Bucket, current api.StoreKeys) (api.StoreKeys, error) {
+	policy, err := grant.Policy(buckets)
+	if err != nil {
+		return api.StoreKeys{}, err
+	}
+	name := minioPolicyName(app)
+	if err := m.adm.AddCannedPolicy(ctx, name, policy); err != nil {
+		return api.StoreKeys{}, fmt.Errorf("store identity: policy %s: %w", name, err)
+	}
+	keys := current
+	if keys.AccessKey == "" || keys.SecretKey == "" {
+		keys = api.StoreKeys{AccessKey: "HA" + strings.ToUpper(randHex(9)), SecretKey: randHex(20)}
+	}
+	// Setting the user again is harmless, and brings back one removed
+	// behind the controller's back.
+	if err := m.adm.AddUser(ctx, keys.AccessKey, keys.SecretKey); err != nil {
+		return api.StoreKeys{}, fmt.Errorf("store identity: user for %s: %w", app, err)
+	}
+	info, err := m.adm.GetUserInfo(ctx, keys.AccessKey)
+	if err != nil {
+		return api.StoreKeys{}, fmt.Errorf("store identity: user for %s: %w", app, err)
+	}
+	if !slices.Contains(strings.Split(info.PolicyName, ","), name) {
+		if _, err := m.adm.AttachPolicy(ctx, madmin.PolicyAssociationReq{Policies: []string{name}, User: keys.AccessKey}); err != nil {
+			return api.StoreKeys{}, fmt.Errorf("store identity: attaching %s: %w", name, err)
+		}
+	}
+	return keys, nil
+}
+
+// Revoke removes app's user and policy.
+func (m *MinIOIdentities) Revoke(ctx context.Context, app string, keys api.StoreKeys) error {
+	if keys.AccessKey != "" {
+		if err := m.adm.RemoveUser(ctx, keys.AccessKey); err != nil && !minioAdminCode(err, "XMinioAdminNoSuchUser") {
+			return fmt.Errorf("store identity: removing the user of %s: %w", app, err)
+		}
+	}
+	if err := m.adm.RemoveCannedPolicy(ctx, minioPolicyName(app)); err != nil && !minioAdminCode(err, "XMinioAdminNoSuchPolicy") {
+		return fmt.Errorf("store identity: removing the policy of %s: %w", app, err)
+	}
+	return nil
+}
+
+func minioAdminCode(err error, code string) bool {
+	var e madmin.ErrorResponse
+	return errors.As(err, &e) && e.Code == code
 }

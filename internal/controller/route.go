@@ -130,7 +130,7 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 func (c *Controller) startRequest(a *app) api.StartRequest {
 	a.seq++
 	return api.StartRequest{App: a.rec.Name, ID: fmt.Sprintf("%s-%d-%s", a.rec.Name, a.rec.Version, randHex(3)),
-		Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials, Metadata: c.metadataLocation(a.rec.Name)}
+		Spec: a.rec.Spec, Package: a.rec.Package, Credentials: a.rec.Credentials, Store: a.rec.Store, Metadata: c.metadataLocation(a.rec.Name)}
 }
 
 // idle picks the most recently used idle instance of the deployed

@@ -37,6 +37,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/cluster"
 	"github.com/hoard-io/hoard/internal/control"
+	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -60,6 +61,9 @@ type Config struct {
 	AccessKey, SecretKey string
 	// Store is how the cachelet reaches the store, with its own credentials.
 	Store s3store.Config
+	// Grants are the buckets the instance's clients may reach (s3api's
+	// Config.Grants); default nil: every bucket the store keys reach.
+	Grants *grant.Set
 	// Cachelet configures the cache. A zero Cache.Budget means
 	// DefaultBudget(). A zero MemoryLimitOverhead is read from
 	// $HOARD_MEMORY_LIMIT_OVERHEAD (MemoryLimitOverheadEnv), if set.
@@ -422,7 +426,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if err != nil {
 		return nil, err
 	}
-	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains}
+	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains, Grants: cfg.Grants}
 	if cfg.NotifyURL != "" {
 		in.notifier, err = notify.New(notify.Config{URL: cfg.NotifyURL, Token: cfg.NotifyToken, App: cfg.App, Cachelet: cfg.ID,
 			Logger: log.With("component", "notify"), Registerer: reg})

@@ -25,6 +25,7 @@ memory: 128MiB
 timeout: 60s
 keep_alive: 1h
 max_instances: 4
+buckets: {data: read-only}
 cache: {budget: 96MiB}
 functions:
   digest: {handler: fns.digest}

@@ -236,7 +236,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 	pcfg := Config{
 		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(),
 		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
-		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true,
+		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
 	}
 	if cfg.ControllerListener != nil {
 		pcfg.ControllerListener, pcfg.ControllerAlsoOn = cfg.ControllerListener, []net.Listener{bridgeLn}

@@ -37,6 +37,7 @@ memory: 96MiB
 timeout: 30s
 keep_alive: 1h
 max_instances: 3
+buckets: {data: read-write}
 cache: {budget: 32MiB}
 functions:
   read: {handler: fns.read}

@@ -38,7 +38,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	defer ln.Close()
 	ok := Config{Controller: true, ControllerListener: ln, Agent: true, Dir: t.TempDir(),
-		EtcdEndpoints: []string{"http://127.0.0.1:2379"}, StoreEndpoint: "http://127.0.0.1:9000"}
+		EtcdEndpoints: []string{"http://127.0.0.1:2379"}, StoreEndpoint: "http://127.0.0.1:9000", StoreIdentities: "minio"}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
@@ -48,6 +48,8 @@ func TestConfigValidate(t *testing.T) {
 		{"nothing to run", func(c *Config) { c.Controller, c.Agent = false, false }, "nothing to run"},
 		{"controller without listener", func(c *Config) { c.ControllerListener = nil }, "listener"},
 		{"agent without dir", func(c *Config) { c.Dir = "" }, "Dir"},
+		{"controller without identities", func(c *Config) { c.StoreIdentities = "" }, "StoreIdentities"},
+		{"agent without identities", func(c *Config) { c.Controller, c.StoreIdentities = false, "" }, ""},
 		{"no etcd", func(c *Config) { c.EtcdEndpoints = nil }, "EtcdEndpoints"},
 		{"no store", func(c *Config) { c.StoreEndpoint = "" }, "StoreEndpoint"},
 	} {

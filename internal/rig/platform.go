@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,12 @@ type Config struct {
 	// ControllerToken authenticates clients (and the store's webhook) to
 	// the controller; AgentToken the controller to agents.
 	ControllerToken, AgentToken string
+	// StoreIdentities is where the controller gets each application's
+	// store identity (ParseStoreIdentities): "minio" makes a MinIO user
+	// per application with the store keys, which must be MinIO's root or
+	// an admin's; "file:PATH" reads the keys the operator made from PATH.
+	// Required with Controller.
+	StoreIdentities string
 	// StoreNotifications: the store is a MinIO started with the
 	// MinIOWebhookEnv target, so buckets with object triggers get
 	// notification configurations.
@@ -110,6 +117,8 @@ func (c *Config) Validate() error {
 		return errors.New("rig: EtcdEndpoints are required")
 	case c.StoreEndpoint == "":
 		return errors.New("rig: StoreEndpoint is required")
+	case c.Controller && c.StoreIdentities == "":
+		return errors.New(`rig: the controller needs StoreIdentities ("minio" or "file:PATH")`)
 	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
@@ -149,8 +158,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		}
 		acfg := agent.Config{
 			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), LogDir: cfg.LogDir, HoardBin: cfg.HoardBin, Store: st,
-			StoreEndpoint: cfg.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
-			Region: cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
+			StoreEndpoint: cfg.StoreEndpoint,
+			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost,
 		}
 		if controllerURL != "" {
@@ -188,7 +197,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if cfg.ControllerListener == nil {
 			return nil, errors.New("platform: the controller needs a listener")
 		}
-		ccfg := controller.Config{Etcd: cli, Store: st, AgentToken: cfg.AgentToken, Registerer: reg}
+		ids, err := ParseStoreIdentities(cfg.StoreIdentities, cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey)
+		if err != nil {
+			return nil, err
+		}
+		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, Registerer: reg}
 		if cfg.StoreNotifications {
 			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region)
 			if err != nil {
@@ -210,6 +223,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		}
 	}
 	return p, nil
+}
+
+// ParseStoreIdentities makes the controller's source of application
+// store identities from its setting: "minio" (the MinIO at endpoint, with
+// the admin keys given) or "file:PATH" (controller.FileIdentities).
+func ParseStoreIdentities(setting, endpoint, accessKey, secretKey string) (controller.StoreIdentities, error) {
+	switch {
+	case setting == "minio":
+		return controller.NewMinIOIdentities(endpoint, accessKey, secretKey)
+	case strings.HasPrefix(setting, "file:") && len(setting) > len("file:"):
+		return controller.FileIdentities{Path: strings.TrimPrefix(setting, "file:")}, nil
+	}
+	return nil, fmt.Errorf(`rig: store identities %q: want "minio" or "file:PATH"`, setting)
 }
 
 func (p *Platform) serve(ln net.Listener, h http.Handler) {

@@ -41,6 +41,7 @@ memory: 96MiB
 timeout: 20s
 keep_alive: 1h
 max_instances: 3
+buckets: {data: read-write, trig: read-write}
 cache: {budget: 32MiB}
 functions:
   upper: {handler: fns.upper}
@@ -200,7 +201,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	cfg := Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
-		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true,
+		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true, StoreIdentities: "minio",
 	}
 	p, err := Start(ctx, cfg, log)
 	if err != nil {
@@ -497,7 +498,11 @@ func TestPlatform(t *testing.T) {
 			}
 		}
 		c.Close()
-		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, AgentToken: e.cfg.AgentToken}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ids, err := ParseStoreIdentities(e.cfg.StoreIdentities, e.cfg.StoreEndpoint, e.cfg.StoreAccessKey, e.cfg.StoreSecretKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, Identities: ids, AgentToken: e.cfg.AgentToken}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,6 +601,7 @@ memory: 384MiB
 timeout: 60s
 keep_alive: 1h
 max_instances: 1
+buckets: {data: read-only}
 cache: {shared: true, budget: 256MiB}
 functions:
   fill: {handler: fns.fill}

@@ -17,6 +17,9 @@ func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	res := listAllMyBucketsResult{NS: s3NS, Owner: s.owner(rq)}
 	for _, b := range buckets {
+		if !s.cfg.Grants.Allows(b.Name, false) {
+			continue // not this application's
+		}
 		res.Buckets = append(res.Buckets, bucketEntry{Name: b.Name, CreationDate: b.CreationDate.UTC().Format(timeFormatXML)})
 	}
 	return writeXML(w, res)

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/s3auth"
 )
 
@@ -53,6 +54,11 @@ type Config struct {
 	// Notifier, when set, is told of every PutObject, CopyObject and
 	// CompleteMultipartUpload answered with success, once answered.
 	Notifier Notifier
+	// Grants are the buckets the application may reach: any other bucket,
+	// and writes to a read-only one, are refused with AccessDenied before
+	// the store is asked, and ListBuckets shows granted buckets only.
+	// Default nil: every bucket (a standalone cachelet).
+	Grants *grant.Set
 }
 
 // Validate fills in defaults.
@@ -145,6 +151,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errInvalidArgument
 	case perr != nil:
 		err = perr
+	case !s.granted(r, rq):
+		s.log.Warn("request to a bucket not granted", "op", op, "bucket", bucket, "request_id", rq.id)
+		err = errBucketNotGranted
 	case fn == nil:
 		err = errNotImplemented
 	default:

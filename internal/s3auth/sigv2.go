@@ -103,6 +103,12 @@ func (v *Verifier) verifyV2Presigned(r *http.Request, q query) (*authResult, err
 	if v.now().Unix() > exp {
 		return nil, ErrExpired
 	}
+	// SigV2 names an expiry time, not a lifetime; one further away than
+	// SigV4's limit (a week) is refused, so a leaked URL is not a key
+	// for years.
+	if exp-v.now().Unix() > int64(maxPresignTTL/time.Second) {
+		return nil, fmt.Errorf("%w: Expires must be less than a week away", ErrMalformedPresign)
+	}
 	secret, err := v.lookup(ak)
 	if err != nil {
 		return nil, err

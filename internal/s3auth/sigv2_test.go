@@ -224,6 +224,25 @@ func TestV2Presigned(t *testing.T) {
 	}
 }
 
+// A SigV2 presigned URL may not expire more than a week away, as SigV4's
+// X-Amz-Expires may not exceed a week: validly signed, it is refused.
+func TestV2PresignedExpiryCap(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  int64
+		want error
+	}{
+		{int64(maxPresignTTL/time.Second) - 60, nil},
+		{int64(maxPresignTTL/time.Second) + 60, ErrMalformedPresign},
+		{10 * 365 * 24 * 3600, ErrMalformedPresign},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, objectURL("obj", ""), nil)
+		signed := signer.PreSignV2(*req, testAK, testSK, tc.ttl, false)
+		out, _ := http.NewRequest(http.MethodGet, signed.URL.String(), nil)
+		_, err := newTestVerifier(t, clock.Real()).Verify(serverSide(t, out))
+		wantErr(t, err, tc.want)
+	}
+}
+
 func TestVirtualHostBucket(t *testing.T) {
 	v := newTestVerifier(t, clock.Real())
 	tests := map[string]string{

@@ -180,6 +180,7 @@ def test_spec(app):
         "timeout",
         "keep_alive",
         "max_instances",
+        "buckets",
         "cache",
         "functions",
         "triggers",
@@ -212,6 +213,12 @@ def test_spec(app):
         if "timeout" in fn:
             assert DURATION_RE.match(fn["timeout"])
 
+    # The functions reach only the buckets the spec grants.
+    buckets = spec["buckets"]
+    assert buckets
+    assert set(buckets.values()) <= {"read-only", "read-write"}
+    assert set(buckets) <= set(BUCKETS)
+
     pipelines = spec.get("pipelines", {})
     for trigger in spec.get("triggers", []):
         assert len({"http", "object"} & set(trigger)) == 1, trigger
@@ -224,11 +231,12 @@ def test_spec(app):
             assert trigger["http"].startswith("/")
         else:
             assert set(trigger["object"]) <= {"bucket", "prefix", "suffix"}
-            assert trigger["object"]["bucket"]
+            assert trigger["object"]["bucket"] in buckets
     assert any("http" in t for t in spec.get("triggers", [])), "every example has an http trigger"
 
     for name, pipe in pipelines.items():
         assert set(pipe["intermediate"]) == {"bucket", "prefix"}
+        assert buckets.get(pipe["intermediate"]["bucket"]) == "read-write"
         assert pipe["intermediate"]["prefix"].endswith("/")
         assert isinstance(pipe.get("delete_intermediate", False), bool)
         seen: set[str] = set()

@@ -61,6 +61,7 @@ SPEC = """
 name: myapp
 memory: 128MiB
 keep_alive: 5m
+buckets: {data: read-write, uploads: read-write}
 functions:
   upper: {handler: main.handler}
   on_upload: {handler: main.on_upload}
@@ -198,6 +199,14 @@ def test_deploy_and_invoke_own_function(up, tmp_path):
     assert logs.returncode == 0
     assert logs.stdout.count("myapp/upper") == 2
     assert "transformed in.txt" in logs.stdout
+
+    # The function reaches only the buckets its spec grants.
+    store.create_bucket(Bucket="elsewhere")
+    store.put_object(Bucket="elsewhere", Key="in.txt", Body=b"not yours")
+    denied = _run("invoke", *d, "myapp", "upper", "--data", '{"bucket": "elsewhere", "key": "in.txt"}')
+    assert denied.returncode == 1
+    assert "AccessDenied" in denied.stderr, denied.stderr
+
     errors = _run("logs", *d, "myapp", "--errors")
     assert "RuntimeError: kaboom" in errors.stdout
 
