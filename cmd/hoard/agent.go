@@ -21,8 +21,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Dir, "dir", ".hoard", "working directory: code, instance logs")
 	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
 	storeFlags(fs, &cfg)
-	fs.StringVar(&cfg.ControllerURL, "controller", envDefault("HOARD_CONTROLLER_URL", ""), "the controller's URL, for cache triggers (env HOARD_CONTROLLER_URL)")
-	fs.StringVar(&cfg.ControllerToken, "controller-token", envDefault("HOARD_CONTROLLER_TOKEN", ""), "the controller's token, for cache triggers (env HOARD_CONTROLLER_TOKEN)")
+	fs.StringVar(&cfg.ControllerURL, "controller", envDefault("HOARD_CONTROLLER_URL", ""), "the controller's URL, for cache triggers and votes: each instance calls it with its application's own token (env HOARD_CONTROLLER_URL)")
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := usageErr(fs.Parse(args)); err != nil {

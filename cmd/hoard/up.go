@@ -274,7 +274,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		fmt.Fprintf(&banner, "    %d  %-20s S3 %s  metrics %s  peer %s\n", i, in.ID(), in.Endpoint(), in.MetricsURL(), in.PeerAddr())
 	}
 	if plat != nil {
-		fmt.Fprintf(&banner, "  platform:     controller %s (metrics %s/metrics), agent %s, sandboxes %s\n",
+		fmt.Fprintf(&banner, "  platform:     controller %s (metrics %s/metrics, admin token), agent %s, sandboxes %s\n",
 			plat.ControllerURL, plat.ControllerURL, plat.AgentURL, plat.Agent.SandboxMode())
 		for _, a := range plat.Controller.Apps() {
 			fmt.Fprintf(&banner, "    app %-16s functions %s\n", a.Name, strings.Join(a.Functions, ", "))

@@ -46,7 +46,7 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 		AccessKey:     in.req.Credentials.AccessKey, SecretKey: in.req.Credentials.SecretKey,
 		PeerSecret: in.req.Credentials.PeerSecret,
 		Store:      control.Store{Endpoint: a.cfg.StoreEndpoint, AccessKey: a.cfg.StoreAccessKey, SecretKey: a.cfg.StoreSecretKey},
-		NotifyURL:  a.cfg.NotifyURL, NotifyToken: a.cfg.NotifyToken,
+		NotifyURL:  a.cfg.NotifyURL, NotifyToken: in.req.Credentials.PlatformToken,
 		Bandwidth: !a.cfg.DisableBandwidthPolicy,
 		Cache:     settings,
 		Control:   ep,
@@ -54,7 +54,7 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 	}
 	if a.cfg.ControllerURL != "" {
 		d.PlatformURL = a.cfg.ControllerURL
-		d.PlatformToken = a.cfg.NotifyToken
+		d.PlatformToken = in.req.Credentials.PlatformToken
 	}
 	return d
 }

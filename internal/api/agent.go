@@ -29,11 +29,16 @@ type PackageRef struct {
 }
 
 // Credentials are an application's: the keys its functions sign S3
-// requests with, and the secret its cachelets sign peer requests with.
+// requests with, the secret its cachelets sign peer requests with, and
+// the token its cachelets call the controller with. That token is scoped:
+// it reads the application's scaling hints, votes for it and posts
+// object-created events naming it and its buckets, nothing else
+// (docs/platform.md, "Who may call what").
 type Credentials struct {
-	AccessKey  string `json:"access_key"`
-	SecretKey  string `json:"secret_key"`
-	PeerSecret string `json:"peer_secret"`
+	AccessKey     string `json:"access_key"`
+	SecretKey     string `json:"secret_key"`
+	PeerSecret    string `json:"peer_secret"`
+	PlatformToken string `json:"platform_token,omitempty"`
 }
 
 // StartRequest loads one instance of an application.

@@ -219,6 +219,15 @@ func (c *Controller) load(ctx context.Context) error {
 			c.log.Error("skipping an application whose spec no longer parses", "app", rec.Name, "err", err)
 			continue
 		}
+		if rec.Credentials.PlatformToken == "" {
+			// Deployed before applications had tokens of their own: its
+			// running instances hold none; new ones will.
+			rec.Credentials.PlatformToken = randHex(32)
+			val, _ := json.Marshal(rec)
+			if _, err := c.cfg.Etcd.Put(ctx, string(kv.Key), string(val)); err != nil {
+				return fmt.Errorf("controller: giving application %s a token: %w", rec.Name, err)
+			}
+		}
 		a := newApp(rec, spec)
 		a.policy = newPolicy(spec, c.cfg.KeepAlive, nil)
 		c.restorePolicy(ctx, a)
@@ -296,6 +305,9 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	c.mu.Unlock()
 	if rec.Credentials.AccessKey == "" {
 		rec.Credentials = api.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
+	}
+	if rec.Credentials.PlatformToken == "" {
+		rec.Credentials.PlatformToken = randHex(32)
 	}
 	for _, b := range triggerBuckets(pkg.Spec) {
 		if err := c.ensureBucket(ctx, b); err != nil {

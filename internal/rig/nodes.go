@@ -288,7 +288,7 @@ func (n *Nodes) startAgent(cfg NodesConfig, i int, node hostnet.Node) (*NodeAgen
 		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--store-endpoint", n.StoreEndpoint,
 		"--controller", n.NodesControllerURL, "--region", cfg.Region)
 	a.cmd.Env = append(os.Environ(),
-		"HOARD_AGENT_TOKEN="+cfg.AgentToken, "HOARD_CONTROLLER_TOKEN="+cfg.ControllerToken,
+		"HOARD_AGENT_TOKEN="+cfg.AgentToken,
 		"HOARD_STORE_ACCESS_KEY="+cfg.StoreAccessKey, "HOARD_STORE_SECRET_KEY="+cfg.StoreSecretKey)
 	a.cmd.Env = append(a.cmd.Env, cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf

@@ -60,8 +60,10 @@ type Config struct {
 	EtcdEndpoints                                 []string
 	StoreEndpoint, StoreAccessKey, StoreSecretKey string
 	Region                                        string
-	// ControllerToken authenticates clients (and the store's webhook) to
-	// the controller; AgentToken the controller to agents.
+	// ControllerToken (the admin token) authenticates clients (and the
+	// store's webhook) to the controller; AgentToken the controller to
+	// agents. Neither reaches an instance: its cachelet calls the
+	// controller with its application's own token (api.Credentials).
 	ControllerToken, AgentToken string
 	// StoreNotifications: the store is a MinIO started with the
 	// MinIOWebhookEnv target, so buckets with object triggers get
@@ -154,8 +156,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			PeerHost: cfg.AgentPeerHost,
 		}
 		if controllerURL != "" {
-			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
-			acfg.ControllerURL = controllerURL
+			acfg.NotifyURL, acfg.ControllerURL = controllerURL+"/v1/events", controllerURL
 		}
 		p.Agent, err = agent.New(acfg, log.With("component", "agent"))
 		if err != nil {
@@ -170,10 +171,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, fmt.Errorf("platform: agent listener: %w", err)
 		}
 		p.AgentURL = "http://" + ln.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("/", p.Agent.Handler(cfg.AgentToken))
-		p.serve(ln, mux)
+		p.serve(ln, p.Agent.Handler(cfg.AgentToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		go func() {
 			defer close(p.done)
 			p.Agent.Register(rctx, cli, p.AgentURL, log.With("component", "agent"))
@@ -201,12 +199,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		p.ControllerURL = "http://" + cfg.ControllerListener.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("/", p.Controller.Handler(cfg.ControllerToken))
-		p.serve(cfg.ControllerListener, mux)
+		h := p.Controller.Handler(cfg.ControllerToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		p.serve(cfg.ControllerListener, h)
 		for _, ln := range cfg.ControllerAlsoOn {
-			p.serve(ln, mux)
+			p.serve(ln, h)
 		}
 	}
 	return p, nil
