@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/instance"
@@ -184,7 +185,14 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
-	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Logger: logs.logger("etcd").With("component", "membership")})
+	root := etcdauth.Credentials{Username: etcdauth.Root, Password: creds.EtcdRootPassword}
+	if err := etcdauth.Enable(startCtx, etcd.Endpoints(), root.Password); err != nil {
+		return fmt.Errorf("etcd authentication: %w", err)
+	}
+	// hoard up's own cachelets live in this process, which holds root
+	// anyway.
+	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Username: root.Username, Password: root.Password,
+		Logger: logs.logger("etcd").With("component", "membership")})
 	if err != nil {
 		return err
 	}
@@ -235,7 +243,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
 		plat, err = rig.Start(startCtx, rig.Config{
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
-			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
+			EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true,
 		}, logs.router(platformLogs, "controller"))
@@ -400,6 +408,11 @@ type credentials struct {
 	// platform's controller; AgentToken the controller to the agent.
 	ControllerToken string `json:"controller_token"`
 	AgentToken      string `json:"agent_token"`
+	// EtcdRootPassword is the embedded etcd's root password (package
+	// etcdauth): the controller and `hoard up` sign in as root, agents
+	// and instances as users of their own. It lives only in this file
+	// (mode 0600) and etcd's data.
+	EtcdRootPassword string `json:"etcd_root_password"`
 }
 
 // loadOrCreateCreds keeps one set of generated credentials per state
@@ -411,8 +424,11 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" || c.StoreAccessKey == "" || c.StoreSecretKey == "" {
 			return c, fmt.Errorf("%s is damaged; remove it to generate new credentials", path)
 		}
-		if c.PeerSecret != "" && c.ControllerToken != "" && c.AgentToken != "" {
+		if c.PeerSecret != "" && c.ControllerToken != "" && c.AgentToken != "" && c.EtcdRootPassword != "" {
 			return c, nil
+		}
+		if c.EtcdRootPassword == "" {
+			c.EtcdRootPassword = etcdauth.NewPassword()
 		}
 		if c.PeerSecret == "" {
 			c.PeerSecret = rand.Text()
@@ -433,6 +449,7 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		AccessKey: "HOARD" + rand.Text()[:16], SecretKey: rand.Text(),
 		StoreAccessKey: "store" + strings.ToLower(rand.Text()[:12]), StoreSecretKey: rand.Text(),
 		PeerSecret: rand.Text(), ControllerToken: rand.Text(), AgentToken: rand.Text(),
+		EtcdRootPassword: etcdauth.NewPassword(),
 	}
 	return c, saveCreds(path, c)
 }

@@ -52,6 +52,9 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 		Control:   ep,
 		LogJSON:   true,
 	}
+	if e := in.req.Etcd; e != nil {
+		d.EtcdUsername, d.EtcdPassword = e.Username, e.Password
+	}
 	if a.cfg.ControllerURL != "" {
 		d.PlatformURL = a.cfg.ControllerURL
 		d.PlatformToken = in.req.Credentials.PlatformToken

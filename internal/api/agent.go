@@ -51,6 +51,16 @@ type StartRequest struct {
 	// Metadata is where the instance's access metadata is saved when it
 	// unloads (a prewarm.Record per unload, as JSON); empty: not saved.
 	Metadata Location `json:"metadata"`
+	// Etcd is the instance's own etcd user, where etcd has authentication
+	// on: it may read the application's ring and write only the
+	// instance's member key. Nil: the cachelet signs in as nobody.
+	Etcd *EtcdCredentials `json:"etcd,omitempty"`
+}
+
+// EtcdCredentials are an etcd user's name and password.
+type EtcdCredentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // Location is a bucket and a key prefix in the store.

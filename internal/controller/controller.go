@@ -51,6 +51,12 @@ type Config struct {
 	Notifications BucketNotifier
 	// AgentToken authenticates the controller to agents.
 	AgentToken string
+	// EtcdUsers, when set, gives every instance an etcd user of its own
+	// (made before it starts, removed when it is unloaded), which may
+	// read its application's ring and write only its own member key; the
+	// credentials travel in the start request. Nil: etcd without
+	// authentication, instances sign in as nobody.
+	EtcdUsers EtcdUsers
 	// Registerer takes the controller's metrics; default none.
 	Registerer prometheus.Registerer
 	// ScanInterval is how often keep-alive is checked; default 1 s.
@@ -94,6 +100,18 @@ func (c *Config) Validate() error {
 	}
 	c.Clock = clock.Or(c.Clock)
 	return nil
+}
+
+// EtcdUsers makes and removes instances' etcd users (package etcdauth's
+// Admin). Safe for concurrent use.
+type EtcdUsers interface {
+	// AddInstance makes instance id's user: read app's ring, write its
+	// own member key.
+	AddInstance(ctx context.Context, app, id string) (api.EtcdCredentials, error)
+	// RemoveInstance removes it; a missing user is no error.
+	RemoveInstance(ctx context.Context, id string) error
+	// Instances lists the instances that have users.
+	Instances(ctx context.Context) ([]string, error)
 }
 
 // BucketNotifier asks the store to notify the controller of objects
@@ -255,7 +273,36 @@ func (c *Controller) load(ctx context.Context) error {
 		}
 	}
 	c.log.Info("controller state loaded", "apps", len(c.apps), "agents", len(agents), "instances adopted", adopted)
+	c.sweepEtcdUsers(ctx)
 	return nil
+}
+
+// sweepEtcdUsers removes the etcd users of instances no agent runs (a
+// controller stopped between starting an instance and unloading it).
+// Instances being started are not yet in c.apps, so this runs only at
+// load, before any starts.
+func (c *Controller) sweepEtcdUsers(ctx context.Context) {
+	if c.cfg.EtcdUsers == nil {
+		return
+	}
+	ids, err := c.cfg.EtcdUsers.Instances(ctx)
+	if err != nil {
+		c.log.Warn("cannot list the instances' etcd users", "err", err)
+		return
+	}
+	live := map[string]bool{}
+	for _, a := range c.apps {
+		for id := range a.instances {
+			live[id] = true
+		}
+	}
+	for _, id := range ids {
+		if !live[id] {
+			if err := c.cfg.EtcdUsers.RemoveInstance(ctx, id); err != nil {
+				c.log.Warn("cannot remove a gone instance's etcd user", "instance", id, "err", err)
+			}
+		}
+	}
 }
 
 func newApp(rec Record, spec *appspec.Spec) *app {

@@ -44,16 +44,9 @@ const (
 // may read or write.
 var ErrInsecureFile = errors.New("etcdauth: credentials file readable or writable by others")
 
-// Credentials are an etcd user's name and password.
-type Credentials struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
-
-// apply signs cfg's client in as c (no user when c is zero).
-func (c Credentials) apply(cfg *clientv3.Config) {
-	cfg.Username, cfg.Password = c.Username, c.Password
-}
+// Credentials are an etcd user's name and password, as the agent's
+// start request carries them.
+type Credentials = api.EtcdCredentials
 
 // NewPassword is 32 random bytes, hex.
 func NewPassword() string {
@@ -114,9 +107,8 @@ func ReadFile(path string) (Credentials, error) {
 
 // Client dials endpoints as c (no user when c is zero).
 func Client(endpoints []string, c Credentials) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	c.apply(&cfg)
-	return clientv3.New(cfg)
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: c.Username, Password: c.Password})
 }
 
 // Enable turns authentication on in the etcd at endpoints, with root

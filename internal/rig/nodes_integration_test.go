@@ -153,12 +153,17 @@ func TestNodes(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("every node registers its agent", func(t *testing.T) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: n.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
+		// etcd has authentication on: a client signed in as nobody reads
+		// nothing; the controller's (root) reads the registrations.
+		anon, err := clientv3.New(clientv3.Config{Endpoints: n.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer cli.Close()
-		resp, err := cli.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
+		defer anon.Close()
+		if _, err := anon.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix()); err == nil {
+			t.Error("an unauthenticated etcd client read the agents' registrations")
+		}
+		resp, err := n.Platform.etcd.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
 		if err != nil {
 			t.Fatal(err)
 		}

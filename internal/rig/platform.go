@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -57,7 +57,12 @@ type Config struct {
 	// running one.
 	HoardBin string
 
-	EtcdEndpoints                                 []string
+	EtcdEndpoints []string
+	// EtcdCredentials sign the platform's etcd client in, where etcd has
+	// authentication on (package etcdauth): root for a controller, which
+	// then gives every instance an etcd user of its own; an agent's own
+	// user for an agent alone. Zero: no user.
+	EtcdCredentials                               etcdauth.Credentials
 	StoreEndpoint, StoreAccessKey, StoreSecretKey string
 	Region                                        string
 	// ControllerToken (the admin token) authenticates clients (and the
@@ -123,7 +128,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdauth.Client(cfg.EtcdEndpoints, cfg.EtcdCredentials)
 	if err != nil {
 		return nil, fmt.Errorf("platform: etcd: %w", err)
 	}
@@ -187,6 +192,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, errors.New("platform: the controller needs a listener")
 		}
 		ccfg := controller.Config{Etcd: cli, Store: st, AgentToken: cfg.AgentToken, Registerer: reg}
+		if cfg.EtcdCredentials.Username == etcdauth.Root {
+			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
+		}
 		if cfg.StoreNotifications {
 			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region)
 			if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
@@ -184,6 +185,12 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(etcd.Close)
+	// etcd with authentication, as hoard up runs it: the platform signs
+	// in as root and gives each instance an etcd user of its own.
+	root := etcdauth.Credentials{Username: etcdauth.Root, Password: etcdauth.NewPassword()}
+	if err := etcdauth.Enable(ctx, etcd.Endpoints(), root.Password); err != nil {
+		t.Fatal(err)
+	}
 	endpoint := minio.Endpoint()
 	if link.Shaped() {
 		shaper, err := netshape.Start(ctx, netshape.Config{Logger: log, LogFile: filepath.Join(dir, "toxiproxy.log")})
@@ -199,7 +206,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	}
 	cfg := Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
-		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
+		EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true,
 	}
 	p, err := Start(ctx, cfg, log)
@@ -270,7 +277,7 @@ func invoke(t *testing.T, c *controller.Controller, app, fn string, event any) *
 
 func members(t *testing.T, e *env, app string) []string {
 	t.Helper()
-	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: e.etcd.Endpoints()})
+	reg, err := etcdmembership.New(etcdmembership.Config{Client: e.p.etcd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +504,8 @@ func TestPlatform(t *testing.T) {
 			}
 		}
 		c.Close()
-		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, AgentToken: e.cfg.AgentToken}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, AgentToken: e.cfg.AgentToken,
+			EtcdUsers: etcdauth.NewAdmin(e.p.etcd, "")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
