@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/hoard-io/hoard/internal/api"
 )
 
 const (
@@ -137,5 +140,73 @@ func TestScopedEventMarksNothing(t *testing.T) {
 	}
 	if n, err := c.HandleEventAs(ev("b", "bbucket"), "b"); err != nil || n != 1 {
 		t.Fatalf("b's own event after a's refused one: fired %d, %v", n, err)
+	}
+}
+
+// fakeUsers is an EtcdUsers in memory.
+type fakeUsers struct {
+	mu    sync.Mutex
+	users map[string]api.EtcdCredentials // instance ID -> user
+}
+
+func (f *fakeUsers) AddInstance(_ context.Context, app, id string) (api.EtcdCredentials, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := api.EtcdCredentials{Username: "hoard-instance:" + id, Password: randHex(8)}
+	f.users[id] = c
+	return c, nil
+}
+
+func (f *fakeUsers) RemoveInstance(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.users, id)
+	return nil
+}
+
+func (f *fakeUsers) Instances(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id := range f.users {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (f *fakeUsers) get(id string) (api.EtcdCredentials, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.users[id]
+	return c, ok
+}
+
+// TestInstanceEtcdUsers: each instance gets an etcd user of its own
+// before it starts, carried in the start request, removed when it is
+// unloaded; users no agent runs are swept when the controller starts.
+func TestInstanceEtcdUsers(t *testing.T) {
+	users := &fakeUsers{users: map[string]api.EtcdCredentials{"stale-1-abc": {Username: "hoard-instance:stale-1-abc"}}}
+	c, fa, _ := setupWith(t, Config{EtcdUsers: users})
+	if _, ok := users.get("stale-1-abc"); ok {
+		t.Error("a gone instance's user survived the controller's start")
+	}
+	ctx := context.Background()
+	if _, err := c.Deploy(ctx, pkg(t, spec)); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"x": 1}`), "test")
+	if err != nil || !rec.OK {
+		t.Fatalf("invoke: %+v, %v", rec, err)
+	}
+	got, ok := users.get(rec.Instance)
+	sent := fa.etcd.Load()
+	if !ok || sent == nil || *sent != got {
+		t.Fatalf("instance %s: user %+v (%v), start request carried %+v", rec.Instance, got, ok, sent)
+	}
+	if err := c.Remove(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := users.get(rec.Instance); ok {
+		t.Error("an unloaded instance's etcd user survived")
 	}
 }

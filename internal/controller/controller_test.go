@@ -39,6 +39,8 @@ type fakeAgent struct {
 	failNext  atomic.Bool // the next invocation's instance has died
 	// What every instance's cachelet reports (cumulative).
 	evictedAgain, reads atomic.Int64
+	// etcd is the etcd user of the last instance started.
+	etcd atomic.Pointer[api.EtcdCredentials]
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -48,6 +50,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		var req api.StartRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		a.starts.Add(1)
+		a.etcd.Store(req.Etcd)
 		a.mu.Lock()
 		a.instances[req.ID] = api.StateIdle
 		a.revs[req.ID] = req.Package.SHA256
