@@ -3,6 +3,7 @@
 package rig
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,7 +75,8 @@ func startNodes(t *testing.T, nodes int) *Nodes {
 		ControllerListener: ln,
 		StoreAccessKey:     "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: "controller-token-0123456789", AgentToken: "agent-token-0123456789",
-		StoreLatency: 2 * time.Millisecond,
+		EtcdRootPassword: testEtcdRoot,
+		StoreLatency:     2 * time.Millisecond,
 	}, log)
 	if err != nil {
 		ln.Close()
@@ -147,6 +149,9 @@ func concurrently(t *testing.T, c *controller.Controller, k int, event map[strin
 // agent, and the store behind its own link: an application's instances
 // land on different nodes, its cachelets hit each other across the
 // links, and losing a node leaves the others serving.
+// testEtcdRoot is etcd's root password in the nodes tests.
+const testEtcdRoot = "etcd-root-password-0123456789"
+
 func TestNodes(t *testing.T) {
 	n := startNodes(t, 3)
 	c := n.Controller
@@ -182,6 +187,24 @@ func TestNodes(t *testing.T) {
 		}
 		if len(urls) != 3 {
 			t.Errorf("registered agents %v; want 3", urls)
+		}
+		// Each agent signs in to etcd as its own user, from a file of
+		// mode 0600; no token or password of the controller's is in its
+		// command line or environment.
+		for _, a := range n.Agents {
+			path := filepath.Join(filepath.Dir(a.LogPath), "etcd-credentials.json")
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("agent %s's etcd credentials: %v; want a file of mode 0600", a.ID, err)
+			}
+			for _, f := range []string{"cmdline", "environ"} {
+				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", a.cmd.Process.Pid, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(data, []byte("controller-token-0123456789")) || bytes.Contains(data, []byte(testEtcdRoot)) {
+					t.Errorf("agent %s's %s holds a secret of the controller's", a.ID, f)
+				}
+			}
 		}
 	})
 
