@@ -74,10 +74,12 @@ func TestInstanceUser(t *testing.T) {
 	if _, err := root.Put(ctx, "/hoard/platform/apps/a", secret); err != nil {
 		t.Fatal(err)
 	}
+	t0 := time.Now()
 	credA, err := admin.AddInstance(ctx, "a", "a-1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("an instance's user made in %v", time.Since(t0))
 	credB, err := admin.AddInstance(ctx, "b", "b-1")
 	if err != nil {
 		t.Fatal(err)
