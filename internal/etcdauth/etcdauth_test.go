@@ -34,7 +34,7 @@ func TestCredentialsFile(t *testing.T) {
 	if _, err := ReadFile(empty); err == nil {
 		t.Error("a file without a password was accepted")
 	}
-	if len(NewPassword()) != 64 || NewPassword() == NewPassword() {
+	if a, b := NewPassword(), NewPassword(); len(a) != 64 || a == b {
 		t.Error("passwords are not 32 random bytes")
 	}
 }
