@@ -156,12 +156,15 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	// triggers too.
 	var controllerLn net.Listener
 	var minioEnv []string
+	// MinIO posts events with a token of its own, good for nothing else
+	// (it is in MinIO's environment); a fresh one at every start.
+	eventsToken := rand.Text()
 	if !f.noPlatform {
 		if controllerLn, err = net.Listen("tcp", f.controllerListen); err != nil {
 			return fmt.Errorf("the controller's address: %w", err)
 		}
 		defer controllerLn.Close()
-		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
+		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), eventsToken, filepath.Join(dir, "minio-events"))
 	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s, logs in %s)\n", f.storeListen, filepath.Join(dir, "minio"), filepath.Join(dir, logsDir))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -245,7 +248,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
 			EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
-			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true,
+			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreEventsToken: eventsToken,
 		}, logs.router(platformLogs, "controller"))
 		if err != nil {
 			_ = closeAll(context.Background())
@@ -404,7 +407,7 @@ type credentials struct {
 	// up`'s application. Files written before it existed get one on the
 	// next start.
 	PeerSecret string `json:"peer_secret"`
-	// ControllerToken authenticates clients (and MinIO's webhook) to the
+	// ControllerToken (the admin token) authenticates clients to the
 	// platform's controller; AgentToken the controller to the agent.
 	ControllerToken string `json:"controller_token"`
 	AgentToken      string `json:"agent_token"`

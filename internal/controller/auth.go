@@ -13,8 +13,11 @@ import (
 
 // Who may call what (docs/platform.md, "Who may call what"):
 //
-//   - the admin token (the operator's, the hoard CLI's, the store's
-//     webhook) may call everything;
+//   - the admin token (the operator's, the hoard CLI's) may call
+//     everything;
+//   - the store's events token (Config.StoreEventsToken, in the store's
+//     webhook configuration) may post events, for any bucket, and
+//     nothing else;
 //   - an application's token (api.Credentials.PlatformToken, made at
 //     deploy, handed to its instances' cachelets) may read that
 //     application's scaling hints, vote for it and post object-created
@@ -53,6 +56,14 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 			return
 		}
 		tok, ok := strings.CutPrefix(auth, "Bearer ")
+		if ev := c.cfg.StoreEventsToken; ok && ev != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(ev)) == 1 {
+			if r.Method != http.MethodPost || r.URL.Path != "/v1/events" {
+				api.WriteError(w, http.StatusForbidden, errors.New("forbidden: the store's token may only post events"))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		app := ""
 		if ok {
 			app = c.appByToken(tok)

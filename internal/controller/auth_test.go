@@ -30,10 +30,12 @@ func event(app, bucket, key string) string {
 }
 
 // TestTokenScopes is who may call what: the admin token everything, an
-// application's token its own scaling hints, votes and events only, no
-// token nothing but /healthz and the HTTP triggers.
+// application's token its own scaling hints, votes and events only, the
+// store's token events only, no token nothing but /healthz and the HTTP
+// triggers.
 func TestTokenScopes(t *testing.T) {
-	c, _, _ := setup(t)
+	const storeTok = "store-events-0123456789"
+	c, _, _ := setupWith(t, Config{StoreEventsToken: storeTok})
 	ctx := context.Background()
 	for _, s := range []string{specA, specB} {
 		if _, err := c.Deploy(ctx, pkg(t, s)); err != nil {
@@ -91,6 +93,13 @@ func TestTokenScopes(t *testing.T) {
 		{"encoded slash", tokA, "POST", "/v1/apps/a%2F..%2Fb/votes", vote, 403},
 		{"b's own vote", tokB, "POST", "/v1/apps/b/votes", vote, 202},
 		{"b's event in a's bucket", tokB, "POST", "/v1/events", event("b", "abucket", "k9"), 403},
+
+		{"store's event", storeTok, "POST", "/v1/events", event("", "bbucket", "k11"), 200},
+		{"store's event naming an app", storeTok, "POST", "/v1/events", event("b", "abucket", "k12"), 200},
+		{"store scaling", storeTok, "GET", "/v1/apps/a/scaling", "", 403},
+		{"store vote", storeTok, "POST", "/v1/apps/a/votes", vote, 403},
+		{"store deploys", storeTok, "POST", "/v1/apps", "not a package", 403},
+		{"store metrics", storeTok, "GET", "/metrics", "", 403},
 
 		{"agent token", agentTok, "GET", "/v1/apps/a/scaling", "", 401},
 		{"no token", "", "GET", "/v1/apps/a/scaling", "", 401},

@@ -51,6 +51,11 @@ type Config struct {
 	Notifications BucketNotifier
 	// AgentToken authenticates the controller to agents.
 	AgentToken string
+	// StoreEventsToken, when set, is the token the store's webhook posts
+	// object-created events with (Handler): it may post events, for any
+	// bucket, and call nothing else. Empty: the store posts with the
+	// admin token.
+	StoreEventsToken string
 	// EtcdUsers, when set, gives every instance an etcd user of its own
 	// (made before it starts, removed when it is unloaded), which may
 	// read its application's ring and write only its own member key; the

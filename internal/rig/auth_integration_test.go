@@ -67,6 +67,8 @@ func TestControlPlaneAuth(t *testing.T) {
 		{creds.PlatformToken, "GET", "/v1/apps/t1", "", 403},
 		{creds.PlatformToken, "GET", "/metrics", "", 403},
 		{"", "GET", "/metrics", "", 401},
+		{testEventsToken, "GET", "/metrics", "", 403},
+		{testEventsToken, "GET", "/v1/apps/t1/scaling", "", 403},
 		{e.cfg.ControllerToken, "GET", "/metrics", "", 200},
 	} {
 		req, _ := http.NewRequestWithContext(ctx, tc.method, e.p.ControllerURL+tc.path, strings.NewReader(tc.body))

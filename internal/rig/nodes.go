@@ -216,6 +216,8 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		return nil, fmt.Errorf("rig: the controller's listener on the bridge: %w", err)
 	}
 	n.NodesControllerURL = "http://" + bridgeLn.Addr().String()
+	// The store posts events with a token that can do nothing else.
+	eventsToken := etcdauth.NewPassword()
 
 	storeAddr := netip.AddrPortFrom(hn.Store.Addr, uint16(cfg.StorePort)).String()
 	n.Store, err = localstore.StartMinIO(ctx, localstore.Config{
@@ -223,7 +225,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		ConsoleAddr: "127.0.0.1:" + strconv.Itoa(cfg.StorePort+1), Wrapper: hn.Wrapper(*hn.Store),
 		AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey,
 		LogFile: filepath.Join(cfg.Dir, "minio.log"), Logger: log.With("component", "minio"),
-		Env: MinIOWebhookEnv(n.NodesControllerURL, cfg.ControllerToken, filepath.Join(cfg.Dir, "minio-events")),
+		Env: MinIOWebhookEnv(n.NodesControllerURL, eventsToken, filepath.Join(cfg.Dir, "minio-events")),
 	})
 	if err != nil {
 		bridgeLn.Close()
@@ -251,6 +253,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(), EtcdCredentials: root,
 		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true,
+		StoreEventsToken: eventsToken,
 	}
 	if cfg.ControllerListener != nil {
 		pcfg.ControllerListener, pcfg.ControllerAlsoOn = cfg.ControllerListener, []net.Listener{bridgeLn}

@@ -70,6 +70,10 @@ type Config struct {
 	// agents. Neither reaches an instance: its cachelet calls the
 	// controller with its application's own token (api.Credentials).
 	ControllerToken, AgentToken string
+	// StoreEventsToken is the token the store's webhook posts events with
+	// (MinIOWebhookEnv): events only. Empty: the store uses
+	// ControllerToken.
+	StoreEventsToken string
 	// StoreNotifications: the store is a MinIO started with the
 	// MinIOWebhookEnv target, so buckets with object triggers get
 	// notification configurations.
@@ -191,7 +195,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if cfg.ControllerListener == nil {
 			return nil, errors.New("platform: the controller needs a listener")
 		}
-		ccfg := controller.Config{Etcd: cli, Store: st, AgentToken: cfg.AgentToken, Registerer: reg}
+		ccfg := controller.Config{Etcd: cli, Store: st, AgentToken: cfg.AgentToken, StoreEventsToken: cfg.StoreEventsToken, Registerer: reg}
 		if cfg.EtcdCredentials.Username == etcdauth.Root {
 			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
 		}

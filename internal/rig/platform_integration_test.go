@@ -151,6 +151,9 @@ func hoardBinary(t *testing.T) string {
 	}
 }
 
+// testEventsToken is what the store's webhook posts events with.
+const testEventsToken = "store-events-token-0123456789"
+
 func start(t *testing.T) *env {
 	t.Helper()
 	return startShaped(t, netshape.Link{})
@@ -174,7 +177,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	token := "controller-token-0123456789"
 	minio, err := localstore.StartMinIO(ctx, localstore.Config{
 		DataDir: filepath.Join(dir, "minio"), Addr: "127.0.0.1:0", AccessKey: "storekey", SecretKey: "storesecret123",
-		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), token, filepath.Join(dir, "minio-events")),
+		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), testEventsToken, filepath.Join(dir, "minio-events")),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +210,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	cfg := Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
 		EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
-		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true,
+		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true, StoreEventsToken: testEventsToken,
 	}
 	p, err := Start(ctx, cfg, log)
 	if err != nil {
