@@ -114,7 +114,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if len(peerSecret) < 16 {
 			return fmt.Errorf("%w: --etcd-endpoints needs the application's --peer-secret (or HOARD_PEER_SECRET), at least 16 bytes", errUsage)
 		}
-		reg, err = etcdmembership.New(etcdmembership.Config{Endpoints: eps, Logger: log.With("component", "membership")})
+		// The instance's own etcd user comes in the document only: a
+		// secret, never a flag or a variable.
+		reg, err = etcdmembership.New(etcdmembership.Config{Endpoints: eps, Username: doc.EtcdUsername, Password: doc.EtcdPassword,
+			Logger: log.With("component", "membership")})
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/instance"
@@ -155,12 +156,15 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	// triggers too.
 	var controllerLn net.Listener
 	var minioEnv []string
+	// MinIO posts events with a token of its own, good for nothing else
+	// (it is in MinIO's environment); a fresh one at every start.
+	eventsToken := rand.Text()
 	if !f.noPlatform {
 		if controllerLn, err = net.Listen("tcp", f.controllerListen); err != nil {
 			return fmt.Errorf("the controller's address: %w", err)
 		}
 		defer controllerLn.Close()
-		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), creds.ControllerToken, filepath.Join(dir, "minio-events"))
+		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), eventsToken, filepath.Join(dir, "minio-events"))
 	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s, logs in %s)\n", f.storeListen, filepath.Join(dir, "minio"), filepath.Join(dir, logsDir))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -184,7 +188,14 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
-	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Logger: logs.logger("etcd").With("component", "membership")})
+	root := etcdauth.Credentials{Username: etcdauth.Root, Password: creds.EtcdRootPassword}
+	if err := etcdauth.Enable(startCtx, etcd.Endpoints(), root.Password); err != nil {
+		return fmt.Errorf("etcd authentication: %w", err)
+	}
+	// hoard up's own cachelets live in this process, which holds root
+	// anyway.
+	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Username: root.Username, Password: root.Password,
+		Logger: logs.logger("etcd").With("component", "membership")})
 	if err != nil {
 		return err
 	}
@@ -235,9 +246,9 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
 		plat, err = rig.Start(startCtx, rig.Config{
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
-			EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: minio.Endpoint(),
+			EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
-			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
+			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreIdentities: "minio", StoreEventsToken: eventsToken,
 		}, logs.router(platformLogs, "controller"))
 		if err != nil {
 			_ = closeAll(context.Background())
@@ -274,7 +285,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		fmt.Fprintf(&banner, "    %d  %-20s S3 %s  metrics %s  peer %s\n", i, in.ID(), in.Endpoint(), in.MetricsURL(), in.PeerAddr())
 	}
 	if plat != nil {
-		fmt.Fprintf(&banner, "  platform:     controller %s (metrics %s/metrics), agent %s, sandboxes %s\n",
+		fmt.Fprintf(&banner, "  platform:     controller %s (metrics %s/metrics, admin token), agent %s, sandboxes %s\n",
 			plat.ControllerURL, plat.ControllerURL, plat.AgentURL, plat.Agent.SandboxMode())
 		for _, a := range plat.Controller.Apps() {
 			fmt.Fprintf(&banner, "    app %-16s functions %s\n", a.Name, strings.Join(a.Functions, ", "))
@@ -396,10 +407,15 @@ type credentials struct {
 	// up`'s application. Files written before it existed get one on the
 	// next start.
 	PeerSecret string `json:"peer_secret"`
-	// ControllerToken authenticates clients (and MinIO's webhook) to the
+	// ControllerToken (the admin token) authenticates clients to the
 	// platform's controller; AgentToken the controller to the agent.
 	ControllerToken string `json:"controller_token"`
 	AgentToken      string `json:"agent_token"`
+	// EtcdRootPassword is the embedded etcd's root password (package
+	// etcdauth): the controller and `hoard up` sign in as root, agents
+	// and instances as users of their own. It lives only in this file
+	// (mode 0600) and etcd's data.
+	EtcdRootPassword string `json:"etcd_root_password"`
 }
 
 // loadOrCreateCreds keeps one set of generated credentials per state
@@ -411,8 +427,11 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" || c.StoreAccessKey == "" || c.StoreSecretKey == "" {
 			return c, fmt.Errorf("%s is damaged; remove it to generate new credentials", path)
 		}
-		if c.PeerSecret != "" && c.ControllerToken != "" && c.AgentToken != "" {
+		if c.PeerSecret != "" && c.ControllerToken != "" && c.AgentToken != "" && c.EtcdRootPassword != "" {
 			return c, nil
+		}
+		if c.EtcdRootPassword == "" {
+			c.EtcdRootPassword = etcdauth.NewPassword()
 		}
 		if c.PeerSecret == "" {
 			c.PeerSecret = rand.Text()
@@ -433,6 +452,7 @@ func loadOrCreateCreds(path string) (credentials, error) {
 		AccessKey: "HOARD" + rand.Text()[:16], SecretKey: rand.Text(),
 		StoreAccessKey: "store" + strings.ToLower(rand.Text()[:12]), StoreSecretKey: rand.Text(),
 		PeerSecret: rand.Text(), ControllerToken: rand.Text(), AgentToken: rand.Text(),
+		EtcdRootPassword: etcdauth.NewPassword(),
 	}
 	return c, saveCreds(path, c)
 }

@@ -81,6 +81,7 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 		Dir: dir, ControllerListener: controllerLn, StorePort: port,
 		StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 		ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreLatency: f.storeLatency,
+		EtcdRootPassword: creds.EtcdRootPassword,
 	}, log)
 	if err != nil {
 		controllerLn.Close()

@@ -58,11 +58,12 @@ type Config struct {
 	// EtcdEndpoints hold the applications' rings. Required.
 	EtcdEndpoints []string
 	// NotifyURL, when set, is where cachelets post object-created events
-	// (cache triggers), with NotifyToken as bearer token.
-	NotifyURL, NotifyToken string
+	// (cache triggers), with their application's token
+	// (api.Credentials.PlatformToken) as bearer token.
+	NotifyURL string
 	// ControllerURL, when set, is the controller's base URL: each
 	// cachelet's bandwidth policy reads its application's measured load
-	// time and limit there and sends urgent votes, with NotifyToken.
+	// time and limit there and sends urgent votes, with its application's token.
 	ControllerURL string
 	// PeerHost is the address each cachelet's peer listener binds (on a
 	// free port) and its application's other cachelets dial; default

@@ -50,15 +50,18 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 		// access metadata, and never leaves it.
 		Store:     control.Store{Endpoint: a.cfg.StoreEndpoint, AccessKey: in.req.Store.AccessKey, SecretKey: in.req.Store.SecretKey},
 		Grants:    spec.Buckets.Set(),
-		NotifyURL: a.cfg.NotifyURL, NotifyToken: a.cfg.NotifyToken,
+		NotifyURL: a.cfg.NotifyURL, NotifyToken: in.req.Credentials.PlatformToken,
 		Bandwidth: !a.cfg.DisableBandwidthPolicy,
 		Cache:     settings,
 		Control:   ep,
 		LogJSON:   true,
 	}
+	if e := in.req.Etcd; e != nil {
+		d.EtcdUsername, d.EtcdPassword = e.Username, e.Password
+	}
 	if a.cfg.ControllerURL != "" {
 		d.PlatformURL = a.cfg.ControllerURL
-		d.PlatformToken = a.cfg.NotifyToken
+		d.PlatformToken = in.req.Credentials.PlatformToken
 	}
 	return d
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 )
 
-// Handler serves the agent's API (api/agent.go lists it), every request authenticated
-// with the bearer token.
-func (a *Agent) Handler(token string) http.Handler {
+// Handler serves the agent's API (api/agent.go lists it), and metrics
+// (when not nil) on GET /metrics, every request but /healthz
+// authenticated with the agents' bearer token.
+func (a *Agent) Handler(token string, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"agent": a.cfg.ID, "sandbox": a.SandboxMode()})
@@ -98,6 +99,9 @@ func (a *Agent) Handler(token string) http.Handler {
 		in.Prewarm(req.Keys)
 		w.WriteHeader(http.StatusAccepted)
 	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	return api.RequireToken(token, mux)
 }
 

@@ -29,11 +29,16 @@ type PackageRef struct {
 }
 
 // Credentials are an application's: the keys its functions sign S3
-// requests with, and the secret its cachelets sign peer requests with.
+// requests with, the secret its cachelets sign peer requests with, and
+// the token its cachelets call the controller with. That token is scoped:
+// it reads the application's scaling hints, votes for it and posts
+// object-created events naming it and its buckets, nothing else
+// (docs/platform.md, "Who may call what").
 type Credentials struct {
-	AccessKey  string `json:"access_key"`
-	SecretKey  string `json:"secret_key"`
-	PeerSecret string `json:"peer_secret"`
+	AccessKey     string `json:"access_key"`
+	SecretKey     string `json:"secret_key"`
+	PeerSecret    string `json:"peer_secret"`
+	PlatformToken string `json:"platform_token,omitempty"`
 }
 
 // StoreKeys are an application's own identity at the store, which
@@ -56,6 +61,16 @@ type StartRequest struct {
 	// Metadata is where the instance's access metadata is saved when it
 	// unloads (a prewarm.Record per unload, as JSON); empty: not saved.
 	Metadata Location `json:"metadata"`
+	// Etcd is the instance's own etcd user, where etcd has authentication
+	// on: it may read the application's ring and write only the
+	// instance's member key. Nil: the cachelet signs in as nobody.
+	Etcd *EtcdCredentials `json:"etcd,omitempty"`
+}
+
+// EtcdCredentials are an etcd user's name and password.
+type EtcdCredentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // Location is a bucket and a key prefix in the store.

@@ -17,9 +17,12 @@ import (
 
 // The controller's HTTP API, used by `hoard` (ControllerClient), the
 // instances' cachelets (scaling hints and votes, object-created events)
-// and the benchmarks. Everything under /v1 needs "Authorization: Bearer
-// TOKEN"; /http/APP/PATH (HTTP triggers) is open, like a function URL;
-// /healthz is open.
+// and the benchmarks. Everything under /v1, and /metrics, needs
+// "Authorization: Bearer TOKEN": the admin token may call everything; an
+// application's token (Credentials.PlatformToken, its instances') only
+// the three calls marked [app], for that application (another's is 403),
+// and events only naming that application and its buckets. /http/APP/PATH
+// (HTTP triggers) is open, like a function URL; /healthz is open.
 //
 //	POST   /v1/apps                                  body: code package (tar.gz) -> AppInfo
 //	GET    /v1/apps                                  -> []AppInfo
@@ -30,9 +33,10 @@ import (
 //	GET    /v1/apps/{app}/logs?function=&n=&errors=1 -> []Invocation
 //	GET    /v1/apps/{app}/stats                      -> {function: FuncStats}
 //	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
-//	GET    /v1/apps/{app}/scaling                    ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
-//	POST   /v1/apps/{app}/votes                      body: scaling.Vote (unrequested; urgent ones act at once)
-//	POST   /v1/events                                body: S3 event (cachelets, the store's webhook)
+//	GET    /v1/apps/{app}/scaling                    [app] ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
+//	POST   /v1/apps/{app}/votes                      [app] body: scaling.Vote (unrequested; urgent ones act at once)
+//	POST   /v1/events                                [app] body: S3 event (cachelets, the store's webhook)
+//	GET    /metrics                                  Prometheus metrics (admin token)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
 
 // AppInfo describes a deployed application.

@@ -30,6 +30,7 @@ var layers = []struct {
 	// The parts: adapters to the outside (stores, etcd, the kernel), the
 	// data plane of one cachelet, the platform's wire contract.
 	{"parts", []string{
+		"internal/etcdauth",
 		"internal/appspec", "internal/api",
 		"internal/store/s3", "internal/store/memstore", "internal/store/storetest",
 		"internal/membership/etcd", "internal/membership/memory", "internal/membership/membershiptest",

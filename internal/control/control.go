@@ -76,6 +76,11 @@ type Document struct {
 	// EtcdEndpoints hold the application's membership; empty: a cachelet
 	// on its own.
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	// EtcdUsername and EtcdPassword sign the membership client in where
+	// etcd has authentication on: the instance's own user, which may read
+	// its application's ring and write only its own member key.
+	EtcdUsername string `json:"etcd_username,omitempty"`
+	EtcdPassword string `json:"etcd_password,omitempty"`
 	// AccessKey and SecretKey are what the instance's clients (its
 	// function) sign with.
 	AccessKey string `json:"access_key"`

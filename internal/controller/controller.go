@@ -54,6 +54,17 @@ type Config struct {
 	Notifications BucketNotifier
 	// AgentToken authenticates the controller to agents.
 	AgentToken string
+	// StoreEventsToken, when set, is the token the store's webhook posts
+	// object-created events with (Handler): it may post events, for any
+	// bucket, and call nothing else. Empty: the store posts with the
+	// admin token.
+	StoreEventsToken string
+	// EtcdUsers, when set, gives every instance an etcd user of its own
+	// (made before it starts, removed when it is unloaded), which may
+	// read its application's ring and write only its own member key; the
+	// credentials travel in the start request. Nil: etcd without
+	// authentication, instances sign in as nobody.
+	EtcdUsers EtcdUsers
 	// Registerer takes the controller's metrics; default none.
 	Registerer prometheus.Registerer
 	// ScanInterval is how often keep-alive is checked; default 1 s.
@@ -97,6 +108,18 @@ func (c *Config) Validate() error {
 	}
 	c.Clock = clock.Or(c.Clock)
 	return nil
+}
+
+// EtcdUsers makes and removes instances' etcd users (package etcdauth's
+// Admin). Safe for concurrent use.
+type EtcdUsers interface {
+	// AddInstance makes instance id's user: read app's ring, write its
+	// own member key.
+	AddInstance(ctx context.Context, app, id string) (api.EtcdCredentials, error)
+	// RemoveInstance removes it; a missing user is no error.
+	RemoveInstance(ctx context.Context, id string) error
+	// Instances lists the instances that have users.
+	Instances(ctx context.Context) ([]string, error)
 }
 
 // BucketNotifier asks the store to notify the controller of objects
@@ -235,6 +258,15 @@ func (c *Controller) load(ctx context.Context) error {
 				return fmt.Errorf("controller: recording %s's store identity: %w", rec.Name, err)
 			}
 		}
+		if rec.Credentials.PlatformToken == "" {
+			// Deployed before applications had tokens of their own: its
+			// running instances hold none; new ones will.
+			rec.Credentials.PlatformToken = randHex(32)
+			val, _ := json.Marshal(rec)
+			if _, err := c.cfg.Etcd.Put(ctx, string(kv.Key), string(val)); err != nil {
+				return fmt.Errorf("controller: giving application %s a token: %w", rec.Name, err)
+			}
+		}
 		a := newApp(rec, spec)
 		a.policy = newPolicy(spec, c.cfg.KeepAlive, nil)
 		c.restorePolicy(ctx, a)
@@ -262,7 +294,36 @@ func (c *Controller) load(ctx context.Context) error {
 		}
 	}
 	c.log.Info("controller state loaded", "apps", len(c.apps), "agents", len(agents), "instances adopted", adopted)
+	c.sweepEtcdUsers(ctx)
 	return nil
+}
+
+// sweepEtcdUsers removes the etcd users of instances no agent runs (a
+// controller stopped between starting an instance and unloading it).
+// Instances being started are not yet in c.apps, so this runs only at
+// load, before any starts.
+func (c *Controller) sweepEtcdUsers(ctx context.Context) {
+	if c.cfg.EtcdUsers == nil {
+		return
+	}
+	ids, err := c.cfg.EtcdUsers.Instances(ctx)
+	if err != nil {
+		c.log.Warn("cannot list the instances' etcd users", "err", err)
+		return
+	}
+	live := map[string]bool{}
+	for _, a := range c.apps {
+		for id := range a.instances {
+			live[id] = true
+		}
+	}
+	for _, id := range ids {
+		if !live[id] {
+			if err := c.cfg.EtcdUsers.RemoveInstance(ctx, id); err != nil {
+				c.log.Warn("cannot remove a gone instance's etcd user", "instance", id, "err", err)
+			}
+		}
+	}
 }
 
 func newApp(rec Record, spec *appspec.Spec) *app {
@@ -320,6 +381,9 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	}
 	if rec.Credentials.AccessKey == "" {
 		rec.Credentials = api.Credentials{AccessKey: "HK" + strings.ToUpper(randHex(9)), SecretKey: randHex(20), PeerSecret: randHex(16)}
+	}
+	if rec.Credentials.PlatformToken == "" {
+		rec.Credentials.PlatformToken = randHex(32)
 	}
 	for _, b := range triggerBuckets(pkg.Spec) {
 		if err := c.ensureBucket(ctx, b); err != nil {

@@ -40,6 +40,8 @@ type fakeAgent struct {
 	// What every instance's cachelet reports (cumulative).
 	evictedAgain, reads atomic.Int64
 	lastStore           api.StoreKeys // the store identity of the last start
+	// etcd is the etcd user of the last instance started.
+	etcd atomic.Pointer[api.EtcdCredentials]
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -49,6 +51,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		var req api.StartRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		a.starts.Add(1)
+		a.etcd.Store(req.Etcd)
 		a.mu.Lock()
 		a.lastStore = req.Store
 		a.instances[req.ID] = api.StateIdle

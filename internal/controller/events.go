@@ -16,6 +16,15 @@ import (
 // cachelets send them.
 type S3Event struct {
 	Records []json.RawMessage `json:"Records"`
+	// Hoard names the application and cachelet that sent it (cachelets'
+	// events only).
+	Hoard *EventOrigin `json:"hoard,omitempty"`
+}
+
+// EventOrigin is the sender of a cachelet's event.
+type EventOrigin struct {
+	App      string `json:"app"`
+	Cachelet string `json:"cachelet"`
 }
 
 type s3Record struct {
@@ -38,6 +47,28 @@ type s3Record struct {
 // window, whichever source reports it first. It returns how many
 // triggers fired; they run in the background.
 func (c *Controller) HandleEvent(ev *S3Event) (int, error) {
+	return c.handleEvent(ev, "")
+}
+
+// HandleEventAs is HandleEvent for an event posted with app's token. It
+// is refused whole (ErrForbidden, nothing fires, nothing is marked seen)
+// when it names another application, or when one of its records names a
+// bucket app's spec does not and some trigger watches: an application
+// may fire the triggers of its own buckets only, and cannot mark another
+// application's objects as already notified.
+func (c *Controller) HandleEventAs(ev *S3Event, app string) (int, error) {
+	if app == "" {
+		return 0, fmt.Errorf("%w: no application", ErrForbidden)
+	}
+	return c.handleEvent(ev, app)
+}
+
+func (c *Controller) handleEvent(ev *S3Event, scope string) (int, error) {
+	if scope != "" {
+		if err := c.eventInScope(ev, scope); err != nil {
+			return 0, err
+		}
+	}
 	fired := 0
 	for _, raw := range ev.Records {
 		var r s3Record
@@ -84,6 +115,38 @@ func (c *Controller) HandleEvent(ev *S3Event) (int, error) {
 		}
 	}
 	return fired, nil
+}
+
+// eventInScope checks an event posted with app's token (HandleEventAs).
+func (c *Controller) eventInScope(ev *S3Event, app string) error {
+	if ev.Hoard != nil && ev.Hoard.App != app {
+		return fmt.Errorf("%w: the event names application %q, the token is %q's", ErrForbidden, ev.Hoard.App, app)
+	}
+	a, err := c.app(app)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrForbidden, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	own := appBuckets(a.spec)
+	for _, raw := range ev.Records {
+		var r s3Record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("bad event record: %w", err)
+		}
+		b := r.S3.Bucket.Name
+		if own[b] {
+			continue
+		}
+		for name, other := range c.apps {
+			for _, t := range other.spec.Triggers {
+				if t.Object != nil && t.Object.Bucket == b {
+					return fmt.Errorf("%w: bucket %q is not application %q's (application %q watches it)", ErrForbidden, b, app, name)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // fire runs a trigger's target in the background.

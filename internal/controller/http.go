@@ -17,8 +17,11 @@ import (
 	"github.com/hoard-io/hoard/internal/scaling"
 )
 
-// Handler serves the controller's API (api/controller.go lists it).
-func (c *Controller) Handler(token string) http.Handler {
+// Handler serves the controller's API (api/controller.go lists it), and
+// metrics (when not nil) on GET /metrics, behind the token rule of
+// auth.go: token is the admin token; applications' tokens reach only
+// their own scaling hints, votes and events.
+func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -154,22 +157,28 @@ func (c *Controller) Handler(token string) http.Handler {
 			api.WriteError(w, http.StatusBadRequest, fmt.Errorf("not an S3 event: %w", err))
 			return
 		}
-		n, err := c.HandleEvent(&ev)
+		var n int
+		var err error
+		if app := scopedApp(r.Context()); app != "" {
+			n, err = c.HandleEventAs(&ev, app)
+		} else {
+			n, err = c.HandleEvent(&ev)
+		}
 		if err != nil {
-			api.WriteError(w, http.StatusBadRequest, err)
+			status := http.StatusBadRequest
+			if errors.Is(err, ErrForbidden) {
+				status = http.StatusForbidden
+			}
+			api.WriteError(w, status, err)
 			return
 		}
 		api.WriteJSON(w, http.StatusOK, map[string]int{"fired": n})
 	})
 	mux.HandleFunc("/http/{app}/{path...}", c.serveHTTPTrigger)
-	secured := api.RequireToken(token, mux)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/http/") {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		secured.ServeHTTP(w, r)
-	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	return c.authorize(token, mux)
 }
 
 // serveHTTPTrigger turns a request into an API Gateway (HTTP API, payload

@@ -201,7 +201,19 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 // start asks an agent, chosen by place, to load an instance. An agent
 // that cannot be reached (a node lost, its registration not expired yet)
 // is passed over for the next choice.
-func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
+func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, err error) {
+	if c.cfg.EtcdUsers != nil {
+		creds, err := c.cfg.EtcdUsers.AddInstance(ctx, req.App, req.ID)
+		if err != nil {
+			return nil, fmt.Errorf("the instance's etcd user: %w", err)
+		}
+		req.Etcd = &creds
+		defer func() {
+			if err != nil {
+				c.removeEtcdUser(req.ID)
+			}
+		}()
+	}
 	agents, err := c.agents.list(ctx)
 	if err != nil {
 		return nil, err
@@ -301,6 +313,19 @@ func (c *Controller) unload(in *inst, why string) {
 	defer cancel()
 	err := c.agents.at(in.agentURL).Stop(ctx, in.id)
 	c.log.Info("instance unloaded", "instance", in.id, "why", why, "err", err)
+	c.removeEtcdUser(in.id)
+}
+
+// removeEtcdUser removes an instance's etcd user, if it has one.
+func (c *Controller) removeEtcdUser(id string) {
+	if c.cfg.EtcdUsers == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.cfg.EtcdUsers.RemoveInstance(ctx, id); err != nil {
+		c.log.Warn("cannot remove an instance's etcd user", "instance", id, "err", err)
+	}
 }
 
 // scan runs keep-alive: idle instances unused for the application's

@@ -141,6 +141,11 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	// The HTTP gateway and the metrics listener are for humans and
 	// Prometheus scrapers of a stand-alone etcd; hoard talks gRPC only.
 	ec.EnableGRPCGateway = false
+	// With authentication on (package etcdauth), every user's password
+	// is 32 random bytes: a slow hash adds nothing against guessing and
+	// costs every instance start (a user added) and every client's
+	// sign-in. 4 is bcrypt's minimum.
+	ec.BcryptCost = 4
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = c.CompactionRetention.String()
 

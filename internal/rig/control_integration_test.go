@@ -52,7 +52,8 @@ func TestCacheletContract(t *testing.T) {
 		cmdline, err := os.ReadFile(p)
 		if err == nil && bytes.Contains(cmdline, []byte(filepath.Join(dir, "cachelet.json"))) {
 			fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
-			secrets := []string{e.cfg.StoreSecretKey, e.cfg.ControllerToken}
+			creds, _ := e.p.Controller.Credentials("t1")
+			secrets := []string{e.cfg.StoreSecretKey, e.cfg.ControllerToken, e.cfg.EtcdCredentials.Password, creds.PlatformToken}
 			environ, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
 			if err != nil {
 				t.Fatal(err)

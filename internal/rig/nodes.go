@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/localstore"
@@ -67,6 +68,12 @@ type NodesConfig struct {
 	// ControllerToken and AgentToken as in Config. Required (16 bytes or
 	// more).
 	ControllerToken, AgentToken string
+	// EtcdRootPassword is etcd's root password (package etcdauth): etcd
+	// runs with authentication on, the controller signs in as root, each
+	// agent as its own user (its credentials in a file of mode 0600 in
+	// its directory, named by --etcd-credentials), each instance as its
+	// own. Keep it to restart on the same Dir; default a random one.
+	EtcdRootPassword string
 	// AgentPort and StorePort; defaults DefaultAgentPort and
 	// DefaultStorePort. MinIO's console takes StorePort+1 inside the
 	// store's namespace.
@@ -197,11 +204,20 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 	if err != nil {
 		return nil, fmt.Errorf("rig: etcd: %w", err)
 	}
+	root := etcdauth.Credentials{Username: etcdauth.Root, Password: cfg.EtcdRootPassword}
+	if root.Password == "" {
+		root.Password = etcdauth.NewPassword()
+	}
+	if err := etcdauth.Enable(ctx, n.Etcd.Endpoints(), root.Password); err != nil {
+		return nil, fmt.Errorf("rig: etcd: %w", err)
+	}
 	bridgeLn, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("rig: the controller's listener on the bridge: %w", err)
 	}
 	n.NodesControllerURL = "http://" + bridgeLn.Addr().String()
+	// The store posts events with a token that can do nothing else.
+	eventsToken := etcdauth.NewPassword()
 
 	storeAddr := netip.AddrPortFrom(hn.Store.Addr, uint16(cfg.StorePort)).String()
 	n.Store, err = localstore.StartMinIO(ctx, localstore.Config{
@@ -209,7 +225,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		ConsoleAddr: "127.0.0.1:" + strconv.Itoa(cfg.StorePort+1), Wrapper: hn.Wrapper(*hn.Store),
 		AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey,
 		LogFile: filepath.Join(cfg.Dir, "minio.log"), Logger: log.With("component", "minio"),
-		Env: MinIOWebhookEnv(n.NodesControllerURL, cfg.ControllerToken, filepath.Join(cfg.Dir, "minio-events")),
+		Env: MinIOWebhookEnv(n.NodesControllerURL, eventsToken, filepath.Join(cfg.Dir, "minio-events")),
 	})
 	if err != nil {
 		bridgeLn.Close()
@@ -234,9 +250,10 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 	}
 
 	pcfg := Config{
-		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(),
+		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(), EtcdCredentials: root,
 		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
+		StoreEventsToken: eventsToken,
 	}
 	if cfg.ControllerListener != nil {
 		pcfg.ControllerListener, pcfg.ControllerAlsoOn = cfg.ControllerListener, []net.Listener{bridgeLn}
@@ -247,20 +264,16 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		return nil, err
 	}
 
+	admin := etcdauth.NewAdmin(n.Platform.etcd, "")
 	for i, node := range hn.Nodes {
-		a, err := n.startAgent(cfg, i, node)
+		a, err := n.startAgent(ctx, cfg, admin, i, node)
 		if err != nil {
 			return nil, err
 		}
 		n.Agents = append(n.Agents, a)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: n.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
 	for _, a := range n.Agents {
-		if err := waitAgent(ctx, cli, a); err != nil {
+		if err := waitAgent(ctx, n.Platform.etcd, a); err != nil {
 			return nil, err
 		}
 	}
@@ -270,13 +283,22 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 }
 
 // startAgent runs `hoard agent` in node's namespace, listening on the
-// node's address; secrets go in its environment, not its command line.
-func (n *Nodes) startAgent(cfg NodesConfig, i int, node hostnet.Node) (*NodeAgent, error) {
+// node's address; secrets go in its environment, not its command line,
+// and its etcd user's password in a file of mode 0600 in its directory.
+func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth.Admin, i int, node hostnet.Node) (*NodeAgent, error) {
 	dir := filepath.Join(cfg.Dir, "nodes", strconv.Itoa(i))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	a := &NodeAgent{ID: fmt.Sprintf("node-%d", i), Node: node, LogPath: filepath.Join(dir, "agent.log"), exited: make(chan struct{})}
+	creds, err := admin.AddAgent(ctx, a.ID)
+	if err != nil {
+		return nil, fmt.Errorf("rig: the etcd user of %s: %w", a.ID, err)
+	}
+	credsPath := filepath.Join(dir, "etcd-credentials.json")
+	if err := etcdauth.WriteFile(credsPath, creds); err != nil {
+		return nil, err
+	}
 	listen := netip.AddrPortFrom(node.Addr, uint16(cfg.AgentPort)).String()
 	a.URL = "http://" + listen
 	lf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -285,10 +307,11 @@ func (n *Nodes) startAgent(cfg NodesConfig, i int, node hostnet.Node) (*NodeAgen
 	}
 	defer lf.Close() // the child has its own copy
 	a.cmd = n.Net.Command(node, cfg.HoardBin, "agent", "--id", a.ID, "--listen", listen, "--peer-host", node.Addr.String(),
-		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--store-endpoint", n.StoreEndpoint,
+		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--etcd-credentials", credsPath,
+		"--store-endpoint", n.StoreEndpoint,
 		"--controller", n.NodesControllerURL, "--region", cfg.Region)
 	a.cmd.Env = append(os.Environ(),
-		"HOARD_AGENT_TOKEN="+cfg.AgentToken, "HOARD_CONTROLLER_TOKEN="+cfg.ControllerToken,
+		"HOARD_AGENT_TOKEN="+cfg.AgentToken,
 		"HOARD_STORE_ACCESS_KEY="+cfg.StoreAccessKey, "HOARD_STORE_SECRET_KEY="+cfg.StoreSecretKey)
 	a.cmd.Env = append(a.cmd.Env, cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf

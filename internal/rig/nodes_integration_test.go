@@ -3,6 +3,7 @@
 package rig
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,7 +76,8 @@ func startNodes(t *testing.T, nodes int) *Nodes {
 		ControllerListener: ln,
 		StoreAccessKey:     "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: "controller-token-0123456789", AgentToken: "agent-token-0123456789",
-		StoreLatency: 2 * time.Millisecond,
+		EtcdRootPassword: testEtcdRoot,
+		StoreLatency:     2 * time.Millisecond,
 	}, log)
 	if err != nil {
 		ln.Close()
@@ -148,18 +150,26 @@ func concurrently(t *testing.T, c *controller.Controller, k int, event map[strin
 // agent, and the store behind its own link: an application's instances
 // land on different nodes, its cachelets hit each other across the
 // links, and losing a node leaves the others serving.
+// testEtcdRoot is etcd's root password in the nodes tests.
+const testEtcdRoot = "etcd-root-password-0123456789"
+
 func TestNodes(t *testing.T) {
 	n := startNodes(t, 3)
 	c := n.Controller
 	ctx := context.Background()
 
 	t.Run("every node registers its agent", func(t *testing.T) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: n.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
+		// etcd has authentication on: a client signed in as nobody reads
+		// nothing; the controller's (root) reads the registrations.
+		anon, err := clientv3.New(clientv3.Config{Endpoints: n.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer cli.Close()
-		resp, err := cli.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
+		defer anon.Close()
+		if _, err := anon.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix()); err == nil {
+			t.Error("an unauthenticated etcd client read the agents' registrations")
+		}
+		resp, err := n.Platform.etcd.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,6 +188,24 @@ func TestNodes(t *testing.T) {
 		}
 		if len(urls) != 3 {
 			t.Errorf("registered agents %v; want 3", urls)
+		}
+		// Each agent signs in to etcd as its own user, from a file of
+		// mode 0600; no token or password of the controller's is in its
+		// command line or environment.
+		for _, a := range n.Agents {
+			path := filepath.Join(filepath.Dir(a.LogPath), "etcd-credentials.json")
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("agent %s's etcd credentials: %v; want a file of mode 0600", a.ID, err)
+			}
+			for _, f := range []string{"cmdline", "environ"} {
+				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", a.cmd.Process.Pid, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(data, []byte("controller-token-0123456789")) || bytes.Contains(data, []byte(testEtcdRoot)) {
+					t.Errorf("agent %s's %s holds a secret of the controller's", a.ID, f)
+				}
+			}
 		}
 	})
 

@@ -20,11 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -58,11 +58,18 @@ type Config struct {
 	// running one.
 	HoardBin string
 
-	EtcdEndpoints                                 []string
+	EtcdEndpoints []string
+	// EtcdCredentials sign the platform's etcd client in, where etcd has
+	// authentication on (package etcdauth): root for a controller, which
+	// then gives every instance an etcd user of its own; an agent's own
+	// user for an agent alone. Zero: no user.
+	EtcdCredentials                               etcdauth.Credentials
 	StoreEndpoint, StoreAccessKey, StoreSecretKey string
 	Region                                        string
-	// ControllerToken authenticates clients (and the store's webhook) to
-	// the controller; AgentToken the controller to agents.
+	// ControllerToken (the admin token) authenticates clients (and the
+	// store's webhook) to the controller; AgentToken the controller to
+	// agents. Neither reaches an instance: its cachelet calls the
+	// controller with its application's own token (api.Credentials).
 	ControllerToken, AgentToken string
 	// StoreIdentities is where the controller gets each application's
 	// store identity (ParseStoreIdentities): "minio" makes a MinIO user
@@ -70,6 +77,10 @@ type Config struct {
 	// an admin's; "file:PATH" reads the keys the operator made from PATH.
 	// Required with Controller.
 	StoreIdentities string
+	// StoreEventsToken is the token the store's webhook posts events with
+	// (MinIOWebhookEnv): events only. Empty: the store uses
+	// ControllerToken.
+	StoreEventsToken string
 	// StoreNotifications: the store is a MinIO started with the
 	// MinIOWebhookEnv target, so buckets with object triggers get
 	// notification configurations.
@@ -130,7 +141,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdauth.Client(cfg.EtcdEndpoints, cfg.EtcdCredentials)
 	if err != nil {
 		return nil, fmt.Errorf("platform: etcd: %w", err)
 	}
@@ -163,8 +174,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			PeerHost: cfg.AgentPeerHost,
 		}
 		if controllerURL != "" {
-			acfg.NotifyURL, acfg.NotifyToken = controllerURL+"/v1/events", cfg.ControllerToken
-			acfg.ControllerURL = controllerURL
+			acfg.NotifyURL, acfg.ControllerURL = controllerURL+"/v1/events", controllerURL
 		}
 		p.Agent, err = agent.New(acfg, log.With("component", "agent"))
 		if err != nil {
@@ -179,10 +189,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, fmt.Errorf("platform: agent listener: %w", err)
 		}
 		p.AgentURL = "http://" + ln.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("/", p.Agent.Handler(cfg.AgentToken))
-		p.serve(ln, mux)
+		p.serve(ln, p.Agent.Handler(cfg.AgentToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		go func() {
 			defer close(p.done)
 			p.Agent.Register(rctx, cli, p.AgentURL, log.With("component", "agent"))
@@ -201,7 +208,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if err != nil {
 			return nil, err
 		}
-		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, Registerer: reg}
+		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, StoreEventsToken: cfg.StoreEventsToken, Registerer: reg}
+		if cfg.EtcdCredentials.Username == etcdauth.Root {
+			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
+		}
 		if cfg.StoreNotifications {
 			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region)
 			if err != nil {
@@ -214,12 +224,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		p.ControllerURL = "http://" + cfg.ControllerListener.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("/", p.Controller.Handler(cfg.ControllerToken))
-		p.serve(cfg.ControllerListener, mux)
+		h := p.Controller.Handler(cfg.ControllerToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		p.serve(cfg.ControllerListener, h)
 		for _, ln := range cfg.ControllerAlsoOn {
-			p.serve(ln, mux)
+			p.serve(ln, h)
 		}
 	}
 	return p, nil

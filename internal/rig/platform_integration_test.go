@@ -27,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
@@ -151,6 +152,9 @@ func hoardBinary(t *testing.T) string {
 	}
 }
 
+// testEventsToken is what the store's webhook posts events with.
+const testEventsToken = "store-events-token-0123456789"
+
 func start(t *testing.T) *env {
 	t.Helper()
 	return startShaped(t, netshape.Link{})
@@ -174,7 +178,7 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	token := "controller-token-0123456789"
 	minio, err := localstore.StartMinIO(ctx, localstore.Config{
 		DataDir: filepath.Join(dir, "minio"), Addr: "127.0.0.1:0", AccessKey: "storekey", SecretKey: "storesecret123",
-		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), token, filepath.Join(dir, "minio-events")),
+		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), testEventsToken, filepath.Join(dir, "minio-events")),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +189,12 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(etcd.Close)
+	// etcd with authentication, as hoard up runs it: the platform signs
+	// in as root and gives each instance an etcd user of its own.
+	root := etcdauth.Credentials{Username: etcdauth.Root, Password: etcdauth.NewPassword()}
+	if err := etcdauth.Enable(ctx, etcd.Endpoints(), root.Password); err != nil {
+		t.Fatal(err)
+	}
 	endpoint := minio.Endpoint()
 	if link.Shaped() {
 		shaper, err := netshape.Start(ctx, netshape.Config{Logger: log, LogFile: filepath.Join(dir, "toxiproxy.log")})
@@ -200,8 +210,8 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 	}
 	cfg := Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
-		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
-		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true, StoreIdentities: "minio",
+		EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
+		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true, StoreIdentities: "minio", StoreEventsToken: testEventsToken,
 	}
 	p, err := Start(ctx, cfg, log)
 	if err != nil {
@@ -271,7 +281,7 @@ func invoke(t *testing.T, c *controller.Controller, app, fn string, event any) *
 
 func members(t *testing.T, e *env, app string) []string {
 	t.Helper()
-	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: e.etcd.Endpoints()})
+	reg, err := etcdmembership.New(etcdmembership.Config{Client: e.p.etcd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +512,8 @@ func TestPlatform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, Identities: ids, AgentToken: e.cfg.AgentToken}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c2, err := controller.New(context.Background(), controller.Config{Etcd: e.p.etcd, Store: e.st, Identities: ids, AgentToken: e.cfg.AgentToken,
+			EtcdUsers: etcdauth.NewAdmin(e.p.etcd, "")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -210,7 +211,15 @@ def test_deploy_and_invoke_own_function(up, tmp_path):
     errors = _run("logs", *d, "myapp", "--errors")
     assert "RuntimeError: kaboom" in errors.stdout
 
-    metrics = urllib.request.urlopen(env["HOARD_CONTROLLER_URL"] + "/metrics", timeout=10).read().decode()
+    # /metrics is behind the admin token, like the rest of the API.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(env["HOARD_CONTROLLER_URL"] + "/metrics", timeout=10)
+    assert refused.value.code == 401
+    req = urllib.request.Request(
+        env["HOARD_CONTROLLER_URL"] + "/metrics",
+        headers={"Authorization": "Bearer " + env["HOARD_CONTROLLER_TOKEN"]},
+    )
+    metrics = urllib.request.urlopen(req, timeout=10).read().decode()
     assert 'hoard_invocations_total{app="myapp",function="upper",result="ok",start="cold"} 1' in metrics
 
 

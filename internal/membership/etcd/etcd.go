@@ -46,6 +46,11 @@ type Config struct {
 	// Client, if set, is used instead of dialing Endpoints; the Registry
 	// does not close it.
 	Client *clientv3.Client
+	// Username and Password sign the Registry's own client in, where etcd
+	// has authentication on (package etcdauth: an instance's user may read
+	// its application's ring and write its own member key alone). Empty:
+	// no user.
+	Username, Password string
 	// Prefix is prepended to every key. Default DefaultPrefix.
 	Prefix string
 	// TTL is the members' lease time to live, rounded up to whole seconds
@@ -125,6 +130,8 @@ func New(c Config) (*Registry, error) {
 		cl, err := clientv3.New(clientv3.Config{
 			Endpoints:   c.Endpoints,
 			DialTimeout: c.DialTimeout,
+			Username:    c.Username,
+			Password:    c.Password,
 			Logger:      zapslog.New(c.Logger, slog.LevelWarn),
 		})
 		if err != nil {
@@ -142,7 +149,22 @@ func (r *Registry) TTL() time.Duration { return time.Duration(r.ttl) * time.Seco
 // appPrefix is the key prefix of an app's members, ending in '/' so that app
 // "x" does not cover app "x1".
 func (r *Registry) appPrefix(app string) string {
-	return r.prefix + "/apps/" + app + "/members/"
+	return RingPrefix(r.prefix, app)
+}
+
+// RingPrefix is the key prefix of app's members under prefix (Config.Prefix;
+// empty: DefaultPrefix): what a member must be able to read.
+func RingPrefix(prefix, app string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return strings.TrimSuffix(prefix, "/") + "/apps/" + app + "/members/"
+}
+
+// MemberKey is member id's key in app's ring under prefix: what the member
+// must be able to write, and all it must be able to write.
+func MemberKey(prefix, app, id string) string {
+	return RingPrefix(prefix, app) + id
 }
 
 // Join implements membership.Registry. Besides the sentinel errors, it
