@@ -13,9 +13,9 @@ import (
 )
 
 const (
-	specA = "name: a\nfunctions: {f: {handler: m.h}}\ntriggers: [{object: {bucket: abucket}, function: f}]\n" +
+	specA = "name: a\nbuckets: {abucket: read-write, atmp: read-write}\nfunctions: {f: {handler: m.h}}\ntriggers: [{object: {bucket: abucket}, function: f}]\n" +
 		"pipelines: {p: {intermediate: {bucket: atmp}, stages: [{name: s, function: f}]}}\n"
-	specB = "name: b\nfunctions: {f: {handler: m.h}}\ntriggers: [{object: {bucket: bbucket}, function: f}]\n"
+	specB = "name: b\nbuckets: {bbucket: read-write}\nfunctions: {f: {handler: m.h}}\ntriggers: [{object: {bucket: bbucket}, function: f}]\n"
 )
 
 // event is a cachelet's object-created event for bucket/key, naming app
