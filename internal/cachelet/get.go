@@ -322,7 +322,10 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 
 // fetchRemote fetches a whole object from its owner at addr and keeps a
 // copy: a remote hit when the owner had it, a remote miss when the owner
-// read it from the store (and kept it).
+// read it from the store (and kept it). The answer's headers were verified
+// by the peer client; its body is verified as it is read (the answer's
+// signature, and the store's checksum when the answer carries one:
+// verify.go), before its last bytes, so a body that fails is never cached.
 func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (served, error) {
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
@@ -330,7 +333,7 @@ func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, add
 		cancel()
 		return served{}, err
 	}
-	body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
+	body := cancelOnClose{ReadCloser: checkedAgainstStore(obj.Body, obj.Info), cancel: cancel}
 	sv, err := c.installed(k, body, obj.Info, fl)
 	if err != nil || sv.outcome == PassThrough {
 		return sv, err

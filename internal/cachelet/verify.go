@@ -1,0 +1,96 @@
+package cachelet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strings"
+
+	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Bytes from a peer are checked twice before they are kept: the peer
+// protocol checks the answer's signature (the owner holds the
+// application's secret, the answer is the one to this request, the body is
+// the one the owner signed), and here the body is checked against the
+// store's own full-object checksum of the object when the answer carries
+// one, so that an owner that holds the secret but serves bytes the store
+// does not hold (a bug, damaged memory) is caught too. A check that fails
+// fails the body's last read, before its last bytes: the fill is aborted
+// and never cached, its readers see a short body, and a read that had not
+// started yet goes to the store.
+
+// errPeerChecksum: a peer's body did not match the store's checksum of the
+// object. It wraps store.ErrUnavailable: the reader falls back to the store.
+var errPeerChecksum = fmt.Errorf("%w: peer's bytes do not match the store's checksum of the object", store.ErrUnavailable)
+
+// checkAlgorithms are the full-object checksums a peer's body is checked
+// against, cheapest first; only the first the answer carries is used.
+var checkAlgorithms = []checksum.Algorithm{checksum.CRC64NVME, checksum.CRC32C, checksum.CRC32, checksum.SHA256, checksum.SHA1}
+
+// storeChecksum returns the cheapest full-object checksum info carries:
+// not a composite one (multipart uploads' cover parts), nor a value with a
+// part count.
+func storeChecksum(info store.ObjectInfo) (checksum.Algorithm, []byte, bool) {
+	if strings.EqualFold(info.ChecksumType, "COMPOSITE") {
+		return "", nil, false
+	}
+	for _, a := range checkAlgorithms {
+		v, ok := info.Checksums[string(a)]
+		if !ok || strings.Contains(v, "-") {
+			continue
+		}
+		want, err := checksum.ParseValue(a, v)
+		if err != nil {
+			continue
+		}
+		return a, want, true
+	}
+	return "", nil, false
+}
+
+// checkedAgainstStore wraps a peer's body of the whole object described
+// by info with the check of the store's checksum, when info carries one.
+func checkedAgainstStore(body io.ReadCloser, info store.ObjectInfo) io.ReadCloser {
+	a, want, ok := storeChecksum(info)
+	if !ok || info.Size == 0 {
+		return body
+	}
+	return &storeChecked{ReadCloser: body, h: checksum.New(a), want: want, remaining: info.Size}
+}
+
+// storeChecked passes a body of remaining bytes and withholds the last
+// read's bytes unless the whole body matches want.
+type storeChecked struct {
+	io.ReadCloser
+	h         hash.Hash
+	want      []byte
+	remaining int64
+	err       error
+}
+
+func (s *storeChecked) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.remaining == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > s.remaining {
+		p = p[:s.remaining]
+	}
+	n, err := s.ReadCloser.Read(p)
+	s.h.Write(p[:n])
+	s.remaining -= int64(n)
+	if s.remaining == 0 && !bytes.Equal(s.h.Sum(nil), s.want) {
+		s.err = errPeerChecksum
+		return 0, s.err
+	}
+	if errors.Is(err, io.EOF) && s.remaining == 0 {
+		err = nil // the next Read says io.EOF
+	}
+	return n, err
+}
