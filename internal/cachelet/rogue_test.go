@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -98,9 +99,9 @@ func (f *forger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Hoard-Peer-Answer", mac)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(bad)
-	sum := sha256.Sum256(bad)
+	sum := crc32.Checksum(bad, crc32.MakeTable(crc32.Castagnoli))
 	m := hmac.New(sha256.New, []byte(f.secret))
-	fmt.Fprintf(m, "hoard-peer-body-v1\n%s\n%d\n%x", mac, len(bad), sum[:])
+	fmt.Fprintf(m, "hoard-peer-body-v1\n%s\n%d\n%08x", mac, len(bad), sum)
 	h.Set("X-Hoard-Peer-Body-Mac", hex.EncodeToString(m.Sum(nil)))
 }
 
