@@ -9,12 +9,14 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/cache"
@@ -306,4 +308,49 @@ func TestOwnerBytesCheckedAgainstTheStore(t *testing.T) {
 	if wrong, _, _ := rr2.readAll(t); wrong != rr2.forgerOwnsKeys {
 		t.Fatalf("a signed answer without a checksum: %d of %d keys served from the member", wrong, rr2.forgerOwnsKeys)
 	}
+}
+
+// TestOwnerAnswerTamperedOnTheWay: a real owner's signed answers have
+// their first body byte changed on the way. The reader never returns
+// them complete nor caches them: a small object (filled before any
+// header is sent) is read from the store, a larger one already streaming
+// ends short; once the path is clean again the owner's bytes are served.
+func TestOwnerAnswerTamperedOnTheWay(t *testing.T) {
+	g := newGroup(t, 2)
+	addr := g.addrs[0]
+	g.servers[0].Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	var clean atomic.Bool
+	auth, _ := peer.NewAuth("app", []byte(appSecret), nil)
+	inner := peer.NewServer(auth, g.members[0], nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if clean.Load() {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		inner.ServeHTTP(&flipFirstByte{ResponseWriter: w}, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	small, large := object("small", 1, 3000), object("large", 1, 200<<10)
+	g.put(t, "small", small)
+	g.put(t, "large", large)
+	g.mustRead(t, 1, "small", small, LocalMiss) // the store's, after the owner's answer failed
+	if n := toFloat64(g.members[1].m.peerFallbacks); n != 1 {
+		t.Fatalf("fallbacks: %v", n)
+	}
+	got, _, err := g.read(t, 1, "large")
+	if err == nil || len(got) >= len(large) {
+		t.Fatalf("a tampered large answer: %d of %d bytes, err %v", len(got), len(large), err)
+	}
+	if e := g.members[1].cache.Peek(cache.Key{Bucket: testBucket, Object: "large"}); e != nil {
+		t.Fatal("a tampered answer was cached")
+	}
+	clean.Store(true)
+	g.mustRead(t, 1, "large", large, RemoteHit)
+	g.mustRead(t, 1, "large", large, LocalHit)
 }
