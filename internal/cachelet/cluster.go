@@ -92,6 +92,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 		return served{}, true, err
 	}
 	cancel()
+	c.notePeerAnswer(err, k, addr)
 	c.m.peerFallbacks.Inc()
 	c.log.Debug("owner unavailable for a version check, asking the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
 	return served{}, false, nil

@@ -331,6 +331,7 @@ func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, add
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
 	if err != nil {
 		cancel()
+		c.notePeerAnswer(err, k, addr)
 		return served{}, err
 	}
 	body := cancelOnClose{ReadCloser: checkedAgainstStore(obj.Body, obj.Info), cancel: cancel}

@@ -272,6 +272,9 @@ func TestRogueOwnerNeverServesItsBytes(t *testing.T) {
 			if n := toFloat64(rr.reader.m.peerFallbacks); int(n) != rr.forgerOwnsKeys {
 				t.Fatalf("fallbacks to the store: %v, want %d", n, rr.forgerOwnsKeys)
 			}
+			if n := toFloat64(rr.reader.m.peerRefused); int(n) != rr.forgerOwnsKeys {
+				t.Fatalf("answers refused: %v, want %d", n, rr.forgerOwnsKeys)
+			}
 			rr.checkCached(t)
 			rr.router.remove(rr.rogueAddr)
 			wrong, failed, outcomes = rr.readAll(t)
@@ -293,6 +296,9 @@ func TestOwnerBytesCheckedAgainstTheStore(t *testing.T) {
 	t.Logf("member with the secret owning %d of 20 keys: %d reads with wrong bytes, %d failed, %v", rr.forgerOwnsKeys, wrong, failed, outcomes)
 	if wrong != 0 {
 		t.Fatalf("%d reads of wrong bytes", wrong)
+	}
+	if n := toFloat64(rr.reader.m.peerRefused); int(n) != rr.forgerOwnsKeys {
+		t.Fatalf("answers refused: %v, want %d", n, rr.forgerOwnsKeys)
 	}
 	rr.checkCached(t)
 	rr.router.remove(rr.rogueAddr)
@@ -349,6 +355,9 @@ func TestOwnerAnswerTamperedOnTheWay(t *testing.T) {
 	}
 	if e := g.members[1].cache.Peek(cache.Key{Bucket: testBucket, Object: "large"}); e != nil {
 		t.Fatal("a tampered answer was cached")
+	}
+	if n := toFloat64(g.members[1].m.peerRefused); n != 2 {
+		t.Fatalf("answers refused: %v, want 2", n)
 	}
 	clean.Store(true)
 	g.mustRead(t, 1, "large", large, RemoteHit)

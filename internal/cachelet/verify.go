@@ -8,7 +8,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -93,4 +95,19 @@ func (s *storeChecked) Read(p []byte) (int, error) {
 		err = nil // the next Read says io.EOF
 	}
 	return n, err
+}
+
+// refusedAnswer reports whether err says a peer's answer failed
+// verification (rather than the peer being unreachable).
+func refusedAnswer(err error) bool {
+	return errors.Is(err, peer.ErrAnswerUnauthenticated) || errors.Is(err, errPeerChecksum)
+}
+
+// notePeerAnswer counts and logs an answer of the owner at addr that
+// failed verification; other errors pass.
+func (c *Cachelet) notePeerAnswer(err error, k cache.Key, addr string) {
+	if refusedAnswer(err) {
+		c.m.peerRefused.Inc()
+		c.log.Warn("peer answer refused", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
+	}
 }
