@@ -140,6 +140,9 @@ func TestRogueMemberRecord(t *testing.T) {
 	if n := p.metric(t, "hoard_cachelet_peer_fallbacks_total"); int(n) < rogueOwns {
 		t.Errorf("fallbacks to the store: %v, want at least %d", n, rogueOwns)
 	}
+	if n := p.metric(t, "hoard_cachelet_peer_answers_refused_total"); int(n) != rogueOwns {
+		t.Errorf("answers refused: %v, want %d", n, rogueOwns)
+	}
 
 	if err := sess.Close(ctx); err != nil {
 		t.Fatal(err)
