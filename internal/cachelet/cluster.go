@@ -79,7 +79,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 	case err == nil:
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
-		body := cancelOnClose{ReadCloser: checkedAgainstStore(obj.Body, obj.Info), cancel: cancel}
+		body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 		sv, err := c.installed(k, body, obj.Info, fl)
 		if err == nil && sv.outcome == LocalMiss {
 			sv.outcome = remoteOutcome(obj.Outcome)

@@ -73,9 +73,6 @@ func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 	case err != nil:
 		c.cache.Release(e.Size())
 		c.m.fills.WithLabelValues("aborted").Inc()
-		if refusedAnswer(err) {
-			c.m.peerRefused.Inc() // a peer's body that failed at its end
-		}
 		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
 	case c.cache.Add(e):
 		c.m.fills.WithLabelValues("ok").Inc()

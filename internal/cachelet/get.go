@@ -198,7 +198,12 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		defer c.keys.endAsk(k, fl)
 	}
 	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
-		if addr, self := c.cfg.Router.Owner(k.Bucket, k.Object); !self && addr != "" {
+		addr, self := c.cfg.Router.Owner(k.Bucket, k.Object)
+		if !self && addr != "" && c.distrusted(addr) {
+			c.m.peerFallbacks.Inc() // its answers failed verification lately
+			addr = ""
+		}
+		if !self && addr != "" {
 			sv, err := c.fetchRemote(ctx, k, fl, addr)
 			if err == nil || errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
 				return sv, err // the owner asked the store
@@ -248,7 +253,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
 			return fromEntry(e, LocalHit), nil
-		case route && addr != "":
+		case route && addr != "" && !c.distrusted(addr):
 			if sv, handled, err := c.confirmWithOwner(ctx, k, e, addr); handled {
 				return sv, err
 			}
@@ -334,7 +339,7 @@ func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, add
 		c.notePeerAnswer(err, k, addr)
 		return served{}, err
 	}
-	body := cancelOnClose{ReadCloser: checkedAgainstStore(obj.Body, obj.Info), cancel: cancel}
+	body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 	sv, err := c.installed(k, body, obj.Info, fl)
 	if err != nil || sv.outcome == PassThrough {
 		return sv, err

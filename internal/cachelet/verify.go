@@ -7,6 +7,8 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/checksum"
@@ -103,11 +105,69 @@ func refusedAnswer(err error) bool {
 	return errors.Is(err, peer.ErrAnswerUnauthenticated) || errors.Is(err, errPeerChecksum)
 }
 
-// notePeerAnswer counts and logs an answer of the owner at addr that
-// failed verification; other errors pass.
-func (c *Cachelet) notePeerAnswer(err error, k cache.Key, addr string) {
-	if refusedAnswer(err) {
-		c.m.peerRefused.Inc()
-		c.log.Warn("peer answer refused", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
+// DistrustFor is how long the cachelet reads from the store rather than
+// ask an owner whose answer failed verification: a rogue member, or an
+// owner whose answers are damaged on the way, then costs misses, not the
+// short bodies of fills that failed at their end.
+const DistrustFor = 30 * time.Second
+
+// distrustList holds the owners whose answers failed verification lately.
+// Safe for concurrent use.
+type distrustList struct {
+	mu    sync.Mutex
+	until map[string]time.Time // peer address -> end of its distrust
+}
+
+// distrusted reports whether the owner at addr is skipped now.
+func (c *Cachelet) distrusted(addr string) bool {
+	d := &c.distrust
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until, ok := d.until[addr]
+	if ok && !c.clock.Now().Before(until) {
+		delete(d.until, addr)
+		return false
 	}
+	return ok
+}
+
+// notePeerAnswer counts, logs and distrusts for DistrustFor the owner at
+// addr when err says its answer failed verification; other errors pass.
+func (c *Cachelet) notePeerAnswer(err error, k cache.Key, addr string) {
+	if !refusedAnswer(err) {
+		return
+	}
+	c.m.peerRefused.Inc()
+	c.log.Warn("peer answer refused; reading from the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "for", DistrustFor, "err", err)
+	d := &c.distrust
+	d.mu.Lock()
+	if d.until == nil {
+		d.until = map[string]time.Time{}
+	}
+	d.until[addr] = c.clock.Now().Add(DistrustFor)
+	d.mu.Unlock()
+}
+
+// watchedBody reports a peer body's verification failure (notePeerAnswer)
+// once, as its reader meets it.
+type watchedBody struct {
+	io.ReadCloser
+	c     *Cachelet
+	k     cache.Key
+	addr  string
+	noted bool
+}
+
+// watchPeerBody wraps a peer's body of k from the owner at addr.
+func (c *Cachelet) watchPeerBody(body io.ReadCloser, k cache.Key, addr string) io.ReadCloser {
+	return &watchedBody{ReadCloser: body, c: c, k: k, addr: addr}
+}
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if err != nil && !w.noted && refusedAnswer(err) {
+		w.noted = true
+		w.c.notePeerAnswer(err, w.k, w.addr)
+	}
+	return n, err
 }

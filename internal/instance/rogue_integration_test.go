@@ -140,8 +140,10 @@ func TestRogueMemberRecord(t *testing.T) {
 	if n := p.metric(t, "hoard_cachelet_peer_fallbacks_total"); int(n) < rogueOwns {
 		t.Errorf("fallbacks to the store: %v, want at least %d", n, rogueOwns)
 	}
-	if n := p.metric(t, "hoard_cachelet_peer_answers_refused_total"); int(n) != rogueOwns {
-		t.Errorf("answers refused: %v, want %d", n, rogueOwns)
+	// The first refused answer has the rogue skipped for a while
+	// (cachelet.DistrustFor): the rest of its keys go to the store.
+	if n := p.metric(t, "hoard_cachelet_peer_answers_refused_total"); n != 1 || asked.Load() != 1 {
+		t.Errorf("answers refused: %v, rogue asked %d times; want 1 and 1", n, asked.Load())
 	}
 
 	if err := sess.Close(ctx); err != nil {
