@@ -234,6 +234,9 @@ type Cachelet struct {
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
 
+	// Owners whose answers failed verification lately (verify.go).
+	distrust distrustList
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc

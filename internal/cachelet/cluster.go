@@ -79,7 +79,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 	case err == nil:
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
-		body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
+		body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 		sv, err := c.installed(k, body, obj.Info, fl)
 		if err == nil && sv.outcome == LocalMiss {
 			sv.outcome = remoteOutcome(obj.Outcome)
@@ -92,6 +92,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 		return served{}, true, err
 	}
 	cancel()
+	c.notePeerAnswer(err, k, addr)
 	c.m.peerFallbacks.Inc()
 	c.log.Debug("owner unavailable for a version check, asking the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
 	return served{}, false, nil

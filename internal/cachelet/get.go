@@ -198,7 +198,12 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		defer c.keys.endAsk(k, fl)
 	}
 	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
-		if addr, self := c.cfg.Router.Owner(k.Bucket, k.Object); !self && addr != "" {
+		addr, self := c.cfg.Router.Owner(k.Bucket, k.Object)
+		if !self && addr != "" && c.distrusted(addr) {
+			c.m.peerFallbacks.Inc() // its answers failed verification lately
+			addr = ""
+		}
+		if !self && addr != "" {
 			sv, err := c.fetchRemote(ctx, k, fl, addr)
 			if err == nil || errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
 				return sv, err // the owner asked the store
@@ -248,7 +253,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
 			return fromEntry(e, LocalHit), nil
-		case route && addr != "":
+		case route && addr != "" && !c.distrusted(addr):
 			if sv, handled, err := c.confirmWithOwner(ctx, k, e, addr); handled {
 				return sv, err
 			}
@@ -322,15 +327,19 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 
 // fetchRemote fetches a whole object from its owner at addr and keeps a
 // copy: a remote hit when the owner had it, a remote miss when the owner
-// read it from the store (and kept it).
+// read it from the store (and kept it). The answer's headers were verified
+// by the peer client; its body is verified as it is read (the answer's
+// signature, and the store's checksum when the answer carries one:
+// verify.go), before its last bytes, so a body that fails is never cached.
 func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (served, error) {
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
 	if err != nil {
 		cancel()
+		c.notePeerAnswer(err, k, addr)
 		return served{}, err
 	}
-	body := cancelOnClose{ReadCloser: obj.Body, cancel: cancel}
+	body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 	sv, err := c.installed(k, body, obj.Info, fl)
 	if err != nil || sv.outcome == PassThrough {
 		return sv, err

@@ -28,6 +28,7 @@ type metrics struct {
 	budgetEvicted prometheus.Counter     // hoard_cachelet_budget_evicted_bytes_total
 
 	peerFallbacks prometheus.Counter
+	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
 	prewarmed     prometheus.Counter
@@ -80,6 +81,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			Help: "Bytes evicted from the memory tier to make room.",
 		}),
 	}
+	m.peerRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_peer_answers_refused_total",
+		Help: "Owners' answers that failed verification (their signature, their body's MAC, or the store's checksum they carried): read from the store instead, or their fill aborted; a rogue or misconfigured member, or damage on the way.",
+	})
 	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
@@ -122,7 +127,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

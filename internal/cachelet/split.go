@@ -389,16 +389,20 @@ func (s *splitter) waitPeers(ctx context.Context, want int, d time.Duration) []s
 
 // fillRange fills dst with the object's bytes from off through the peer
 // at addr, and reads from the store itself what the peer could not send
-// (down, cut off): a failed peer costs time, never the download. An
-// object that changed (store.ErrPreconditionFailed) fails the range.
+// (down, cut off, an answer that failed verification): a failed peer
+// costs time, never the download. A peer's bytes are published to readers
+// only once the whole range verified (the answer's trailer MAC is checked
+// before the last bytes are read), so a failed range is read again from
+// the store whole and readers never see bytes it replaced. An object that
+// changed (store.ErrPreconditionFailed) fails the range.
 func (s *splitter) fillRange(ctx context.Context, addr string, k cache.Key, etag string, off int64, dst []byte, progress func(int64)) error {
-	var done int64
 	t := s.clock.Now()
 	body, err := s.peers.Range(ctx, addr, k.Bucket, k.Object, etag, off, int64(len(dst)))
 	if err == nil {
-		err = readInto(dst, body, func(n int64) { done = n; progress(n) })
+		err = readInto(dst, body, func(int64) {})
 		body.Close()
 		if err == nil {
+			progress(int64(len(dst)))
 			s.parts.WithLabelValues("peer").Inc()
 			return nil
 		}
@@ -407,15 +411,15 @@ func (s *splitter) fillRange(ctx context.Context, addr string, k cache.Key, etag
 		return err
 	}
 	s.log.Warn("peer range failed; reading it from the store", "peer", addr, "bucket", k.Bucket, "key", k.Object,
-		"off", off+done, "left", int64(len(dst))-done, "after", s.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
+		"off", off, "len", len(dst), "after", s.clock.Now().Sub(t).Round(time.Millisecond), "err", err)
 	s.parts.WithLabelValues("fallback").Inc()
-	rng := store.ByteRange{Start: off + done, End: off + int64(len(dst)) - 1}
+	rng := store.ByteRange{Start: off, End: off + int64(len(dst)) - 1}
 	sb, _, _, err := s.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{Range: &rng, IfMatch: etag})
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
-	return readInto(dst[done:], sb, func(n int64) { progress(done + n) })
+	return readInto(dst, sb, progress)
 }
 
 // readInto fills dst from r in fill steps, reporting progress.

@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -210,4 +213,53 @@ func TestSplitObjectChanged(t *testing.T) {
 	if err != nil || !bytes.Equal(got, newer) {
 		t.Fatalf("read after the change: equal to the new version %v, %v", bytes.Equal(got, newer), err)
 	}
+}
+
+// flipFirstByte changes the first byte a peer server writes of each body,
+// as an attacker on the path would, leaving headers and trailers as the
+// server signed them.
+type flipFirstByte struct {
+	http.ResponseWriter
+	flipped bool
+}
+
+func (f *flipFirstByte) Write(p []byte) (int, error) {
+	if !f.flipped && len(p) > 0 {
+		f.flipped = true
+		q := bytes.Clone(p)
+		q[0] ^= 0xff
+		return f.ResponseWriter.Write(q)
+	}
+	return f.ResponseWriter.Write(p)
+}
+
+// TestSplitPeerRangeTampered: a range whose bytes were changed on the way
+// fails its answer's MAC at its end; its bytes were never shown to
+// readers, and the owner reads that range from the store: the object
+// assembled is the store's.
+func TestSplitPeerRangeTampered(t *testing.T) {
+	g := splitGroup(t, 3, nil)
+	addr := g.addrs[2]
+	g.servers[2].Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	auth, _ := peer.NewAuth("app", []byte("a-secret-of-at-least-16-bytes"), nil)
+	inner := peer.NewServer(auth, g.members[2], nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(&flipFirstByte{ResponseWriter: w}, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	data := putRandom(t, g, "big", 32<<20)
+	got, _, err := g.read(t, 0, "big")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: equal %v, %v", bytes.Equal(got, data), err)
+	}
+	if split, _, failed, self, peer, fallback, _ := splitCounts(g.members[0]); split != 1 || failed != 0 || self != 1 || peer != 1 || fallback != 1 {
+		t.Fatalf("split %v failed %v parts self %v peer %v fallback %v; want 1 0 1 1 1", split, failed, self, peer, fallback)
+	}
+	g.mustRead(t, 0, "big", data, LocalHit)
 }

@@ -5,10 +5,10 @@
 // metadata) is not here: it goes over the control API (package control).
 //
 // It is HTTP/1.1 over kept-alive connections (see
-// docs/design/cooperative-cache.md for why), with every request signed by
-// the application's shared secret, so nothing outside the application can
-// read or write its cache. Bodies stream both ways; nothing is buffered
-// whole.
+// docs/design/cooperative-cache.md for why), with every request and every
+// answer signed by the application's shared secret (answer.go), so nothing
+// outside the application can read or write its cache, nor answer for one
+// of its members. Bodies stream both ways; nothing is buffered whole.
 package peer
 
 import (

@@ -86,7 +86,37 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 		}
 	}
 	tr, getT := transport(cfg.ResponseHeaderTimeout), transport(cfg.GetTimeout)
-	return &Client{auth: auth, http: &http.Client{Transport: tr}, get: &http.Client{Transport: getT}, tr: tr, getT: getT}
+	// A redirect is an answer like any other: unsigned, it is refused
+	// rather than followed.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{auth: auth, http: &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		get: &http.Client{Transport: getT, CheckRedirect: noRedirect}, tr: tr, getT: getT}
+}
+
+// do signs req, sends it with hc, and verifies the answer's signature
+// (status and headers, and a body sent whole) before anything of it is
+// used. Errors: store.ErrUnavailable when the peer cannot be reached,
+// ErrAnswerUnauthenticated when its answer does not verify.
+func (c *Client) do(hc *http.Client, req *http.Request, addr string) (*http.Response, error) {
+	c.auth.Sign(req)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+	}
+	if err := c.auth.verifyAnswer(resp, req.Header.Get(hdrSignature)); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	return resp, nil
+}
+
+// streamed checks that a verified 200 answer streams its body (with the
+// trailer MAC) and returns that body, verified as it is read.
+func (c *Client) streamed(resp *http.Response, addr string, size int64, what string) (*verifiedBody, error) {
+	if resp.Header.Get(hdrAnswerBody) != bodyStreamed {
+		resp.Body.Close()
+		return nil, fmt.Errorf("peer %s: %w: %s sent whole", addr, ErrAnswerUnauthenticated, what)
+	}
+	return newVerifiedBody(c.auth, resp, size, what), nil
 }
 
 // Close drops pooled connections.
@@ -96,9 +126,13 @@ func (c *Client) Close() {
 }
 
 // Get fetches a whole object from its owner at addr ("host:port"). With
-// ifNoneMatch set and current, it returns store.ErrNotModified. Errors:
-// store sentinels, ErrNotOwner, and store.ErrUnavailable when the peer
-// cannot be reached.
+// ifNoneMatch set and current, it returns store.ErrNotModified. The
+// answer's status and headers are verified before Get returns; the body's
+// Read fails before its last bytes (never returns a complete wrong body)
+// when the body does not match the answer's signature, or arrives short
+// or long. Errors: store sentinels, ErrNotOwner, ErrAnswerUnauthenticated
+// (which wraps store.ErrUnavailable), and store.ErrUnavailable when the
+// peer cannot be reached.
 func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*Object, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+objectPath(bucket, key), nil)
 	if err != nil {
@@ -107,10 +141,9 @@ func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string)
 	if ifNoneMatch != "" {
 		req.Header.Set("If-None-Match", `"`+ifNoneMatch+`"`)
 	}
-	c.auth.Sign(req)
-	resp, err := c.get.Do(req)
+	resp, err := c.do(c.get, req, addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -121,11 +154,18 @@ func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string)
 		resp.Body.Close()
 		return nil, err
 	}
-	if resp.ContentLength != info.Size {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: peer %s sent %d bytes for an object of %d", store.ErrUnavailable, addr, resp.ContentLength, info.Size)
+	body, err := c.streamed(resp, addr, info.Size, "object")
+	if err != nil {
+		return nil, err
 	}
-	return &Object{Info: info, Body: resp.Body, Outcome: Outcome(resp.Header.Get(hdrRead))}, nil
+	if info.Size == 0 {
+		// Nothing to withhold: check the trailer now.
+		if _, err := body.Read(nil); !errors.Is(err, io.EOF) {
+			body.Close()
+			return nil, err
+		}
+	}
+	return &Object{Info: info, Body: body, Outcome: Outcome(resp.Header.Get(hdrRead))}, nil
 }
 
 // Put writes an object through to its owner at addr. body must hold
@@ -147,13 +187,12 @@ func (c *Client) Put(ctx context.Context, addr, bucket, key string, body io.Read
 	})
 	req.Header.Del("ETag")
 	req.Header.Set(hdrPersist, string(persist))
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(c.http, req, addr)
 	if err != nil {
 		if cb.err != nil {
 			return store.PutResult{}, cb.err
 		}
-		return store.PutResult{}, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return store.PutResult{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -172,10 +211,9 @@ func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error 
 	if err != nil {
 		return err
 	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(c.http, req, addr)
 	if err != nil {
-		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
@@ -194,10 +232,9 @@ func (c *Client) Flush(ctx context.Context, addr string, revision int64) error {
 	if revision > 0 {
 		req.Header.Set(hdrRevision, strconv.FormatInt(revision, 10))
 	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(c.http, req, addr)
 	if err != nil {
-		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {

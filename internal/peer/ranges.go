@@ -2,9 +2,7 @@ package peer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"net/url"
@@ -43,12 +41,12 @@ func rangeQuery(bucket, key, etag string, off, n int64) string {
 	return q.Encode()
 }
 
-// serveRange answers Client.Range: the range's bytes with a CRC32C
-// trailer the client checks.
-func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) {
+// serveRange answers Client.Range: the range's bytes, streamed with the
+// body MAC trailer the client checks.
+func (s *Server) serveRange(a answer, r *http.Request) {
 	rg, ok := s.owner.(Ranger)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: this cachelet does not serve ranges", ErrBadRequest))
+		a.error(fmt.Errorf("%w: this cachelet does not serve ranges", ErrBadRequest))
 		return
 	}
 	q := r.URL.Query()
@@ -56,21 +54,18 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) {
 	off, err1 := strconv.ParseInt(q.Get("off"), 10, 64)
 	n, err2 := strconv.ParseInt(q.Get("n"), 10, 64)
 	if bucket == "" || key == "" || etag == "" || err1 != nil || err2 != nil || off < 0 || n <= 0 {
-		writeError(w, fmt.Errorf("%w: a range needs bucket, key, etag, off >= 0 and n > 0", ErrBadRequest))
+		a.error(fmt.Errorf("%w: a range needs bucket, key, etag, off >= 0 and n > 0", ErrBadRequest))
 		return
 	}
 	body, err := rg.PeerRange(r.Context(), bucket, key, etag, off, n)
 	if err != nil {
-		writeError(w, err)
+		a.error(err)
 		return
 	}
 	defer body.Close()
-	crc := crc32.New(castagnoli)
-	h := w.Header()
-	h.Set("Trailer", hdrCRC)
-	h.Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(http.StatusOK)
-	sent, err := io.Copy(io.MultiWriter(w, crc), io.LimitReader(body, n))
+	a.w.Header().Set("Content-Type", "application/octet-stream")
+	sw := a.stream()
+	sent, err := io.Copy(sw, io.LimitReader(body, n))
 	if err == nil && sent != n {
 		err = fmt.Errorf("store sent %d of %d bytes", sent, n)
 	}
@@ -79,36 +74,36 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("peer range aborted mid-body", "bucket", bucket, "key", key, "off", off, "sent", sent, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	h.Set(hdrCRC, strconv.FormatUint(uint64(crc.Sum32()), 16))
+	sw.finish()
 }
 
 // serveProbe answers Client.Probe: n zero bytes, as fast as the network
 // takes them.
-func (s *Server) serveProbe(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveProbe(a answer, r *http.Request) {
 	n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
 	if err != nil || n <= 0 || n > MaxProbeBytes {
-		writeError(w, fmt.Errorf("%w: a probe needs bytes=N, 0 < N <= %d", ErrBadRequest, MaxProbeBytes))
+		a.error(fmt.Errorf("%w: a probe needs bytes=N, 0 < N <= %d", ErrBadRequest, MaxProbeBytes))
 		return
 	}
-	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(http.StatusOK)
+	a.w.Header().Set("Content-Type", "application/octet-stream")
+	sw := a.stream()
 	zeros := make([]byte, 256<<10)
 	for n > 0 {
 		k := min(n, int64(len(zeros)))
-		if _, err := w.Write(zeros[:k]); err != nil {
+		if _, err := sw.Write(zeros[:k]); err != nil {
 			return
 		}
 		n -= k
 	}
+	sw.finish()
 }
 
 // Range asks the cachelet at addr to download n bytes of bucket/key from
 // off from the store, provided the object's ETag is still etag, and
 // returns them as a body of exactly n bytes. The body's Read fails (never
-// returns wrong bytes) when the stream was cut short or arrived damaged:
-// its CRC32C is checked against the trailer before the last byte is
-// returned. Errors: store sentinels (store.ErrPreconditionFailed when the
+// returns the whole of wrong bytes) when the stream was cut short, arrived
+// damaged or does not match the answer's signature: the trailer's MAC is
+// checked before the last bytes are returned. Errors: store sentinels (store.ErrPreconditionFailed when the
 // object changed), and store.ErrUnavailable when the peer cannot be
 // reached.
 func (c *Client) Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error) {
@@ -116,73 +111,16 @@ func (c *Client) Range(ctx context.Context, addr, bucket, key, etag string, off,
 	if err != nil {
 		return nil, err
 	}
-	c.auth.Sign(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.do(c.http, req, addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		return nil, readError(resp)
 	}
-	return &rangeBody{resp: resp, remaining: n, crc: crc32.New(castagnoli)}, nil
+	return c.streamed(resp, addr, n, "range")
 }
-
-// rangeBody passes exactly remaining bytes and withholds the last read's
-// bytes until the trailer's CRC32C matched.
-type rangeBody struct {
-	resp      *http.Response
-	remaining int64
-	crc       interface {
-		io.Writer
-		Sum32() uint32
-	}
-	err error
-}
-
-var errRangeShort = fmt.Errorf("%w: peer range ended early", store.ErrUnavailable)
-
-func (b *rangeBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	if b.remaining == 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.remaining {
-		p = p[:b.remaining]
-	}
-	n, err := b.resp.Body.Read(p)
-	b.remaining -= int64(n)
-	b.crc.Write(p[:n])
-	if err != nil && !errors.Is(err, io.EOF) {
-		b.err = fmt.Errorf("%w: peer range: %v", store.ErrUnavailable, err)
-		return 0, b.err
-	}
-	if errors.Is(err, io.EOF) && b.remaining > 0 {
-		b.err = errRangeShort
-		return 0, b.err
-	}
-	if b.remaining == 0 {
-		var one [1]byte
-		m, err := io.ReadFull(b.resp.Body, one[:])
-		switch {
-		case m > 0:
-			b.err = fmt.Errorf("%w: peer range longer than asked", store.ErrUnavailable)
-			return 0, b.err
-		case !errors.Is(err, io.EOF):
-			b.err = fmt.Errorf("%w: peer range: %v", store.ErrUnavailable, err)
-			return 0, b.err
-		}
-		if b.resp.Trailer.Get(hdrCRC) != strconv.FormatUint(uint64(b.crc.Sum32()), 16) {
-			b.err = fmt.Errorf("%w: peer range arrived damaged (CRC32C)", store.ErrUnavailable)
-			return 0, b.err
-		}
-	}
-	return n, nil
-}
-
-func (b *rangeBody) Close() error { return b.resp.Body.Close() }
 
 // Probe measures the network to the cachelet at addr: it downloads n
 // zero bytes (at most MaxProbeBytes) and returns how long that took from
@@ -195,17 +133,20 @@ func (c *Client) Probe(ctx context.Context, addr string, n int64) (time.Duration
 	if err != nil {
 		return 0, err
 	}
-	c.auth.Sign(req)
 	start := time.Now()
-	resp, err := c.http.Do(req)
+	resp, err := c.do(c.http, req, addr)
 	if err != nil {
-		return 0, fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, addr, err)
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return 0, readError(resp)
 	}
-	got, err := io.Copy(io.Discard, resp.Body)
+	body, err := c.streamed(resp, addr, n, "probe")
+	if err != nil {
+		return 0, err
+	}
+	got, err := io.Copy(io.Discard, body)
 	if err != nil || got != n {
 		return 0, fmt.Errorf("%w: peer %s: probe got %d of %d bytes: %v", store.ErrUnavailable, addr, got, n, err)
 	}

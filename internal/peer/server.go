@@ -65,82 +65,87 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrUnauthenticated)
 		return
 	}
+	a := answer{w: w, auth: s.auth, reqSig: r.Header.Get(hdrSignature)}
 	if r.URL.Path == "/v1/invalidate" && r.Method == http.MethodPost {
 		var keys []Key
 		dec := json.NewDecoder(io.LimitReader(r.Body, 8<<20))
 		if err := dec.Decode(&keys); err != nil || len(keys) > maxInvalidate {
-			writeError(w, ErrBadRequest)
+			a.error(ErrBadRequest)
 			return
 		}
 		s.owner.PeerInvalidate(r.Context(), keys)
-		w.WriteHeader(http.StatusNoContent)
+		a.whole(http.StatusNoContent, nil)
 		return
 	}
 	if r.URL.Path == "/v1/flush" && r.Method == http.MethodPost {
 		rev, _ := strconv.ParseInt(r.Header.Get(hdrRevision), 10, 64)
 		if err := s.owner.PeerFlush(r.Context(), rev); err != nil {
-			writeError(w, fmt.Errorf("%w: %v", store.ErrUnavailable, err))
+			a.error(fmt.Errorf("%w: %v", store.ErrUnavailable, err))
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
+		a.whole(http.StatusNoContent, nil)
 		return
 	}
 	if r.URL.Path == "/v1/range" && r.Method == http.MethodGet {
-		s.serveRange(w, r)
+		s.serveRange(a, r)
 		return
 	}
 	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
-		s.serveProbe(w, r)
+		s.serveProbe(a, r)
 		return
 	}
 	bucket, key, ok := splitObjectPath(r.URL.Path)
 	if !ok {
-		writeError(w, ErrBadRequest)
+		a.error(ErrBadRequest)
 		return
 	}
 	switch r.Method {
 	case http.MethodGet:
-		s.get(w, r, bucket, key)
+		s.get(a, r, bucket, key)
 	case http.MethodPut:
-		s.put(w, r, bucket, key)
+		s.put(a, r, bucket, key)
 	default:
-		writeError(w, ErrBadRequest)
+		a.error(ErrBadRequest)
 	}
 }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request, bucket, key string) {
+func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	obj, err := s.owner.PeerGet(r.Context(), bucket, key, strings.Trim(r.Header.Get("If-None-Match"), `"`))
 	if err != nil {
-		writeError(w, err)
+		a.error(err)
 		return
 	}
 	defer obj.Body.Close()
-	h := w.Header()
+	h := a.w.Header()
 	setInfoHeaders(h, obj.Info)
 	h.Set(hdrRead, string(obj.Outcome))
-	h.Set("Content-Length", strconv.FormatInt(obj.Info.Size, 10))
-	w.WriteHeader(http.StatusOK)
-	if n, err := io.Copy(w, obj.Body); err != nil {
+	sw := a.stream()
+	n, err := io.Copy(sw, obj.Body)
+	if err == nil && n != obj.Info.Size {
+		err = fmt.Errorf("body of %d bytes for an object of %d", n, obj.Info.Size)
+	}
+	if err != nil {
 		// Headers are out: a short body is the signal, never wrong bytes.
 		s.log.Warn("peer get aborted mid-body", "bucket", bucket, "key", key, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
+	sw.finish()
 }
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request, bucket, key string) {
+func (s *Server) put(a answer, r *http.Request, bucket, key string) {
 	size, err := strconv.ParseInt(r.Header.Get(hdrSize), 10, 64)
 	if err != nil || size < 0 {
-		writeError(w, ErrBadRequest)
+		a.error(ErrBadRequest)
 		return
 	}
 	persist := Persist(r.Header.Get(hdrPersist))
 	if persist != PersistSync && persist != PersistAsync {
-		writeError(w, ErrBadRequest)
+		a.error(ErrBadRequest)
 		return
 	}
 	info, err := infoFromHeaders(bucket, key, r.Header)
 	if err != nil {
-		writeError(w, ErrBadRequest)
+		a.error(ErrBadRequest)
 		return
 	}
 	opts := store.PutOptions{
@@ -154,11 +159,11 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, bucket, key string)
 		if body.err != nil {
 			err = body.err
 		}
-		writeError(w, err)
+		a.error(err)
 		return
 	}
-	w.Header().Set("ETag", `"`+res.ETag+`"`)
-	w.WriteHeader(http.StatusOK)
+	a.w.Header().Set("ETag", `"`+res.ETag+`"`)
+	a.whole(http.StatusOK, nil)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -102,7 +102,19 @@ var ErrNotOwner = errors.New("peer: not the owner")
 // ErrBadRequest: the peer refused the request as malformed.
 var ErrBadRequest = errors.New("peer: bad request")
 
+// writeError sends err unsigned: only to requests that failed
+// authentication (every other answer goes through answer.error).
 func writeError(w http.ResponseWriter, err error) {
+	status, body := errorAnswer(err)
+	if body != nil {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errorAnswer is the status and body of the answer that carries err.
+func errorAnswer(err error) (status int, body []byte) {
 	code, status := "Internal", http.StatusInternalServerError
 	var api *store.APIError
 	switch {
@@ -117,13 +129,10 @@ func writeError(w http.ResponseWriter, err error) {
 		}
 	}
 	if status == http.StatusNotModified {
-		w.WriteHeader(status)
-		return
+		return status, nil
 	}
-	body, _ := json.Marshal(wireError{Code: code, Message: err.Error()})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	body, _ = json.Marshal(wireError{Code: code, Message: err.Error()})
+	return status, body
 }
 
 // readError turns a failed response back into the sentinel it carries.
