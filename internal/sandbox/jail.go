@@ -31,6 +31,10 @@ type Jail struct {
 	// exist is skipped; one that is a symbolic link is recreated as the
 	// same link (list its target too).
 	ReadOnly []string `json:"read_only"`
+	// Code, when set, is a host directory shown read-only at CodeDir
+	// (the application's code: its host path, under the agent's state
+	// directory, stays hidden).
+	Code string `json:"code,omitempty"`
 	// Files are files written into the jail's root before it is made
 	// read-only (e.g. the SDK's configuration), path → content, mode
 	// 0444. Not for secrets: the function can read them.
@@ -63,6 +67,9 @@ type TaskLimits struct {
 	// over a 100 ms period); 0: no limit.
 	CPUs float64
 }
+
+// CodeDir is where a jail shows Jail.Code: Lambda's task directory.
+const CodeDir = "/var/task"
 
 // DefaultTmpBytes is Jail.TmpBytes's default.
 const DefaultTmpBytes = 64 << 20
@@ -99,6 +106,9 @@ func (j *Jail) Validate() error {
 		if err := jailPath(p); err != nil {
 			return err
 		}
+	}
+	if j.Code != "" && !filepath.IsAbs(j.Code) {
+		return fmt.Errorf("sandbox: jail code directory %q must be absolute", j.Code)
 	}
 	for p := range j.Files {
 		if err := jailPath(p); err != nil {

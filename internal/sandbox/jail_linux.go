@@ -110,6 +110,15 @@ func buildRoot(j *Jail) error {
 			shown = append(shown, p)
 		}
 	}
+	if j.Code != "" {
+		dst := filepath.Join(root, CodeDir)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("sandbox-init: %w", err)
+		}
+		if err := bindReadOnly(j.Code, dst); err != nil {
+			return err
+		}
+	}
 	tmpOpts := "mode=1777,size=" + strconv.FormatInt(j.TmpBytes, 10)
 	for _, d := range []string{"proc", "dev", "tmp"} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
@@ -208,13 +217,18 @@ func expose(root, p string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("sandbox-init: %w", err)
 	}
-	if err := unix.Mount(p, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return false, fmt.Errorf("sandbox-init: bind %s: %w", p, err)
+	return true, bindReadOnly(p, dst)
+}
+
+// bindReadOnly binds host path src on dst, read-only, nosuid, nodev.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("sandbox-init: bind %s: %w", src, err)
 	}
 	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return false, fmt.Errorf("sandbox-init: make %s read-only: %w", p, err)
+		return fmt.Errorf("sandbox-init: make %s read-only: %w", src, err)
 	}
-	return true, nil
+	return nil
 }
 
 // closeOtherFDs marks every descriptor above 2 but keep close-on-exec.
@@ -281,10 +295,28 @@ func NewNetwork() (*Network, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// Never unlocked: the thread, now in the new namespace, ends
-		// with this goroutine instead of going back to the scheduler.
+		// The namespace is made on this thread, which then goes back to
+		// the host's. A thread must not end here: children it started
+		// earlier (cachelets, workers) have it as their parent for
+		// Pdeathsig, and would be killed. Only if it cannot go back is
+		// it left locked, and so ended, with the goroutine.
 		runtime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, fmt.Errorf("sandbox: the host's network namespace: %w", err)}
+			return
+		}
+		defer host.Close()
 		n, err := newNetwork()
+		if err := unix.Setns(int(host.Fd()), unix.CLONE_NEWNET); err != nil {
+			if n != nil {
+				n.Close()
+			}
+			ch <- result{nil, fmt.Errorf("sandbox: back to the host's network namespace: %w", err)}
+			return // still locked: the thread ends
+		}
+		runtime.UnlockOSThread()
 		ch <- result{n, err}
 	}()
 	r := <-ch
