@@ -143,7 +143,7 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		UID: in.uid, GID: in.uid, Hostname: "fn-" + in.spec.Name,
 		ReadOnly: ro,
 		Files:    map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""},
-		Code: in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
+		Code:     in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
 		Root: in.jailRoot,
 	}, nil
 }
