@@ -5,15 +5,18 @@ package rig
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/netshape"
 )
 
 const attackerSpec = `
@@ -111,7 +114,7 @@ def attack(event, context):
 `
 
 // deployCode deploys spec with fns as fns.py.
-func (e *env) deployCode(t *testing.T, spec, fns string) {
+func (e *env) deployCode(t testing.TB, spec, fns string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), []byte(spec), 0o644); err != nil {
@@ -300,4 +303,65 @@ func mustHostname(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+const benchSpec = `
+name: bench
+memory: 128MiB
+timeout: 20s
+keep_alive: 1h
+max_instances: 1
+cache: {budget: 16MiB}
+functions:
+  noop: {handler: fns.noop}
+`
+
+// BenchmarkJail measures what jails cost, with functions unjailed and
+// jailed on one host in one run: an instance's cold start (the agent's
+// load time: code, sandbox, jail, cachelet, worker ready) and a warm
+// invocation of a function that does nothing (through the controller and
+// the agent, as a client sees it). Each iteration deploys a new version
+// (one cold start) and invokes it warm 20 times. It logs the ratios.
+//
+//	go test -tags integration -run '^$' -bench Jail -benchtime 10x ./internal/rig
+func BenchmarkJail(b *testing.B) {
+	const warm = 20
+	var got [2]struct{ cold, warm time.Duration }
+	for i, mode := range []string{"unjailed", "jailed"} {
+		b.Run(mode, func(b *testing.B) {
+			e := startShaped(b, netshape.Link{}, func(c *Config) { c.Unjailed = mode == "unjailed" })
+			c := e.p.Controller
+			ctx := context.Background()
+			var cold, hot time.Duration
+			b.ResetTimer()
+			for n := range b.N {
+				e.deployCode(b, benchSpec, fmt.Sprintf("# version %d\n%s", n, attackerFns))
+				rec, err := c.Invoke(ctx, "bench", "noop", []byte("{}"), "bench")
+				if err != nil || !rec.OK {
+					b.Fatalf("cold invocation: %v %+v", err, rec)
+				}
+				for _, in := range e.p.Agent.Instances() {
+					if in.ID == rec.Instance {
+						cold += time.Duration(in.StartMillis * float64(time.Millisecond))
+					}
+				}
+				for range warm {
+					start := time.Now()
+					rec, err := c.Invoke(ctx, "bench", "noop", []byte("{}"), "bench")
+					if err != nil || !rec.OK {
+						b.Fatalf("warm invocation: %v %+v", err, rec)
+					}
+					hot += time.Since(start)
+				}
+			}
+			got[i].cold, got[i].warm = cold/time.Duration(b.N), hot/time.Duration(b.N*warm)
+			b.ReportMetric(float64(got[i].cold.Microseconds())/1e3, "cold-start-ms")
+			b.ReportMetric(float64(got[i].warm.Microseconds())/1e3, "invoke-ms")
+		})
+	}
+	if got[0].cold > 0 && got[1].cold > 0 {
+		b.Logf("cold start: unjailed %v, jailed %v (x%.2f); warm invocation: unjailed %v, jailed %v (x%.2f)",
+			got[0].cold.Round(time.Microsecond), got[1].cold.Round(time.Microsecond), float64(got[1].cold)/float64(got[0].cold),
+			got[0].warm.Round(time.Microsecond), got[1].warm.Round(time.Microsecond), float64(got[1].warm)/float64(got[0].warm))
+	}
 }
