@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -321,9 +322,10 @@ functions:
 // load time: code, sandbox, jail, cachelet, worker ready) and a warm
 // invocation of a function that does nothing (through the controller and
 // the agent, as a client sees it). Each iteration deploys a new version
-// (one cold start) and invokes it warm 20 times. It logs the ratios.
+// (one cold start) and invokes it warm 20 times; the metrics are medians.
+// It logs the ratios (-v shows them).
 //
-//	go test -tags integration -run '^$' -bench Jail -benchtime 10x ./internal/rig
+//	go test -tags integration -run '^$' -bench Jail -benchtime 20x -v ./internal/rig
 func BenchmarkJail(b *testing.B) {
 	const warm = 20
 	var got [2]struct{ cold, warm time.Duration }
@@ -332,7 +334,7 @@ func BenchmarkJail(b *testing.B) {
 			e := startShaped(b, netshape.Link{}, func(c *Config) { c.Unjailed = mode == "unjailed" })
 			c := e.p.Controller
 			ctx := context.Background()
-			var cold, hot time.Duration
+			var cold, hot []time.Duration
 			b.ResetTimer()
 			for n := range b.N {
 				e.deployCode(b, benchSpec, fmt.Sprintf("# version %d\n%s", n, attackerFns))
@@ -342,7 +344,7 @@ func BenchmarkJail(b *testing.B) {
 				}
 				for _, in := range e.p.Agent.Instances() {
 					if in.ID == rec.Instance {
-						cold += time.Duration(in.StartMillis * float64(time.Millisecond))
+						cold = append(cold, time.Duration(in.StartMillis*float64(time.Millisecond)))
 					}
 				}
 				for range warm {
@@ -351,10 +353,10 @@ func BenchmarkJail(b *testing.B) {
 					if err != nil || !rec.OK {
 						b.Fatalf("warm invocation: %v %+v", err, rec)
 					}
-					hot += time.Since(start)
+					hot = append(hot, time.Since(start))
 				}
 			}
-			got[i].cold, got[i].warm = cold/time.Duration(b.N), hot/time.Duration(b.N*warm)
+			got[i].cold, got[i].warm = median(cold), median(hot)
 			b.ReportMetric(float64(got[i].cold.Microseconds())/1e3, "cold-start-ms")
 			b.ReportMetric(float64(got[i].warm.Microseconds())/1e3, "invoke-ms")
 		})
@@ -364,4 +366,13 @@ func BenchmarkJail(b *testing.B) {
 			got[0].cold.Round(time.Microsecond), got[1].cold.Round(time.Microsecond), float64(got[1].cold)/float64(got[0].cold),
 			got[0].warm.Round(time.Microsecond), got[1].warm.Round(time.Microsecond), float64(got[1].warm)/float64(got[0].warm))
 	}
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
 }
