@@ -27,7 +27,8 @@ type Jail struct {
 	// Hostname is the UTS namespace's host name; default "sandbox".
 	Hostname string `json:"hostname,omitempty"`
 	// ReadOnly are host paths (directories or files, absolute) visible at
-	// the same path inside, read-only, nosuid, nodev. A path that does not
+	// the same path inside, read-only, nosuid, nodev (under /tmp: inside
+	// the private /tmp). A path that does not
 	// exist is skipped; one that is a symbolic link is recreated as the
 	// same link (list its target too).
 	ReadOnly []string `json:"read_only"`
@@ -130,7 +131,10 @@ func jailPath(p string) error {
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
 		return fmt.Errorf("sandbox: jail path %q must be absolute, clean and not /", p)
 	}
-	for _, own := range []string{"/proc", "/dev", "/tmp"} {
+	if p == "/tmp" {
+		return fmt.Errorf("sandbox: jail path %q: the jail has a private /tmp", p)
+	}
+	for _, own := range []string{"/proc", "/dev"} {
 		if p == own || strings.HasPrefix(p, own+"/") {
 			return fmt.Errorf("sandbox: jail path %q is under %s, which the jail makes itself", p, own)
 		}

@@ -95,6 +95,14 @@ func buildRoot(j *Jail) error {
 	if err := m("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,mode=0755"); err != nil {
 		return err
 	}
+	// /tmp first: a host path under /tmp is shown inside the private one.
+	tmpOpts := "mode=1777,size=" + strconv.FormatInt(j.TmpBytes, 10)
+	if err := os.Mkdir(filepath.Join(root, "tmp"), 0o755); err != nil {
+		return fmt.Errorf("sandbox-init: %w", err)
+	}
+	if err := m("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
+		return err
+	}
 	paths := slices.Clone(j.ReadOnly)
 	slices.Sort(paths)
 	var shown []string
@@ -119,16 +127,12 @@ func buildRoot(j *Jail) error {
 			return err
 		}
 	}
-	tmpOpts := "mode=1777,size=" + strconv.FormatInt(j.TmpBytes, 10)
-	for _, d := range []string{"proc", "dev", "tmp"} {
+	for _, d := range []string{"proc", "dev"} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
 			return fmt.Errorf("sandbox-init: %w", err)
 		}
 	}
 	if err := m("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return err
-	}
-	if err := m("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
 		return err
 	}
 	dev := filepath.Join(root, "dev")

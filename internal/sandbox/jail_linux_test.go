@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,12 +71,23 @@ func TestJailEnter(t *testing.T) {
 	if err := os.Chmod(code, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	j := &Jail{UID: 65534, GID: 65534, Hostname: "jailtest", ReadOnly: SystemPaths(), Code: code, Dir: CodeDir,
+	shown := t.TempDir() // under /tmp: shown inside the private /tmp
+	if err := os.WriteFile(shown+"/s", []byte("shown"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{shown, filepath.Dir(shown)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := &Jail{UID: 65534, GID: 65534, Hostname: "jailtest", ReadOnly: append(SystemPaths(), shown), Code: code, Dir: CodeDir,
 		Files: map[string]string{"/run/hoard/cfg": "cfg"}}
 	script := `
 id -u; id -g; hostname; pwd; cat f; echo; cat /run/hoard/cfg; echo
 ls /proc | grep -c '^[0-9]'
 echo tmp > /tmp/x && cat /tmp/x
+cat ` + shown + `/s; echo
+(echo no > ` + shown + `/s) 2>/dev/null && echo SHOWN-WRITABLE
 (echo no > f) 2>/dev/null && echo CODE-WRITABLE
 (echo no > /usr/x) 2>/dev/null && echo USR-WRITABLE
 test -e ` + code + ` && echo HOST-PATH-VISIBLE
@@ -87,7 +99,7 @@ true
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	// Line 6: how many processes /proc shows: sh, ls, grep at most.
-	want := []string{"65534", "65534", "jailtest", CodeDir, "code", "cfg", "", "tmp"}
+	want := []string{"65534", "65534", "jailtest", CodeDir, "code", "cfg", "", "tmp", "shown"}
 	if len(lines) < len(want) {
 		t.Fatalf("output %q", out)
 	}
@@ -99,7 +111,7 @@ true
 			t.Errorf("line %d: %q, want %q (output %q)", i, lines[i], w, out)
 		}
 	}
-	for _, bad := range []string{"CODE-WRITABLE", "USR-WRITABLE", "HOST-PATH-VISIBLE"} {
+	for _, bad := range []string{"CODE-WRITABLE", "USR-WRITABLE", "HOST-PATH-VISIBLE", "SHOWN-WRITABLE"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("%s: %s", bad, out)
 		}
