@@ -23,8 +23,10 @@ const cfsPeriod = 100_000
 // ones), with the limits l, so a function cannot fork-bomb or take every
 // CPU; the instance's cachelet is not in them. On a cgroup v2 host the
 // limits go on the sandbox's own cgroup (the whole instance), when its
-// parent can give it those controllers. A controller the host lacks is
-// an error naming it. Delete removes these cgroups too.
+// parent can give it those controllers. The task limit is required (an
+// error if the host has no pids controller); the CPU limit is applied
+// where the host has the cpu controller, and logged as a warning where
+// not. Delete removes these cgroups too.
 func (s *Sandbox) LimitTasks(pid int, l TaskLimits) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -34,54 +36,60 @@ func (s *Sandbox) LimitTasks(pid int, l TaskLimits) error {
 	if s.g == nil {
 		return fmt.Errorf("sandbox %q: no cgroups on this host (mode none): tasks are not limited", s.name)
 	}
-	if cgroups.Mode() == cgroups.Unified {
-		return s.limitTasksV2(pid, l)
+	var pidsErr, cpuErr error
+	if s.m.mode == ModeCgroup2 {
+		pidsErr, cpuErr = s.limitTasksV2(l)
+	} else {
+		pidsErr = s.limitV1(pid, "pids", [][2]string{{"pids.max", pidsMax(l.PIDs)}})
+		cpuErr = s.limitV1(pid, "cpu", [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, {"cpu.cfs_quota_us", cpuQuota(l.CPUs)}})
 	}
-	for _, c := range []struct {
-		ctl    string
-		limits map[string]string
-	}{
-		{"pids", map[string]string{"pids.max": pidsMax(l.PIDs)}},
-		{"cpu", map[string]string{"cpu.cfs_period_us": strconv.Itoa(cfsPeriod), "cpu.cfs_quota_us": cpuQuota(l.CPUs)}},
-	} {
-		dir, err := s.v1Dir(c.ctl)
-		if err != nil {
-			return fmt.Errorf("sandbox %q: %s controller: %w", s.name, c.ctl, err)
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("sandbox %q: %w", s.name, err)
-		}
-		if !slices.Contains(s.taskDirs, dir) {
-			s.taskDirs = append(s.taskDirs, dir)
-		}
-		for _, f := range []string{"cpu.cfs_period_us", "pids.max", "cpu.cfs_quota_us"} {
-			if v, ok := c.limits[f]; ok {
-				if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
-					return fmt.Errorf("sandbox %q: %s: %w", s.name, f, err)
-				}
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return fmt.Errorf("sandbox %q: add process %d to its %s cgroup: %w", s.name, pid, c.ctl, err)
-		}
+	if pidsErr != nil {
+		return fmt.Errorf("sandbox %q: %w", s.name, pidsErr)
+	}
+	if cpuErr != nil && l.CPUs > 0 {
+		s.m.log.Warn("sandbox: the function's CPU is not limited", "sandbox", s.name, "err", cpuErr)
 	}
 	return nil
 }
 
-// limitTasksV2 sets pids.max and cpu.max on the sandbox's cgroup.
-func (s *Sandbox) limitTasksV2(_ int, l TaskLimits) error {
+// limitV1 puts pid in the sandbox's task cgroup of v1 controller ctl,
+// with the settings given (in order).
+func (s *Sandbox) limitV1(pid int, ctl string, settings [][2]string) error {
+	dir, err := s.v1Dir(ctl)
+	if err != nil {
+		return fmt.Errorf("%s controller: %w", ctl, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if !slices.Contains(s.taskDirs, dir) {
+		s.taskDirs = append(s.taskDirs, dir)
+	}
+	for _, kv := range settings {
+		if err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0); err != nil {
+			return fmt.Errorf("%s: %w", kv[0], err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("add process %d to its %s cgroup: %w", pid, ctl, err)
+	}
+	return nil
+}
+
+// limitTasksV2 sets pids.max and cpu.max on the sandbox's cgroup, after
+// asking its parent for the two controllers.
+func (s *Sandbox) limitTasksV2(l TaskLimits) (pidsErr, cpuErr error) {
 	full := s.g.path()
-	_ = os.WriteFile(filepath.Join(filepath.Dir(full), "cgroup.subtree_control"), []byte("+pids +cpu"), 0)
+	parent := filepath.Join(filepath.Dir(full), "cgroup.subtree_control")
+	_ = os.WriteFile(parent, []byte("+pids"), 0)
+	_ = os.WriteFile(parent, []byte("+cpu"), 0)
+	pidsErr = os.WriteFile(filepath.Join(full, "pids.max"), []byte(pidsMax(l.PIDs)), 0)
 	cpu := "max"
 	if l.CPUs > 0 {
 		cpu = cpuQuota(l.CPUs)
 	}
-	for f, v := range map[string]string{"pids.max": pidsMax(l.PIDs), "cpu.max": cpu + " " + strconv.Itoa(cfsPeriod)} {
-		if err := os.WriteFile(filepath.Join(full, f), []byte(v), 0); err != nil {
-			return fmt.Errorf("sandbox %q: %s: %w", s.name, f, err)
-		}
-	}
-	return nil
+	cpuErr = os.WriteFile(filepath.Join(full, "cpu.max"), []byte(cpu+" "+strconv.Itoa(cfsPeriod)), 0)
+	return pidsErr, cpuErr
 }
 
 // v1Dir is the sandbox's task cgroup in the v1 hierarchy of controller
