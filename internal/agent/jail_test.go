@@ -1,10 +1,16 @@
 package agent
 
 import (
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/hoard-io/hoard/internal/sandbox"
+	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 
 func TestHostPaths(t *testing.T) {
@@ -54,5 +60,33 @@ func TestTakeUID(t *testing.T) {
 	a.releaseUID(1001)
 	if uid, err := a.takeUID(); err != nil || uid != 1001 {
 		t.Fatalf("after a release: %d %v", uid, err)
+	}
+}
+
+// TestNoIsolation: where sandbox-init fails (here: a "hoard" binary that
+// is /bin/false), New refuses to start unless InsecureSandbox allows
+// unisolated functions.
+func TestNoIsolation(t *testing.T) {
+	boxes, err := sandbox.NewManager("hoardtest-agent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Dir: t.TempDir(), Store: memstore.New(), Sandboxes: boxes, EtcdEndpoints: []string{"http://127.0.0.1:1"},
+		HoardBin: "/bin/false", Python: "/bin/true"}
+	t.Setenv(InsecureSandboxEnv, "")
+	_, err = New(cfg, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, sandbox.ErrNoIsolation) || !strings.Contains(err.Error(), "--insecure-sandbox") {
+		t.Fatalf("New without isolation: %v; want ErrNoIsolation naming --insecure-sandbox", err)
+	}
+	cfg.InsecureSandbox = true
+	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.jailed {
+		t.Error("jailed with a failing sandbox-init")
+	}
+	if fi, err := os.Stat(cfg.Dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory %v %v; want mode 0700", fi.Mode(), err)
 	}
 }
