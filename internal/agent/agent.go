@@ -414,10 +414,6 @@ func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
 		w.Kill()
 		return nil, fmt.Errorf("moving the worker into its sandbox: %w", err)
 	}
-	if err := in.limitWorker(w.Pid()); err != nil {
-		w.Kill()
-		return nil, fmt.Errorf("limiting the worker's tasks: %w", err)
-	}
 	if in.box.Enforced() {
 		if err := in.box.PreferForOOM(w.Pid()); err != nil {
 			in.agent.log.Warn("cannot mark the worker first for the OOM killer", "instance", in.req.ID, "err", err)

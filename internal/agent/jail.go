@@ -139,12 +139,21 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		return nil, err
 	}
 	ro = append(ro, hostPaths(wp)...)
+	// The worker joins its cgroups before anything in the jail runs.
+	var cgroups []string
+	if in.box.Enforced() {
+		tasks, err := in.box.TaskCgroups(sandbox.TaskLimits{PIDs: a.cfg.FunctionPIDs, CPUs: a.cfg.FunctionCPUs})
+		if err != nil {
+			return nil, err
+		}
+		cgroups = append([]string{in.box.CgroupProcs()}, tasks...)
+	}
 	return &sandbox.Jail{
 		UID: in.uid, GID: in.uid, Hostname: "fn-" + in.spec.Name,
 		ReadOnly: ro,
 		Files:    map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""},
 		Code:     in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
-		Root: in.jailRoot,
+		Root: in.jailRoot, Cgroups: cgroups,
 	}, nil
 }
 
@@ -190,15 +199,6 @@ func (in *Instance) workerStart() (worker.Config, error) {
 		return append([]string{hoard}, args...), nil
 	}
 	return cfg, nil
-}
-
-// limitWorker puts a jailed worker's processes under the function's task
-// limits.
-func (in *Instance) limitWorker(pid int) error {
-	if in.net == nil || !in.box.Enforced() {
-		return nil
-	}
-	return in.box.LimitTasks(pid, sandbox.TaskLimits{PIDs: in.agent.cfg.FunctionPIDs, CPUs: in.agent.cfg.FunctionCPUs})
 }
 
 // hostPaths are the paths a jail shows so that p resolves inside as it

@@ -52,6 +52,12 @@ type Jail struct {
 	// KeepFDs are descriptors above 2 the program inherits (the worker's
 	// pipes); every other one is closed before the exec.
 	KeepFDs []int `json:"keep_fds,omitempty"`
+	// Cgroups are cgroup.procs files (absolute host paths) sandbox-init
+	// joins first, before anything in the jail runs: the instance's
+	// memory cgroup and the function's task cgroups
+	// (Sandbox.CgroupProcs, Sandbox.TaskCgroups), so that nothing the
+	// program does escapes their limits.
+	Cgroups []string `json:"cgroups,omitempty"`
 	// Root is an empty host directory the jail's root is mounted on (in
 	// the jail's own mount namespace: the host never sees the mount).
 	Root string `json:"root"`
@@ -106,6 +112,11 @@ func (j *Jail) Validate() error {
 	for _, p := range j.ReadOnly {
 		if err := jailPath(p); err != nil {
 			return err
+		}
+	}
+	for _, p := range j.Cgroups {
+		if !filepath.IsAbs(p) || filepath.Base(p) != "cgroup.procs" {
+			return fmt.Errorf("sandbox: jail cgroup %q: want an absolute path to a cgroup.procs file", p)
 		}
 	}
 	if j.Code != "" && !filepath.IsAbs(j.Code) {

@@ -35,6 +35,12 @@ func (j *Jail) Cloneflags() uintptr {
 func Enter(j *Jail, argv, env []string) error {
 	// The network namespace is a thread's; the exec happens on this one.
 	runtime.LockOSThread()
+	for _, p := range j.Cgroups {
+		// "0" is the writing process, whatever its pid is seen as.
+		if err := os.WriteFile(p, []byte("0"), 0); err != nil {
+			return fmt.Errorf("sandbox-init: join cgroup %s: %w", filepath.Dir(p), err)
+		}
+	}
 	if j.NetNSFD != 0 {
 		if err := unix.Setns(j.NetNSFD, unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("sandbox-init: join the network namespace: %w", err)

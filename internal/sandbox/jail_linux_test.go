@@ -215,3 +215,42 @@ func TestLimitTasks(t *testing.T) {
 	}
 	_ = cmd.Wait()
 }
+
+// TestJailCgroups: a jailed program is in its cgroups from its first
+// instruction (sandbox-init joins them before it execs).
+func TestJailCgroups(t *testing.T) {
+	needRoot(t)
+	m, err := NewManager("hoardtest-jailcg", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Mode() == ModeNone {
+		t.Skip("no cgroups")
+	}
+	box, err := m.Create("j", 256<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Delete()
+	tasks, err := box.TaskCgroups(TaskLimits{PIDs: 10, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Jail{UID: 65534, GID: 65534, ReadOnly: SystemPaths(), Cgroups: append([]string{box.CgroupProcs()}, tasks...)}
+	out, err := runJailed(t, j, nil, "/bin/cat", "/proc/self/cgroup")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := []string{"hoardtest-jailcg-j\n"}
+	if m.Mode() == ModeCgroup1 {
+		want = []string{":memory:", "hoardtest-jailcg-j\n", ":pids:", "hoardtest-jailcg-j-fn\n"}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("/proc/self/cgroup in the jail has no %q:\n%s", w, out)
+		}
+	}
+	if err := box.Delete(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -46,4 +46,10 @@ func errNotLinux() error {
 // LimitTasks fails: cgroups need Linux.
 func (s *Sandbox) LimitTasks(int, TaskLimits) error { return errNotLinux() }
 
+// TaskCgroups fails: cgroups need Linux.
+func (s *Sandbox) TaskCgroups(TaskLimits) ([]string, error) { return nil, errNotLinux() }
+
+// CgroupProcs is empty: cgroups need Linux.
+func (s *Sandbox) CgroupProcs() string { return "" }
+
 func (s *Sandbox) removeTaskDirs() error { return nil }

@@ -18,62 +18,93 @@ import (
 // cfsPeriod is the CFS period the CPU quota is set over, in µs.
 const cfsPeriod = 100_000
 
-// LimitTasks moves process pid into cgroups of the pids and cpu
-// controllers of its own ("<root>-<name>-fn", below the process's own
-// ones), with the limits l, so a function cannot fork-bomb or take every
-// CPU; the instance's cachelet is not in them. On a cgroup v2 host the
-// limits go on the sandbox's own cgroup (the whole instance), when its
-// parent can give it those controllers. The task limit is required (an
-// error if the host has no pids controller); the CPU limit is applied
-// where the host has the cpu controller, and logged as a warning where
-// not. Delete removes these cgroups too.
+// LimitTasks moves process pid into the function's task cgroups
+// (TaskCgroups), with the limits l.
 func (s *Sandbox) LimitTasks(pid int, l TaskLimits) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.deleted {
-		return ErrDeleted
+	procs, err := s.TaskCgroups(l)
+	if err != nil {
+		return err
 	}
-	if s.g == nil {
-		return fmt.Errorf("sandbox %q: no cgroups on this host (mode none): tasks are not limited", s.name)
-	}
-	var pidsErr, cpuErr error
-	if s.m.mode == ModeCgroup2 {
-		pidsErr, cpuErr = s.limitTasksV2(l)
-	} else {
-		pidsErr = s.limitV1(pid, "pids", [][2]string{{"pids.max", pidsMax(l.PIDs)}})
-		cpuErr = s.limitV1(pid, "cpu", [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, {"cpu.cfs_quota_us", cpuQuota(l.CPUs)}})
-	}
-	if pidsErr != nil {
-		return fmt.Errorf("sandbox %q: %w", s.name, pidsErr)
-	}
-	if cpuErr != nil && l.CPUs > 0 {
-		s.m.log.Warn("sandbox: the function's CPU is not limited", "sandbox", s.name, "err", cpuErr)
+	for _, p := range procs {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("sandbox %q: add process %d to %s: %w", s.name, pid, filepath.Dir(p), err)
+		}
 	}
 	return nil
 }
 
-// limitV1 puts pid in the sandbox's task cgroup of v1 controller ctl,
-// with the settings given (in order).
-func (s *Sandbox) limitV1(pid int, ctl string, settings [][2]string) error {
+// TaskCgroups makes (or updates) the function's task cgroups, with the
+// limits l, and returns their cgroup.procs files for a process to join
+// (Jail.Cgroups). On cgroup v1 they are cgroups of the pids and cpu
+// controllers of their own ("<root>-<name>-fn", below the process's own
+// ones), so a function cannot fork-bomb or take every CPU, and the
+// instance's cachelet is not in them. On cgroup v2 the limits go on the
+// sandbox's own cgroup (the whole instance; no file to join besides
+// CgroupProcs), when its parent can give it those controllers. The task
+// limit is required (an error if the host has no pids controller); the
+// CPU limit is applied where the host has the cpu controller, and logged
+// as a warning where not. Delete removes these cgroups too.
+func (s *Sandbox) TaskCgroups(l TaskLimits) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return nil, ErrDeleted
+	}
+	if s.g == nil {
+		return nil, fmt.Errorf("sandbox %q: no cgroups on this host (mode none): tasks are not limited", s.name)
+	}
+	var procs []string
+	var pidsErr, cpuErr error
+	if s.m.mode == ModeCgroup2 {
+		pidsErr, cpuErr = s.limitTasksV2(l)
+	} else {
+		var p string
+		p, pidsErr = s.limitV1("pids", [][2]string{{"pids.max", pidsMax(l.PIDs)}})
+		if pidsErr == nil {
+			procs = append(procs, p)
+		}
+		p, cpuErr = s.limitV1("cpu", [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, {"cpu.cfs_quota_us", cpuQuota(l.CPUs)}})
+		if cpuErr == nil {
+			procs = append(procs, p)
+		}
+	}
+	if pidsErr != nil {
+		return nil, fmt.Errorf("sandbox %q: %w", s.name, pidsErr)
+	}
+	if cpuErr != nil && l.CPUs > 0 {
+		s.m.log.Warn("sandbox: the function's CPU is not limited", "sandbox", s.name, "err", cpuErr)
+	}
+	return procs, nil
+}
+
+// CgroupProcs is the sandbox's own cgroup.procs file, for a process to
+// join (Jail.Cgroups); empty in mode "none".
+func (s *Sandbox) CgroupProcs() string {
+	if s.g == nil {
+		return ""
+	}
+	return filepath.Join(s.g.path(), "cgroup.procs")
+}
+
+// limitV1 makes the sandbox's task cgroup of v1 controller ctl with the
+// settings given (in order) and returns its cgroup.procs file.
+func (s *Sandbox) limitV1(ctl string, settings [][2]string) (string, error) {
 	dir, err := s.v1Dir(ctl)
 	if err != nil {
-		return fmt.Errorf("%s controller: %w", ctl, err)
+		return "", fmt.Errorf("%s controller: %w", ctl, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
+		return "", err
 	}
 	if !slices.Contains(s.taskDirs, dir) {
 		s.taskDirs = append(s.taskDirs, dir)
 	}
 	for _, kv := range settings {
 		if err := os.WriteFile(filepath.Join(dir, kv[0]), []byte(kv[1]), 0); err != nil {
-			return fmt.Errorf("%s: %w", kv[0], err)
+			return "", fmt.Errorf("%s: %w", kv[0], err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-		return fmt.Errorf("add process %d to its %s cgroup: %w", pid, ctl, err)
-	}
-	return nil
+	return filepath.Join(dir, "cgroup.procs"), nil
 }
 
 // limitTasksV2 sets pids.max and cpu.max on the sandbox's cgroup, after
