@@ -25,6 +25,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	storeFlags(fs, &cfg)
 	fs.StringVar(&cfg.ControllerURL, "controller", envDefault("HOARD_CONTROLLER_URL", ""), "the controller's URL, for cache triggers and votes: each instance calls it with its application's own token (env HOARD_CONTROLLER_URL)")
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
+	fs.BoolVar(&cfg.InsecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err

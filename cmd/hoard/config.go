@@ -52,6 +52,7 @@ var configKeys = map[string]string{
 	"controller-listen": "platform.controller_listen",
 	"examples":          "platform.examples",
 	"no-platform":       "platform.off",
+	"insecure-sandbox":  "platform.insecure_sandbox",
 	"log-level":         "log.level",
 	"log-json":          "log.json",
 }

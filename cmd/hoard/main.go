@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hoard-io/hoard/internal/sandbox"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -49,6 +51,11 @@ func commands() []command {
 var errUsage = errors.New("usage")
 
 func main() {
+	// The jail's first process does nothing else (before signals are
+	// caught or anything is started).
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
+		os.Exit(runSandboxInit(os.Args[2:], os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -124,6 +125,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer reg.Close()
 		cfg.Registry, cfg.Secret = reg, []byte(peerSecret)
 	}
+	if doc.S3ListenFD > 0 {
+		if cfg.S3Listener, err = inheritedListener(doc.S3ListenFD); err != nil {
+			return err
+		}
+	}
 	in, err := instance.Start(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -195,4 +201,19 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// inheritedListener is the listening socket open at fd (a document's
+// S3ListenFD).
+func inheritedListener(fd int) (net.Listener, error) {
+	if fd < 3 {
+		return nil, fmt.Errorf("%w: s3_listen_fd %d: must be 3 or more", errUsage, fd)
+	}
+	f := os.NewFile(uintptr(fd), "s3-listener")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("s3_listen_fd %d: %w", fd, err)
+	}
+	return ln, nil
 }

@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +85,26 @@ type Config struct {
 	// within its memory limit by moving the cache's budget. Default false;
 	// $HOARD_MEMORY_DAEMON=off (MemoryDaemonEnv) sets it too.
 	DisableMemoryDaemon bool
+	// InsecureSandbox lets New go on when this host cannot jail functions
+	// (not Linux, not root, namespaces refused): they then run as
+	// plain children of the agent, with its uid, files and network, and
+	// the agent logs it once. Default false: New fails there instead.
+	// $HOARD_INSECURE_SANDBOX=on (InsecureSandboxEnv) sets it too.
+	InsecureSandbox bool
+	// Unjailed runs functions unjailed even where the host can jail
+	// them, as InsecureSandbox does where it cannot: only to measure
+	// what jails cost (benchmarks). Default false.
+	Unjailed bool
+	// SandboxUIDBase and SandboxUIDCount are the uids (and gids) jailed
+	// functions run as, one per live instance: default
+	// DefaultSandboxUIDBase and DefaultSandboxUIDCount. No other process
+	// on the host should use them.
+	SandboxUIDBase, SandboxUIDCount int
+	// FunctionPIDs caps the tasks (processes and threads) of one
+	// instance's function; default DefaultFunctionPIDs. FunctionCPUs caps
+	// its CPU time, in CPUs; default DefaultFunctionCPUs.
+	FunctionPIDs int64
+	FunctionCPUs float64
 }
 
 // Agent runs instances.
@@ -96,9 +115,13 @@ type Agent struct {
 
 	codeMu sync.Mutex // one code download at a time
 
+	jailed bool // functions run jailed (jail.go); set by New
+
 	mu        sync.Mutex
 	instances map[string]*Instance
 	closed    bool
+	uids      map[int]bool // the jail uids in use
+	nextUID   int          // where the search for a free one starts
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -126,6 +149,21 @@ func (c *Config) Validate() error {
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.Dir, "logs")
+	}
+	if c.SandboxUIDBase == 0 {
+		c.SandboxUIDBase = DefaultSandboxUIDBase
+	}
+	if c.SandboxUIDCount == 0 {
+		c.SandboxUIDCount = DefaultSandboxUIDCount
+	}
+	if c.FunctionPIDs == 0 {
+		c.FunctionPIDs = DefaultFunctionPIDs
+	}
+	if c.FunctionCPUs == 0 {
+		c.FunctionCPUs = DefaultFunctionCPUs
+	}
+	if c.SandboxUIDBase <= 0 || c.SandboxUIDCount <= 0 || c.FunctionPIDs < 0 || c.FunctionCPUs < 0 {
+		return errors.New("agent: SandboxUIDBase, SandboxUIDCount, FunctionPIDs and FunctionCPUs must be positive")
 	}
 	return nil
 }
@@ -158,12 +196,25 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(BandwidthPolicyEnv)), "off") {
 		cfg.DisableBandwidthPolicy = true
 	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(InsecureSandboxEnv)), "on") {
+		cfg.InsecureSandbox = true
+	}
+	// The state directory holds secrets and every instance's files:
+	// the agent's alone (jailed functions never see it anyway).
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	_ = os.Chmod(cfg.Dir, 0o700)
 	for _, d := range []string{filepath.Join(cfg.Dir, "code"), filepath.Join(cfg.Dir, "instances"), cfg.LogDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	return &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}}, nil
+	a := &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}, uids: map[int]bool{}}
+	if err := a.checkIsolation(context.Background()); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // ID is the agent's name.
@@ -310,25 +361,40 @@ func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
 	if err := appspec.Unpack(data, dir); err != nil {
 		return "", err
 	}
+	// Readable by the jailed functions' uids where it is shown to them;
+	// the code directory above it is the agent's alone (0700).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
 	return dir, nil
 }
 
 // workerEnv is the environment of an instance's worker: every AWS SDK
 // points at the instance's cachelet, with the application's credentials.
+//
+// The application's keys are in the environment because functions
+// written for Lambda expect them there; a jailed function's environment
+// is readable only by its own uid, in its own PID namespace.
 func (in *Instance) workerEnv() []string {
+	home, endpoint := in.dir, in.ready.Endpoint
+	awsConf, awsCreds := filepath.Join(in.dir, "aws-config"), filepath.Join(in.dir, "aws-credentials")
+	if in.net != nil {
+		home, endpoint = "/tmp", "http://"+in.net.Endpoint()
+		awsConf, awsCreds = jailAWSConfig, jailAWSCredentials
+	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + in.dir,
+		"HOME=" + home,
 		"LANG=C.UTF-8",
-		"AWS_ENDPOINT_URL=" + in.ready.Endpoint,
-		"AWS_ENDPOINT_URL_S3=" + in.ready.Endpoint,
+		"AWS_ENDPOINT_URL=" + endpoint,
+		"AWS_ENDPOINT_URL_S3=" + endpoint,
 		"AWS_ACCESS_KEY_ID=" + in.req.Credentials.AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + in.req.Credentials.SecretKey,
 		"AWS_DEFAULT_REGION=" + in.agent.cfg.Region,
 		"AWS_REGION=" + in.agent.cfg.Region,
 		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_CONFIG_FILE=" + filepath.Join(in.dir, "aws-config"),
-		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(in.dir, "aws-credentials"),
+		"AWS_CONFIG_FILE=" + awsConf,
+		"AWS_SHARED_CREDENTIALS_FILE=" + awsCreds,
 		"HOARD_APP=" + in.spec.Name,
 		"HOARD_INSTANCE=" + in.req.ID,
 	}
@@ -341,13 +407,11 @@ const awsConfig = "[default]\ns3 =\n    addressing_style = path\n"
 
 // startWorker starts a worker in the instance's sandbox.
 func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
-	w, err := worker.Start(ctx, worker.Config{
-		Python:      in.agent.cfg.Python,
-		CodeDir:     in.code,
-		Env:         in.workerEnv(),
-		Log:         in.logFile,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
+	cfg, err := in.workerStart()
+	if err != nil {
+		return nil, fmt.Errorf("the worker's jail: %w", err)
+	}
+	w, err := worker.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,9 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 	if e := in.req.Etcd; e != nil {
 		d.EtcdUsername, d.EtcdPassword = e.Username, e.Password
 	}
+	if in.net != nil {
+		d.S3ListenFD = 3 // ExtraFiles[0] (startCachelet)
+	}
 	if a.cfg.ControllerURL != "" {
 		d.PlatformURL = a.cfg.ControllerURL
 		d.PlatformToken = in.req.Credentials.PlatformToken
@@ -104,6 +107,10 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if in.net != nil {
+		// The S3 socket in the function's network namespace.
+		cmd.ExtraFiles = []*os.File{in.net.Listener()}
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the cachelet: %w", err)
 	}

@@ -35,6 +35,9 @@ type Instance struct {
 	ctl                *control.Client // the cachelet's control API; set under mu (control())
 	ctlDir             string          // the control socket's own directory, when not dir
 	ready              control.Ready
+	net                *sandbox.Network // the function's network; nil unjailed (jail.go)
+	uid                int              // the function's uid; 0 unjailed
+	jailRoot           string           // where its jail's root is mounted
 	startDur           time.Duration
 
 	invokeMu sync.Mutex // one invocation at a time
@@ -90,6 +93,9 @@ func (in *Instance) load(ctx context.Context) error {
 		return fmt.Errorf("making the sandbox: %w", err)
 	}
 	in.box = box
+	if err := in.prepareJail(); err != nil {
+		return fmt.Errorf("making the function's jail: %w", err)
+	}
 	if err := in.startCachelet(ctx); err != nil {
 		return err
 	}
@@ -326,6 +332,7 @@ func (in *Instance) teardown(reason string) {
 			in.agent.log.Warn("removing a sandbox", "instance", in.req.ID, "err", err)
 		}
 	}
+	in.releaseJail()
 	if in.logFile != nil {
 		in.logFile.Close()
 	}

@@ -73,6 +73,10 @@ type Document struct {
 	Listen        string `json:"listen,omitempty"`
 	MetricsListen string `json:"metrics_listen,omitempty"`
 	PeerListen    string `json:"peer_listen,omitempty"`
+	// S3ListenFD, when 3 or more, is a listening socket the cachelet
+	// inherits open and serves S3 on besides Listen: the one its agent
+	// made inside the function's network namespace (docs/security.md).
+	S3ListenFD int `json:"s3_listen_fd,omitempty"`
 	// EtcdEndpoints hold the application's membership; empty: a cachelet
 	// on its own.
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`

@@ -51,6 +51,10 @@ import (
 type Config struct {
 	// Listen is the S3 endpoint's address; default "127.0.0.1:0" (a free port).
 	Listen string
+	// S3Listener, when set, is a listener the S3 endpoint serves on too
+	// (an inherited socket in another network namespace, the function's);
+	// the instance closes it. Endpoint still names Listen's address.
+	S3Listener net.Listener
 	// MetricsListen is the address of /metrics; default "127.0.0.1:0".
 	// "off" disables the metrics listener.
 	MetricsListen string
@@ -347,6 +351,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		return nil, err
 	}
 	in.s3Addr = s3ln.Addr().String()
+	if cfg.S3Listener != nil {
+		s.lns = append(s.lns, cfg.S3Listener)
+	}
 	var mln net.Listener
 	if cfg.MetricsListen != "off" {
 		if mln, err = listen(cfg.MetricsListen); err != nil {
@@ -458,6 +465,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	in.serve(in.s3, s3ln)
+	if cfg.S3Listener != nil {
+		in.serve(in.s3, cfg.S3Listener)
+	}
 	if peerLn != nil {
 		in.peerSrv = &http.Server{
 			Handler:           peer.NewServer(auth, owner, log.With("component", "peer")),

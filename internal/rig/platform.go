@@ -51,6 +51,10 @@ type Config struct {
 	// AgentPeerHost is the address the agent's cachelets take peer
 	// traffic on (agent.Config.PeerHost); default 127.0.0.1.
 	AgentPeerHost string
+	// InsecureSandbox and Unjailed are the agent's
+	// (agent.Config.InsecureSandbox, agent.Config.Unjailed): functions
+	// unisolated where the host cannot jail them, or always (benchmarks).
+	InsecureSandbox, Unjailed bool
 	// LogDir is where the agent writes each instance's log (its
 	// cachelet's and its worker's output); default Dir/agent/logs.
 	LogDir string
@@ -171,7 +175,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), LogDir: cfg.LogDir, HoardBin: cfg.HoardBin, Store: st,
 			StoreEndpoint: cfg.StoreEndpoint,
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
-			PeerHost: cfg.AgentPeerHost,
+			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 		}
 		if controllerURL != "" {
 			acfg.NotifyURL, acfg.ControllerURL = controllerURL+"/v1/events", controllerURL

@@ -132,7 +132,7 @@ type env struct {
 	etcd  *etcdembed.Server
 }
 
-func hoardBinary(t *testing.T) string {
+func hoardBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("HOARD_BIN"); p != "" {
 		return p
@@ -155,14 +155,15 @@ func hoardBinary(t *testing.T) string {
 // testEventsToken is what the store's webhook posts events with.
 const testEventsToken = "store-events-token-0123456789"
 
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
 	t.Helper()
 	return startShaped(t, netshape.Link{})
 }
 
 // startShaped starts the platform with the store behind a toxiproxy link
-// shaped as link (both ways) when link is shaped.
-func startShaped(t *testing.T, link netshape.Link) *env {
+// shaped as link (both ways) when link is shaped, its Config changed by
+// opts.
+func startShaped(t testing.TB, link netshape.Link, opts ...func(*Config)) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -212,6 +213,9 @@ func startShaped(t *testing.T, link netshape.Link) *env {
 		Controller: true, ControllerListener: ln, Agent: true, Dir: dir, HoardBin: hoardBinary(t),
 		EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: endpoint, StoreAccessKey: "storekey", StoreSecretKey: "storesecret123",
 		ControllerToken: token, AgentToken: "agent-token-0123456789", StoreNotifications: true, StoreIdentities: "minio", StoreEventsToken: testEventsToken,
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	p, err := Start(ctx, cfg, log)
 	if err != nil {

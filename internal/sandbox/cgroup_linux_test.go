@@ -23,6 +23,15 @@ import (
 const allocEnv = "HOARD_SANDBOX_TEST_ALLOC_MIB"
 
 func TestMain(m *testing.M) {
+	// The jail tests run this binary as sandbox-init.
+	if len(os.Args) > 1 && os.Args[1] == InitCommand {
+		j, argv, err := ParseInitArgs(os.Args[2:])
+		if err == nil {
+			err = Enter(j, argv, os.Environ())
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if mib := os.Getenv(allocEnv); mib != "" {
 		os.Exit(allocHelper(mib))
 	}

@@ -272,6 +272,8 @@ type Sandbox struct {
 	limit   int64
 	deleted bool
 	pids    []int // mode "none": the processes added, for Usage
+	// taskDirs are the v1 pids and cpu cgroups LimitTasks made.
+	taskDirs []string
 }
 
 // Name is the name the sandbox was created with.
@@ -498,6 +500,9 @@ func (s *Sandbox) Delete() error {
 		if err := s.deleteGroup(); err != nil {
 			return fmt.Errorf("sandbox %q: delete: %w", s.name, err)
 		}
+	}
+	if err := s.removeTaskDirs(); err != nil {
+		return fmt.Errorf("sandbox %q: delete: %w", s.name, err)
 	}
 	s.deleted = true
 	s.m.mu.Lock()

@@ -104,6 +104,14 @@ type Config struct {
 	// do not outlive it. (Pdeathsig follows the OS thread that starts the
 	// worker.)
 	SysProcAttr *syscall.SysProcAttr
+	// Wrap, when set, turns the worker's command line (the interpreter
+	// and its arguments) into the one started instead, which runs it
+	// (the node agent's jail, `hoard sandbox-init`); the worker's pipes
+	// stay fds 3 and 4.
+	Wrap func(argv []string) ([]string, error)
+	// ExtraFiles are handed to the process after the worker's pipes, as
+	// fds 5 and up.
+	ExtraFiles []*os.File
 }
 
 // Request is one invocation.
@@ -355,11 +363,20 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	outR, outW := ps[2][0], ps[2][1]
 	errR, errW := ps[3][0], ps[3][1]
 
-	cmd := exec.Command(cfg.Python, "-m", "hoard_worker", "--code", codeDir)
+	argv := []string{cfg.Python, "-m", "hoard_worker", "--code", codeDir}
+	if cfg.Wrap != nil {
+		if argv, err = cfg.Wrap(argv); err != nil {
+			for _, p := range ps {
+				_, _ = p[0].Close(), p[1].Close()
+			}
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = codeDir
 	cmd.Env = workerEnv(cfg.Env, workerPath, nonce)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{reqR, ansW} // fds 3 and 4
+	cmd.ExtraFiles = append([]*os.File{reqR, ansW}, cfg.ExtraFiles...) // fds 3, 4, then cfg's
 	cmd.SysProcAttr = cfg.SysProcAttr
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
