@@ -1,8 +1,10 @@
 package cachelet
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 )
@@ -52,6 +54,9 @@ type ReadCount struct {
 type counters struct {
 	localHit, localMiss, remoteHit, remoteMiss, passThrough readCounter
 	writes                                                  atomic.Int64
+	// open is the reads handed to a client whose body is not closed yet:
+	// they count when it is.
+	open atomic.Int64
 }
 
 type readCounter struct{ n, bytes atomic.Int64 }
@@ -80,6 +85,21 @@ func (c *counters) read(o Outcome, bytes int64) {
 	}
 	r.n.Add(1)
 	r.bytes.Add(bytes)
+}
+
+// SettledCounters is Counters once no read is open: a client that has
+// read a body's last byte may get its answer before the server has closed
+// the body and counted the read, so a platform reading one invocation's
+// reads right after it ended waits for them. It waits at most until ctx
+// ends, polling every millisecond, and then returns what is counted.
+func (c *Cachelet) SettledCounters(ctx context.Context) Counters {
+	for c.m.counts.open.Load() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-c.cfg.Clock.After(time.Millisecond):
+		}
+	}
+	return c.Counters()
 }
 
 // Counters returns a snapshot of the read and write counters and of the

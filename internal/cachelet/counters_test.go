@@ -2,8 +2,11 @@ package cachelet
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -104,5 +107,33 @@ func TestEvictedAgain(t *testing.T) {
 	// Evictions: a, b, a, b, a (the first of each is not a repeat).
 	if got := e.c.Counters().EvictedAgain; got != 3 {
 		t.Errorf("EvictedAgain = %d; want 3", got)
+	}
+}
+
+// TestSettledCounters: a read whose body is still open is not counted
+// yet; SettledCounters waits for it to close (and gives up at its
+// deadline with what is counted).
+func TestSettledCounters(t *testing.T) {
+	e := newEnv(t, nil)
+	e.storePut("k", object("k", 1, 3000))
+	obj, err := e.c.Get(t.Context(), testBucket, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := obj.Body
+	io.Copy(io.Discard, body)
+	short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	before := e.c.SettledCounters(short).Reads
+	if n := before.LocalHit.Count + before.LocalMiss.Count; n != 0 {
+		t.Fatalf("an open read was counted: %+v", before)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond) // the server closing the body a moment after the client read it
+		body.Close()
+	}()
+	after := e.c.SettledCounters(t.Context()).Reads
+	if n := after.LocalHit.Count + after.LocalMiss.Count; n != 1 {
+		t.Fatalf("SettledCounters did not wait for the read: %+v", after)
 	}
 }

@@ -153,6 +153,7 @@ func (m *metrics) countWrite(err error) {
 
 // track wraps a read's body so that closing it records the read.
 func (m *metrics) track(body io.ReadCloser, o Outcome, start time.Time) io.ReadCloser {
+	m.counts.open.Add(1)
 	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start}
 }
 
@@ -186,6 +187,7 @@ func (b *trackedBody) Close() error {
 		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
 		b.m.readSeconds.WithLabelValues(o).Observe(b.m.clock.Now().Sub(b.start).Seconds())
 		b.m.counts.read(b.outcome, b.n)
+		b.m.counts.open.Add(-1)
 	})
 	return err
 }

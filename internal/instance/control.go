@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
@@ -21,9 +22,17 @@ func (in *Instance) Ready() control.Ready {
 		PeerAddr: in.PeerAddr(), PID: os.Getpid()}
 }
 
-// Stats is the cachelet's counters in the control API's form.
+// statsSettle bounds how long Stats waits for reads whose bodies are
+// still being closed (cachelet.SettledCounters): the agent reads an
+// invocation's reads right after the function returned.
+const statsSettle = 200 * time.Millisecond
+
+// Stats is the cachelet's counters in the control API's form, once the
+// reads in progress have been counted (at most statsSettle).
 func (in *Instance) Stats() control.Stats {
-	c := in.cachelet.Counters()
+	ctx, cancel := context.WithTimeout(context.Background(), statsSettle)
+	defer cancel()
+	c := in.cachelet.SettledCounters(ctx)
 	r := c.Reads
 	return control.Stats{
 		Reads: map[string]control.ReadCount{
