@@ -27,6 +27,7 @@ timeout: 60s
 keep_alive: 1h
 max_instances: 1
 cache: {budget: 32MiB}
+buckets: {data: read-write}
 functions:
   attack: {handler: fns.attack}
   noop: {handler: fns.noop}
