@@ -106,7 +106,8 @@ func runPrewarmExperiment(ctx context.Context, o Options) (*Result, error) {
 	p, err := rig.Start(startCtx, rig.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: tmp,
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: link.Endpoint, StoreAccessKey: "benchstore", StoreSecretKey: "benchstore-secret",
-		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token",
+		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token", StoreIdentities: "minio",
+		Unjailed: true, // as the other experiments' rig (rig.go)
 	}, log)
 	if err != nil {
 		ln.Close()
