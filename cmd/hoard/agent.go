@@ -27,7 +27,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
 	fs.BoolVar(&cfg.InsecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	secrets := secretsFlag(fs, "token", "store-access-key", "store-secret-key")
 	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if err := secrets(); err != nil {
 		return err
 	}
 	cfg.EtcdEndpoints = splitList(etcd)

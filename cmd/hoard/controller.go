@@ -26,7 +26,11 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.StoreIdentities, "store-identities", envDefault("HOARD_STORE_IDENTITIES", ""), `where each application's own store identity comes from: "minio" (a MinIO user per application, made with the --store keys, MinIO's root or an admin's) or "file:PATH" (keys the operator made, per application; env HOARD_STORE_IDENTITIES)`)
 	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key")
 	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if err := secrets(); err != nil {
 		return err
 	}
 	cfg.EtcdEndpoints = splitList(etcd)

@@ -2,6 +2,7 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -306,14 +307,20 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 		return nil, err
 	}
 	defer lf.Close() // the child has its own copy
+	// The agent's token and store keys go in a file only it (root) reads,
+	// not on its command line or in its environment (`hoard agent
+	// --secrets`).
+	secretsPath := filepath.Join(dir, "secrets.json")
+	if err := writeSecrets(secretsPath, map[string]string{
+		"token": cfg.AgentToken, "store-access-key": cfg.StoreAccessKey, "store-secret-key": cfg.StoreSecretKey,
+	}); err != nil {
+		return nil, err
+	}
 	a.cmd = n.Net.Command(node, cfg.HoardBin, "agent", "--id", a.ID, "--listen", listen, "--peer-host", node.Addr.String(),
 		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--etcd-credentials", credsPath,
-		"--store-endpoint", n.StoreEndpoint,
+		"--secrets", secretsPath, "--store-endpoint", n.StoreEndpoint,
 		"--controller", n.NodesControllerURL, "--region", cfg.Region)
-	a.cmd.Env = append(os.Environ(),
-		"HOARD_AGENT_TOKEN="+cfg.AgentToken,
-		"HOARD_STORE_ACCESS_KEY="+cfg.StoreAccessKey, "HOARD_STORE_SECRET_KEY="+cfg.StoreSecretKey)
-	a.cmd.Env = append(a.cmd.Env, cfg.AgentEnv...)
+	a.cmd.Env = append(os.Environ(), cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
@@ -377,4 +384,26 @@ func (n *Nodes) Close() {
 		}
 		_ = n.Net.Close()
 	})
+}
+
+// writeSecrets writes a `--secrets` file: JSON, mode 0600, whole (a
+// temporary file renamed into place).
+func writeSecrets(path string, secrets map[string]string) error {
+	data, err := json.Marshal(secrets)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".secrets-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -189,21 +189,27 @@ func TestNodes(t *testing.T) {
 		if len(urls) != 3 {
 			t.Errorf("registered agents %v; want 3", urls)
 		}
-		// Each agent signs in to etcd as its own user, from a file of
-		// mode 0600; no token or password of the controller's is in its
-		// command line or environment.
+		// Each agent signs in to etcd as its own user, and reads its token
+		// and store keys, from files of mode 0600; no token, key or
+		// password is in its command line or environment.
 		for _, a := range n.Agents {
 			path := filepath.Join(filepath.Dir(a.LogPath), "etcd-credentials.json")
 			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 				t.Errorf("agent %s's etcd credentials: %v; want a file of mode 0600", a.ID, err)
+			}
+			secrets := filepath.Join(filepath.Dir(a.LogPath), "secrets.json")
+			if fi, err := os.Stat(secrets); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("agent %s's secrets: %v; want a file of mode 0600", a.ID, err)
 			}
 			for _, f := range []string{"cmdline", "environ"} {
 				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", a.cmd.Process.Pid, f))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bytes.Contains(data, []byte("controller-token-0123456789")) || bytes.Contains(data, []byte(testEtcdRoot)) {
-					t.Errorf("agent %s's %s holds a secret of the controller's", a.ID, f)
+				for _, secret := range []string{"controller-token-0123456789", testEtcdRoot, "agent-token-0123456789", "storesecret123"} {
+					if bytes.Contains(data, []byte(secret)) {
+						t.Errorf("agent %s's %s holds a secret", a.ID, f)
+					}
 				}
 			}
 		}
