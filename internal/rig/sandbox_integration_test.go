@@ -110,6 +110,7 @@ def attack(event, context):
     out["tmp"] = attempt(lambda: write("/tmp/attacker"))
     out["code_write"] = attempt(lambda: write(os.path.join(os.getcwd(), "evil.py")))
     out["cwd"] = os.getcwd()
+    out["endpoint"] = os.environ.get("AWS_ENDPOINT_URL", "")
     out["usr_write"] = attempt(lambda: write("/usr/evil"))
     out["fork_bomb"] = fork_bomb(event["forks"])
     return out
@@ -234,6 +235,7 @@ func TestSandbox(t *testing.T) {
 		CodeWrite result `json:"code_write"`
 		UsrWrite  result `json:"usr_write"`
 		Cwd       string
+		Endpoint  string // the function's AWS_ENDPOINT_URL: its cachelet, in its namespace
 		ForkBomb  struct {
 			Forked int
 			Error  string
@@ -270,8 +272,15 @@ func TestSandbox(t *testing.T) {
 			t.Errorf("%s from the jail: %+v; want not found", p, got)
 		}
 	}
+	// The jail's loopback has one listener, its own cachelet's S3 socket,
+	// on a port the kernel picked in the jail's namespace: a host port of
+	// the same number reaches that socket, not the host's.
+	own := r.Endpoint[strings.LastIndex(r.Endpoint, ":")+1:]
+	if own == "" || !strings.HasPrefix(r.Endpoint, "http://127.0.0.1:") {
+		t.Errorf("the function's endpoint %q: want its cachelet on the jail's loopback", r.Endpoint)
+	}
 	for what, a := range addrs {
-		if got := r.Connect[a]; got.OK {
+		if got := r.Connect[a]; got.OK && a != "127.0.0.1:"+own {
 			t.Errorf("connected to the %s (%s) from the jail", what, a)
 		}
 	}
