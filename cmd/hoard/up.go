@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
@@ -274,7 +275,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	if plat != nil {
 		env += fmt.Sprintf("HOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\n", plat.ControllerURL, creds.ControllerToken)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
+	if err := control.WriteFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		_ = closeAll(context.Background())
 		return err
 	}
@@ -461,15 +462,7 @@ func loadOrCreateCreds(path string) (credentials, error) {
 
 func saveCreds(path string, c credentials) error {
 	data, _ := json.MarshalIndent(c, "", "  ")
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return control.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 // runningPID returns the pid of a live `hoard up` serving from dir.

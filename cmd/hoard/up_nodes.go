@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/rig"
 )
@@ -93,7 +94,7 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 	}
 	env := fmt.Sprintf("AWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\nHOARD_NODES=%d\n",
 		f.region, nodes.StoreEndpoint, nodes.ControllerURL, creds.ControllerToken, len(nodes.Agents))
-	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
+	if err := control.WriteFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(dir, envFile))

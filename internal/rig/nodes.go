@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/hostnet"
@@ -311,9 +312,10 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 	// not on its command line or in its environment (`hoard agent
 	// --secrets`).
 	secretsPath := filepath.Join(dir, "secrets.json")
-	if err := writeSecrets(secretsPath, map[string]string{
+	secrets, _ := json.Marshal(map[string]string{
 		"token": cfg.AgentToken, "store-access-key": cfg.StoreAccessKey, "store-secret-key": cfg.StoreSecretKey,
-	}); err != nil {
+	})
+	if err := control.WriteFileAtomic(secretsPath, secrets, 0o600); err != nil {
 		return nil, err
 	}
 	a.cmd = n.Net.Command(node, cfg.HoardBin, "agent", "--id", a.ID, "--listen", listen, "--peer-host", node.Addr.String(),
@@ -384,26 +386,4 @@ func (n *Nodes) Close() {
 		}
 		_ = n.Net.Close()
 	})
-}
-
-// writeSecrets writes a `--secrets` file: JSON, mode 0600, whole (a
-// temporary file renamed into place).
-func writeSecrets(path string, secrets map[string]string) error {
-	data, err := json.Marshal(secrets)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".secrets-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
