@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/rig"
 )
 
@@ -15,13 +14,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg rig.Config
-	var etcd, etcdCreds, logLevel string
+	var logLevel string
 	fs.StringVar(&cfg.AgentListen, "listen", "127.0.0.1:0", "the agent's API address")
 	fs.StringVar(&cfg.AgentID, "id", "", "the agent's name (default agent-<hostname>)")
 	fs.StringVar(&cfg.AgentPeerHost, "peer-host", "127.0.0.1", "the address its cachelets take peer traffic on (the node's address when cachelets on other nodes must reach them)")
 	fs.StringVar(&cfg.Dir, "dir", ".hoard", "working directory: code, instance logs")
-	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
-	fs.StringVar(&etcdCreds, "etcd-credentials", "", "a file (mode 0600) holding etcd's {\"username\", \"password\"} where etcd has authentication on: the agent's own user")
+	etcd := etcdFlags(fs, &cfg, "the agent's own user")
 	storeFlags(fs, &cfg)
 	fs.StringVar(&cfg.ControllerURL, "controller", envDefault("HOARD_CONTROLLER_URL", ""), "the controller's URL, for cache triggers and votes: each instance calls it with its application's own token (env HOARD_CONTROLLER_URL)")
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
@@ -34,13 +32,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := secrets(); err != nil {
 		return err
 	}
-	cfg.EtcdEndpoints = splitList(etcd)
-	if etcdCreds != "" {
-		c, err := etcdauth.ReadFile(etcdCreds)
-		if err != nil {
-			return err
-		}
-		cfg.EtcdCredentials = c
+	if err := etcd(); err != nil {
+		return err
 	}
 	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || len(cfg.AgentToken) < 16 {
 		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint and a --token of at least 16 bytes are required", errUsage)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 
-	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/rig"
 )
 
@@ -16,10 +15,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg rig.Config
-	var listen, etcd, etcdCreds, logLevel string
+	var listen, logLevel string
 	fs.StringVar(&listen, "listen", "127.0.0.1:9100", "the controller's API address")
-	fs.StringVar(&etcd, "etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
-	fs.StringVar(&etcdCreds, "etcd-credentials", "", "a file (mode 0600) holding etcd's {\"username\", \"password\"} where etcd has authentication on: root, to give every instance an etcd user of its own")
+	etcd := etcdFlags(fs, &cfg, "root, to give every instance an etcd user of its own")
 	storeFlags(fs, &cfg)
 	fs.StringVar(&cfg.ControllerToken, "token", envDefault("HOARD_CONTROLLER_TOKEN", ""), "bearer token clients must send (env HOARD_CONTROLLER_TOKEN)")
 	fs.StringVar(&cfg.AgentToken, "agent-token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the agents expect (env HOARD_AGENT_TOKEN)")
@@ -33,13 +31,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := secrets(); err != nil {
 		return err
 	}
-	cfg.EtcdEndpoints = splitList(etcd)
-	if etcdCreds != "" {
-		c, err := etcdauth.ReadFile(etcdCreds)
-		if err != nil {
-			return err
-		}
-		cfg.EtcdCredentials = c
+	if err := etcd(); err != nil {
+		return err
 	}
 	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || cfg.StoreIdentities == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
 		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, --store-identities, and tokens of at least 16 bytes are required", errUsage)

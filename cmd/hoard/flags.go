@@ -10,6 +10,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/rig"
 )
@@ -98,6 +99,26 @@ func envDefault(name, def string) string {
 }
 
 // storeFlags registers the store settings shared by controller and agent.
+// etcdFlags registers --etcd-endpoints and --etcd-credentials for the
+// controller and the agent (user says whose the credentials are); the
+// returned function fills cfg once fs is parsed.
+func etcdFlags(fs *flag.FlagSet, cfg *rig.Config, user string) func() error {
+	endpoints := fs.String("etcd-endpoints", envDefault("HOARD_ETCD_ENDPOINTS", ""), "comma-separated etcd client URLs (env HOARD_ETCD_ENDPOINTS)")
+	creds := fs.String("etcd-credentials", "", `a file (mode 0600) holding etcd's {"username", "password"} where etcd has authentication on: `+user)
+	return func() error {
+		cfg.EtcdEndpoints = splitList(*endpoints)
+		if *creds == "" {
+			return nil
+		}
+		c, err := etcdauth.ReadFile(*creds)
+		if err != nil {
+			return err
+		}
+		cfg.EtcdCredentials = c
+		return nil
+	}
+}
+
 func storeFlags(fs *flag.FlagSet, cfg *rig.Config) {
 	fs.StringVar(&cfg.StoreEndpoint, "store-endpoint", envDefault("HOARD_STORE_ENDPOINT", ""), "the store's S3 endpoint URL (env HOARD_STORE_ENDPOINT)")
 	fs.StringVar(&cfg.StoreAccessKey, "store-access-key", envDefault("HOARD_STORE_ACCESS_KEY", ""), "the store's access key (env HOARD_STORE_ACCESS_KEY)")
