@@ -1,8 +1,11 @@
 package s3api
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net/http"
+	"sync/atomic"
 )
 
 // errBodyTooLong: the client sent more bytes than it declared.
@@ -22,6 +25,7 @@ type exactBody struct {
 	r         io.Reader
 	remaining int64
 	err       error // sticky
+	done      atomic.Bool // the whole body arrived and verified
 }
 
 func newExactBody(r io.Reader, size int64) *exactBody {
@@ -37,6 +41,7 @@ func (b *exactBody) Read(p []byte) (int, error) {
 			b.err = err
 			return 0, err
 		}
+		b.done.Store(true)
 		b.err = io.EOF
 		return 0, io.EOF
 	}
@@ -61,6 +66,7 @@ func (b *exactBody) Read(p []byte) (int, error) {
 			b.err = ferr
 			return 0, ferr
 		}
+		b.done.Store(true)
 	}
 	return n, nil
 }
@@ -81,4 +87,20 @@ func (b *exactBody) finish() error {
 			return err
 		}
 	}
+}
+
+// uploadContext is the context for storing body: the request's, except
+// that once the whole body has arrived the client's going away no longer
+// cancels it. The HTTP server cancels a request's context when the
+// connection reads EOF, which a client that half-closes its side after a
+// complete body causes at once; the upload it sent is still whole and
+// valid, and is stored and answered. stop must be called when done.
+func uploadContext(r *http.Request, body *exactBody) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	unhook := context.AfterFunc(r.Context(), func() {
+		if !body.done.Load() {
+			cancel()
+		}
+	})
+	return ctx, func() { unhook(); cancel() }
 }

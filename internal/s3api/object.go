@@ -147,8 +147,11 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err != nil {
 		return err
 	}
-	body := &errCapture{r: newExactBody(r.Body, size)}
-	res, err := s.cl.Put(r.Context(), rq.bucket, rq.key, body, size, opts)
+	eb := newExactBody(r.Body, size)
+	body := &errCapture{r: eb}
+	ctx, stop := uploadContext(r, eb)
+	defer stop()
+	res, err := s.cl.Put(ctx, rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {
 		return err
 	}

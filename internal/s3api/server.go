@@ -59,12 +59,37 @@ type Config struct {
 	// the store is asked, and ListBuckets shows granted buckets only.
 	// Default nil: every bucket (a standalone cachelet).
 	Grants *grant.Set
+
+	// BodyIdleTimeout is how long a request body may send nothing before
+	// the request is answered 400 RequestTimeout and its upload aborted.
+	// Default DefaultBodyIdleTimeout (10 s); negative: no limit.
+	BodyIdleTimeout time.Duration
+	// BodyMinRate is, in bytes a second, the slowest average rate a
+	// request body may keep once BodyRateGrace has passed since its
+	// start; slower bodies are cut off like idle ones. Default
+	// DefaultBodyMinRate (16 KiB/s); negative: no minimum.
+	BodyMinRate int64
+	// BodyRateGrace is the time a body has before BodyMinRate applies.
+	// Default DefaultBodyRateGrace (10 s).
+	BodyRateGrace time.Duration
 }
 
 // Validate fills in defaults.
 func (c *Config) Validate() error {
 	if c.Region == "" {
 		c.Region = "us-east-1"
+	}
+	if c.BodyIdleTimeout == 0 {
+		c.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if c.BodyMinRate == 0 {
+		c.BodyMinRate = DefaultBodyMinRate
+	}
+	if c.BodyRateGrace == 0 {
+		c.BodyRateGrace = DefaultBodyRateGrace
+	}
+	if c.BodyRateGrace < 0 {
+		return errors.New("s3api: body rate grace must not be negative")
 	}
 	return nil
 }
@@ -100,6 +125,7 @@ type request struct {
 	key    string
 	query  url.Values
 	auth   *s3auth.Request
+	body   *timedBody // nil when bodies are not timed
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, rq *request) error
@@ -133,6 +159,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq.query = q
 	op, fn := s.route(r, rq)
 	rq.op = op
+
+	if s.cfg.BodyIdleTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		rq.body = newTimedBody(r.Body, http.NewResponseController(w), &s.cfg, time.Now)
+		r.Body = rq.body
+		defer rq.body.clear()
+	}
 
 	ar, err := s.auth.Verify(r)
 	if err != nil {
@@ -312,6 +344,11 @@ func splitPath(p string) (bucket, key string, err error) {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	if rq.body.timedOut() {
+		// Whatever the store or the verifier made of the cut-off body,
+		// the cause is the client's pace.
+		err = errRequestTimeout
+	}
 	ae, serverFault := toAPIError(err)
 	if serverFault {
 		s.log.Error("request failed", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "code", ae.Code,
