@@ -24,7 +24,7 @@ var errBodyTooLong = errors.New("request body is longer than its declared length
 type exactBody struct {
 	r         io.Reader
 	remaining int64
-	err       error // sticky
+	err       error       // sticky
 	done      atomic.Bool // the whole body arrived and verified
 }
 
