@@ -18,6 +18,13 @@ type Config struct {
 	// through without being kept. Default (0): Budget / 2, so one huge
 	// object cannot wipe everything else out.
 	MaxObjectSize int64
+	// MaxUploadReserve is the most bytes that reservations for uploads in
+	// progress (ReserveUpload) may hold together. An upload is reserved
+	// before its body has arrived, and a client may send it as slowly as
+	// the front allows, or not at all: this bound keeps unfinished uploads
+	// from evicting more than this share of the cache. Default (0):
+	// Budget / 4.
+	MaxUploadReserve int64
 	// OnEvict, if set, is called (under the cache's lock, so it must be
 	// quick and must not call back into the cache) for each entry evicted
 	// to make room or to fit a budget SetBudget lowered. Removals by
@@ -59,6 +66,12 @@ func (c *Config) Validate() error {
 	if c.MaxObjectSize < 0 || c.MaxObjectSize > c.Budget {
 		return fmt.Errorf("cache: max object size %d must be in [1, budget %d]", c.MaxObjectSize, c.Budget)
 	}
+	if c.MaxUploadReserve == 0 {
+		c.MaxUploadReserve = c.Budget / 4
+	}
+	if c.MaxUploadReserve < 0 || c.MaxUploadReserve > c.Budget {
+		return fmt.Errorf("cache: max upload reserve %d must be in [0, budget %d]", c.MaxUploadReserve, c.Budget)
+	}
 	if c.Policy == "" {
 		c.Policy = PolicyOwnerLRU
 	}
@@ -93,6 +106,7 @@ type Stats struct {
 	Objects   int
 	Bytes     int64  // held by complete entries
 	Reserved  int64  // held by fills in progress
+	Uploading int64  // of Reserved, held by uploads in progress (ReserveUpload)
 	Budget    int64  // as configured, or as SetBudget last set it
 	Evictions uint64 // entries evicted to make room or to fit a lowered budget
 	// EvictedNotOwned and EvictedOwned split Evictions by whether this
@@ -112,13 +126,14 @@ type Stats struct {
 type Cache struct {
 	cfg Config
 
-	mu       sync.Mutex
-	items    map[Key]*Entry
-	order    evictionOrder
-	expiry   expirer // order, when its entries lapse; else nil
-	bytes    int64
-	reserved int64
-	stats    Stats // the counters only
+	mu        sync.Mutex
+	items     map[Key]*Entry
+	order     evictionOrder
+	expiry    expirer // order, when its entries lapse; else nil
+	bytes     int64
+	reserved  int64
+	uploading int64 // of reserved, by ReserveUpload and not yet UploadDone
+	stats     Stats // the counters only
 }
 
 // New returns an empty cache.
@@ -193,6 +208,34 @@ func (c *Cache) Reserve(size int64) bool {
 	c.makeRoom(size)
 	c.reserved += size
 	return true
+}
+
+// ReserveUpload is Reserve for an upload whose body is still to arrive: it
+// also refuses, charging nothing, when the reservations of uploads in
+// progress would exceed Config.MaxUploadReserve. The caller calls
+// UploadDone(size) once the body has arrived or failed, then Add or
+// Release as for Reserve.
+func (c *Cache) ReserveUpload(size int64) bool {
+	if !c.Admissible(size) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uploading+size > c.cfg.MaxUploadReserve || c.reserved+size > c.cfg.Budget {
+		return false
+	}
+	c.makeRoom(size)
+	c.reserved += size
+	c.uploading += size
+	return true
+}
+
+// UploadDone ends the upload share of a ReserveUpload(size): the
+// reservation stays, to be passed to Add or Release.
+func (c *Cache) UploadDone(size int64) {
+	c.mu.Lock()
+	c.uploading -= size
+	c.mu.Unlock()
 }
 
 // Release returns a reservation whose fill will not be added.
@@ -361,6 +404,7 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Objects, s.Bytes, s.Reserved, s.Budget = len(c.items), c.bytes, c.reserved, c.cfg.Budget
+	s.Uploading = c.uploading
 	return s
 }
 

@@ -39,7 +39,10 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// Buffer the payload on its way to the store when memory admits it.
 	var e *cache.Entry
 	var buf *teeBuffer
-	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.Reserve(size) {
+	// The reservation is bounded (cache.Config.MaxUploadReserve): an
+	// upload that finds the bound reached streams to the store uncached,
+	// so unfinished uploads cannot evict the cache.
+	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.ReserveUpload(size) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
 		c.keys.beginWrite(k, e)
 		buf = &teeBuffer{r: body, buf: make([]byte, size)}
@@ -47,6 +50,9 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	}
 	res, err := c.store.Put(ctx, bucket, key, body, size, opts)
 	c.m.writes.WithLabelValues("put", resultLabel(err)).Inc()
+	if e != nil {
+		c.cache.UploadDone(size)
+	}
 	if e == nil {
 		c.Invalidate(bucket, key)
 		return res, err
