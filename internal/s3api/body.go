@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync/atomic"
 )
 
 // errBodyTooLong: the client sent more bytes than it declared.
@@ -24,8 +23,7 @@ var errBodyTooLong = errors.New("request body is longer than its declared length
 type exactBody struct {
 	r         io.Reader
 	remaining int64
-	err       error       // sticky
-	done      atomic.Bool // the whole body arrived and verified
+	err       error // sticky
 }
 
 func newExactBody(r io.Reader, size int64) *exactBody {
@@ -41,7 +39,6 @@ func (b *exactBody) Read(p []byte) (int, error) {
 			b.err = err
 			return 0, err
 		}
-		b.done.Store(true)
 		b.err = io.EOF
 		return 0, io.EOF
 	}
@@ -66,7 +63,6 @@ func (b *exactBody) Read(p []byte) (int, error) {
 			b.err = ferr
 			return 0, ferr
 		}
-		b.done.Store(true)
 	}
 	return n, nil
 }
@@ -89,18 +85,14 @@ func (b *exactBody) finish() error {
 	}
 }
 
-// uploadContext is the context for storing body: the request's, except
-// that once the whole body has arrived the client's going away no longer
-// cancels it. The HTTP server cancels a request's context when the
-// connection reads EOF, which a client that half-closes its side after a
-// complete body causes at once; the upload it sent is still whole and
-// valid, and is stored and answered. stop must be called when done.
-func uploadContext(r *http.Request, body *exactBody) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	unhook := context.AfterFunc(r.Context(), func() {
-		if !body.done.Load() {
-			cancel()
-		}
-	})
-	return ctx, func() { unhook(); cancel() }
+// uploadContext is the context for storing body: the request's values,
+// without its cancellation. The HTTP server cancels a request's context
+// when the connection reads EOF, which a client that half-closes its side
+// after a complete body causes while its upload is being stored; that
+// upload is whole and valid, and is stored and answered. A client that
+// goes away before its body is complete still aborts the upload: the
+// body's next read fails, and a stalled one fails at its deadline
+// (timedBody), so the store commits nothing.
+func uploadContext(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
 }

@@ -46,11 +46,8 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	eb := newExactBody(r.Body, size)
-	body := &errCapture{r: eb}
-	ctx, stop := uploadContext(r, eb)
-	defer stop()
-	part, err := s.cl.Store().UploadPart(ctx, rq.bucket, rq.key, uploadID, n, body, size, opts)
+	body := &errCapture{r: newExactBody(r.Body, size)}
+	part, err := s.cl.Store().UploadPart(uploadContext(r), rq.bucket, rq.key, uploadID, n, body, size, opts)
 	if err = bodyError(body, err); err != nil {
 		return err
 	}

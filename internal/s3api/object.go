@@ -147,11 +147,8 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err != nil {
 		return err
 	}
-	eb := newExactBody(r.Body, size)
-	body := &errCapture{r: eb}
-	ctx, stop := uploadContext(r, eb)
-	defer stop()
-	res, err := s.cl.Put(ctx, rq.bucket, rq.key, body, size, opts)
+	body := &errCapture{r: newExactBody(r.Body, size)}
+	res, err := s.cl.Put(uploadContext(r), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {
 		return err
 	}

@@ -163,7 +163,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.BodyIdleTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
 		rq.body = newTimedBody(r.Body, http.NewResponseController(w), &s.cfg, time.Now)
 		r.Body = rq.body
-		defer rq.body.clear()
 	}
 
 	ar, err := s.auth.Verify(r)

@@ -48,7 +48,7 @@ type timedBody struct {
 	start time.Time
 	n     int64
 	late  bool
-	set   bool // a deadline is set on the connection
+	set   bool // a deadline was set on the connection
 }
 
 func newTimedBody(r io.ReadCloser, conn deadliner, cfg *Config, now func() time.Time) *timedBody {
@@ -83,19 +83,11 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close clears the deadline, so a kept-alive connection's next request is
-// not cut short by this body's, and closes the body.
-func (b *timedBody) Close() error {
-	b.clear()
-	return b.r.Close()
-}
-
-func (b *timedBody) clear() {
-	if b.set {
-		_ = b.conn.SetReadDeadline(time.Time{})
-		b.set = false
-	}
-}
+// Close closes the body. The deadline stays: the server drains what is
+// left of an unread body after the handler, and that drain must not wait
+// on a stalled client either. The server sets the connection's deadlines
+// afresh before reading its next request.
+func (b *timedBody) Close() error { return b.r.Close() }
 
 // timedOut reports whether the body was cut off for being too slow.
 func (b *timedBody) timedOut() bool { return b != nil && b.late }
