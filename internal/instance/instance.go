@@ -79,6 +79,12 @@ type Config struct {
 	// (answered with a bare 431); default 1 MiB. Below it, the S3 front
 	// answers headers over 16 KiB with S3's RequestHeaderSectionTooLarge.
 	MaxHeaderBytes int
+	// BodyIdleTimeout, BodyMinRate and BodyRateGrace bound how slowly a
+	// client may send a request body (s3api's Config); zero means
+	// s3api's defaults (10 s idle; 16 KiB/s averaged after 10 s).
+	BodyIdleTimeout time.Duration
+	BodyMinRate     int64
+	BodyRateGrace   time.Duration
 	// NotifyURL, when set, receives an S3 event notification (package
 	// notify) after every PutObject, CopyObject and
 	// CompleteMultipartUpload the instance answered with success: the
@@ -433,7 +439,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if err != nil {
 		return nil, err
 	}
-	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains, Grants: cfg.Grants}
+	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains, Grants: cfg.Grants,
+		BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, BodyRateGrace: cfg.BodyRateGrace}
 	if cfg.NotifyURL != "" {
 		in.notifier, err = notify.New(notify.Config{URL: cfg.NotifyURL, Token: cfg.NotifyToken, App: cfg.App, Cachelet: cfg.ID,
 			Logger: log.With("component", "notify"), Registerer: reg})
