@@ -77,9 +77,21 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 // readWhole reads exactly size bytes and the body's verified end, and
 // returns them with their MD5, the ETag S3 gives single-part objects.
 func readWhole(body io.Reader, size int64) ([]byte, string, error) {
-	data := make([]byte, size)
-	if _, err := io.ReadFull(body, data); err != nil {
-		return nil, "", err
+	// Memory is taken as the bytes arrive, not on the client's word: a
+	// client that declares a large body and sends little holds little.
+	data := make([]byte, 0, min(size, firstBuffer))
+	for int64(len(data)) < size {
+		if len(data) == cap(data) {
+			data = grow(data, size)
+		}
+		n, err := body.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF && int64(len(data)) < size {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, "", err
+		}
 	}
 	var one [1]byte // the body must end here: its verification completes at EOF
 	if n, err := body.Read(one[:]); n > 0 || (err != nil && err != io.EOF) {

@@ -45,7 +45,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.ReserveUpload(size) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
 		c.keys.beginWrite(k, e)
-		buf = &teeBuffer{r: body, buf: make([]byte, size)}
+		buf = &teeBuffer{r: body, size: size}
 		body = buf
 	}
 	res, err := c.store.Put(ctx, bucket, key, body, size, opts)
@@ -99,25 +99,44 @@ func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
 	c.Invalidate(k.Bucket, k.Object)
 }
 
-// teeBuffer copies what the store reads into buf.
+// teeBuffer copies what the store reads into buf, which grows as the bytes
+// arrive (up to size), so a client that declares a large body and sends
+// little holds little memory.
 type teeBuffer struct {
-	r   io.Reader
-	buf []byte
-	n   int64
+	r    io.Reader
+	size int64
+	buf  []byte
+	n    int64
 }
 
 func (t *teeBuffer) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 {
-		if t.n+int64(n) > int64(len(t.buf)) {
+		if t.n+int64(n) > t.size {
 			// More than announced: stop keeping it, the store will reject it.
 			t.n = -1 << 62
+			t.buf = nil
 		} else if t.n >= 0 {
-			copy(t.buf[t.n:], p[:n])
+			for int64(cap(t.buf))-t.n < int64(n) {
+				t.buf = grow(t.buf, t.size)
+			}
+			t.buf = append(t.buf, p[:n]...)
 			t.n += int64(n)
 		}
 	}
 	return n, err
+}
+
+// firstBuffer is the first allocation for a body held in memory.
+const firstBuffer = 64 << 10
+
+// grow doubles b's capacity (at least firstBuffer), never past limit,
+// keeping its contents; callers grow only while b is short of limit.
+func grow(b []byte, limit int64) []byte {
+	c := min(max(2*int64(cap(b)), firstBuffer), limit)
+	nb := make([]byte, len(b), c)
+	copy(nb, b)
+	return nb
 }
 
 // Delete removes an object from the store and the cache.
