@@ -132,22 +132,31 @@ func isNetworkError(err error) bool {
 // bodyReader wraps a GET body so that a store that fails mid-stream (the
 // connection drops) reports ErrUnavailable, like a failure before the
 // headers would. io.EOF passes through untouched.
+// Each read kicks the idle watchdog wd, whose context cctx the request
+// runs under; Close releases it.
 type bodyReader struct {
 	rc     io.ReadCloser
 	ctx    context.Context
+	cctx   context.Context
+	wd     *watchdog
 	bucket string
 	key    string
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	b.wd.kick()
 	if err != nil && err != io.EOF {
-		err = mapError(b.ctx, "get (body)", b.bucket, b.key, err)
+		err = failed(b.ctx, b.cctx, "get (body)", b.bucket, b.key, err)
 	}
 	return n, err
 }
 
-func (b *bodyReader) Close() error { return b.rc.Close() }
+func (b *bodyReader) Close() error {
+	err := b.rc.Close()
+	b.wd.stop()
+	return err
+}
 
 func isNoSuchKey(err error) bool { return errors.Is(err, store.ErrNoSuchKey) }
 
