@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
@@ -92,4 +93,51 @@ type seekProgress struct {
 func (p *seekProgress) Seek(off int64, whence int) (int64, error) {
 	p.w.kick()
 	return p.s.Seek(off, whence)
+}
+
+// deadlineTransport bounds requests whose caller cannot pass a context
+// (minio-go's page-level list calls): the answer's headers must come
+// within first, then the body must keep moving (idle). A request cut
+// short fails with an error wrapping errCallDeadline.
+type deadlineTransport struct {
+	rt          http.RoundTripper
+	first, idle time.Duration
+}
+
+func (t deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, wd := newWatchdog(req.Context(), t.first, t.idle, errCallDeadline)
+	resp, err := t.rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		if req.Context().Err() == nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %v", context.Cause(ctx), err)
+		}
+		wd.stop()
+		return nil, err
+	}
+	wd.kick()
+	resp.Body = &watchedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), wd: wd}
+	return resp, nil
+}
+
+// watchedBody kicks its watchdog on each read and says why a read failed
+// when the watchdog ended it.
+type watchedBody struct {
+	rc          io.ReadCloser
+	ctx, parent context.Context
+	wd          *watchdog
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.wd.kick()
+	if err != nil && err != io.EOF && b.parent.Err() == nil && b.ctx.Err() != nil {
+		err = fmt.Errorf("%w: %v", context.Cause(b.ctx), err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	err := b.rc.Close()
+	b.wd.stop()
+	return err
 }

@@ -79,8 +79,20 @@ func TestHungStore(t *testing.T) {
 			_, err := st.Put(ctx, "bucket", "key", io.LimitReader(strings.NewReader("xyz"), 3), 3, store.PutOptions{})
 			return err
 		},
-		"HeadBucket": func() error { return st.HeadBucket(ctx, "bucket") },
-		"Delete":     func() error { return st.Delete(ctx, "bucket", "key") },
+		"HeadBucket":  func() error { return st.HeadBucket(ctx, "bucket") },
+		"List":        func() error { _, err := st.List(ctx, "bucket", store.ListOptions{}); return err },
+		"ListV1":      func() error { _, err := st.List(ctx, "bucket", store.ListOptions{V1: true}); return err },
+		"Delete":      func() error { return st.Delete(ctx, "bucket", "key") },
+		"ListBuckets": func() error { _, err := st.ListBuckets(ctx); return err },
+		"CreateMultipart": func() error {
+			_, err := st.CreateMultipartUpload(ctx, "bucket", "key", store.PutOptions{})
+			return err
+		},
+		"UploadPart": func() error {
+			_, err := st.UploadPart(ctx, "bucket", "key", "id", 1, strings.NewReader("x"), 1, store.PutOptions{})
+			return err
+		},
+		"ListParts": func() error { _, err := st.ListParts(ctx, "bucket", "key", "id", 0, 0); return err },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

@@ -35,7 +35,11 @@ const unknownSizePartSize = 16 << 20
 // Store is a store.Store backed by an S3-compatible endpoint. Safe for
 // concurrent use.
 type Store struct {
-	core      minio.Core
+	core minio.Core
+	// listCore serves the page-level list calls, which take no context:
+	// its transport bounds each request (deadlineTransport), and it
+	// tries once, so that a list fails within the call timeout too.
+	listCore  minio.Core
 	transport *http.Transport
 	region    string
 	logger    *slog.Logger
@@ -69,7 +73,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	} else {
 		creds = credentials.New(&credentials.Static{Value: credentials.Value{SignerType: credentials.SignatureAnonymous}})
 	}
-	core, err := minio.NewCore(u.Host, &minio.Options{
+	opts := &minio.Options{
 		Creds:        creds,
 		Secure:       u.Scheme == "https",
 		Transport:    transport,
@@ -81,12 +85,20 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		// (see Put and UploadPart).
 		TrailingHeaders: false,
 		MaxRetries:      cfg.MaxAttempts,
-	})
+	}
+	core, err := minio.NewCore(u.Host, opts)
+	if err != nil {
+		return nil, fmt.Errorf("s3store: client: %w", err)
+	}
+	lopts := *opts
+	lopts.Transport = deadlineTransport{rt: transport, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
+	lopts.MaxRetries = 1
+	listCore, err := minio.NewCore(u.Host, &lopts)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: client: %w", err)
 	}
 	logger.Debug("s3store: client ready", "endpoint", cfg.Endpoint, "region", cfg.Region)
-	return &Store{core: *core, transport: transport, region: cfg.Region, logger: logger,
+	return &Store{core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
 		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout}, nil
 }
 
@@ -340,7 +352,7 @@ func (s *Store) List(ctx context.Context, bucket string, opts store.ListOptions)
 	}
 	var out store.ListResult
 	if opts.V1 {
-		res, err := s.core.ListObjects(bucket, opts.Prefix, opts.StartAfter, opts.Delimiter, opts.MaxKeys)
+		res, err := s.listCore.ListObjects(bucket, opts.Prefix, opts.StartAfter, opts.Delimiter, opts.MaxKeys)
 		if err != nil {
 			return out, mapError(ctx, "list", bucket, "", err)
 		}
@@ -355,7 +367,7 @@ func (s *Store) List(ctx context.Context, bucket string, opts store.ListOptions)
 		}
 		return out, nil
 	}
-	res, err := s.core.ListObjectsV2(bucket, opts.Prefix, opts.StartAfter, opts.ContinuationToken, opts.Delimiter, opts.MaxKeys)
+	res, err := s.listCore.ListObjectsV2(bucket, opts.Prefix, opts.StartAfter, opts.ContinuationToken, opts.Delimiter, opts.MaxKeys)
 	if err != nil {
 		return out, mapError(ctx, "list", bucket, "", err)
 	}
@@ -409,9 +421,11 @@ func lastListed(r store.ListResult) string {
 
 // ListBuckets lists the buckets the credentials can see.
 func (s *Store) ListBuckets(ctx context.Context) ([]store.BucketInfo, error) {
-	bs, err := s.core.ListBuckets(ctx)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	bs, err := s.core.ListBuckets(cctx)
 	if err != nil {
-		return nil, mapError(ctx, "list buckets", "", "", err)
+		return nil, failed(ctx, cctx, "list buckets", "", "", err)
 	}
 	out := make([]store.BucketInfo, 0, len(bs))
 	for _, b := range bs {
@@ -432,8 +446,10 @@ func (s *Store) CreateBucket(ctx context.Context, bucket, region string) error {
 			Code: "InvalidBucketName", Message: err.Error(), StatusCode: http.StatusBadRequest,
 		})
 	}
-	err := s.core.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: region})
-	return mapError(ctx, "create bucket", bucket, "", err)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	err := s.core.MakeBucket(cctx, bucket, minio.MakeBucketOptions{Region: region})
+	return failed(ctx, cctx, "create bucket", bucket, "", err)
 }
 
 // HeadBucket reports whether the bucket exists (ErrNoSuchBucket if not).
@@ -452,7 +468,9 @@ func (s *Store) HeadBucket(ctx context.Context, bucket string) error {
 
 // DeleteBucket removes an empty bucket.
 func (s *Store) DeleteBucket(ctx context.Context, bucket string) error {
-	return mapError(ctx, "delete bucket", bucket, "", s.core.RemoveBucket(ctx, bucket))
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	return failed(ctx, cctx, "delete bucket", bucket, "", s.core.RemoveBucket(cctx, bucket))
 }
 
 // CreateMultipartUpload starts a multipart upload. opts.ChecksumAlgorithm
@@ -466,9 +484,11 @@ func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, o
 	if opts.ChecksumAlgorithm != "" {
 		po.UserMetadata["x-amz-checksum-algorithm"] = strings.ToUpper(opts.ChecksumAlgorithm)
 	}
-	id, err := s.core.NewMultipartUpload(ctx, bucket, key, po)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	id, err := s.core.NewMultipartUpload(cctx, bucket, key, po)
 	if err != nil {
-		return "", mapError(ctx, "create multipart", bucket, key, err)
+		return "", failed(ctx, cctx, "create multipart", bucket, key, err)
 	}
 	return id, nil
 }
@@ -562,14 +582,18 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 
 // AbortMultipartUpload discards an upload and its parts.
 func (s *Store) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
-	return mapError(ctx, "abort multipart", bucket, key, s.core.AbortMultipartUpload(ctx, bucket, key, uploadID))
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	return failed(ctx, cctx, "abort multipart", bucket, key, s.core.AbortMultipartUpload(cctx, bucket, key, uploadID))
 }
 
 // ListParts returns one page of an upload's parts.
 func (s *Store) ListParts(ctx context.Context, bucket, key, uploadID string, partNumberMarker, maxParts int) (store.ListPartsResult, error) {
-	res, err := s.core.ListObjectParts(ctx, bucket, key, uploadID, partNumberMarker, maxParts)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	res, err := s.core.ListObjectParts(cctx, bucket, key, uploadID, partNumberMarker, maxParts)
 	if err != nil {
-		return store.ListPartsResult{}, mapError(ctx, "list parts", bucket, key, err)
+		return store.ListPartsResult{}, failed(ctx, cctx, "list parts", bucket, key, err)
 	}
 	out := store.ListPartsResult{
 		IsTruncated:          res.IsTruncated,
