@@ -50,9 +50,11 @@ type Config struct {
 	TLSHandshakeTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for response headers after
 	// the request (body included) was sent; default
-	// DefaultResponseHeaderTimeout. There is deliberately no overall
-	// timeout: bodies can be arbitrarily large, and callers bound
-	// requests with their context.
+	// DefaultResponseHeaderTimeout. It is the last resort for the calls
+	// CallTimeout and IdleTimeout do not bound (Copy, DeleteMany,
+	// CompleteMultipartUpload, which may take long on a healthy store).
+	// There is deliberately no overall timeout: bodies can be
+	// arbitrarily large, and callers bound requests with their context.
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout closes pooled connections idle this long; default
 	// DefaultIdleConnTimeout.
@@ -71,7 +73,9 @@ type Config struct {
 	// IdleTimeout aborts a body in flight, a GET's download or a PUT's
 	// upload (and the wait for its answer), when no byte moved for this
 	// long. Default DefaultIdleTimeout. It is not a total: a large body
-	// takes as long as it needs while it keeps moving.
+	// takes as long as it needs while it keeps moving. Only the store's
+	// share counts: a download's reader that pauses between reads (a
+	// slow client) or an upload whose own source is slow is not cut off.
 	IdleTimeout time.Duration
 	// InsecureSkipVerify disables TLS certificate checks, for stores
 	// with self-signed certificates in development.

@@ -55,8 +55,13 @@ func newWatchdog(ctx context.Context, first, idle time.Duration, cause error) (c
 	return cctx, w
 }
 
-// kick records progress.
+// kick records progress and waits idle for the next.
 func (w *watchdog) kick() { w.timer.Reset(w.idle) }
+
+// pause stops the clock while the wait is not the store's: a download
+// whose reader is busy elsewhere (a slow client), an upload reading its
+// own source. A kick starts it again.
+func (w *watchdog) pause() { w.timer.Stop() }
 
 // stop releases the watchdog and its context.
 func (w *watchdog) stop() {
@@ -64,8 +69,10 @@ func (w *watchdog) stop() {
 	w.cancel(context.Canceled)
 }
 
-// progressOf wraps an upload body so that each read kicks w, keeping it
-// seekable when r is (minio-go rewinds seekable bodies to retry).
+// progressOf wraps an upload body so that w measures only the time spent
+// on the store's side: paused while the body's own source is read (a
+// slow client is not the store's fault), kicked when a read returns. It
+// keeps r seekable when it is (minio-go rewinds seekable bodies to retry).
 func progressOf(r io.Reader, w *watchdog) io.Reader {
 	p := &progress{r: r, w: w}
 	if rs, ok := r.(io.ReadSeeker); ok {
@@ -80,6 +87,7 @@ type progress struct {
 }
 
 func (p *progress) Read(b []byte) (int, error) {
+	p.w.pause()
 	n, err := p.r.Read(b)
 	p.w.kick()
 	return n, err
@@ -114,13 +122,13 @@ func (t deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		wd.stop()
 		return nil, err
 	}
-	wd.kick()
+	wd.pause()
 	resp.Body = &watchedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), wd: wd}
 	return resp, nil
 }
 
-// watchedBody kicks its watchdog on each read and says why a read failed
-// when the watchdog ended it.
+// watchedBody runs its watchdog while a read waits on the store, and says
+// why a read failed when the watchdog ended it.
 type watchedBody struct {
 	rc          io.ReadCloser
 	ctx, parent context.Context
@@ -128,8 +136,9 @@ type watchedBody struct {
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
 	b.wd.kick()
+	n, err := b.rc.Read(p)
+	b.wd.pause()
 	if err != nil && err != io.EOF && b.parent.Err() == nil && b.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %v", context.Cause(b.ctx), err)
 	}

@@ -122,3 +122,45 @@ func TestCallerCancelStaysCanceled(t *testing.T) {
 		t.Errorf("caller's deadline reported as %v", err)
 	}
 }
+
+// TestSlowReaderNotCutOff: the idle timeout counts only the store's share
+// of a download: a reader that pauses longer than it between reads (a
+// slow client) still gets the whole body.
+func TestSlowReaderNotCutOff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		w.Header().Set("ETag", `"e"`)
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		_, _ = w.Write([]byte("0123456789"))
+	}))
+	t.Cleanup(srv.Close)
+	st, err := New(Config{
+		Endpoint: srv.URL, AccessKey: "ak", SecretKey: "secretkey",
+		CallTimeout: time.Second, IdleTimeout: 50 * time.Millisecond,
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	body, _, _, err := st.Get(t.Context(), "bucket", "key", store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	var got []byte
+	buf := make([]byte, 3)
+	for {
+		n, err := body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after %q: %v", got, err)
+		}
+		time.Sleep(150 * time.Millisecond) // a slow client, not a stalled store
+	}
+	if string(got) != "0123456789" {
+		t.Errorf("body %q", got)
+	}
+}

@@ -132,8 +132,9 @@ func isNetworkError(err error) bool {
 // bodyReader wraps a GET body so that a store that fails mid-stream (the
 // connection drops) reports ErrUnavailable, like a failure before the
 // headers would. io.EOF passes through untouched.
-// Each read kicks the idle watchdog wd, whose context cctx the request
-// runs under; Close releases it.
+// The idle watchdog wd, whose context cctx the request runs under, runs
+// only while a read waits on the store: a reader that pauses between
+// reads (a slow client) is not cut off. Close releases it.
 type bodyReader struct {
 	rc     io.ReadCloser
 	ctx    context.Context
@@ -144,8 +145,9 @@ type bodyReader struct {
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
 	b.wd.kick()
+	n, err := b.rc.Read(p)
+	b.wd.pause()
 	if err != nil && err != io.EOF {
 		err = failed(b.ctx, b.cctx, "get (body)", b.bucket, b.key, err)
 	}

@@ -142,7 +142,7 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 		wd.stop()
 		return nil, store.ObjectInfo{}, nil, err
 	}
-	wd.kick()
+	wd.pause()
 	status := http.StatusOK
 	if h.Get("Content-Range") != "" {
 		status = http.StatusPartialContent
