@@ -55,6 +55,8 @@ var configKeys = map[string]string{
 	"insecure-sandbox":  "platform.insecure_sandbox",
 	"log-level":         "log.level",
 	"log-json":          "log.json",
+
+	"serve-stale-if-error": "cache.serve_stale_if_error",
 }
 
 // notInConfig are the flags a file cannot set: --config itself; --detach,

@@ -38,6 +38,7 @@ type cacheFlags struct {
 	budget, maxObject byteSize
 	readMode          string
 	noWriteCache      bool
+	serveStale        bool
 	eviction          string
 	ttl               time.Duration
 	consistency       string
@@ -60,6 +61,7 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 	fs.StringVar(&c.readMode, "read-mode", string(def.ReadMode),
 		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy; owner: ask the key's owner (default: the --consistency setting's, version-check for strong)")
 	fs.BoolVar(&c.noWriteCache, "no-write-cache", def.NoWriteCache, "do not keep the bytes of objects written through the cache")
+	fs.BoolVar(&c.serveStale, "serve-stale-if-error", def.ServeStaleIfError, "serve a cached copy, marked x-hoard-stale, when the store cannot confirm it (instead of 503)")
 	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware or ttl")
 	fs.DurationVar(&c.ttl, "ttl", def.TTL.D(), "with --eviction ttl: how long an object stays cached")
 	fs.StringVar(&c.consistency, "consistency", def.Consistency, "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async")
@@ -72,6 +74,7 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		Eviction: cacheconfig.Policy(c.eviction), TTL: cacheconfig.Duration(c.ttl),
 		Budget: int64(c.budget), MaxObjectSize: int64(c.maxObject),
 		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
+		ServeStaleIfError: c.serveStale,
 	}
 	if s.Consistency != "" {
 		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {

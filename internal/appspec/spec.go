@@ -198,6 +198,10 @@ type CacheSpec struct {
 	// near the limit. Default false: the limit is the booked memory plus
 	// Budget, so the function always keeps all it booked.
 	Shared bool `yaml:"shared,omitempty"`
+	// ServeStaleIfError serves a cached copy the store cannot confirm
+	// (down, hung, past its deadline), marked x-hoard-stale, instead of
+	// answering 503. Default false.
+	ServeStaleIfError bool `yaml:"serve_stale_if_error,omitempty"`
 }
 
 // ScalingSpec tunes the scale controller's policies for the application.
@@ -226,6 +230,8 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Eviction:    cacheconfig.Policy(c.Eviction),
 		TTL:         cacheconfig.Duration(c.TTL),
 		Budget:      int64(c.Budget),
+
+		ServeStaleIfError: c.ServeStaleIfError,
 	}
 }
 

@@ -189,6 +189,10 @@ type Settings struct {
 	// NoWriteCache: do not keep the bytes of objects written through the
 	// cachelet. Default false.
 	NoWriteCache bool `json:"no_write_cache,omitempty"`
+	// ServeStaleIfError serves a cached copy whose validation failed
+	// because the store is unavailable, marked stale, instead of
+	// answering 503 (cachelet.Config.ServeStaleIfError). Default false.
+	ServeStaleIfError bool `json:"serve_stale_if_error,omitempty"`
 	// MemoryLimitOverhead, when positive, keeps the Go runtime's soft
 	// memory limit at the budget plus this many bytes, following the
 	// budget (cachelet.Config.MemoryLimitOverhead). Default 0: the limit

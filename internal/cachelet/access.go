@@ -66,7 +66,7 @@ func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now ti
 	e := a.entry(k, now)
 	e.o.ETag, e.o.Size = etag, size
 	switch o {
-	case LocalHit:
+	case LocalHit, StaleHit:
 		e.o.LH++
 	case RemoteHit:
 		e.o.RH++

@@ -66,6 +66,13 @@ type Config struct {
 	Cache cache.Config
 	// ReadMode: ReadVersionCheck (default) or ReadLocal.
 	ReadMode ReadMode
+	// ServeStaleIfError serves a cached copy whose validation failed
+	// because the store is unavailable (store.ErrUnavailable: down, hung,
+	// past its deadline), as outcome StaleHit, instead of failing the
+	// read. Default false: a doubt is a miss, and the read fails with
+	// ErrUnavailable (503 to clients). Only ReadVersionCheck and
+	// ReadOwner validate, so only they are affected.
+	ServeStaleIfError bool
 	// FillTimeout bounds one download from the store into memory, which
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
@@ -188,6 +195,10 @@ const (
 	// PassThrough: streamed from the store without being kept (too large
 	// for the memory tier, or no room while other fills hold it).
 	PassThrough Outcome = "pass_through"
+	// StaleHit: served from memory without the store's confirmation,
+	// because the store was unavailable and ServeStaleIfError is on.
+	// Counted with local hits.
+	StaleHit Outcome = "stale_hit"
 )
 
 // Cachelet serves reads and writes for one instance. Every exported

@@ -70,7 +70,7 @@ func (r *readCounter) load() ReadCount {
 func (c *counters) read(o Outcome, bytes int64) {
 	var r *readCounter
 	switch o {
-	case LocalHit:
+	case LocalHit, StaleHit:
 		r = &c.localHit
 	case LocalMiss:
 		r = &c.localMiss

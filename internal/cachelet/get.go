@@ -285,8 +285,13 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		return served{}, err
 	default:
 		cancel()
-		// A doubt is a miss: without the store's word nothing is served.
 		c.m.validations.WithLabelValues("error").Inc()
+		if c.cfg.ServeStaleIfError && errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			// Asked for: the copy is served, marked as unconfirmed.
+			c.log.Debug("cachelet: store unavailable, serving a stale copy", "bucket", k.Bucket, "key", k.Object, "err", err)
+			return fromEntry(e, StaleHit), nil
+		}
+		// A doubt is a miss: without the store's word nothing is served.
 		return served{}, err
 	}
 }

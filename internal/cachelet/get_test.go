@@ -602,3 +602,29 @@ func TestCloseCancelsOrphanedFills(t *testing.T) {
 		t.Fatalf("after Close: %+v", s)
 	}
 }
+
+// With ServeStaleIfError, a cached copy the store cannot confirm is served
+// as a stale hit; an uncached object still fails, and nothing is cached
+// from the failed read.
+func TestServeStaleIfError(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ServeStaleIfError = true })
+	data := object("k", 1, 5000)
+	e.storePut("k", data)
+	e.storePut("cold", object("cold", 1, 10))
+	e.mustRead("k", data, LocalMiss)
+	e.settle()
+	e.st.SetDown(true)
+
+	got, obj, err := e.read("k", nil)
+	if err != nil || !bytes.Equal(got, data) || obj.Outcome != StaleHit {
+		t.Fatalf("read of a cached object with the store down = %v, outcome %v, want the copy as %s", err, obj, StaleHit)
+	}
+	if _, _, err := e.read("cold", nil); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("read of an uncached object = %v, want ErrUnavailable", err)
+	}
+	if e.c.cache.Peek(cache.Key{Bucket: testBucket, Object: "cold"}) != nil {
+		t.Error("a failed read left an entry in the cache")
+	}
+	e.st.SetDown(false)
+	e.mustRead("k", data, LocalHit)
+}

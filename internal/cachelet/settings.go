@@ -84,6 +84,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 		c.Cache.MaxObjectSize = s.MaxObjectSize
 	}
 	c.DisableWriteCaching = s.NoWriteCache
+	c.ServeStaleIfError = s.ServeStaleIfError
 	if s.MemoryLimitOverhead > 0 {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
@@ -114,6 +115,7 @@ func (c Config) Settings() cacheconfig.Settings {
 		Eviction: c.Cache.Policy, TTL: cacheconfig.Duration(c.Cache.TTL), LargeObjectSize: c.Cache.LargeObjectSize,
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
+		ServeStaleIfError: c.ServeStaleIfError,
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
 	if target == "" {

@@ -179,6 +179,13 @@ func (s *Server) SecretKey() string { return s.secretKey }
 // LogPath is the file that holds the server's output.
 func (s *Server) LogPath() string { return s.logPath }
 
+// Signal sends sig to the server's process: tests freeze a store with
+// SIGSTOP (it keeps its connections but answers nothing) and thaw it
+// with SIGCONT.
+func (s *Server) Signal(sig os.Signal) error {
+	return s.cmd.Process.Signal(sig)
+}
+
 // Close stops the server: SIGTERM, then SIGKILL once the grace period has
 // passed, and waits for the process. Safe to call more than once and from
 // several goroutines; every call returns the first call's result.

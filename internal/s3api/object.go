@@ -43,6 +43,10 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	applyOverrides(h, rq)
 	h.Set("Content-Length", strconv.FormatInt(obj.Length(), 10))
 	h.Set("x-hoard-read", string(obj.Outcome))
+	if obj.Outcome == cachelet.StaleHit {
+		// The store could not confirm this copy (serve_stale_if_error).
+		h.Set("x-hoard-stale", "true")
+	}
 	status := http.StatusOK
 	if obj.Range != nil {
 		status = http.StatusPartialContent

@@ -19,6 +19,8 @@ const (
 	DefaultResponseHeaderTimeout = 2 * time.Minute
 	DefaultIdleConnTimeout       = 90 * time.Second
 	DefaultMaxAttempts           = 3
+	DefaultCallTimeout           = 3 * time.Second
+	DefaultIdleTimeout           = 5 * time.Second
 )
 
 // Config says how to reach one S3-compatible store.
@@ -48,9 +50,11 @@ type Config struct {
 	TLSHandshakeTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for response headers after
 	// the request (body included) was sent; default
-	// DefaultResponseHeaderTimeout. There is deliberately no overall
-	// timeout: bodies can be arbitrarily large, and callers bound
-	// requests with their context.
+	// DefaultResponseHeaderTimeout. It is the last resort for the calls
+	// CallTimeout and IdleTimeout do not bound (Copy, DeleteMany,
+	// CompleteMultipartUpload, which may take long on a healthy store).
+	// There is deliberately no overall timeout: bodies can be
+	// arbitrarily large, and callers bound requests with their context.
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout closes pooled connections idle this long; default
 	// DefaultIdleConnTimeout.
@@ -60,6 +64,19 @@ type Config struct {
 	// DefaultMaxAttempts, 1 disables retries. Requests whose body cannot
 	// be rewound are tried once whatever this says.
 	MaxAttempts int
+	// CallTimeout bounds a small request, every attempt included: a
+	// HEAD, the wait for a GET's response headers (the validation of a
+	// cached copy among them), a DELETE, the bucket calls. Default
+	// DefaultCallTimeout. A call cut short fails with
+	// store.ErrUnavailable, which clients see as 503 with Retry-After.
+	CallTimeout time.Duration
+	// IdleTimeout aborts a body in flight, a GET's download or a PUT's
+	// upload (and the wait for its answer), when no byte moved for this
+	// long. Default DefaultIdleTimeout. It is not a total: a large body
+	// takes as long as it needs while it keeps moving. Only the store's
+	// share counts: a download's reader that pauses between reads (a
+	// slow client) or an upload whose own source is slow is not cut off.
+	IdleTimeout time.Duration
 	// InsecureSkipVerify disables TLS certificate checks, for stores
 	// with self-signed certificates in development.
 	InsecureSkipVerify bool
@@ -87,6 +104,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	return c
 }
@@ -117,6 +140,8 @@ func (c Config) Validate() error {
 		"TLSHandshakeTimeout":   c.TLSHandshakeTimeout,
 		"ResponseHeaderTimeout": c.ResponseHeaderTimeout,
 		"IdleConnTimeout":       c.IdleConnTimeout,
+		"CallTimeout":           c.CallTimeout,
+		"IdleTimeout":           c.IdleTimeout,
 	} {
 		if d < 0 {
 			return fmt.Errorf("s3store: %s must not be negative", name)

@@ -132,22 +132,33 @@ func isNetworkError(err error) bool {
 // bodyReader wraps a GET body so that a store that fails mid-stream (the
 // connection drops) reports ErrUnavailable, like a failure before the
 // headers would. io.EOF passes through untouched.
+// The idle watchdog wd, whose context cctx the request runs under, runs
+// only while a read waits on the store: a reader that pauses between
+// reads (a slow client) is not cut off. Close releases it.
 type bodyReader struct {
 	rc     io.ReadCloser
 	ctx    context.Context
+	cctx   context.Context
+	wd     *watchdog
 	bucket string
 	key    string
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
+	b.wd.kick()
 	n, err := b.rc.Read(p)
+	b.wd.pause()
 	if err != nil && err != io.EOF {
-		err = mapError(b.ctx, "get (body)", b.bucket, b.key, err)
+		err = failed(b.ctx, b.cctx, "get (body)", b.bucket, b.key, err)
 	}
 	return n, err
 }
 
-func (b *bodyReader) Close() error { return b.rc.Close() }
+func (b *bodyReader) Close() error {
+	err := b.rc.Close()
+	b.wd.stop()
+	return err
+}
 
 func isNoSuchKey(err error) bool { return errors.Is(err, store.ErrNoSuchKey) }
 

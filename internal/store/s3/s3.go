@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -34,11 +35,18 @@ const unknownSizePartSize = 16 << 20
 // Store is a store.Store backed by an S3-compatible endpoint. Safe for
 // concurrent use.
 type Store struct {
-	core      minio.Core
+	core minio.Core
+	// listCore serves the page-level list calls, which take no context:
+	// its transport bounds each request (deadlineTransport), and it
+	// tries once, so that a list fails within the call timeout too.
+	listCore  minio.Core
 	transport *http.Transport
 	region    string
 	logger    *slog.Logger
-	closeOnce sync.Once
+	// callTimeout and idleTimeout: Config's CallTimeout and IdleTimeout.
+	callTimeout time.Duration
+	idleTimeout time.Duration
+	closeOnce   sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
@@ -65,7 +73,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	} else {
 		creds = credentials.New(&credentials.Static{Value: credentials.Value{SignerType: credentials.SignatureAnonymous}})
 	}
-	core, err := minio.NewCore(u.Host, &minio.Options{
+	opts := &minio.Options{
 		Creds:        creds,
 		Secure:       u.Scheme == "https",
 		Transport:    transport,
@@ -77,12 +85,21 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		// (see Put and UploadPart).
 		TrailingHeaders: false,
 		MaxRetries:      cfg.MaxAttempts,
-	})
+	}
+	core, err := minio.NewCore(u.Host, opts)
+	if err != nil {
+		return nil, fmt.Errorf("s3store: client: %w", err)
+	}
+	lopts := *opts
+	lopts.Transport = deadlineTransport{rt: transport, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
+	lopts.MaxRetries = 1
+	listCore, err := minio.NewCore(u.Host, &lopts)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: client: %w", err)
 	}
 	logger.Debug("s3store: client ready", "endpoint", cfg.Endpoint, "region", cfg.Region)
-	return &Store{core: *core, transport: transport, region: cfg.Region, logger: logger}, nil
+	return &Store{core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
+		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout}, nil
 }
 
 // Close releases pooled connections. Requests still in flight finish
@@ -116,10 +133,16 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 		// the caller's decision.
 		gopts.Set("x-amz-checksum-mode", "ENABLED")
 	}
-	body, _, h, err := s.core.GetObject(ctx, bucket, key, gopts)
+	// The answer's headers must come within the call timeout, then the
+	// body must keep moving.
+	cctx, wd := newWatchdog(ctx, s.callTimeout, s.idleTimeout, errCallDeadline)
+	body, _, h, err := s.core.GetObject(cctx, bucket, key, gopts)
 	if err != nil {
-		return nil, store.ObjectInfo{}, nil, mapError(ctx, "get", bucket, key, err)
+		err = failed(ctx, cctx, "get", bucket, key, err)
+		wd.stop()
+		return nil, store.ObjectInfo{}, nil, err
 	}
+	wd.pause()
 	status := http.StatusOK
 	if h.Get("Content-Range") != "" {
 		status = http.StatusPartialContent
@@ -127,9 +150,10 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 	info, rng, err := infoFromHeader(bucket, key, status, h)
 	if err != nil {
 		body.Close()
+		wd.stop()
 		return nil, store.ObjectInfo{}, nil, fmt.Errorf("s3store: get %s/%s: %w: bad response: %v", bucket, key, store.ErrUnavailable, err)
 	}
-	return &bodyReader{rc: body, ctx: ctx, bucket: bucket, key: key}, info, rng, nil
+	return &bodyReader{rc: body, ctx: ctx, cctx: cctx, wd: wd, bucket: bucket, key: key}, info, rng, nil
 }
 
 // Stat returns an object's info (a HEAD request). It asks for checksums,
@@ -137,9 +161,11 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 func (s *Store) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
 	var sopts minio.StatObjectOptions
 	sopts.Set("x-amz-checksum-mode", "ENABLED")
-	oi, err := s.core.StatObject(ctx, bucket, key, sopts)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	oi, err := s.core.StatObject(cctx, bucket, key, sopts)
 	if err != nil {
-		return store.ObjectInfo{}, mapError(ctx, "stat", bucket, key, err)
+		return store.ObjectInfo{}, failed(ctx, cctx, "stat", bucket, key, err)
 	}
 	info, _, err := infoFromHeader(bucket, key, http.StatusOK, headerFromMinioInfo(oi))
 	if err != nil {
@@ -179,9 +205,14 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 	// stores (versitygw 1.8) then record as the object's Content-Encoding.
 	// Integrity comes from the checksums and Content-MD5 hoard forwards.
 	po.DisableContentSha256 = true
+	// The upload has no total deadline, only an idle one: the body must
+	// keep moving, and the answer come within IdleTimeout of its end.
+	cctx, wd := newWatchdog(ctx, s.idleTimeout, s.idleTimeout, errStalled)
+	defer wd.stop()
+	r = progressOf(r, wd)
 	var ui minio.UploadInfo
 	if size >= 0 {
-		ui, err = s.core.PutObject(ctx, bucket, key, bodyOf(r), size, opts.ContentMD5, "", po)
+		ui, err = s.core.PutObject(cctx, bucket, key, bodyOf(r), size, opts.ContentMD5, "", po)
 	} else {
 		if opts.ChecksumValue != "" || opts.ContentMD5 != "" {
 			return store.PutResult{}, fmt.Errorf("s3store: put %s/%s: %w", bucket, key, &store.APIError{
@@ -193,10 +224,10 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 		// possible object (over 500 MiB each) and buffers one per
 		// upload; 16 MiB parts cap such objects at 160 GB instead.
 		po.PartSize = unknownSizePartSize
-		ui, err = s.core.Client.PutObject(ctx, bucket, key, bodyOf(r), -1, po)
+		ui, err = s.core.Client.PutObject(cctx, bucket, key, bodyOf(r), -1, po)
 	}
 	if err != nil {
-		return store.PutResult{}, mapError(ctx, "put", bucket, key, err)
+		return store.PutResult{}, failed(ctx, cctx, "put", bucket, key, err)
 	}
 	return store.PutResult{
 		ETag:      trimETag(ui.ETag),
@@ -217,8 +248,10 @@ func bodyOf(r io.Reader) io.Reader {
 
 // Delete removes an object; a missing object is not an error.
 func (s *Store) Delete(ctx context.Context, bucket, key string) error {
-	err := s.core.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{})
-	if err = mapError(ctx, "delete", bucket, key, err); err != nil && !isNoSuchKey(err) {
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	err := s.core.RemoveObject(cctx, bucket, key, minio.RemoveObjectOptions{})
+	if err = failed(ctx, cctx, "delete", bucket, key, err); err != nil && !isNoSuchKey(err) {
 		return err
 	}
 	return nil
@@ -319,7 +352,7 @@ func (s *Store) List(ctx context.Context, bucket string, opts store.ListOptions)
 	}
 	var out store.ListResult
 	if opts.V1 {
-		res, err := s.core.ListObjects(bucket, opts.Prefix, opts.StartAfter, opts.Delimiter, opts.MaxKeys)
+		res, err := s.listCore.ListObjects(bucket, opts.Prefix, opts.StartAfter, opts.Delimiter, opts.MaxKeys)
 		if err != nil {
 			return out, mapError(ctx, "list", bucket, "", err)
 		}
@@ -334,7 +367,7 @@ func (s *Store) List(ctx context.Context, bucket string, opts store.ListOptions)
 		}
 		return out, nil
 	}
-	res, err := s.core.ListObjectsV2(bucket, opts.Prefix, opts.StartAfter, opts.ContinuationToken, opts.Delimiter, opts.MaxKeys)
+	res, err := s.listCore.ListObjectsV2(bucket, opts.Prefix, opts.StartAfter, opts.ContinuationToken, opts.Delimiter, opts.MaxKeys)
 	if err != nil {
 		return out, mapError(ctx, "list", bucket, "", err)
 	}
@@ -388,9 +421,11 @@ func lastListed(r store.ListResult) string {
 
 // ListBuckets lists the buckets the credentials can see.
 func (s *Store) ListBuckets(ctx context.Context) ([]store.BucketInfo, error) {
-	bs, err := s.core.ListBuckets(ctx)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	bs, err := s.core.ListBuckets(cctx)
 	if err != nil {
-		return nil, mapError(ctx, "list buckets", "", "", err)
+		return nil, failed(ctx, cctx, "list buckets", "", "", err)
 	}
 	out := make([]store.BucketInfo, 0, len(bs))
 	for _, b := range bs {
@@ -411,15 +446,19 @@ func (s *Store) CreateBucket(ctx context.Context, bucket, region string) error {
 			Code: "InvalidBucketName", Message: err.Error(), StatusCode: http.StatusBadRequest,
 		})
 	}
-	err := s.core.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: region})
-	return mapError(ctx, "create bucket", bucket, "", err)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	err := s.core.MakeBucket(cctx, bucket, minio.MakeBucketOptions{Region: region})
+	return failed(ctx, cctx, "create bucket", bucket, "", err)
 }
 
 // HeadBucket reports whether the bucket exists (ErrNoSuchBucket if not).
 func (s *Store) HeadBucket(ctx context.Context, bucket string) error {
-	ok, err := s.core.BucketExists(ctx, bucket)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	ok, err := s.core.BucketExists(cctx, bucket)
 	if err != nil {
-		return mapError(ctx, "head bucket", bucket, "", err)
+		return failed(ctx, cctx, "head bucket", bucket, "", err)
 	}
 	if !ok {
 		return fmt.Errorf("s3store: head bucket %s: %w", bucket, store.ErrNoSuchBucket)
@@ -429,7 +468,9 @@ func (s *Store) HeadBucket(ctx context.Context, bucket string) error {
 
 // DeleteBucket removes an empty bucket.
 func (s *Store) DeleteBucket(ctx context.Context, bucket string) error {
-	return mapError(ctx, "delete bucket", bucket, "", s.core.RemoveBucket(ctx, bucket))
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	return failed(ctx, cctx, "delete bucket", bucket, "", s.core.RemoveBucket(cctx, bucket))
 }
 
 // CreateMultipartUpload starts a multipart upload. opts.ChecksumAlgorithm
@@ -443,9 +484,11 @@ func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, o
 	if opts.ChecksumAlgorithm != "" {
 		po.UserMetadata["x-amz-checksum-algorithm"] = strings.ToUpper(opts.ChecksumAlgorithm)
 	}
-	id, err := s.core.NewMultipartUpload(ctx, bucket, key, po)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	id, err := s.core.NewMultipartUpload(cctx, bucket, key, po)
 	if err != nil {
-		return "", mapError(ctx, "create multipart", bucket, key, err)
+		return "", failed(ctx, cctx, "create multipart", bucket, key, err)
 	}
 	return id, nil
 }
@@ -460,6 +503,9 @@ func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, pa
 	}
 	// Unsigned payload, as in Put.
 	po := minio.PutObjectPartOptions{Md5Base64: opts.ContentMD5, CustomHeader: make(http.Header), DisableContentSha256: true}
+	cctx, wd := newWatchdog(ctx, s.idleTimeout, s.idleTimeout, errStalled)
+	defer wd.stop()
+	r = progressOf(r, wd)
 	body := bodyOf(r)
 	if opts.ChecksumAlgorithm != "" {
 		name := checksumHeader(opts.ChecksumAlgorithm)
@@ -471,9 +517,9 @@ func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, pa
 			body = newTrailerHasher(r, ct.Hasher(), po.Trailer, name)
 		}
 	}
-	p, err := s.core.PutObjectPart(ctx, bucket, key, uploadID, partNumber, body, size, po)
+	p, err := s.core.PutObjectPart(cctx, bucket, key, uploadID, partNumber, body, size, po)
 	if err != nil {
-		return store.Part{}, mapError(ctx, "upload part", bucket, key, err)
+		return store.Part{}, failed(ctx, cctx, "upload part", bucket, key, err)
 	}
 	return store.Part{
 		PartNumber: p.PartNumber,
@@ -536,14 +582,18 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 
 // AbortMultipartUpload discards an upload and its parts.
 func (s *Store) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
-	return mapError(ctx, "abort multipart", bucket, key, s.core.AbortMultipartUpload(ctx, bucket, key, uploadID))
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	return failed(ctx, cctx, "abort multipart", bucket, key, s.core.AbortMultipartUpload(cctx, bucket, key, uploadID))
 }
 
 // ListParts returns one page of an upload's parts.
 func (s *Store) ListParts(ctx context.Context, bucket, key, uploadID string, partNumberMarker, maxParts int) (store.ListPartsResult, error) {
-	res, err := s.core.ListObjectParts(ctx, bucket, key, uploadID, partNumberMarker, maxParts)
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	res, err := s.core.ListObjectParts(cctx, bucket, key, uploadID, partNumberMarker, maxParts)
 	if err != nil {
-		return store.ListPartsResult{}, mapError(ctx, "list parts", bucket, key, err)
+		return store.ListPartsResult{}, failed(ctx, cctx, "list parts", bucket, key, err)
 	}
 	out := store.ListPartsResult{
 		IsTruncated:          res.IsTruncated,
