@@ -254,9 +254,15 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 }
 
 // setChecksumHeaders sends the object's checksums: only for whole-object
-// responses, where they describe the bytes sent, and only when asked.
+// responses, where they describe the bytes sent, and only when asked: in
+// the header, or in the query of a presigned URL.
 func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
-	if !strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+	q := r.URL.Query()
+	mode := r.Header.Get("x-amz-checksum-mode")
+	if mode == "" {
+		mode = q.Get("X-Amz-Checksum-Mode") + q.Get("x-amz-checksum-mode")
+	}
+	if !strings.EqualFold(mode, "ENABLED") {
 		return
 	}
 	for algo, v := range info.Checksums {

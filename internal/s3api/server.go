@@ -240,8 +240,13 @@ var knownParams = map[string]bool{
 	"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true, "X-Amz-Expires": true,
 	"X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true,
 	"X-Amz-Content-Sha256": true, "AWSAccessKeyId": true, "Signature": true, "Expires": true,
-	// SDK bookkeeping.
-	"x-id": true,
+	// SDK bookkeeping the SDKs sign into presigned URLs: the operation's
+	// name, the checksum mode of a GET or HEAD (aws-sdk-go-v2 writes it
+	// X-Amz-Checksum-Mode, others lower case) and the algorithm of a PUT's
+	// checksum, whose value travels in a header. None changes the answer.
+	"x-id": true, "X-Amz-Checksum-Mode": true, "x-amz-checksum-mode": true,
+	"X-Amz-Sdk-Checksum-Algorithm": true, "x-amz-sdk-checksum-algorithm": true,
+	"X-Amz-User-Agent": true, "x-amz-user-agent": true,
 	// Listing.
 	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "list-type": true,
 	"continuation-token": true, "start-after": true, "fetch-owner": true, "encoding-type": true,
