@@ -25,6 +25,15 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
 	}()
+	if opts.IfMatch != "" || opts.IfNoneMatch != "" {
+		// Only the store can judge a condition, and only against every
+		// write before this one: deliver those, then write through. A
+		// refused write leaves the key invalidated, never wrong.
+		if err := c.syncPoint(ctx, bucket, key); err != nil {
+			return res, err
+		}
+		return c.putThrough(ctx, bucket, key, body, size, opts)
+	}
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}

@@ -147,6 +147,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err != nil {
 		return err
 	}
+	opts.IfMatch, opts.IfNoneMatch = r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
 	body := &errCapture{r: newExactBody(r.Body, size)}
 	res, err := s.cl.Put(r.Context(), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {

@@ -116,6 +116,12 @@ type PutOptions struct {
 	ChecksumValue     string
 	// ContentMD5 (base64), forwarded when the client sent one.
 	ContentMD5 string
+	// IfMatch and IfNoneMatch make Put conditional, as the HTTP headers of
+	// those names do: Put fails with ErrPreconditionFailed, committing
+	// nothing, unless the current object's ETag matches IfMatch, or when
+	// it matches IfNoneMatch ("*": any current object). Quotes are
+	// optional. Only Put honours them.
+	IfMatch, IfNoneMatch string
 }
 
 // PutResult is what the store answered to a write.

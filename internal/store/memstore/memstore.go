@@ -354,7 +354,7 @@ func (s *Store) Put(ctx context.Context, bucketName, key string, r io.Reader, si
 		info.Checksums = map[string]string{string(algo): checksum.Encode(sum)}
 		info.ChecksumType = "FULL_OBJECT"
 	}
-	if err := s.commit(bucketName, key, data, info); err != nil {
+	if err := s.commitIf(bucketName, key, data, info, opts.IfMatch, opts.IfNoneMatch); err != nil {
 		return store.PutResult{}, wrap("put", bucketName, key, err)
 	}
 	return store.PutResult{ETag: info.ETag, Checksums: maps.Clone(info.Checksums)}, nil
@@ -362,11 +362,27 @@ func (s *Store) Put(ctx context.Context, bucketName, key string, r io.Reader, si
 
 // commit stores a new version of an object, stamping its size and time.
 func (s *Store) commit(bucketName, key string, data []byte, info store.ObjectInfo) error {
+	return s.commitIf(bucketName, key, data, info, "", "")
+}
+
+// commitIf is commit made conditional on the current version, as S3 does:
+// If-Match on a missing object answers NoSuchKey, a failed condition
+// ErrPreconditionFailed.
+func (s *Store) commitIf(bucketName, key string, data []byte, info store.ObjectInfo, ifMatch, ifNoneMatch string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := s.bucketLocked(bucketName)
 	if err != nil {
 		return err // deleted while the body was read
+	}
+	cur := b.objects[key]
+	switch {
+	case ifMatch != "" && cur == nil:
+		return store.ErrNoSuchKey
+	case ifMatch != "" && !etagMatches(ifMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
+	case ifNoneMatch != "" && cur != nil && etagMatches(ifNoneMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
 	}
 	info.Size = int64(len(data))
 	info.LastModified = now()

@@ -237,6 +237,14 @@ func putOptions(o store.PutOptions) (minio.PutObjectOptions, error) {
 	if o.Expires != "" {
 		po.UserMetadata["Expires"] = o.Expires
 	}
+	// minio-go quotes what it is given: trimming the outer quotes keeps a
+	// list ("a", "b") intact.
+	if o.IfMatch != "" {
+		po.SetMatchETag(strings.Trim(o.IfMatch, `"`))
+	}
+	if o.IfNoneMatch != "" {
+		po.SetMatchETagExcept(strings.Trim(o.IfNoneMatch, `"`))
+	}
 	if o.ChecksumAlgorithm != "" {
 		if _, ok := minioChecksumType(o.ChecksumAlgorithm); !ok {
 			return po, &store.APIError{

@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -31,6 +32,10 @@ type Capabilities struct {
 	// header (MinIO's x-minio-error-code) can only be read as
 	// ErrNoSuchKey. Get (with a body) must still say ErrNoSuchBucket.
 	StatMissingBucketIsNoSuchKey bool
+	// PartialConditionalPut: of a Put's conditions only If-Match with an
+	// ETag and If-None-Match "*" (what AWS S3 documents) are judged
+	// right; If-Match "*" and If-None-Match with an ETag are not.
+	PartialConditionalPut bool
 }
 
 // Run runs the suite with strict (zero) Capabilities.
@@ -50,6 +55,7 @@ func RunWith(t *testing.T, caps Capabilities, newStore func(t *testing.T) store.
 		{"Metadata", testMetadata},
 		{"Ranges", testRanges},
 		{"Conditional", testConditional},
+		{"ConditionalPut", testConditionalPut},
 		{"Missing", testMissing},
 		{"ListPagination", testListPagination},
 		{"OddKeys", testOddKeys},
@@ -346,6 +352,44 @@ func testConditional(t *testing.T, st store.Store, _ Capabilities) {
 	// A conditional ranged read: the cache revalidates a range.
 	r := store.ByteRange{Start: 0, End: 3}
 	wantGetErr(t, st, bucket, "c", store.GetOptions{Range: &r, IfNoneMatch: pr.ETag}, store.ErrNotModified)
+}
+
+// testConditionalPut: If-Match and If-None-Match on Put, as S3 and MinIO
+// judge them; a refused write commits nothing.
+func testConditionalPut(t *testing.T, st store.Store, caps Capabilities) {
+	bucket := newBucket(t, st)
+	ctx := ctxFor(t)
+	try := func(data string, opts store.PutOptions) error {
+		_, err := st.Put(ctx, bucket, "c", strings.NewReader(data), int64(len(data)), opts)
+		return err
+	}
+	other := "0123456789abcdef0123456789abcdef"
+	wantErr(t, "If-Match on a missing object", try("x", store.PutOptions{IfMatch: other}), store.ErrNoSuchKey)
+	if err := try("v1", store.PutOptions{IfNoneMatch: "*"}); err != nil {
+		t.Fatalf("If-None-Match * on a missing object: %v", err)
+	}
+	v1, _, _ := get(t, st, bucket, "c", store.GetOptions{})
+	info, err := st.Stat(ctx, bucket, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []store.PutOptions{{IfMatch: other}, {IfMatch: `"` + other + `"`}, {IfNoneMatch: "*"}}
+	accepted := []store.PutOptions{{IfMatch: info.ETag}}
+	if !caps.PartialConditionalPut {
+		refused = append(refused, store.PutOptions{IfNoneMatch: info.ETag})
+		accepted = append(accepted, store.PutOptions{IfMatch: "*"}, store.PutOptions{IfNoneMatch: other})
+	}
+	for _, opts := range refused {
+		wantErr(t, fmt.Sprintf("Put(%+v)", opts), try("v2", opts), store.ErrPreconditionFailed)
+		if got, _, _ := get(t, st, bucket, "c", store.GetOptions{}); !bytes.Equal(got, v1) {
+			t.Fatalf("Put(%+v) refused, but the object is now %q", opts, got)
+		}
+	}
+	for _, opts := range accepted {
+		if err := try("v3", opts); err != nil {
+			t.Fatalf("Put(%+v): %v", opts, err)
+		}
+	}
 }
 
 func testMissing(t *testing.T, st store.Store, caps Capabilities) {
