@@ -257,6 +257,11 @@ func testMetadata(t *testing.T, st store.Store, _ Capabilities) {
 	}{{"Get", gi}, {"Stat", si}} {
 		checkMetadata(t, info.how, info.info, opts)
 	}
+	// Without a Content-Type the object gets S3's default.
+	put(t, st, bucket, "untyped", []byte("hello"), store.PutOptions{})
+	if si, err := st.Stat(ctxFor(t), bucket, "untyped"); err != nil || si.ContentType != "binary/octet-stream" {
+		t.Errorf("Stat of an object written without a Content-Type: %q, %v; want binary/octet-stream", si.ContentType, err)
+	}
 }
 
 // checkMetadata compares what the store reports with what was written.
