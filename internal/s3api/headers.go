@@ -185,8 +185,11 @@ func putOptions(h http.Header) (store.PutOptions, error) {
 			if o.UserMetadata == nil {
 				o.UserMetadata = map[string]string{}
 			}
-			o.UserMetadata[m] = vals[0]
-			size += len(m) + len(vals[0])
+			// A repeated header keeps every value, joined as S3 and
+			// MinIO join them.
+			v := strings.Join(vals, ",")
+			o.UserMetadata[m] = v
+			size += len(m) + len(v)
 		}
 	}
 	if size > maxMetaSize {

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,3 +222,35 @@ func TestSplitPath(t *testing.T) {
 }
 
 var storeGetAll = store.GetOptions{}
+
+// TestRepeatedMetadataHeader: every value of a repeated x-amz-meta-*
+// header is kept, joined with "," as S3 and MinIO store them.
+func TestRepeatedMetadataHeader(t *testing.T) {
+	s := newTestServer(t)
+	req, err := http.NewRequest(http.MethodPut, s.URL+"/bkt/k", strings.NewReader("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Add("X-Amz-Meta-Tag", "a")
+	req.Header.Add("X-Amz-Meta-Tag", "b c")
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	sign(t, req, "UNSIGNED-PAYLOAD")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("put: %d", resp.StatusCode)
+	}
+	info, err := s.store.Stat(t.Context(), "bkt", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.UserMetadata["tag"]; got != "a,b c" {
+		t.Fatalf("stored x-amz-meta-tag %q, want %q", got, "a,b c")
+	}
+	if got := s.do(t, http.MethodHead, "/bkt/k", nil, nil).Header.Get("x-amz-meta-tag"); got != "a,b c" {
+		t.Fatalf("HEAD x-amz-meta-tag %q", got)
+	}
+}
