@@ -280,7 +280,8 @@ func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
 	}
 }
 
-// applyOverrides honours the response-* query parameters of GetObject.
+// applyOverrides honours the response-* query parameters of GetObject and
+// HeadObject.
 func applyOverrides(h http.Header, rq *request) {
 	for param, header := range map[string]string{
 		"response-content-type":        "Content-Type",

@@ -254,3 +254,16 @@ func TestRepeatedMetadataHeader(t *testing.T) {
 		t.Fatalf("HEAD x-amz-meta-tag %q", got)
 	}
 }
+
+// TestHeadResponseOverrides: HEAD honours response-* as GET does.
+func TestHeadResponseOverrides(t *testing.T) {
+	s := newTestServer(t)
+	s.do(t, http.MethodPut, "/bkt/k", []byte("v"), map[string]string{"Content-Type": "text/plain"})
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		resp := s.do(t, m, "/bkt/k?response-content-type=image%2Fpng&response-content-disposition=attachment", nil, nil)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || resp.Header.Get("Content-Disposition") != "attachment" {
+			t.Fatalf("%s: %d, Content-Type %q, Content-Disposition %q", m, resp.StatusCode,
+				resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"))
+		}
+	}
+}

@@ -82,6 +82,7 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return nil
 	}
 	setObjectHeaders(h, info)
+	applyOverrides(h, rq)
 	status, length := http.StatusOK, info.Size
 	if hr := r.Header.Get("Range"); hr != "" {
 		if br, ok := parseRange(hr); ok {

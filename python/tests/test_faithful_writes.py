@@ -54,3 +54,14 @@ def test_default_content_type_as_by_the_store(s3, store_s3, bucket):
     assert store_s3.head_object(Bucket=bucket, Key="through")["ContentType"] == want
     assert s3.head_object(Bucket=bucket, Key="through")["ContentType"] == want
     assert s3.get_object(Bucket=bucket, Key="through")["ContentType"] == want
+
+
+def test_head_response_overrides_as_by_the_store(s3, store_s3, bucket, store_kind):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", ContentType="text/plain")
+    kwargs = dict(Bucket=bucket, Key="k", ResponseContentType="image/png", ResponseContentDisposition="attachment")
+    want = store_s3.head_object(**kwargs)
+    got = s3.head_object(**kwargs)
+    if store_kind == "minio":
+        assert want["ContentType"] == "image/png"
+    for field in ("ContentType", "ContentDisposition"):
+        assert got.get(field) == want.get(field), field
