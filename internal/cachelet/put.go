@@ -173,12 +173,12 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 
 // CompleteMultipartUpload completes an upload; the key's cached copy, if
 // any, is dropped.
-func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	c.Invalidate(bucket, key)
 	if err := c.syncPoint(ctx, bucket, key); err != nil {
 		return store.PutResult{}, err
 	}
-	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts)
+	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()

@@ -302,7 +302,7 @@ func TestWritesInvalidate(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = e.c.CompleteMultipartUpload(ctx, testBucket, "k", id, []store.Part{p})
+			_, err = e.c.CompleteMultipartUpload(ctx, testBucket, "k", id, []store.Part{p}, store.CompleteOptions{})
 			return err
 		}, object("k", 2, 1000)},
 		{"Put of unknown size", func(e *env) error {

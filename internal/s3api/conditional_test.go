@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"encoding/xml"
 	"io"
 	"testing"
 )
@@ -47,5 +48,37 @@ func TestConditionalPut(t *testing.T) {
 	}
 	if got := read(); got != "v3" {
 		t.Fatalf("read %q after a matching If-Match", got)
+	}
+}
+
+// TestConditionalCompleteMultipartUpload: the conditions of a completion
+// reach the store; a refused one changes nothing reads see.
+func TestConditionalCompleteMultipartUpload(t *testing.T) {
+	s := newTestServer(t)
+	s.do(t, "PUT", "/bkt/k", []byte("v1"), nil)
+	s.do(t, "GET", "/bkt/k", nil, nil) // cached
+	var created struct{ UploadId string }
+	resp := s.do(t, "POST", "/bkt/k?uploads", nil, nil)
+	if err := xml.NewDecoder(resp.Body).Decode(&created); err != nil || created.UploadId == "" {
+		t.Fatalf("CreateMultipartUpload: %d %v", resp.StatusCode, err)
+	}
+	resp = s.do(t, "PUT", "/bkt/k?partNumber=1&uploadId="+created.UploadId, []byte("v2"), nil)
+	etag := resp.Header.Get("ETag")
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>` + etag + `</ETag></Part></CompleteMultipartUpload>`)
+	for _, hdr := range []map[string]string{{"If-None-Match": "*"}, {"If-Match": `"bad"`}} {
+		resp := s.do(t, "POST", "/bkt/k?uploadId="+created.UploadId, complete, hdr)
+		if resp.StatusCode != 412 || errorCodeOf(t, resp) != "PreconditionFailed" {
+			t.Fatalf("%v: status %d", hdr, resp.StatusCode)
+		}
+		data, _ := io.ReadAll(s.do(t, "GET", "/bkt/k", nil, nil).Body)
+		if string(data) != "v1" || s.object(t, "k") != "v1" {
+			t.Fatalf("%v: refused completion left %q read, %q stored", hdr, data, s.object(t, "k"))
+		}
+	}
+	if resp := s.do(t, "POST", "/bkt/k?uploadId="+created.UploadId, complete, nil); resp.StatusCode != 200 {
+		t.Fatalf("unconditional completion: %d", resp.StatusCode)
+	}
+	if data, _ := io.ReadAll(s.do(t, "GET", "/bkt/k", nil, nil).Body); string(data) != "v2" {
+		t.Fatalf("read %q after completion", data)
 	}
 }

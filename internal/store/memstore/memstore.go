@@ -365,6 +365,21 @@ func (s *Store) commit(bucketName, key string, data []byte, info store.ObjectInf
 	return s.commitIf(bucketName, key, data, info, "", "")
 }
 
+// checkWrite judges a write's conditions on the object it would replace.
+// The caller holds s.mu.
+func checkWrite(b *bucket, key, ifMatch, ifNoneMatch string) error {
+	cur := b.objects[key]
+	switch {
+	case ifMatch != "" && cur == nil:
+		return store.ErrNoSuchKey
+	case ifMatch != "" && !etagMatches(ifMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
+	case ifNoneMatch != "" && cur != nil && etagMatches(ifNoneMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
+	}
+	return nil
+}
+
 // commitIf is commit made conditional on the current version, as S3 does:
 // If-Match on a missing object answers NoSuchKey, a failed condition
 // ErrPreconditionFailed.
@@ -375,14 +390,8 @@ func (s *Store) commitIf(bucketName, key string, data []byte, info store.ObjectI
 	if err != nil {
 		return err // deleted while the body was read
 	}
-	cur := b.objects[key]
-	switch {
-	case ifMatch != "" && cur == nil:
-		return store.ErrNoSuchKey
-	case ifMatch != "" && !etagMatches(ifMatch, cur.info.ETag):
-		return store.ErrPreconditionFailed
-	case ifNoneMatch != "" && cur != nil && etagMatches(ifNoneMatch, cur.info.ETag):
-		return store.ErrPreconditionFailed
+	if err := checkWrite(b, key, ifMatch, ifNoneMatch); err != nil {
+		return err
 	}
 	info.Size = int64(len(data))
 	info.LastModified = now()
@@ -723,7 +732,7 @@ func (p *part) out() store.Part {
 
 // CompleteMultipartUpload implements store.Store. The object's ETag is S3's:
 // the MD5 of the parts' MD5s, then "-" and the number of parts.
-func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	if err := s.begin(ctx, "complete_multipart", bucketName, key); err != nil {
 		return store.PutResult{}, err
 	}
@@ -776,6 +785,9 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, up
 		if u.algo == checksum.CRC64NVME {
 			info.ChecksumType = "FULL_OBJECT" // S3 has no composite CRC64NVME
 		}
+	}
+	if err := checkWrite(b, key, opts.IfMatch, opts.IfNoneMatch); err != nil {
+		return fail(err)
 	}
 	info.Size = size
 	info.LastModified = now()

@@ -56,6 +56,7 @@ func RunWith(t *testing.T, caps Capabilities, newStore func(t *testing.T) store.
 		{"Ranges", testRanges},
 		{"Conditional", testConditional},
 		{"ConditionalPut", testConditionalPut},
+		{"ConditionalComplete", testConditionalComplete},
 		{"Missing", testMissing},
 		{"ListPagination", testListPagination},
 		{"OddKeys", testOddKeys},
@@ -394,6 +395,36 @@ func testConditionalPut(t *testing.T, st store.Store, caps Capabilities) {
 		if err := try("v3", opts); err != nil {
 			t.Fatalf("Put(%+v): %v", opts, err)
 		}
+	}
+}
+
+// testConditionalComplete: the conditions of CompleteMultipartUpload, as
+// of Put; a refused completion commits nothing.
+func testConditionalComplete(t *testing.T, st store.Store, _ Capabilities) {
+	bucket := newBucket(t, st)
+	ctx := ctxFor(t)
+	pr := put(t, st, bucket, "mc", []byte("v1"), store.PutOptions{})
+	id, err := st.CreateMultipartUpload(ctx, bucket, "mc", store.PutOptions{})
+	if err != nil {
+		t.Fatalf("CreateMultipartUpload: %v", err)
+	}
+	defer func() { _ = st.AbortMultipartUpload(ctx, bucket, "mc", id) }()
+	part, err := st.UploadPart(ctx, bucket, "mc", id, 1, strings.NewReader("v2"), 2, store.PutOptions{})
+	if err != nil {
+		t.Fatalf("UploadPart: %v", err)
+	}
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfNoneMatch: "*"})
+	wantErr(t, "Complete(If-None-Match *)", err, store.ErrPreconditionFailed)
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfMatch: "0123456789abcdef0123456789abcdef"})
+	wantErr(t, "Complete(If-Match other)", err, store.ErrPreconditionFailed)
+	if got, _, _ := get(t, st, bucket, "mc", store.GetOptions{}); string(got) != "v1" {
+		t.Fatalf("refused completions left %q", got)
+	}
+	if _, err := st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfMatch: pr.ETag}); err != nil {
+		t.Fatalf("Complete(If-Match current): %v", err)
+	}
+	if got, _, _ := get(t, st, bucket, "mc", store.GetOptions{}); string(got) != "v2" {
+		t.Fatalf("completed object is %q", got)
 	}
 }
 
