@@ -360,11 +360,6 @@ func (s *Store) Put(ctx context.Context, bucketName, key string, r io.Reader, si
 	return store.PutResult{ETag: info.ETag, Checksums: maps.Clone(info.Checksums)}, nil
 }
 
-// commit stores a new version of an object, stamping its size and time.
-func (s *Store) commit(bucketName, key string, data []byte, info store.ObjectInfo) error {
-	return s.commitIf(bucketName, key, data, info, "", "")
-}
-
 // checkWrite judges a write's conditions on the object it would replace.
 // The caller holds s.mu.
 func checkWrite(b *bucket, key, ifMatch, ifNoneMatch string) error {
@@ -380,9 +375,9 @@ func checkWrite(b *bucket, key, ifMatch, ifNoneMatch string) error {
 	return nil
 }
 
-// commitIf is commit made conditional on the current version, as S3 does:
-// If-Match on a missing object answers NoSuchKey, a failed condition
-// ErrPreconditionFailed.
+// commitIf stores a new version of an object, stamping its size and time,
+// if the conditions allow (see checkWrite): If-Match on a missing object
+// answers NoSuchKey, a failed condition ErrPreconditionFailed.
 func (s *Store) commitIf(bucketName, key string, data []byte, info store.ObjectInfo, ifMatch, ifNoneMatch string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
