@@ -209,7 +209,8 @@ func TestSplitPath(t *testing.T) {
 		{"/bucket", "bucket", "", false},
 		{"/bucket/", "bucket", "", false},
 		{"/bucket/a/b", "bucket", "a/b", false},
-		{"/bucket//lead", "bucket", "/lead", false},
+		{"/bucket//lead", "bucket", "lead", false}, // as MinIO names it
+		{"/bucket///", "bucket", "//", true},
 		{"/Bad_Bucket/x", "Bad_Bucket", "x", true},
 		{"/bucket/../etc/passwd", "bucket", "../etc/passwd", true},
 	}

@@ -277,8 +277,10 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 	host = strings.ToLower(host)
 	for _, d := range s.cfg.Domains {
 		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
-			key := strings.TrimPrefix(r.URL.Path, "/")
+			key, err := canonicalKey(strings.TrimPrefix(r.URL.Path, "/"))
 			switch {
+			case err != nil:
+				return b, key, err
 			case !validBucketName(b):
 				return b, key, errInvalidBucketName
 			case key != "":
@@ -288,6 +290,18 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 		}
 	}
 	return splitPath(r.URL.Path)
+}
+
+// canonicalKey is the key as the store names it: MinIO takes /bucket//k
+// for the key "k", so hoard caches and asks for "k" too, and a write to
+// one name is seen by reads of the other. A key of slashes only would name
+// no object: refused.
+func canonicalKey(k string) (string, error) {
+	c := strings.TrimLeft(k, "/")
+	if c == "" && k != "" {
+		return k, errInvalidKey
+	}
+	return c, nil
 }
 
 func headerSize(h http.Header) int {
@@ -305,6 +319,9 @@ func headerSize(h http.Header) int {
 func splitPath(p string) (bucket, key string, err error) {
 	p = strings.TrimPrefix(p, "/")
 	bucket, key, _ = strings.Cut(p, "/")
+	if key, err = canonicalKey(key); err != nil {
+		return bucket, key, err
+	}
 	if bucket != "" && !validBucketName(bucket) {
 		return bucket, key, errInvalidBucketName
 	}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from s3util import client_error
+from s3util import client_error, list_keys, signed_request
 
 
 def _outcome(fn) -> tuple[int, str]:
@@ -65,3 +65,17 @@ def test_head_response_overrides_as_by_the_store(s3, store_s3, bucket, store_kin
         assert want["ContentType"] == "image/png"
     for field in ("ContentType", "ContentDisposition"):
         assert got.get(field) == want.get(field), field
+
+
+def test_double_slash_key_as_by_the_store(s3, store_s3, bucket, e2e_env, store_kind):
+    if store_kind != "minio":
+        pytest.skip("measured against MinIO, which takes /bucket//k for the key k")
+    store = signed_request(e2e_env.store_endpoint, e2e_env.store_creds, "PUT", f"/{bucket}//direct", body=b"v1")
+    through = signed_request(e2e_env.endpoint, e2e_env.creds, "PUT", f"/{bucket}//through", body=b"v1")
+    assert (through.status, store.status) == (200, 200)
+    assert sorted(list_keys(store_s3, bucket)) == ["direct", "through"]
+    got = signed_request(e2e_env.endpoint, e2e_env.creds, "GET", f"/{bucket}//through")
+    assert got.body == b"v1"  # now cached under "through"
+    s3.put_object(Bucket=bucket, Key="through", Body=b"v2")
+    got = signed_request(e2e_env.endpoint, e2e_env.creds, "GET", f"/{bucket}//through")
+    assert got.body == b"v2"
