@@ -32,7 +32,11 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 		if err := c.syncPoint(ctx, bucket, key); err != nil {
 			return res, err
 		}
-		return c.putThrough(ctx, bucket, key, body, size, opts)
+		res, err = c.putThrough(ctx, bucket, key, body, size, opts)
+		// The store changed behind the owners: drop their copies, as a
+		// delete does.
+		c.tellOwners(ctx, bucket, key)
+		return res, err
 	}
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
