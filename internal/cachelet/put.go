@@ -25,6 +25,19 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
 	}()
+	if opts.IfMatch != "" || opts.IfNoneMatch != "" {
+		// Only the store can judge a condition, and only against every
+		// write before this one: deliver those, then write through. A
+		// refused write leaves the key invalidated, never wrong.
+		if err := c.syncPoint(ctx, bucket, key); err != nil {
+			return res, err
+		}
+		res, err = c.putThrough(ctx, bucket, key, body, size, opts)
+		// The store changed behind the owners: drop their copies, as a
+		// delete does.
+		c.tellOwners(ctx, bucket, key)
+		return res, err
+	}
 	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}
@@ -189,12 +202,12 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 
 // CompleteMultipartUpload completes an upload; the key's cached copy, if
 // any, is dropped.
-func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	c.Invalidate(bucket, key)
 	if err := c.syncPoint(ctx, bucket, key); err != nil {
 		return store.PutResult{}, err
 	}
-	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts)
+	res, err := c.store.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()

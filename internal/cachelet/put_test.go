@@ -302,7 +302,7 @@ func TestWritesInvalidate(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = e.c.CompleteMultipartUpload(ctx, testBucket, "k", id, []store.Part{p})
+			_, err = e.c.CompleteMultipartUpload(ctx, testBucket, "k", id, []store.Part{p}, store.CompleteOptions{})
 			return err
 		}, object("k", 2, 1000)},
 		{"Put of unknown size", func(e *env) error {
@@ -432,4 +432,42 @@ func TestOverlappingPutsLeaveNoOlderCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustRead("k", va, LocalMiss)
+}
+
+// TestConditionalPutRefused: a write the store refuses for its condition
+// leaves reads seeing the version the store holds, under every write
+// target (the buffered ones included: only the store can judge).
+func TestConditionalPutRefused(t *testing.T) {
+	for _, target := range []WriteTarget{WriteStore, WriteLocal, WriteOwner} {
+		t.Run(string(target), func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.WriteTarget = target })
+			ctx := t.Context()
+			v1, v2 := object("k", 1, 1000), object("k", 2, 1000)
+			put := func(data []byte, opts store.PutOptions) (store.PutResult, error) {
+				return e.c.Put(ctx, testBucket, "k", bytes.NewReader(data), int64(len(data)), opts)
+			}
+			res, err := put(v1, store.PutOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.c.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.mustRead("k", v1, LocalHit)
+			for _, opts := range []store.PutOptions{{IfMatch: "0123"}, {IfNoneMatch: "*"}, {IfNoneMatch: res.ETag}} {
+				if _, err := put(v2, opts); !errors.Is(err, store.ErrPreconditionFailed) {
+					t.Fatalf("Put(%+v) = %v, want ErrPreconditionFailed", opts, err)
+				}
+				if got, _, err := e.read("k", nil); err != nil || !bytes.Equal(got, v1) {
+					t.Fatalf("after a refused Put(%+v): read err %v, v1 %v", opts, err, bytes.Equal(got, v1))
+				}
+			}
+			if _, err := put(v2, store.PutOptions{IfMatch: res.ETag}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := e.read("k", nil); err != nil || !bytes.Equal(got, v2) {
+				t.Fatalf("after a matching If-Match: read err %v, v2 %v", err, bytes.Equal(got, v2))
+			}
+		})
+	}
 }

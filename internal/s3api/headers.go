@@ -185,8 +185,11 @@ func putOptions(h http.Header) (store.PutOptions, error) {
 			if o.UserMetadata == nil {
 				o.UserMetadata = map[string]string{}
 			}
-			o.UserMetadata[m] = vals[0]
-			size += len(m) + len(vals[0])
+			// A repeated header keeps every value, joined as S3 and
+			// MinIO join them.
+			v := strings.Join(vals, ",")
+			o.UserMetadata[m] = v
+			size += len(m) + len(v)
 		}
 	}
 	if size > maxMetaSize {
@@ -254,9 +257,15 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 }
 
 // setChecksumHeaders sends the object's checksums: only for whole-object
-// responses, where they describe the bytes sent, and only when asked.
+// responses, where they describe the bytes sent, and only when asked: in
+// the header, or in the query of a presigned URL.
 func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
-	if !strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+	q := r.URL.Query()
+	mode := r.Header.Get("x-amz-checksum-mode")
+	if mode == "" {
+		mode = q.Get("X-Amz-Checksum-Mode") + q.Get("x-amz-checksum-mode")
+	}
+	if !strings.EqualFold(mode, "ENABLED") {
 		return
 	}
 	for algo, v := range info.Checksums {
@@ -271,7 +280,8 @@ func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
 	}
 }
 
-// applyOverrides honours the response-* query parameters of GetObject.
+// applyOverrides honours the response-* query parameters of GetObject and
+// HeadObject.
 func applyOverrides(h http.Header, rq *request) {
 	for param, header := range map[string]string{
 		"response-content-type":        "Content-Type",

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,7 +209,8 @@ func TestSplitPath(t *testing.T) {
 		{"/bucket", "bucket", "", false},
 		{"/bucket/", "bucket", "", false},
 		{"/bucket/a/b", "bucket", "a/b", false},
-		{"/bucket//lead", "bucket", "/lead", false},
+		{"/bucket//lead", "bucket", "lead", false}, // as MinIO names it
+		{"/bucket///", "bucket", "//", true},
 		{"/Bad_Bucket/x", "Bad_Bucket", "x", true},
 		{"/bucket/../etc/passwd", "bucket", "../etc/passwd", true},
 	}
@@ -221,3 +223,48 @@ func TestSplitPath(t *testing.T) {
 }
 
 var storeGetAll = store.GetOptions{}
+
+// TestRepeatedMetadataHeader: every value of a repeated x-amz-meta-*
+// header is kept, joined with "," as S3 and MinIO store them.
+func TestRepeatedMetadataHeader(t *testing.T) {
+	s := newTestServer(t)
+	req, err := http.NewRequest(http.MethodPut, s.URL+"/bkt/k", strings.NewReader("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Add("X-Amz-Meta-Tag", "a")
+	req.Header.Add("X-Amz-Meta-Tag", "b c")
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	sign(t, req, "UNSIGNED-PAYLOAD")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("put: %d", resp.StatusCode)
+	}
+	info, err := s.store.Stat(t.Context(), "bkt", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.UserMetadata["tag"]; got != "a,b c" {
+		t.Fatalf("stored x-amz-meta-tag %q, want %q", got, "a,b c")
+	}
+	if got := s.do(t, http.MethodHead, "/bkt/k", nil, nil).Header.Get("x-amz-meta-tag"); got != "a,b c" {
+		t.Fatalf("HEAD x-amz-meta-tag %q", got)
+	}
+}
+
+// TestHeadResponseOverrides: HEAD honours response-* as GET does.
+func TestHeadResponseOverrides(t *testing.T) {
+	s := newTestServer(t)
+	s.do(t, http.MethodPut, "/bkt/k", []byte("v"), map[string]string{"Content-Type": "text/plain"})
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		resp := s.do(t, m, "/bkt/k?response-content-type=image%2Fpng&response-content-disposition=attachment", nil, nil)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || resp.Header.Get("Content-Disposition") != "attachment" {
+			t.Fatalf("%s: %d, Content-Type %q, Content-Disposition %q", m, resp.StatusCode,
+				resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"))
+		}
+	}
+}

@@ -78,7 +78,8 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 		prev = p.PartNumber
 		parts = append(parts, store.Part{PartNumber: p.PartNumber, ETag: strings.Trim(p.ETag, `"`), Checksums: p.toMap()})
 	}
-	res, err := s.cl.CompleteMultipartUpload(r.Context(), rq.bucket, rq.key, rq.query.Get("uploadId"), parts)
+	cond := store.CompleteOptions{IfMatch: r.Header.Get("If-Match"), IfNoneMatch: r.Header.Get("If-None-Match")}
+	res, err := s.cl.CompleteMultipartUpload(r.Context(), rq.bucket, rq.key, rq.query.Get("uploadId"), parts, cond)
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,7 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 		return nil
 	}
 	setObjectHeaders(h, info)
+	applyOverrides(h, rq)
 	status, length := http.StatusOK, info.Size
 	if hr := r.Header.Get("Range"); hr != "" {
 		if br, ok := parseRange(hr); ok {
@@ -151,6 +152,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err != nil {
 		return err
 	}
+	opts.IfMatch, opts.IfNoneMatch = r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
 	body := &errCapture{r: newExactBody(r.Body, size)}
 	res, err := s.cl.Put(uploadContext(r), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {

@@ -271,8 +271,13 @@ var knownParams = map[string]bool{
 	"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true, "X-Amz-Expires": true,
 	"X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true,
 	"X-Amz-Content-Sha256": true, "AWSAccessKeyId": true, "Signature": true, "Expires": true,
-	// SDK bookkeeping.
-	"x-id": true,
+	// SDK bookkeeping the SDKs sign into presigned URLs: the operation's
+	// name, the checksum mode of a GET or HEAD (aws-sdk-go-v2 writes it
+	// X-Amz-Checksum-Mode, others lower case) and the algorithm of a PUT's
+	// checksum, whose value travels in a header. None changes the answer.
+	"x-id": true, "X-Amz-Checksum-Mode": true, "x-amz-checksum-mode": true,
+	"X-Amz-Sdk-Checksum-Algorithm": true, "x-amz-sdk-checksum-algorithm": true,
+	"X-Amz-User-Agent": true, "x-amz-user-agent": true,
 	// Listing.
 	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "list-type": true,
 	"continuation-token": true, "start-after": true, "fetch-owner": true, "encoding-type": true,
@@ -303,8 +308,10 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 	host = strings.ToLower(host)
 	for _, d := range s.cfg.Domains {
 		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
-			key := strings.TrimPrefix(r.URL.Path, "/")
+			key, err := canonicalKey(strings.TrimPrefix(r.URL.Path, "/"))
 			switch {
+			case err != nil:
+				return b, key, err
 			case !validBucketName(b):
 				return b, key, errInvalidBucketName
 			case key != "":
@@ -314,6 +321,18 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 		}
 	}
 	return splitPath(r.URL.Path)
+}
+
+// canonicalKey is the key as the store names it: MinIO takes /bucket//k
+// for the key "k", so hoard caches and asks for "k" too, and a write to
+// one name is seen by reads of the other. A key of slashes only would name
+// no object: refused.
+func canonicalKey(k string) (string, error) {
+	c := strings.TrimLeft(k, "/")
+	if c == "" && k != "" {
+		return k, errInvalidKey
+	}
+	return c, nil
 }
 
 func headerSize(h http.Header) int {
@@ -331,6 +350,9 @@ func headerSize(h http.Header) int {
 func splitPath(p string) (bucket, key string, err error) {
 	p = strings.TrimPrefix(p, "/")
 	bucket, key, _ = strings.Cut(p, "/")
+	if key, err = canonicalKey(key); err != nil {
+		return bucket, key, err
+	}
 	if bucket != "" && !validBucketName(bucket) {
 		return bucket, key, errInvalidBucketName
 	}

@@ -334,3 +334,27 @@ func TestContinueForEmptyBodies(t *testing.T) {
 		t.Fatalf("final status %d", resp.StatusCode)
 	}
 }
+
+// TestLeadingSlashesInKey: /bkt//k names the key "k", as the store takes
+// it, for writes, reads and the cache alike.
+func TestLeadingSlashesInKey(t *testing.T) {
+	s := newTestServer(t)
+	read := func(target string) string {
+		data, _ := io.ReadAll(s.do(t, http.MethodGet, target, nil, nil).Body)
+		return string(data)
+	}
+	s.do(t, http.MethodPut, "/bkt//k", []byte("v1"), nil)
+	if got := s.object(t, "k"); got != "v1" {
+		t.Fatalf("store holds %q under k", got)
+	}
+	if a, b := read("/bkt//k"), read("/bkt/k"); a != "v1" || b != "v1" {
+		t.Fatalf("reads %q and %q", a, b)
+	}
+	s.do(t, http.MethodPut, "/bkt/k", []byte("v2"), nil)
+	if got := read("/bkt//k"); got != "v2" {
+		t.Fatalf("read of /bkt//k after a write to /bkt/k: %q", got)
+	}
+	if resp := s.do(t, http.MethodGet, "/bkt///", nil, nil); resp.StatusCode != 400 {
+		t.Fatalf("a key of slashes: %d", resp.StatusCode)
+	}
+}

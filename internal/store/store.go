@@ -116,6 +116,19 @@ type PutOptions struct {
 	ChecksumValue     string
 	// ContentMD5 (base64), forwarded when the client sent one.
 	ContentMD5 string
+	// IfMatch and IfNoneMatch make Put conditional, as the HTTP headers of
+	// those names do: Put fails with ErrPreconditionFailed, committing
+	// nothing, unless the current object's ETag matches IfMatch, or when
+	// it matches IfNoneMatch ("*": any current object). Quotes are
+	// optional. Only Put honours them.
+	IfMatch, IfNoneMatch string
+}
+
+// CompleteOptions parameterise CompleteMultipartUpload: its conditions on
+// the object it replaces, judged as PutOptions' IfMatch and IfNoneMatch
+// (a refused completion leaves the upload in place).
+type CompleteOptions struct {
+	IfMatch, IfNoneMatch string
 }
 
 // PutResult is what the store answered to a write.
@@ -224,7 +237,7 @@ type Store interface {
 	// Multipart upload.
 	CreateMultipartUpload(ctx context.Context, bucket, key string, opts PutOptions) (uploadID string, err error)
 	UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, r io.Reader, size int64, opts PutOptions) (Part, error)
-	CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []Part) (PutResult, error)
+	CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []Part, opts CompleteOptions) (PutResult, error)
 	AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error
 	ListParts(ctx context.Context, bucket, key, uploadID string, partNumberMarker, maxParts int) (ListPartsResult, error)
 }

@@ -354,19 +354,39 @@ func (s *Store) Put(ctx context.Context, bucketName, key string, r io.Reader, si
 		info.Checksums = map[string]string{string(algo): checksum.Encode(sum)}
 		info.ChecksumType = "FULL_OBJECT"
 	}
-	if err := s.commit(bucketName, key, data, info); err != nil {
+	if err := s.commitIf(bucketName, key, data, info, opts.IfMatch, opts.IfNoneMatch); err != nil {
 		return store.PutResult{}, wrap("put", bucketName, key, err)
 	}
 	return store.PutResult{ETag: info.ETag, Checksums: maps.Clone(info.Checksums)}, nil
 }
 
-// commit stores a new version of an object, stamping its size and time.
-func (s *Store) commit(bucketName, key string, data []byte, info store.ObjectInfo) error {
+// checkWrite judges a write's conditions on the object it would replace.
+// The caller holds s.mu.
+func checkWrite(b *bucket, key, ifMatch, ifNoneMatch string) error {
+	cur := b.objects[key]
+	switch {
+	case ifMatch != "" && cur == nil:
+		return store.ErrNoSuchKey
+	case ifMatch != "" && !etagMatches(ifMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
+	case ifNoneMatch != "" && cur != nil && etagMatches(ifNoneMatch, cur.info.ETag):
+		return store.ErrPreconditionFailed
+	}
+	return nil
+}
+
+// commitIf stores a new version of an object, stamping its size and time,
+// if the conditions allow (see checkWrite): If-Match on a missing object
+// answers NoSuchKey, a failed condition ErrPreconditionFailed.
+func (s *Store) commitIf(bucketName, key string, data []byte, info store.ObjectInfo, ifMatch, ifNoneMatch string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := s.bucketLocked(bucketName)
 	if err != nil {
 		return err // deleted while the body was read
+	}
+	if err := checkWrite(b, key, ifMatch, ifNoneMatch); err != nil {
+		return err
 	}
 	info.Size = int64(len(data))
 	info.LastModified = now()
@@ -707,7 +727,7 @@ func (p *part) out() store.Part {
 
 // CompleteMultipartUpload implements store.Store. The object's ETag is S3's:
 // the MD5 of the parts' MD5s, then "-" and the number of parts.
-func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	if err := s.begin(ctx, "complete_multipart", bucketName, key); err != nil {
 		return store.PutResult{}, err
 	}
@@ -760,6 +780,9 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucketName, key, up
 		if u.algo == checksum.CRC64NVME {
 			info.ChecksumType = "FULL_OBJECT" // S3 has no composite CRC64NVME
 		}
+	}
+	if err := checkWrite(b, key, opts.IfMatch, opts.IfNoneMatch); err != nil {
+		return fail(err)
 	}
 	info.Size = size
 	info.LastModified = now()

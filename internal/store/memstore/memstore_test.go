@@ -149,7 +149,7 @@ func TestMultipartETagAndSizes(t *testing.T) {
 				m := md5.Sum(data)
 				md5s = append(md5s, m[:]...)
 			}
-			res, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, parts)
+			res, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, parts, store.CompleteOptions{})
 			if tc.wantCode != "" {
 				var apiErr *store.APIError
 				if !errors.As(err, &apiErr) || apiErr.Code != tc.wantCode || apiErr.StatusCode != 400 {
@@ -210,7 +210,7 @@ func TestMultipartCompleteErrors(t *testing.T) {
 		{"unknown part", []store.Part{p1, {PartNumber: 3, ETag: p2.ETag}}, "InvalidPart"},
 		{"wrong etag", []store.Part{p1, wrongETag}, "InvalidPart"},
 	} {
-		_, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, tc.parts)
+		_, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, tc.parts, store.CompleteOptions{})
 		var apiErr *store.APIError
 		if !errors.As(err, &apiErr) || apiErr.Code != tc.code {
 			t.Errorf("%s: Complete = %v, want APIError %s", tc.name, err, tc.code)
@@ -218,7 +218,7 @@ func TestMultipartCompleteErrors(t *testing.T) {
 	}
 	// Quoted ETags, as clients send them, are accepted.
 	p1.ETag = `"` + p1.ETag + `"`
-	if _, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, []store.Part{p1, p2}); err != nil {
+	if _, err := s.CompleteMultipartUpload(ctx, "bkt", "mp", id, []store.Part{p1, p2}, store.CompleteOptions{}); err != nil {
 		t.Fatalf("Complete with quoted ETags: %v", err)
 	}
 	_, err = s.UploadPart(ctx, "bkt", "mp", id, 3, strings.NewReader("x"), 1, store.PutOptions{})

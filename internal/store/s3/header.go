@@ -218,13 +218,24 @@ func checksumsOf(crc32, crc32c, crc64nvme, sha1, sha256 string) map[string]strin
 	return m
 }
 
+// defaultContentType is what S3 records for an object written without a
+// Content-Type.
+const defaultContentType = "binary/octet-stream"
+
 // putOptions translates hoard's write options into minio-go's. User
 // metadata keys are sent with their x-amz-meta- prefix already on, so
 // minio-go never mistakes one for a standard header. The raw Expires
 // value is sent as is (S3 stores any string there).
 func putOptions(o store.PutOptions) (minio.PutObjectOptions, error) {
+	ct := o.ContentType
+	if ct == "" {
+		// minio-go never sends a write without a Content-Type and would
+		// send application/octet-stream; S3 and MinIO record this for a
+		// write that has none.
+		ct = defaultContentType
+	}
 	po := minio.PutObjectOptions{
-		ContentType:        o.ContentType,
+		ContentType:        ct,
 		ContentEncoding:    o.ContentEncoding,
 		ContentDisposition: o.ContentDisposition,
 		ContentLanguage:    o.ContentLanguage,
@@ -236,6 +247,14 @@ func putOptions(o store.PutOptions) (minio.PutObjectOptions, error) {
 	}
 	if o.Expires != "" {
 		po.UserMetadata["Expires"] = o.Expires
+	}
+	// minio-go quotes what it is given: trimming the outer quotes keeps a
+	// list ("a", "b") intact.
+	if o.IfMatch != "" {
+		po.SetMatchETag(strings.Trim(o.IfMatch, `"`))
+	}
+	if o.IfNoneMatch != "" {
+		po.SetMatchETagExcept(strings.Trim(o.IfNoneMatch, `"`))
 	}
 	if o.ChecksumAlgorithm != "" {
 		if _, ok := minioChecksumType(o.ChecksumAlgorithm); !ok {

@@ -83,5 +83,8 @@ func TestConformanceVersitygw(t *testing.T) {
 		// versitygw answers a HEAD on a missing bucket with a bare
 		// 404 and no error-code header.
 		StatMissingBucketIsNoSuchKey: true,
+		// versitygw answers If-None-Match with an ETag on a PUT with
+		// 501 NotImplemented, and If-Match "*" with 412.
+		PartialConditionalPut: true,
 	}, func(t *testing.T) store.Store { return storeFor(t, shared.versitygw) })
 }

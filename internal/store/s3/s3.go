@@ -556,7 +556,7 @@ func (t *trailerHasher) Read(p []byte) (int, error) {
 
 // CompleteMultipartUpload assembles the parts, forwarding each part's ETag
 // and checksums.
-func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part) (store.PutResult, error) {
+func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	cps := make([]minio.CompletePart, 0, len(parts))
 	for _, p := range parts {
 		cps = append(cps, minio.CompletePart{
@@ -569,7 +569,14 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 			ChecksumSHA256:    p.Checksums["SHA256"],
 		})
 	}
-	ui, err := s.core.CompleteMultipartUpload(ctx, bucket, key, uploadID, cps, minio.PutObjectOptions{})
+	var po minio.PutObjectOptions
+	if opts.IfMatch != "" {
+		po.SetMatchETag(strings.Trim(opts.IfMatch, `"`))
+	}
+	if opts.IfNoneMatch != "" {
+		po.SetMatchETagExcept(strings.Trim(opts.IfNoneMatch, `"`))
+	}
+	ui, err := s.core.CompleteMultipartUpload(ctx, bucket, key, uploadID, cps, po)
 	if err != nil {
 		return store.PutResult{}, mapError(ctx, "complete multipart", bucket, key, err)
 	}

@@ -229,7 +229,7 @@ func testMultipart(t *testing.T, st store.Store, _ Capabilities) {
 		}
 	}
 
-	res, err := st.CompleteMultipartUpload(ctx, bucket, "mp obj", id, parts)
+	res, err := st.CompleteMultipartUpload(ctx, bucket, "mp obj", id, parts, store.CompleteOptions{})
 	if err != nil {
 		t.Fatalf("CompleteMultipartUpload: %v", err)
 	}
@@ -265,7 +265,7 @@ func testMultipartAbort(t *testing.T, st store.Store, _ Capabilities) {
 	wantErr(t, "UploadPart(aborted)", err, store.ErrNoSuchUpload)
 	_, err = st.ListParts(ctx, bucket, "ab", id, 0, 0)
 	wantErr(t, "ListParts(aborted)", err, store.ErrNoSuchUpload)
-	_, err = st.CompleteMultipartUpload(ctx, bucket, "ab", id, []store.Part{part})
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "ab", id, []store.Part{part}, store.CompleteOptions{})
 	wantErr(t, "Complete(aborted)", err, store.ErrNoSuchUpload)
 	_, err = st.Stat(ctx, bucket, "ab")
 	wantErr(t, "Stat(aborted)", err, store.ErrNoSuchKey)
@@ -276,7 +276,7 @@ func testMultipartAbort(t *testing.T, st store.Store, _ Capabilities) {
 	if err != nil {
 		t.Fatalf("CreateMultipartUpload: %v", err)
 	}
-	_, err = st.CompleteMultipartUpload(ctx, bucket, "bad", id, []store.Part{{PartNumber: 1, ETag: "0123456789abcdef0123456789abcdef"}})
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "bad", id, []store.Part{{PartNumber: 1, ETag: "0123456789abcdef0123456789abcdef"}}, store.CompleteOptions{})
 	var apiErr *store.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 		t.Errorf("Complete(unknown part) = %v, want a 400 *store.APIError", err)
@@ -400,7 +400,7 @@ func testMultipartChecksums(t *testing.T, st store.Store, _ Capabilities) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 		t.Errorf("UploadPart(wrong CRC32) = %v, want a 400 *store.APIError", err)
 	}
-	if _, err := st.CompleteMultipartUpload(ctx, bucket, "mpc", id, parts); err != nil {
+	if _, err := st.CompleteMultipartUpload(ctx, bucket, "mpc", id, parts, store.CompleteOptions{}); err != nil {
 		t.Fatalf("CompleteMultipartUpload: %v", err)
 	}
 	got, _, _ := get(t, st, bucket, "mpc", store.GetOptions{})

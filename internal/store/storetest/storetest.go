@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -31,6 +32,10 @@ type Capabilities struct {
 	// header (MinIO's x-minio-error-code) can only be read as
 	// ErrNoSuchKey. Get (with a body) must still say ErrNoSuchBucket.
 	StatMissingBucketIsNoSuchKey bool
+	// PartialConditionalPut: of a Put's conditions only If-Match with an
+	// ETag and If-None-Match "*" (what AWS S3 documents) are judged
+	// right; If-Match "*" and If-None-Match with an ETag are not.
+	PartialConditionalPut bool
 }
 
 // Run runs the suite with strict (zero) Capabilities.
@@ -50,6 +55,8 @@ func RunWith(t *testing.T, caps Capabilities, newStore func(t *testing.T) store.
 		{"Metadata", testMetadata},
 		{"Ranges", testRanges},
 		{"Conditional", testConditional},
+		{"ConditionalPut", testConditionalPut},
+		{"ConditionalComplete", testConditionalComplete},
 		{"Missing", testMissing},
 		{"ListPagination", testListPagination},
 		{"OddKeys", testOddKeys},
@@ -251,6 +258,11 @@ func testMetadata(t *testing.T, st store.Store, _ Capabilities) {
 	}{{"Get", gi}, {"Stat", si}} {
 		checkMetadata(t, info.how, info.info, opts)
 	}
+	// Without a Content-Type the object gets S3's default.
+	put(t, st, bucket, "untyped", []byte("hello"), store.PutOptions{})
+	if si, err := st.Stat(ctxFor(t), bucket, "untyped"); err != nil || si.ContentType != "binary/octet-stream" {
+		t.Errorf("Stat of an object written without a Content-Type: %q, %v; want binary/octet-stream", si.ContentType, err)
+	}
 }
 
 // checkMetadata compares what the store reports with what was written.
@@ -346,6 +358,74 @@ func testConditional(t *testing.T, st store.Store, _ Capabilities) {
 	// A conditional ranged read: the cache revalidates a range.
 	r := store.ByteRange{Start: 0, End: 3}
 	wantGetErr(t, st, bucket, "c", store.GetOptions{Range: &r, IfNoneMatch: pr.ETag}, store.ErrNotModified)
+}
+
+// testConditionalPut: If-Match and If-None-Match on Put, as S3 and MinIO
+// judge them; a refused write commits nothing.
+func testConditionalPut(t *testing.T, st store.Store, caps Capabilities) {
+	bucket := newBucket(t, st)
+	ctx := ctxFor(t)
+	try := func(data string, opts store.PutOptions) error {
+		_, err := st.Put(ctx, bucket, "c", strings.NewReader(data), int64(len(data)), opts)
+		return err
+	}
+	other := "0123456789abcdef0123456789abcdef"
+	wantErr(t, "If-Match on a missing object", try("x", store.PutOptions{IfMatch: other}), store.ErrNoSuchKey)
+	if err := try("v1", store.PutOptions{IfNoneMatch: "*"}); err != nil {
+		t.Fatalf("If-None-Match * on a missing object: %v", err)
+	}
+	v1, _, _ := get(t, st, bucket, "c", store.GetOptions{})
+	info, err := st.Stat(ctx, bucket, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []store.PutOptions{{IfMatch: other}, {IfMatch: `"` + other + `"`}, {IfNoneMatch: "*"}}
+	accepted := []store.PutOptions{{IfMatch: info.ETag}}
+	if !caps.PartialConditionalPut {
+		refused = append(refused, store.PutOptions{IfNoneMatch: info.ETag})
+		accepted = append(accepted, store.PutOptions{IfMatch: "*"}, store.PutOptions{IfNoneMatch: other})
+	}
+	for _, opts := range refused {
+		wantErr(t, fmt.Sprintf("Put(%+v)", opts), try("v2", opts), store.ErrPreconditionFailed)
+		if got, _, _ := get(t, st, bucket, "c", store.GetOptions{}); !bytes.Equal(got, v1) {
+			t.Fatalf("Put(%+v) refused, but the object is now %q", opts, got)
+		}
+	}
+	for _, opts := range accepted {
+		if err := try("v3", opts); err != nil {
+			t.Fatalf("Put(%+v): %v", opts, err)
+		}
+	}
+}
+
+// testConditionalComplete: the conditions of CompleteMultipartUpload, as
+// of Put; a refused completion commits nothing.
+func testConditionalComplete(t *testing.T, st store.Store, _ Capabilities) {
+	bucket := newBucket(t, st)
+	ctx := ctxFor(t)
+	pr := put(t, st, bucket, "mc", []byte("v1"), store.PutOptions{})
+	id, err := st.CreateMultipartUpload(ctx, bucket, "mc", store.PutOptions{})
+	if err != nil {
+		t.Fatalf("CreateMultipartUpload: %v", err)
+	}
+	defer func() { _ = st.AbortMultipartUpload(ctx, bucket, "mc", id) }()
+	part, err := st.UploadPart(ctx, bucket, "mc", id, 1, strings.NewReader("v2"), 2, store.PutOptions{})
+	if err != nil {
+		t.Fatalf("UploadPart: %v", err)
+	}
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfNoneMatch: "*"})
+	wantErr(t, "Complete(If-None-Match *)", err, store.ErrPreconditionFailed)
+	_, err = st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfMatch: "0123456789abcdef0123456789abcdef"})
+	wantErr(t, "Complete(If-Match other)", err, store.ErrPreconditionFailed)
+	if got, _, _ := get(t, st, bucket, "mc", store.GetOptions{}); string(got) != "v1" {
+		t.Fatalf("refused completions left %q", got)
+	}
+	if _, err := st.CompleteMultipartUpload(ctx, bucket, "mc", id, []store.Part{part}, store.CompleteOptions{IfMatch: pr.ETag}); err != nil {
+		t.Fatalf("Complete(If-Match current): %v", err)
+	}
+	if got, _, _ := get(t, st, bucket, "mc", store.GetOptions{}); string(got) != "v2" {
+		t.Fatalf("completed object is %q", got)
+	}
 }
 
 func testMissing(t *testing.T, st store.Store, caps Capabilities) {
