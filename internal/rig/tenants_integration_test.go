@@ -87,21 +87,7 @@ def attack(event, context):
 
 func deployTenant(t *testing.T, e *env, name, bucket string) {
 	t.Helper()
-	dir := t.TempDir()
-	spec := strings.NewReplacer("%s: read-write", bucket+": read-write", "name: %s", "name: "+name).Replace(tenantSpec)
-	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fns.py"), []byte(tenantFns), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pkg, err := appspec.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.p.Controller.Deploy(context.Background(), pkg.Data); err != nil {
-		t.Fatal(err)
-	}
+	e.deployCode(t, strings.NewReplacer("%s: read-write", bucket+": read-write", "name: %s", "name: "+name).Replace(tenantSpec), tenantFns)
 }
 
 func TestTenantsCannotReachEachOther(t *testing.T) {
