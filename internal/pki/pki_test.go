@@ -1,0 +1,313 @@
+package pki
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clock is a settable now for OpenCA.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newCA(t *testing.T) (*CA, *clock) {
+	t.Helper()
+	c := &clock{t: time.Now()}
+	ca, err := OpenCA(filepath.Join(t.TempDir(), "tls"), c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, c
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	kp, err := tls.LoadX509KeyPair(path, strings.TrimSuffix(path, ".crt")+".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp.Leaf
+}
+
+func TestIssueSANsAndIdentity(t *testing.T) {
+	ca, _ := newCA(t)
+	f, err := ca.Issue("agent-1", Request{Identity: Agent("n1"), Hosts: []string{"127.0.0.1", "localhost", "10.77.0.2"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := readCert(t, f.Cert)
+	for _, h := range []string{"127.0.0.1", "localhost", "10.77.0.2"} {
+		if err := cert.VerifyHostname(h); err != nil {
+			t.Errorf("certificate does not name %s: %v", h, err)
+		}
+	}
+	if err := cert.VerifyHostname("10.77.0.3"); err == nil {
+		t.Error("certificate names a host it was not issued for")
+	}
+	id, err := IdentityOf(cert)
+	if err != nil || id != Agent("n1") {
+		t.Errorf("identity = %v, %v; want agent n1", id, err)
+	}
+	pool, err := LoadPool(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("issued certificate does not chain to the CA: %v", err)
+	}
+	if got := time.Until(cert.NotAfter); got > DefaultLeafValidity || got < DefaultLeafValidity-2*time.Hour {
+		t.Errorf("validity left %v, want about %v", got, DefaultLeafValidity)
+	}
+}
+
+func TestKeyFileModes(t *testing.T) {
+	ca, _ := newCA(t)
+	f, err := ca.Issue("controller", Request{Identity: Controller(), Hosts: []string{"127.0.0.1"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{
+		f.Key: 0o600, filepath.Join(filepath.Dir(f.CA), caKeyFile): 0o600,
+		f.Cert: 0o644, f.CA: 0o644, filepath.Dir(f.CA): 0o700 | os.ModeDir,
+	} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", filepath.Base(path), fi.Mode(), want)
+		}
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(f.CA), ".*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+func TestReuseAcrossRestarts(t *testing.T) {
+	ca, c := newCA(t)
+	dir := filepath.Dir(ca.CertFile())
+	req := Request{Identity: Cachelet("a", "a-1"), Hosts: []string{"127.0.0.1"}, Server: true, Client: true}
+	f, err := ca.Issue("a-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readCert(t, f.Cert)
+	// A restart: the CA and the certificate are read back, not made anew.
+	c.t = c.t.Add(24 * time.Hour)
+	ca2, err := OpenCA(dir, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ca2.Cert().Equal(ca.Cert()) {
+		t.Fatal("the CA was remade on restart")
+	}
+	f2, err := ca2.Issue("a-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := readCert(t, f2.Cert); !after.Equal(before) {
+		t.Error("a fresh certificate was reissued on restart")
+	}
+	// A different request under the same name is reissued.
+	req.Hosts = append(req.Hosts, "10.0.0.9")
+	f3, err := ca2.Issue("a-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := readCert(t, f3.Cert); after.Equal(before) || after.VerifyHostname("10.0.0.9") != nil {
+		t.Error("a certificate missing a requested host was reused")
+	}
+	req.Identity = Cachelet("b", "a-1")
+	f4, _ := ca2.Issue("a-1", req)
+	if id, _ := IdentityOf(readCert(t, f4.Cert)); id.App != "b" {
+		t.Errorf("identity %v after a changed request, want app b", id)
+	}
+}
+
+func TestRenewalBeforeExpiry(t *testing.T) {
+	ca, c := newCA(t)
+	req := Request{Identity: Controller(), Hosts: []string{"127.0.0.1"}, Server: true}
+	f, _ := ca.Issue("controller", req)
+	first := readCert(t, f.Cert)
+	// Half the validity gone: still reused.
+	c.t = c.t.Add(DefaultLeafValidity / 2)
+	f, _ = ca.Issue("controller", req)
+	if !readCert(t, f.Cert).Equal(first) {
+		t.Fatal("renewed with half its validity left")
+	}
+	// Less than a third left: renewed, and valid well beyond the old end.
+	c.t = first.NotAfter.Add(-DefaultLeafValidity / 4)
+	f, _ = ca.Issue("controller", req)
+	renewed := readCert(t, f.Cert)
+	if renewed.Equal(first) || !renewed.NotAfter.After(first.NotAfter) {
+		t.Fatalf("not renewed before expiry: old until %v, new until %v", first.NotAfter, renewed.NotAfter)
+	}
+
+	// The CA renews itself the same way; certificates of the old CA are
+	// then reissued, as they no longer chain to it.
+	dir := filepath.Dir(ca.CertFile())
+	c.t = ca.Cert().NotAfter.Add(-DefaultCAValidity / 4)
+	ca2, err := OpenCA(dir, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca2.Cert().Equal(ca.Cert()) {
+		t.Fatal("CA not renewed with a quarter of its validity left")
+	}
+	f, _ = ca2.Issue("controller", req)
+	if err := readCert(t, f.Cert).CheckSignatureFrom(ca2.Cert()); err != nil {
+		t.Errorf("certificate of the old CA kept: %v", err)
+	}
+}
+
+func TestIdentityURIs(t *testing.T) {
+	for _, id := range []Identity{Controller(), Agent("node-2"), Cachelet("shop", "shop-1a2b")} {
+		ca, _ := newCA(t)
+		f, err := ca.Issue("x", Request{Identity: id, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := IdentityOf(readCert(t, f.Cert))
+		if err != nil || got != id {
+			t.Errorf("%v read back as %v, %v", id, got, err)
+		}
+	}
+	for _, bad := range []Identity{{Role: "root"}, Agent(""), Cachelet("a/b", "c"), Cachelet("", "c"), {Role: RoleController, App: "a"}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}
+
+// TestMutualTLS runs a listener whose rule is the peer listener's
+// (application a or the platform) and dials it with each kind of client.
+func TestMutualTLS(t *testing.T) {
+	ca, _ := newCA(t)
+	other, _ := newCA(t) // another CA: an attacker's
+	issue := func(ca *CA, name string, id Identity) Files {
+		f, err := ca.Issue(name, Request{Identity: id, Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	srvFiles := issue(ca, "a-1", Cachelet("a", "a-1"))
+	scfg, err := ServerConfig(srvFiles, AppOrPlatform("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	srv.TLS = scfg
+	srv.StartTLS()
+	defer srv.Close()
+
+	get := func(f Files, allow Allow) error {
+		ccfg, err := ClientConfig(f, allow)
+		if err != nil {
+			return err
+		}
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: ccfg}, Timeout: 5 * time.Second}
+		defer cl.CloseIdleConnections()
+		resp, err := cl.Get(srv.URL)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	withCA := func(f Files) Files { f.CA = ca.CertFile(); return f }
+	for _, tc := range []struct {
+		name  string
+		files Files
+		allow Allow
+		ok    bool
+	}{
+		{"same application", issue(ca, "a-2", Cachelet("a", "a-2")), AppOrPlatform("a"), true},
+		{"agent", issue(ca, "agent", Agent("n1")), AppOrPlatform("a"), true},
+		{"controller", issue(ca, "controller", Controller()), nil, true},
+		// An attacker's client checks nothing of the server: the server refuses.
+		{"other application", issue(ca, "b-1", Cachelet("b", "b-1")), nil, false},
+		{"no certificate", Files{CA: ca.CertFile()}, nil, false},
+		{"other CA", withCA(issue(other, "a-9", Cachelet("a", "a-9"))), AppOrPlatform("a"), false},
+		// The client's own check: a server of application a is not one of b.
+		{"server of another application", issue(ca, "b-2", Cachelet("b", "b-2")), AppOrPlatform("b"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "server of another application" {
+				// b's cachelet trusts the server only if it is b's: it is a's.
+				err := get(tc.files, AppOrPlatform("b"))
+				if err == nil || !strings.Contains(err.Error(), "not allowed") {
+					t.Fatalf("dialled a server of another application: %v", err)
+				}
+				return
+			}
+			err := get(tc.files, tc.allow)
+			if tc.ok != (err == nil) {
+				t.Fatalf("ok = %v, err = %v", tc.ok, err)
+			}
+		})
+	}
+	// A client with no CA bundle does not trust the server either.
+	if err := get(Files{}, nil); err == nil {
+		t.Error("a client with no CA trusted the local CA's server")
+	}
+}
+
+func TestServerWithoutClientCA(t *testing.T) {
+	ca, _ := newCA(t)
+	f, _ := ca.Issue("s3", Request{Identity: Cachelet("a", "a-1"), Hosts: []string{"127.0.0.1", "localhost"}, Server: true})
+	scfg, err := ServerConfig(Files{Cert: f.Cert, Key: f.Key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scfg.ClientAuth != tls.NoClientCert || scfg.MinVersion != tls.VersionTLS13 {
+		t.Errorf("client auth %v, min version %x", scfg.ClientAuth, scfg.MinVersion)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	ccfg, _ := ClientConfig(Files{CA: f.CA}, nil)
+	ccfg.ServerName = "localhost"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: ccfg, NetDialer: &net.Dialer{}}
+	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("a client with the CA bundle and no certificate: %v", err)
+	}
+	c.Close()
+}
+
+func TestIdentityOfRejects(t *testing.T) {
+	for _, uris := range [][]string{nil, {"hoard://platform/root"}, {"hoard://app/a/b/c"}, {"hoard://app/a/b", "hoard://platform/controller"}} {
+		cert := &x509.Certificate{}
+		for _, s := range uris {
+			u, _ := url.Parse(s)
+			cert.URIs = append(cert.URIs, u)
+		}
+		if _, err := IdentityOf(cert); !errors.Is(err, ErrNoIdentity) {
+			t.Errorf("%v: err %v, want ErrNoIdentity", uris, err)
+		}
+	}
+}
