@@ -13,6 +13,7 @@ package etcdauth
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -107,8 +108,16 @@ func ReadFile(path string) (Credentials, error) {
 
 // Client dials endpoints as c (no user when c is zero).
 func Client(endpoints []string, c Credentials) (*clientv3.Client, error) {
+	return ClientTLS(endpoints, c, nil)
+}
+
+// ClientTLS is Client over TLS where tc is set (https endpoints): tc
+// trusts etcd's CA and presents the caller's certificate, which an etcd
+// with client certificate authentication requires before the user's
+// password is even asked.
+func ClientTLS(endpoints []string, c Credentials, tc *tls.Config) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		Username: c.Username, Password: c.Password})
+		Username: c.Username, Password: c.Password, TLS: tc})
 }
 
 // Enable turns authentication on in the etcd at endpoints, with root
@@ -116,10 +125,15 @@ func Client(endpoints []string, c Credentials) (*clientv3.Client, error) {
 // checks that rootPassword is root's. It is what `hoard up` does at
 // every start: etcd keeps its users in its data directory.
 func Enable(ctx context.Context, endpoints []string, rootPassword string) error {
+	return EnableTLS(ctx, endpoints, nil, rootPassword)
+}
+
+// EnableTLS is Enable over TLS where tc is set (ClientTLS).
+func EnableTLS(ctx context.Context, endpoints []string, tc *tls.Config, rootPassword string) error {
 	if rootPassword == "" {
 		return errors.New("etcdauth: a root password is required")
 	}
-	cli, err := Client(endpoints, Credentials{})
+	cli, err := ClientTLS(endpoints, Credentials{}, tc)
 	if err != nil {
 		return fmt.Errorf("etcdauth: %w", err)
 	}
@@ -144,7 +158,7 @@ func Enable(ctx context.Context, endpoints []string, rootPassword string) error 
 			return fmt.Errorf("etcdauth: enabling auth: %w", err)
 		}
 	}
-	root, err := Client(endpoints, Credentials{Username: Root, Password: rootPassword})
+	root, err := ClientTLS(endpoints, Credentials{Username: Root, Password: rootPassword}, tc)
 	if err != nil {
 		return fmt.Errorf("etcdauth: signing in as root: %w", err)
 	}

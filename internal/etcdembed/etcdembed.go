@@ -10,6 +10,7 @@ package etcdembed
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/hoard-io/hoard/internal/etcdembed/zapslog"
@@ -50,7 +52,8 @@ type Config struct {
 	// Dir is hoard's state directory; etcd keeps its data in Dir/etcd, which
 	// is created if missing and reused on the next start. Required.
 	Dir string
-	// ClientAddr is the host:port clients connect to (plain HTTP/2 gRPC).
+	// ClientAddr is the host:port clients connect to (HTTP/2 gRPC, over
+	// TLS with TLS).
 	// Port 0 picks a free port; Endpoints reports the one chosen. Default
 	// DefaultClientAddr.
 	ClientAddr string
@@ -65,6 +68,18 @@ type Config struct {
 	// CompactionRetention is how much key history etcd keeps (periodic
 	// compaction). Default DefaultCompactionRetention.
 	CompactionRetention time.Duration
+	// TLS, when set, serves the client and peer URLs over TLS (https)
+	// with this certificate and key, and requires every client to present
+	// a certificate chaining to TLS.CA (client certificate authentication,
+	// in addition to etcd's users and roles where those are on). Default:
+	// plain HTTP.
+	TLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of the server's TLS: its certificate, its
+// key (0600), and the CA bundle client certificates must chain to.
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Validate reports whether c can be used, after defaults are applied.
@@ -79,6 +94,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("etcdembed: address %q: %w", a, err)
 		}
+	}
+	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "" || c.TLS.CA == "") {
+		return errors.New("etcdembed: TLS needs a certificate, a key and a client CA")
 	}
 	if c.CompactionRetention < 0 {
 		return errors.New("etcdembed: CompactionRetention must not be negative")
@@ -125,8 +143,12 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcdembed: %w", err)
 	}
-	clientURL := url.URL{Scheme: "http", Host: c.ClientAddr}
-	peerURL := url.URL{Scheme: "http", Host: c.PeerAddr}
+	scheme := "http"
+	if c.TLS != nil {
+		scheme = "https"
+	}
+	clientURL := url.URL{Scheme: scheme, Host: c.ClientAddr}
+	peerURL := url.URL{Scheme: scheme, Host: c.PeerAddr}
 
 	ec := embed.NewConfig()
 	ec.Name = "hoard"
@@ -137,6 +159,12 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.InitialClusterToken = "hoard"
+	if c.TLS != nil {
+		info := transport.TLSInfo{CertFile: c.TLS.Cert, KeyFile: c.TLS.Key, TrustedCAFile: c.TLS.CA,
+			ClientCertAuth: true, MinVersion: tls.VersionTLS13}
+		ec.ClientTLSInfo, ec.PeerTLSInfo = info, info
+		ec.TlsMinVersion = "TLS1.3"
+	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapslog.New(c.Logger, c.LogLevel.Level()))
 	// The HTTP gateway and the metrics listener are for humans and
 	// Prometheus scrapers of a stand-alone etcd; hoard talks gRPC only.
@@ -168,7 +196,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	s := &Server{etcd: e}
 	for _, l := range e.Clients {
 		// The listeners carry the real port when ClientAddr asked for 0.
-		s.endpoints = append(s.endpoints, "http://"+l.Addr().String())
+		s.endpoints = append(s.endpoints, scheme+"://"+l.Addr().String())
 	}
 	return s, nil
 }

@@ -17,6 +17,7 @@ package instance
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,11 @@ type Config struct {
 	// (an inherited socket in another network namespace, the function's);
 	// the instance closes it. Endpoint still names Listen's address.
 	S3Listener net.Listener
+	// TLS, when set, serves the S3 endpoint (Listen and S3Listener) over
+	// TLS; Endpoint is then https. Clients sign with SigV4 as before and
+	// present no certificate (pki.ServerConfig without a client CA).
+	// Default nil: plain HTTP.
+	TLS *tls.Config
 	// MetricsListen is the address of /metrics; default "127.0.0.1:0".
 	// "off" disables the metrics listener.
 	MetricsListen string
@@ -134,6 +140,13 @@ type Config struct {
 	// a proxy, or a listener bound to a wildcard. The host may be a name;
 	// the port must be explicit (1-65535).
 	PeerAdvertise string
+	// PeerTLS and PeerClientTLS, when set, carry the peer protocol over
+	// mutual TLS: the peer listener's configuration (pki.ServerConfig
+	// with pki.AppOrPlatform(App): a caller must present a certificate of
+	// this application or of the platform) and the peer client's
+	// (pki.ClientConfig with the same rule for the peers it dials). Both
+	// or neither. The peer MACs stay on: TLS adds to them (ADR 0017).
+	PeerTLS, PeerClientTLS *tls.Config
 	// Secret is the application's peer secret, shared by all its
 	// cachelets; at least 16 bytes. Required with Registry.
 	Secret []byte
@@ -204,6 +217,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("instance: peer advertise address: %w", err)
 			}
 		}
+		if (c.PeerTLS == nil) != (c.PeerClientTLS == nil) {
+			return errors.New("instance: PeerTLS and PeerClientTLS go together")
+		}
 		if len(c.Secret) < 16 {
 			return errors.New("instance: the application's peer secret (at least 16 bytes) is required with a membership registry")
 		}
@@ -248,6 +264,7 @@ type Instance struct {
 	metrics  *http.Server
 	ctl      *http.Server // nil without Config.Control
 	s3Addr   string
+	s3Scheme string // "http://", or "https://" with Config.TLS
 	metAddr  string
 	reg      *prometheus.Registry
 	notifier *notify.Notifier // nil without Config.NotifyURL
@@ -341,7 +358,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		return nil, fmt.Errorf("instance: store: %w", err)
 	}
 	s.st = st
-	in = &Instance{cfg: cfg, log: log, store: st, reg: reg}
+	in = &Instance{cfg: cfg, log: log, store: st, reg: reg, s3Scheme: "http://"}
 
 	var lc net.ListenConfig
 	listen := func(addr string) (net.Listener, error) {
@@ -359,6 +376,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	in.s3Addr = s3ln.Addr().String()
 	if cfg.S3Listener != nil {
 		s.lns = append(s.lns, cfg.S3Listener)
+	}
+	s3Extra := cfg.S3Listener
+	if cfg.TLS != nil {
+		in.s3Scheme = "https://"
+		s3ln = tls.NewListener(s3ln, cfg.TLS)
+		if s3Extra != nil {
+			s3Extra = tls.NewListener(s3Extra, cfg.TLS)
+		}
 	}
 	var mln net.Listener
 	if cfg.MetricsListen != "off" {
@@ -388,6 +413,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			return nil, err
 		}
 		in.peerAddr = peerLn.Addr().String()
+		if cfg.PeerTLS != nil {
+			peerLn = tls.NewListener(peerLn, cfg.PeerTLS)
+		}
 		in.peerAdv = cfg.PeerAdvertise
 		if in.peerAdv == "" {
 			in.peerAdv = in.peerAddr
@@ -408,7 +436,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			return nil, fmt.Errorf("instance: %w", err)
 		}
 		s.member = in.member
-		in.peers = peer.NewClient(auth, peer.ClientConfig{})
+		in.peers = peer.NewClient(auth, peer.ClientConfig{TLS: cfg.PeerClientTLS})
 		s.peers = in.peers
 		cfg.Cachelet.Router, cfg.Cachelet.Peers = in.member, in.peers
 		if cfg.Bandwidth && cfg.Cachelet.Bandwidth == nil {
@@ -472,8 +500,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	in.serve(in.s3, s3ln)
-	if cfg.S3Listener != nil {
-		in.serve(in.s3, cfg.S3Listener)
+	if s3Extra != nil {
+		in.serve(in.s3, s3Extra)
 	}
 	if peerLn != nil {
 		in.peerSrv = &http.Server{
@@ -517,7 +545,7 @@ func (in *Instance) serve(srv *http.Server, ln net.Listener) {
 }
 
 // Endpoint is the S3 endpoint URL clients use.
-func (in *Instance) Endpoint() string { return "http://" + in.s3Addr }
+func (in *Instance) Endpoint() string { return in.s3Scheme + in.s3Addr }
 
 // serveStats answers /stats: the cachelet's counters (cachelet.Counters)
 // as JSON, for the platform to diff around each invocation.

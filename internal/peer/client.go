@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,13 @@ type ClientConfig struct {
 	// flush or invalidation once the request was sent; default 30 s (an
 	// owner persisting synchronously answers after the store did).
 	ResponseHeaderTimeout time.Duration
+	// TLS, when set, makes the client speak the protocol over TLS
+	// (https): with the platform's CA, the cachelet's own certificate
+	// (mutual TLS) and the check that the peer dialled is a cachelet of
+	// the same application (pki.ClientConfig with pki.AppOrPlatform).
+	// Default nil: plain HTTP, the peer MACs alone authenticating. The
+	// client clones it.
+	TLS *tls.Config
 }
 
 // Validate checks the config and fills in the defaults.
@@ -63,6 +71,7 @@ type Client struct {
 	http     *http.Client // writes, flushes, invalidations
 	get      *http.Client // fetches: a short wait for the answer
 	tr, getT *http.Transport
+	scheme   string // "http://" or "https://"
 }
 
 // NewClient returns a Client signing with auth. A config that does not
@@ -75,7 +84,13 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 	}
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	transport := func(headerTimeout time.Duration) *http.Transport {
+		var tc *tls.Config
+		if cfg.TLS != nil {
+			tc = cfg.TLS.Clone()
+		}
 		return &http.Transport{
+			TLSClientConfig:       tc,
+			TLSHandshakeTimeout:   cfg.DialTimeout,
 			DialContext:           d.DialContext,
 			MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerPeer,
 			IdleConnTimeout:       90 * time.Second,
@@ -86,11 +101,15 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 		}
 	}
 	tr, getT := transport(cfg.ResponseHeaderTimeout), transport(cfg.GetTimeout)
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://"
+	}
 	// A redirect is an answer like any other: unsigned, it is refused
 	// rather than followed.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{auth: auth, http: &http.Client{Transport: tr, CheckRedirect: noRedirect},
-		get: &http.Client{Transport: getT, CheckRedirect: noRedirect}, tr: tr, getT: getT}
+		get: &http.Client{Transport: getT, CheckRedirect: noRedirect}, tr: tr, getT: getT, scheme: scheme}
 }
 
 // do signs req, sends it with hc, and verifies the answer's signature
@@ -134,7 +153,7 @@ func (c *Client) Close() {
 // (which wraps store.ErrUnavailable), and store.ErrUnavailable when the
 // peer cannot be reached.
 func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string) (*Object, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+objectPath(bucket, key), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+objectPath(bucket, key), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +192,7 @@ func (c *Client) Get(ctx context.Context, addr, bucket, key, ifNoneMatch string)
 // before it commits anything.
 func (c *Client) Put(ctx context.Context, addr, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist Persist) (store.PutResult, error) {
 	cb := &crcBody{r: body, crc: crc32.New(castagnoli)}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+addr+objectPath(bucket, key), cb)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.scheme+addr+objectPath(bucket, key), cb)
 	if err != nil {
 		return store.PutResult{}, err
 	}
@@ -207,7 +226,7 @@ func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error 
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/invalidate", bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+addr+"/v1/invalidate", bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
@@ -225,7 +244,7 @@ func (c *Client) Invalidate(ctx context.Context, addr string, keys []Key) error 
 // Flush asks the peer at addr to persist everything it has queued, once it
 // has seen membership revision (when positive).
 func (c *Client) Flush(ctx context.Context, addr string, revision int64) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/flush", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+addr+"/v1/flush", nil)
 	if err != nil {
 		return err
 	}

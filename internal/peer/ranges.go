@@ -107,7 +107,7 @@ func (s *Server) serveProbe(a answer, r *http.Request) {
 // object changed), and store.ErrUnavailable when the peer cannot be
 // reached.
 func (c *Client) Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/range?"+rangeQuery(bucket, key, etag, off, n), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+"/v1/range?"+rangeQuery(bucket, key, etag, off, n), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (c *Client) Probe(ctx context.Context, addr string, n int64) (time.Duration
 	if n <= 0 || n > MaxProbeBytes {
 		return 0, fmt.Errorf("peer: probe of %d bytes: want 0 < n <= %d", n, MaxProbeBytes)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/probe?bytes="+strconv.FormatInt(n, 10), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+"/v1/probe?bytes="+strconv.FormatInt(n, 10), nil)
 	if err != nil {
 		return 0, err
 	}

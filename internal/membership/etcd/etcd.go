@@ -10,6 +10,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,10 @@ type Config struct {
 	// its application's ring and write its own member key alone). Empty:
 	// no user.
 	Username, Password string
+	// TLS, when set, is the client's TLS to https endpoints: etcd's CA
+	// and the cachelet's certificate (pki.ClientConfig). Used when the
+	// Registry makes its own client. Default nil: plain HTTP.
+	TLS *tls.Config
 	// Prefix is prepended to every key. Default DefaultPrefix.
 	Prefix string
 	// TTL is the members' lease time to live, rounded up to whole seconds
@@ -132,6 +137,7 @@ func New(c Config) (*Registry, error) {
 			DialTimeout: c.DialTimeout,
 			Username:    c.Username,
 			Password:    c.Password,
+			TLS:         c.TLS,
 			Logger:      zapslog.New(c.Logger, slog.LevelWarn),
 		})
 		if err != nil {
