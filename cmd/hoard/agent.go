@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
 )
 
@@ -25,6 +26,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
 	fs.BoolVar(&cfg.InsecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	var tf tlsFlags
+	tf.register(fs, pki.Files{}, false)
+	issuer := fs.String("tls-issuer", "", "with --tls-cert: a CA directory (ca.crt, ca.key mode 0600; an intermediate CA of the operator's, say) the agent issues its cachelets' certificates from")
 	secrets := secretsFlag(fs, "token", "store-access-key", "store-secret-key")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -37,6 +41,21 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || len(cfg.AgentToken) < 16 {
 		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint and a --token of at least 16 bytes are required", errUsage)
+	}
+	if err := tf.validate(); err != nil {
+		return err
+	}
+	if tf.on() {
+		// The agent's certificate (identity pki.Agent) serves its API,
+		// to the controller alone (tf.ca's), and signs it in to etcd.
+		if tf.ca == "" || *issuer == "" {
+			return fmt.Errorf("%w: --tls-cert needs --tls-ca (the platform's CA) and --tls-issuer (the CA of its cachelets' certificates)", errUsage)
+		}
+		ca, err := pki.LoadCA(*issuer, nil)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = &rig.TLS{Agent: tf.files(), CA: tf.ca, Issuer: ca}
 	}
 	log, err := newLogger(stderr, logLevel, false)
 	if err != nil {

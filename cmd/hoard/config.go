@@ -62,6 +62,12 @@ var configKeys = map[string]string{
 	"log-json":           "log.json",
 
 	"serve-stale-if-error": "cache.serve_stale_if_error",
+
+	"tls":           "tls.local_ca",
+	"tls-cert":      "tls.cert",
+	"tls-key":       "tls.key",
+	"tls-ca":        "tls.ca",
+	"tls-client-ca": "tls.client_ca",
 }
 
 // notInConfig are the flags a file cannot set: --config itself; --detach,

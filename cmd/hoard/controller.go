@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
 )
 
@@ -24,6 +25,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.StoreIdentities, "store-identities", envDefault("HOARD_STORE_IDENTITIES", ""), `where each application's own store identity comes from: "minio" (a MinIO user per application, made with the --store keys, MinIO's root or an admin's) or "file:PATH" (keys the operator made, per application; env HOARD_STORE_IDENTITIES)`)
 	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	var tf tlsFlags
+	tf.register(fs, pki.Files{}, true)
 	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -36,6 +39,24 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || cfg.StoreIdentities == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
 		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, --store-identities, and tokens of at least 16 bytes are required", errUsage)
+	}
+	if err := tf.validate(); err != nil {
+		return err
+	}
+	if tf.on() {
+		// The controller's certificate (identity pki.Controller) serves
+		// its API and signs it in to etcd and to agents.
+		if tf.ca == "" {
+			return fmt.Errorf("%w: --tls-cert needs --tls-ca, the CA of etcd, the store and the agents", errUsage)
+		}
+		clientCA := tf.clientCA
+		switch clientCA {
+		case "":
+			clientCA = tf.ca
+		case "none":
+			clientCA = ""
+		}
+		cfg.TLS = &rig.TLS{Controller: pki.Files{Cert: tf.cert, Key: tf.key, CA: clientCA}, CA: tf.ca}
 	}
 	log, err := newLogger(stderr, logLevel, false)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/instance"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
+	"github.com/hoard-io/hoard/internal/pki"
 )
 
 // runServe runs one cachelet in front of an existing S3 endpoint until the
@@ -52,6 +53,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cf cacheFlags
 	var logLevel, domains, etcdEndpoints, peerSecret, readyFile string
 	var logJSON bool
+	var tf tlsFlags
+	var docTLS pki.Files
+	if t := doc.TLS; t != nil {
+		docTLS = pki.Files{Cert: t.Cert, Key: t.Key, CA: t.CA}
+	}
 	bandwidth := doc.Bandwidth
 	if doc.Version == 0 {
 		bandwidth = env("HOARD_BANDWIDTH_POLICY", "on") != "off"
@@ -92,6 +98,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PlatformURL, "platform-url", or(doc.PlatformURL, env("HOARD_PLATFORM_URL", "")), "with --etcd-endpoints: the platform's controller (http://HOST:PORT; the application is --app): the bandwidth policy reads instance load time and limit there and asks for instances (env HOARD_PLATFORM_URL; token in HOARD_PLATFORM_TOKEN)")
 	fs.StringVar(&logLevel, "log-level", or(doc.LogLevel, "info"), "debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", doc.LogJSON, "log as JSON lines")
+	tf.register(fs, docTLS, false)
 	cf.registerWith(fs, doc.Cache)
 	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
@@ -115,15 +122,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := serveTLS(&cfg, tf); err != nil {
+		return err
+	}
 	var reg *etcdmembership.Registry
 	if eps := splitList(etcdEndpoints); len(eps) > 0 {
 		if len(peerSecret) < 16 {
 			return fmt.Errorf("%w: --etcd-endpoints needs the application's --peer-secret (or HOARD_PEER_SECRET), at least 16 bytes", errUsage)
 		}
+		etcdTLS, err := tf.client(eps...)
+		if err != nil {
+			return err
+		}
 		// The instance's own etcd user comes in the document only: a
 		// secret, never a flag or a variable.
 		reg, err = etcdmembership.New(etcdmembership.Config{Endpoints: eps, Username: doc.EtcdUsername, Password: doc.EtcdPassword,
-			Logger: log.With("component", "membership")})
+			TLS: etcdTLS, Logger: log.With("component", "membership")})
 		if err != nil {
 			return err
 		}
@@ -164,6 +178,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return in.Close(sctx)
+}
+
+// serveTLS puts the cachelet on TLS as tf says (ADR 0017): with a
+// certificate, the S3 endpoint serves https (no client certificate asked:
+// functions sign with SigV4); with a CA bundle too, the peer protocol is
+// mutual TLS (a peer must present a certificate of this application or of
+// the platform, and must be one when dialled), and the calls to the
+// controller and an https store trust the bundle and present the
+// certificate.
+func serveTLS(cfg *instance.Config, tf tlsFlags) error {
+	if err := tf.validate(); err != nil {
+		return err
+	}
+	var err error
+	if tf.on() {
+		if cfg.TLS, err = pki.ServerConfig(pki.Files{Cert: tf.cert, Key: tf.key}, nil); err != nil {
+			return err
+		}
+	}
+	if tf.on() && tf.ca != "" {
+		app := cfg.App
+		if app == "" {
+			app = "default"
+		}
+		if cfg.PeerTLS, err = pki.ServerConfig(tf.files(), pki.AppOrPlatform(app)); err != nil {
+			return err
+		}
+		if cfg.PeerClientTLS, err = pki.ClientConfig(tf.files(), pki.AppOrPlatform(app)); err != nil {
+			return err
+		}
+	}
+	if cfg.PlatformTLS, err = tf.client(cfg.NotifyURL, cfg.PlatformURL); err != nil {
+		return err
+	}
+	cfg.Store.TLS, err = tf.client(cfg.Store.Endpoint)
+	return err
 }
 
 // writeReadyFile writes info to path atomically (mode 0644): a reader

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,6 +54,7 @@ type upFlags struct {
 	controllerListen, examples                                string
 	cachelets                                                 int
 	detach, noPlatform, demo, insecureSandbox                 bool
+	tls                                                       bool
 	demoScale                                                 float64
 	cache                                                     cacheFlags
 	nodesFlags
@@ -86,6 +88,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.insecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.BoolVar(&f.demo, "demo", false, "once up, prepare the examples' data, run a short workload against them and print a report")
 	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
+	fs.BoolVar(&f.tls, "tls", false, "TLS on every listener (S3, peer, controller, agent, etcd, MinIO), with a local CA and certificates made under DIR/tls and reused across restarts; mutual TLS between the parts (docs/security.md)")
 	f.cache.register(fs)
 	f.nodesFlags.register(fs)
 	config := configFlag(fs)
@@ -103,6 +106,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.nodes < 1 || f.nodes > hostnet.MaxNodes || f.nodes > 1 && (f.noPlatform || f.cachelets > 1) {
 		return fmt.Errorf("%w: --nodes must be 1 to %d, and needs the platform (and no --cachelets)", errUsage, hostnet.MaxNodes)
+	}
+	if f.tls && f.nodes > 1 {
+		return fmt.Errorf("%w: --tls runs on one node; --nodes does not take it yet", errUsage)
 	}
 	dir, err := filepath.Abs(f.dir)
 	if err != nil {
@@ -153,6 +159,20 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	var pkis *upTLS
+	scheme := "http://"
+	if f.tls {
+		hosts := []string{}
+		for _, a := range []string{f.listen, f.controllerListen, f.storeListen, f.peerListen} {
+			if h, _, err := net.SplitHostPort(a); err == nil {
+				hosts = append(hosts, h)
+			}
+		}
+		if pkis, err = newUpTLS(dir, hosts...); err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+		scheme = "https://"
+	}
 	// The controller's address is bound first: MinIO is started with a
 	// webhook to it, so objects written to the store directly fire
 	// triggers too.
@@ -166,17 +186,24 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			return fmt.Errorf("the controller's address: %w", err)
 		}
 		defer controllerLn.Close()
-		minioEnv = rig.MinIOWebhookEnv("http://"+controllerLn.Addr().String(), eventsToken, filepath.Join(dir, "minio-events"))
+		minioEnv = rig.MinIOWebhookEnv(scheme+controllerLn.Addr().String(), eventsToken, filepath.Join(dir, "minio-events"))
+		if pkis != nil {
+			minioEnv = append(minioEnv, pkis.minioEnv()...)
+		}
 	}
 	fmt.Fprintf(stdout, "starting MinIO on %s (data in %s, logs in %s)\n", f.storeListen, filepath.Join(dir, "minio"), filepath.Join(dir, logsDir))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	minio, err := localstore.StartMinIO(startCtx, localstore.Config{
+	mcfg := localstore.Config{
 		Binary: bin, DataDir: filepath.Join(dir, "minio"), Addr: f.storeListen,
 		AccessKey: creds.StoreAccessKey, SecretKey: creds.StoreSecretKey,
 		LogFile: filepath.Join(dir, logsDir, "minio.log"), Logger: logs.logger("minio"),
 		Env: minioEnv,
-	})
+	}
+	if pkis != nil {
+		mcfg.TLS = pkis.store
+	}
+	minio, err := localstore.StartMinIO(startCtx, mcfg)
 	if err != nil {
 		return fmt.Errorf("start MinIO: %w", err)
 	}
@@ -185,19 +212,27 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	// The application's membership lives in an embedded etcd, as an
 	// application's would in a production etcd cluster.
 	fmt.Fprintf(stdout, "starting etcd (data in %s)\n", filepath.Join(dir, "etcd"))
-	etcd, err := etcdembed.Start(startCtx, etcdembed.Config{Dir: dir, Logger: logs.logger("etcd")})
+	ecfg := etcdembed.Config{Dir: dir, Logger: logs.logger("etcd")}
+	var etcdTLS *tls.Config
+	if pkis != nil {
+		ecfg.TLS = &etcdembed.TLSFiles{Cert: pkis.etcd.Cert, Key: pkis.etcd.Key, CA: pkis.etcd.CA}
+		if etcdTLS, err = pkis.etcdClient(); err != nil {
+			return err
+		}
+	}
+	etcd, err := etcdembed.Start(startCtx, ecfg)
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
 	root := etcdauth.Credentials{Username: etcdauth.Root, Password: creds.EtcdRootPassword}
-	if err := etcdauth.Enable(startCtx, etcd.Endpoints(), root.Password); err != nil {
+	if err := etcdauth.EnableTLS(startCtx, etcd.Endpoints(), etcdTLS, root.Password); err != nil {
 		return fmt.Errorf("etcd authentication: %w", err)
 	}
 	// hoard up's own cachelets live in this process, which holds root
 	// anyway.
 	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints(), Username: root.Username, Password: root.Password,
-		Logger: logs.logger("etcd").With("component", "membership")})
+		TLS: etcdTLS, Logger: logs.logger("etcd").With("component", "membership")})
 	if err != nil {
 		return err
 	}
@@ -236,6 +271,12 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			_ = closeAll(context.Background())
 			return err
 		}
+		if pkis != nil {
+			if err := pkis.cachelet(&cfg, upApp, i); err != nil {
+				_ = closeAll(context.Background())
+				return fmt.Errorf("TLS: %w", err)
+			}
+		}
 		in, err := instance.Start(startCtx, cfg, logs.logger(fmt.Sprintf("cachelet-%d", i)))
 		if err != nil {
 			_ = closeAll(context.Background())
@@ -246,13 +287,17 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	var plat *rig.Platform
 	if !f.noPlatform {
 		fmt.Fprintln(stdout, "starting the platform: controller and node agent")
-		plat, err = rig.Start(startCtx, rig.Config{
+		rcfg := rig.Config{
 			Controller: true, ControllerListener: controllerLn, Agent: true, Dir: dir, LogDir: filepath.Join(dir, logsDir, "instances"),
 			EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreIdentities: "minio", StoreEventsToken: eventsToken,
 			InsecureSandbox: f.insecureSandbox,
-		}, logs.router(platformLogs, "controller"))
+		}
+		if pkis != nil {
+			rcfg.TLS = pkis.rig()
+		}
+		plat, err = rig.Start(startCtx, rcfg, logs.router(platformLogs, "controller"))
 		if err != nil {
 			_ = closeAll(context.Background())
 			return fmt.Errorf("start the platform: %w", err)
@@ -274,6 +319,9 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		strings.Join(endpoints, ","), strings.Join(metricsURLs, ","))
 	if plat != nil {
 		env += fmt.Sprintf("HOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\n", plat.ControllerURL, creds.ControllerToken)
+	}
+	if pkis != nil {
+		env += pkis.env()
 	}
 	if err := control.WriteFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		_ = closeAll(context.Background())

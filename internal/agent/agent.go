@@ -105,6 +105,9 @@ type Config struct {
 	// its CPU time, in CPUs; default DefaultFunctionCPUs.
 	FunctionPIDs int64
 	FunctionCPUs float64
+	// TLS, when set, puts the agent's cachelets on TLS (tls.go, ADR
+	// 0017). Default nil: plain HTTP.
+	TLS *TLS
 }
 
 // Agent runs instances.
@@ -137,6 +140,11 @@ func (c *Config) Validate() error {
 	}
 	if c.StartTimeout < 0 {
 		return errors.New("agent: StartTimeout must not be negative")
+	}
+	if c.TLS != nil {
+		if err := c.TLS.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
@@ -379,7 +387,11 @@ func (in *Instance) workerEnv() []string {
 	home, endpoint := in.dir, in.ready.Endpoint
 	awsConf, awsCreds := filepath.Join(in.dir, "aws-config"), filepath.Join(in.dir, "aws-credentials")
 	if in.net != nil {
-		home, endpoint = "/tmp", "http://"+in.net.Endpoint()
+		scheme := "http://"
+		if in.caBundle != "" {
+			scheme = "https://"
+		}
+		home, endpoint = "/tmp", scheme+in.net.Endpoint()
 		awsConf, awsCreds = jailAWSConfig, jailAWSCredentials
 	}
 	env := []string{
@@ -395,9 +407,19 @@ func (in *Instance) workerEnv() []string {
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE=" + awsConf,
 		"AWS_SHARED_CREDENTIALS_FILE=" + awsCreds,
-		"HOARD_APP=" + in.spec.Name,
-		"HOARD_INSTANCE=" + in.req.ID,
 	}
+	if in.caBundle != "" {
+		// A path, not a secret: the CA the cachelet's certificate chains to.
+		ca := in.agent.cfg.TLS.CA
+		if in.net != nil {
+			ca = jailCABundle
+		}
+		env = append(env, "AWS_CA_BUNDLE="+ca)
+	}
+	env = append(env,
+		"HOARD_APP="+in.spec.Name,
+		"HOARD_INSTANCE="+in.req.ID,
+	)
 	return env
 }
 

@@ -33,7 +33,7 @@ const BandwidthPolicyEnv = "HOARD_BANDWIDTH_POLICY"
 const cacheletDocName = "cachelet.json"
 
 // document is the instance's cachelet's configuration.
-func (in *Instance) document(ep control.Endpoint) *control.Document {
+func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *control.Document {
 	a, spec := in.agent, in.spec
 	settings := spec.Cache.Settings()
 	// The cachelet's Go heap follows its budget (see memory.go).
@@ -54,6 +54,7 @@ func (in *Instance) document(ep control.Endpoint) *control.Document {
 		Bandwidth: !a.cfg.DisableBandwidthPolicy,
 		Cache:     settings,
 		Control:   ep,
+		TLS:       tls,
 		LogJSON:   true,
 	}
 	if e := in.req.Etcd; e != nil {
@@ -96,7 +97,11 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	}
 	ep := control.Endpoint{Socket: sock, Token: control.NewToken()}
 	docPath := filepath.Join(in.dir, cacheletDocName)
-	if err := control.WriteDocument(docPath, in.document(ep)); err != nil {
+	tls, err := in.cacheletTLS()
+	if err != nil {
+		return err
+	}
+	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}
 	ctl := control.NewClient(ep)
@@ -141,6 +146,12 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	// outlive the start (the worker's home is this directory).
 	if err := os.Remove(docPath); err != nil {
 		return fmt.Errorf("removing the cachelet's configuration: %w", err)
+	}
+	if tls != nil {
+		// So is the key, which the cachelet holds in memory (tls.go).
+		if err := os.Remove(tls.Key); err != nil {
+			return fmt.Errorf("removing the cachelet's key: %w", err)
+		}
 	}
 	// The counters every invocation's reads are counted from.
 	if s, err := ctl.Stats(ctx); err == nil {

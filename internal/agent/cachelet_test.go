@@ -150,7 +150,7 @@ func TestDocumentStoreIdentity(t *testing.T) {
 	in := &Instance{agent: a, spec: spec, req: api.StartRequest{App: "app", ID: "app-1",
 		Credentials: api.Credentials{AccessKey: "ak", SecretKey: "sk", PeerSecret: "0123456789abcdef"},
 		Store:       api.StoreKeys{AccessKey: "app-store-key", SecretKey: "app-store-secret"}}}
-	d := in.document(control.Endpoint{})
+	d := in.document(control.Endpoint{}, nil)
 	if d.Store.Endpoint != "http://store:9000" || d.Store.AccessKey != "app-store-key" || d.Store.SecretKey != "app-store-secret" {
 		t.Errorf("store: %+v, want the application's identity", d.Store)
 	}

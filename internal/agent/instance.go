@@ -58,6 +58,7 @@ type Instance struct {
 
 	mem           *memoryDaemon // nil without one (memory.go)
 	prewarm       api.PrewarmStatus
+	caBundle      string             // the CA bundle (PEM) functions trust their cachelet by; "" without TLS
 	cacheCounters api.CacheCounters  // as of the last stats read
 	prewarmStop   context.CancelFunc // ends the pre-warm run
 	batchStop     context.CancelFunc // ends the pre-warm batch in flight

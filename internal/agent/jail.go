@@ -148,10 +148,14 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		}
 		cgroups = append([]string{in.box.CgroupProcs()}, tasks...)
 	}
+	files := map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""}
+	if in.caBundle != "" {
+		files[jailCABundle] = in.caBundle
+	}
 	return &sandbox.Jail{
 		UID: in.uid, GID: in.uid, Hostname: "fn-" + in.spec.Name,
 		ReadOnly: ro,
-		Files:    map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""},
+		Files:    files,
 		Code:     in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
 		Root: in.jailRoot, Cgroups: cgroups,
 	}, nil

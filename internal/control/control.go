@@ -108,6 +108,9 @@ type Document struct {
 	PlatformToken string `json:"platform_token,omitempty"`
 	// Bandwidth turns the bandwidth policy on.
 	Bandwidth bool `json:"bandwidth,omitempty"`
+	// TLS, when set, puts the cachelet on TLS (ADR 0017): its S3 and peer
+	// listeners, and its calls to peers, etcd and the controller.
+	TLS *TLSFiles `json:"tls,omitempty"`
 	// Cache is the cache's settings, as the application's spec asks.
 	Cache cacheconfig.Settings `json:"cache"`
 	// Control is where and how the agent reaches the cachelet.
@@ -123,6 +126,22 @@ type Store struct {
 	Region    string `json:"region,omitempty"`
 	AccessKey string `json:"access_key"`
 	SecretKey string `json:"secret_key"`
+}
+
+// TLSFiles are the paths of a cachelet's TLS files. The key is not in the
+// document: it is a file of its own, 0600 and readable by the cachelet
+// alone, which its agent removes with the document once the cachelet is
+// serving (the cachelet holds it in memory by then).
+type TLSFiles struct {
+	// Cert is the cachelet's certificate (identity: its application and
+	// id; hosts: its listeners' addresses), served on the S3 and peer
+	// listeners and presented to peers, etcd and the controller.
+	Cert string `json:"cert"`
+	// Key is the certificate's key.
+	Key string `json:"key"`
+	// CA is the platform's CA bundle: peers, etcd and the controller must
+	// present certificates chaining to it.
+	CA string `json:"ca"`
 }
 
 // Endpoint is a control listener: a Unix socket path and the token its
@@ -147,6 +166,9 @@ func (d *Document) Validate() error {
 		if err := grant.Validate(d.Grants.Buckets); err != nil {
 			return fmt.Errorf("%w: grants: %v", ErrInvalidDocument, err)
 		}
+	}
+	if t := d.TLS; t != nil && (t.Cert == "" || t.Key == "" || t.CA == "") {
+		return fmt.Errorf("%w: tls needs a certificate, a key and a CA", ErrInvalidDocument)
 	}
 	if (d.Control.Socket == "") != (d.Control.Token == "") {
 		return fmt.Errorf("%w: control needs both a socket and a token", ErrInvalidDocument)

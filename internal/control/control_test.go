@@ -296,7 +296,8 @@ func TestDocument(t *testing.T) {
 	d := &Document{Version: DocumentVersion, App: "app", ID: "app-1", AccessKey: "ak", SecretKey: "sk",
 		Store:   Store{Endpoint: "http://127.0.0.1:9000", AccessKey: "sak", SecretKey: "ssk"},
 		Cache:   cacheconfig.Settings{Consistency: "owner", Eviction: cacheconfig.PolicyTTL, TTL: cacheconfig.Duration(time.Minute), Budget: 64 << 20},
-		Control: Endpoint{Socket: "/x/control.sock", Token: NewToken()}}
+		Control: Endpoint{Socket: "/x/control.sock", Token: NewToken()},
+		TLS:     &TLSFiles{Cert: "/x/cachelet.crt", Key: "/x/cachelet.key", CA: "/tls/ca.crt"}}
 	p := filepath.Join(t.TempDir(), "cachelet.json")
 	if err := WriteDocument(p, d); err != nil {
 		t.Fatal(err)
@@ -308,7 +309,7 @@ func TestDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Cache != d.Cache || got.Control != d.Control || got.Store != d.Store {
+	if got.Cache != d.Cache || got.Control != d.Control || got.Store != d.Store || got.TLS == nil || *got.TLS != *d.TLS {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, d)
 	}
 	if err := os.Chmod(p, 0o644); err != nil {
@@ -318,12 +319,13 @@ func TestDocument(t *testing.T) {
 		t.Fatalf("a document others may read: %v", err)
 	}
 	for name, doc := range map[string]string{
-		"unknown field": `{"version": 1, "secret": "x"}`,
-		"version":       `{"version": 2}`,
-		"short token":   `{"version": 1, "control": {"socket": "/s", "token": "abc"}}`,
-		"no token":      `{"version": 1, "control": {"socket": "/s"}}`,
-		"consistency":   `{"version": 1, "cache": {"consistency": "eventual"}}`,
-		"ttl":           `{"version": 1, "cache": {"eviction": "ttl"}}`,
+		"unknown field":     `{"version": 1, "secret": "x"}`,
+		"version":           `{"version": 2}`,
+		"short token":       `{"version": 1, "control": {"socket": "/s", "token": "abc"}}`,
+		"no token":          `{"version": 1, "control": {"socket": "/s"}}`,
+		"consistency":       `{"version": 1, "cache": {"consistency": "eventual"}}`,
+		"ttl":               `{"version": 1, "cache": {"eviction": "ttl"}}`,
+		"tls without a key": `{"version": 1, "tls": {"cert": "/c", "ca": "/ca"}}`,
 	} {
 		if _, err := ParseDocument([]byte(doc)); !errors.Is(err, ErrInvalidDocument) {
 			t.Errorf("%s: %v, want ErrInvalidDocument", name, err)

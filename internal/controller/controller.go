@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,11 @@ type Config struct {
 	Notifications BucketNotifier
 	// AgentToken authenticates the controller to agents.
 	AgentToken string
+	// AgentTLS, when set, is the TLS of the controller's calls to agents
+	// on https: the platform's CA and the controller's certificate, which
+	// agents require (pki.ClientConfig with pki.Agent identities only).
+	// Default nil: plain HTTP.
+	AgentTLS *tls.Config
 	// StoreEventsToken, when set, is the token the store's webhook posts
 	// object-created events with (Handler): it may post events, for any
 	// bucket, and call nothing else. Empty: the store posts with the
@@ -210,7 +216,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, clk: cfg.Clock, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
-		agents: newAgentClient(cfg.Etcd, cfg.AgentToken)}
+		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS)}
 	c.m = newMetrics(cfg.Registerer, c)
 	if err := c.load(ctx); err != nil {
 		return nil, err
@@ -548,8 +554,12 @@ type agentClient struct {
 	http  *http.Client
 }
 
-func newAgentClient(etcd *clientv3.Client, token string) *agentClient {
-	return &agentClient{etcd: etcd, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}}
+func newAgentClient(etcd *clientv3.Client, token string, tc *tls.Config) *agentClient {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	if tc != nil {
+		tr.TLSClientConfig, tr.TLSHandshakeTimeout = tc.Clone(), 10*time.Second
+	}
+	return &agentClient{etcd: etcd, token: token, http: &http.Client{Transport: tr}}
 }
 
 // at is the client of the agent at url.

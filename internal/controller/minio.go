@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minio/madmin-go/v3"
 	"github.com/minio/minio-go/v7"
@@ -30,13 +33,14 @@ type MinIONotifier struct {
 	region string
 }
 
-// NewMinIONotifier talks to the MinIO at endpoint ("http://host:port").
-func NewMinIONotifier(endpoint, accessKey, secretKey, region string) (*MinIONotifier, error) {
+// NewMinIONotifier talks to the MinIO at endpoint ("http://host:port";
+// an https endpoint with tc's TLS, nil: the system's roots).
+func NewMinIONotifier(endpoint, accessKey, secretKey, region string, tc *tls.Config) (*MinIONotifier, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad store endpoint %q", endpoint)
 	}
-	c, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https", Region: region})
+	c, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https", Region: region, Transport: minioTransport(tc)})
 	if err != nil {
 		return nil, err
 	}
@@ -63,17 +67,28 @@ type MinIOIdentities struct {
 }
 
 // NewMinIOIdentities talks to the admin API of the MinIO at endpoint
-// ("http://host:port").
-func NewMinIOIdentities(endpoint, accessKey, secretKey string) (*MinIOIdentities, error) {
+// ("http://host:port"; an https endpoint with tc's TLS, nil: the
+// system's roots).
+func NewMinIOIdentities(endpoint, accessKey, secretKey string, tc *tls.Config) (*MinIOIdentities, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad store endpoint %q", endpoint)
 	}
-	adm, err := madmin.NewWithOptions(u.Host, &madmin.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https"})
+	adm, err := madmin.NewWithOptions(u.Host, &madmin.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: u.Scheme == "https", Transport: minioTransport(tc)})
 	if err != nil {
 		return nil, err
 	}
 	return &MinIOIdentities{adm: adm}, nil
+}
+
+// minioTransport is the transport of the controller's MinIO clients: nil
+// (the client's default) without TLS settings.
+func minioTransport(tc *tls.Config) http.RoundTripper {
+	if tc == nil {
+		return nil
+	}
+	return &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tc.Clone(), TLSHandshakeTimeout: 10 * time.Second,
+		ResponseHeaderTimeout: time.Minute, IdleConnTimeout: 90 * time.Second}
 }
 
 // minioPolicyName is the name of app's policy in MinIO.

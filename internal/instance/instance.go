@@ -97,6 +97,11 @@ type Config struct {
 	// platform's cache triggers. NotifyToken, when set, is sent with each
 	// as a bearer token. Events name the sender by App and ID.
 	NotifyURL, NotifyToken string
+	// PlatformTLS, when set, is the TLS of the instance's calls to the
+	// controller (NotifyURL, PlatformURL): the platform's CA and the
+	// cachelet's certificate (pki.ClientConfig). Default nil: the
+	// system's roots, no client certificate.
+	PlatformTLS *tls.Config
 
 	// Control, when its Socket is set, is the control API's listener
 	// (package control): a Unix socket the instance binds with mode 0600
@@ -443,7 +448,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			cfg.Cachelet.Bandwidth = &cachelet.BandwidthConfig{}
 		}
 		if b := cfg.Cachelet.Bandwidth; b != nil && b.Platform == nil && cfg.PlatformURL != "" {
-			b.Platform = newPlatformClient(cfg.PlatformURL, cfg.PlatformToken, cfg.App)
+			b.Platform = newPlatformClient(cfg.PlatformURL, cfg.PlatformToken, cfg.App, platformHTTP(cfg.PlatformTLS))
 		}
 	} else {
 		cfg.Cachelet.Bandwidth = nil // one cachelet has no one to split with
@@ -470,7 +475,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	acfg := s3api.Config{Region: cfg.Region, Domains: cfg.Domains, Grants: cfg.Grants,
 		BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, BodyRateGrace: cfg.BodyRateGrace}
 	if cfg.NotifyURL != "" {
-		in.notifier, err = notify.New(notify.Config{URL: cfg.NotifyURL, Token: cfg.NotifyToken, App: cfg.App, Cachelet: cfg.ID,
+		in.notifier, err = notify.New(notify.Config{URL: cfg.NotifyURL, Token: cfg.NotifyToken, App: cfg.App, Cachelet: cfg.ID, Client: platformHTTP(cfg.PlatformTLS),
 			Logger: log.With("component", "notify"), Registerer: reg})
 		if err != nil {
 			return nil, fmt.Errorf("instance: %w", err)

@@ -2,6 +2,8 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"sync"
 	"time"
 
@@ -29,8 +31,17 @@ const hintsMaxAge = 5 * time.Second
 // platformTimeout is the deadline of one call to the controller.
 const platformTimeout = 5 * time.Second
 
-func newPlatformClient(url, token, app string) *platformClient {
-	return &platformClient{api: api.NewControllerClient(url, token, nil), app: app}
+func newPlatformClient(url, token, app string, hc *http.Client) *platformClient {
+	return &platformClient{api: api.NewControllerClient(url, token, hc), app: app}
+}
+
+// platformHTTP is the client of the instance's calls to the controller:
+// nil (each caller's default) without TLS.
+func platformHTTP(tc *tls.Config) *http.Client {
+	if tc == nil {
+		return nil
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Clone(), TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 90 * time.Second}}
 }
 
 func (p *platformClient) Hints(ctx context.Context) (cachelet.Hints, error) {

@@ -11,6 +11,7 @@ package localstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/pki"
 )
 
 // Binary names as FindBinary knows them.
@@ -88,6 +91,12 @@ type Config struct {
 	// Addr and ConsoleAddr then need explicit ports: a free port cannot
 	// be picked from outside the namespace.
 	Wrapper []string
+	// TLS (MinIO only): with Cert and Key, the server serves https with
+	// them (copied into its certificate directory; the endpoint is then
+	// https); with CA, it trusts that bundle for the calls it makes (its
+	// webhook to a controller on TLS) and so does the readiness check.
+	// Default: none, plain HTTP.
+	TLS pki.Files
 }
 
 // withDefaults returns a copy with every defaulted field filled in.
@@ -232,6 +241,8 @@ type spec struct {
 	scrubEnv []string
 	// ready reports whether the server answers; called until it does.
 	ready func(ctx context.Context, client *http.Client, endpoint string) bool
+	// tls is the readiness check's TLS, for a server on https.
+	tls *tls.Config
 }
 
 // start launches the process described by sp and waits until it is ready or
@@ -293,6 +304,9 @@ func start(ctx context.Context, cfg Config, binary, endpoint string, sp spec) (*
 
 func (s *Server) waitReady(ctx context.Context, sp spec) error {
 	client := &http.Client{Timeout: 2 * time.Second}
+	if sp.tls != nil {
+		client.Transport = &http.Transport{TLSClientConfig: sp.tls}
+	}
 	defer client.CloseIdleConnections()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -2,10 +2,15 @@ package localstore
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/hoard-io/hoard/internal/pki"
 )
 
 // StartMinIO runs `minio server` on cfg.DataDir and returns once
@@ -40,8 +45,19 @@ func StartMinIO(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	certs := filepath.Join(filepath.Dir(filepath.Clean(cfg.DataDir)), "minio-certs")
+	if err := os.RemoveAll(certs); err != nil {
+		return nil, fmt.Errorf("localstore: clear certs dir: %w", err)
+	}
 	if err := os.MkdirAll(certs, 0o700); err != nil {
 		return nil, fmt.Errorf("localstore: create certs dir: %w", err)
+	}
+	endpoint := endpointFor(addr)
+	readyTLS, err := minioCerts(certs, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TLS.Cert != "" {
+		endpoint = "https://" + strings.TrimPrefix(endpoint, "http://")
 	}
 	sp := spec{
 		name: MinIOBinary,
@@ -64,9 +80,48 @@ func StartMinIO(ctx context.Context, cfg Config) (*Server, error) {
 		},
 		scrubEnv: []string{"MINIO_"},
 		ready:    minioReady,
+		tls:      readyTLS,
 	}
 	sp.env = append(sp.env, cfg.Env...)
-	return start(ctx, cfg, bin, endpointFor(addr), sp)
+	return start(ctx, cfg, bin, endpoint, sp)
+}
+
+// minioCerts lays out MinIO's certificate directory (made empty by the
+// caller) as MinIO reads it: public.crt and private.key (0600) to serve
+// TLS, CAs/ for the bundles it trusts. It returns the readiness check's
+// TLS: nil without a CA.
+func minioCerts(dir string, f pki.Files) (*tls.Config, error) {
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, errors.New("localstore: TLS needs both a certificate and a key")
+	}
+	cp := func(from, to string, mode os.FileMode) error {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return fmt.Errorf("localstore: %w", err)
+		}
+		if err := os.WriteFile(to, b, mode); err != nil {
+			return fmt.Errorf("localstore: %w", err)
+		}
+		return nil
+	}
+	if f.Cert != "" {
+		if err := cp(f.Cert, filepath.Join(dir, "public.crt"), 0o644); err != nil {
+			return nil, err
+		}
+		if err := cp(f.Key, filepath.Join(dir, "private.key"), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if f.CA == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "CAs"), 0o700); err != nil {
+		return nil, fmt.Errorf("localstore: %w", err)
+	}
+	if err := cp(f.CA, filepath.Join(dir, "CAs", "ca.crt"), 0o644); err != nil {
+		return nil, err
+	}
+	return pki.ClientConfig(pki.Files{CA: f.CA}, nil)
 }
 
 // minioReady asks MinIO's readiness endpoint, which answers 200 once the

@@ -39,7 +39,7 @@ const (
 // CA is a local certificate authority whose files live in one directory
 // (the state directory's tls/): ca.crt (0644: the bundle clients trust,
 // readable in jails) and ca.key (0600). Its methods are not safe for
-// concurrent use.
+// concurrent use, but for IssueIn.
 type CA struct {
 	dir  string
 	cert *x509.Certificate
@@ -77,6 +77,25 @@ func OpenCA(dir string, now func() time.Time) (*CA, error) {
 	return ca, nil
 }
 
+// LoadCA opens an existing CA in dir (ca.crt, ca.key) without making or
+// renewing one: an operator's, often an intermediate CA of their own
+// given to one agent to issue its cachelets' certificates. Certificates
+// it issues carry its certificate after theirs, so that clients trusting
+// only the operator's root verify them. now nil means time.Now.
+func LoadCA(dir string, now func() time.Time) (*CA, error) {
+	if now == nil {
+		now = time.Now
+	}
+	cert, key, err := readPair(filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA in %s: %w", dir, err)
+	}
+	if !cert.IsCA || now().After(cert.NotAfter) {
+		return nil, fmt.Errorf("pki: %s is not a valid CA certificate", filepath.Join(dir, CACertFile))
+	}
+	return &CA{dir: dir, cert: cert, key: key, now: now, LeafValidity: DefaultLeafValidity}, nil
+}
+
 // CertFile is the path of the CA's certificate: the bundle every client
 // and mutual-TLS listener of the platform trusts.
 func (ca *CA) CertFile() string { return filepath.Join(ca.dir, CACertFile) }
@@ -98,7 +117,7 @@ func (ca *CA) create() error {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		MaxPathLenZero:        true,
+		MaxPathLen:            1, // an operator may give an agent an intermediate (LoadCA)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -108,7 +127,7 @@ func (ca *CA) create() error {
 	if err != nil {
 		return fmt.Errorf("pki: CA: %w", err)
 	}
-	if err := writePair(filepath.Join(ca.dir, CACertFile), filepath.Join(ca.dir, caKeyFile), der, key, -1, -1); err != nil {
+	if err := writePair(filepath.Join(ca.dir, CACertFile), filepath.Join(ca.dir, caKeyFile), der, nil, key, -1, -1); err != nil {
 		return err
 	}
 	ca.cert, ca.key = cert, key
@@ -142,19 +161,23 @@ func (o *Owner) ids() (int, int) {
 	return o.UID, o.GID
 }
 
-// Issue returns the files of the certificate name (name.crt, name.key,
-// and the CA's ca.crt) in the CA's directory, issuing it when missing,
+// Issue is IssueIn the CA's own directory.
+func (ca *CA) Issue(name string, req Request) (Files, error) { return ca.IssueIn(ca.dir, name, req) }
+
+// IssueIn returns the files of the certificate name in dir (name.crt,
+// name.key) and the CA's ca.crt, issuing the certificate when missing,
 // when it no longer matches req (identity, hosts, usages), no longer
 // chains to the CA, or has less than a third of its validity left;
 // otherwise the files are reused as they are. The key file is 0600.
-func (ca *CA) Issue(name string, req Request) (Files, error) {
+// It may be called concurrently for different files.
+func (ca *CA) IssueIn(dir, name string, req Request) (Files, error) {
 	if err := req.Identity.Validate(); err != nil {
 		return Files{}, err
 	}
 	if name == "" || filepath.Base(name) != name || name == "ca" {
 		return Files{}, fmt.Errorf("pki: bad certificate name %q", name)
 	}
-	f := Files{Cert: filepath.Join(ca.dir, name+".crt"), Key: filepath.Join(ca.dir, name+".key"), CA: ca.CertFile()}
+	f := Files{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key"), CA: ca.CertFile()}
 	if cert, _, err := readPair(f.Cert, f.Key); err == nil && ca.matches(cert, req) {
 		if req.KeyOwner != nil {
 			if err := os.Chown(f.Key, req.KeyOwner.UID, req.KeyOwner.GID); err != nil {
@@ -193,8 +216,12 @@ func (ca *CA) Issue(name string, req Request) (Files, error) {
 	if err != nil {
 		return Files{}, fmt.Errorf("pki: issue %s: %w", name, err)
 	}
+	var chain []byte
+	if !bytes.Equal(ca.cert.RawIssuer, ca.cert.RawSubject) {
+		chain = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+	}
 	uid, gid := req.KeyOwner.ids()
-	if err := writePair(f.Cert, f.Key, der, key, uid, gid); err != nil {
+	if err := writePair(f.Cert, f.Key, der, chain, key, uid, gid); err != nil {
 		return Files{}, err
 	}
 	return f, nil
@@ -255,11 +282,11 @@ func readPair(certFile, keyFile string) (*x509.Certificate, crypto.Signer, error
 	return kp.Leaf, key, nil
 }
 
-// writePair writes a certificate (0644) and its key (0600, owned by
-// uid:gid when not -1), each through a temporary file renamed into
-// place, the key first: a reader never sees a certificate without its
-// key.
-func writePair(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey, uid, gid int) error {
+// writePair writes a certificate (0644, followed by chain, PEM) and its
+// key (0600, owned by uid:gid when not -1), each through a temporary file
+// renamed into place, the key first: a reader never sees a certificate
+// without its key.
+func writePair(certFile, keyFile string, der, chain []byte, key *ecdsa.PrivateKey, uid, gid int) error {
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
@@ -267,7 +294,7 @@ func writePair(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey, uid,
 	if err := writeFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600, uid, gid); err != nil {
 		return err
 	}
-	return writeFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644, -1, -1)
+	return writeFile(certFile, append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), chain...), 0o644, -1, -1)
 }
 
 func writeFile(path string, data []byte, mode os.FileMode, uid, gid int) (err error) {

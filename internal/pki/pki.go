@@ -27,9 +27,10 @@ import (
 
 // Identity is who a certificate speaks for.
 type Identity struct {
-	// Role is "controller", "agent" or "cachelet".
+	// Role is "controller", "agent", "cachelet" or "client".
 	Role string
-	// Name is an agent's id or a cachelet's id; empty for the controller.
+	// Name is an agent's, a cachelet's or a client's id; empty for the
+	// controller.
 	Name string
 	// App is a cachelet's application; empty for the platform's roles.
 	App string
@@ -40,12 +41,16 @@ const (
 	RoleController = "controller"
 	RoleAgent      = "agent"
 	RoleCachelet   = "cachelet"
+	// RoleClient is a caller of the controller's API with a token of its
+	// own: the CLI, the store's event webhook. It is not the platform.
+	RoleClient = "client"
 )
 
 // Controller and Agent are the platform's identities.
 func Controller() Identity             { return Identity{Role: RoleController} }
 func Agent(id string) Identity         { return Identity{Role: RoleAgent, Name: id} }
 func Cachelet(app, id string) Identity { return Identity{Role: RoleCachelet, App: app, Name: id} }
+func Client(name string) Identity      { return Identity{Role: RoleClient, Name: name} }
 
 // Platform reports whether id is one of the platform's own roles (the
 // controller or an agent), trusted by every application's listeners.
@@ -56,8 +61,8 @@ func (id Identity) URI() *url.URL {
 	switch id.Role {
 	case RoleCachelet:
 		return &url.URL{Scheme: "hoard", Host: "app", Path: "/" + id.App + "/" + id.Name}
-	case RoleAgent:
-		return &url.URL{Scheme: "hoard", Host: "platform", Path: "/agent/" + id.Name}
+	case RoleAgent, RoleClient:
+		return &url.URL{Scheme: "hoard", Host: "platform", Path: "/" + id.Role + "/" + id.Name}
 	default:
 		return &url.URL{Scheme: "hoard", Host: "platform", Path: "/" + id.Role}
 	}
@@ -74,9 +79,9 @@ func (id Identity) Validate() error {
 		if id.Name != "" || id.App != "" {
 			return errors.New("pki: the controller's identity has no name or application")
 		}
-	case RoleAgent:
+	case RoleAgent, RoleClient:
 		if bad(id.Name) || id.App != "" {
-			return fmt.Errorf("pki: agent identity %q: want a name and no application", id.Name)
+			return fmt.Errorf("pki: %s identity %q: want a name and no application", id.Role, id.Name)
 		}
 	case RoleCachelet:
 		if bad(id.Name) || bad(id.App) {
@@ -105,6 +110,8 @@ func IdentityOf(cert *x509.Certificate) (Identity, error) {
 			id = Controller()
 		case u.Host == "platform" && len(parts) == 2 && parts[0] == RoleAgent:
 			id = Agent(parts[1])
+		case u.Host == "platform" && len(parts) == 2 && parts[0] == RoleClient:
+			id = Client(parts[1])
 		default:
 			return Identity{}, fmt.Errorf("%w: %s", ErrNoIdentity, u)
 		}
@@ -160,6 +167,9 @@ func AnyIdentity(Identity) bool { return true }
 
 // PlatformOnly allows the controller and the agents.
 func PlatformOnly(id Identity) bool { return id.Platform() }
+
+// ControllerOnly allows the controller: an agent's listener's rule.
+func ControllerOnly(id Identity) bool { return id.Role == RoleController }
 
 // AppOrPlatform allows app's cachelets and the platform: the peer
 // listener's rule.

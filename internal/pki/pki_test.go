@@ -2,8 +2,12 @@ package pki
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"net"
 	"net/http"
@@ -173,7 +177,7 @@ func TestRenewalBeforeExpiry(t *testing.T) {
 }
 
 func TestIdentityURIs(t *testing.T) {
-	for _, id := range []Identity{Controller(), Agent("node-2"), Cachelet("shop", "shop-1a2b")} {
+	for _, id := range []Identity{Controller(), Agent("node-2"), Cachelet("shop", "shop-1a2b"), Client("cli")} {
 		ca, _ := newCA(t)
 		f, err := ca.Issue("x", Request{Identity: id, Client: true})
 		if err != nil {
@@ -309,5 +313,55 @@ func TestIdentityOfRejects(t *testing.T) {
 		if _, err := IdentityOf(cert); !errors.Is(err, ErrNoIdentity) {
 			t.Errorf("%v: err %v, want ErrNoIdentity", uris, err)
 		}
+	}
+}
+
+// TestLoadCAIntermediate: an operator's intermediate CA, loaded (never
+// made) by LoadCA, issues certificates that carry it, so that a party
+// trusting only the operator's root verifies them.
+func TestLoadCAIntermediate(t *testing.T) {
+	root, _ := newCA(t)
+	dir := filepath.Join(t.TempDir(), "issuer")
+	if _, err := LoadCA(dir, nil); err == nil {
+		t.Fatal("LoadCA made a CA where there was none")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "agent issuer"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root.cert, &key.PublicKey, root.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePair(filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile), der, nil, key, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	inter, err := LoadCA(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := inter.IssueIn(t.TempDir(), "c", Request{Identity: Cachelet("a", "a-1"), Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kp.Certificate) != 2 {
+		t.Fatalf("issued file holds %d certificates, want the leaf and the intermediate", len(kp.Certificate))
+	}
+	pool, _ := LoadPool(root.CertFile())
+	inters := x509.NewCertPool()
+	ic, _ := x509.ParseCertificate(kp.Certificate[1])
+	inters.AddCert(ic)
+	if _, err := kp.Leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inters, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Errorf("a certificate of the intermediate does not verify against the root: %v", err)
 	}
 }

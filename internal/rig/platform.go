@@ -7,6 +7,7 @@ package rig
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/etcdauth"
+	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -89,7 +91,43 @@ type Config struct {
 	// MinIOWebhookEnv target, so buckets with object triggers get
 	// notification configurations.
 	StoreNotifications bool
+	// TLS, when set, puts the platform's listeners and clients on TLS
+	// (ADR 0017). Default nil: plain HTTP.
+	TLS *TLS
 }
+
+// TLS is the platform's TLS: each role's files, and how the agent's
+// cachelets get theirs.
+type TLS struct {
+	// Controller is the controller's certificate and key (its identity
+	// pki.Controller), and the CA bundle its API's clients must present
+	// certificates of (mutual TLS; empty: none asked, the bearer tokens
+	// alone authenticate).
+	Controller pki.Files
+	// Agent is the agent's certificate and key (pki.Agent), and the CA
+	// bundle of the controller's certificate: the controller alone may
+	// call the agent.
+	Agent pki.Files
+	// CA is the platform's CA bundle: what the parts trust of etcd, the
+	// store (on https), the controller and the agents. Required.
+	CA string
+	// Issuer issues the agent's cachelets their certificates (agent.TLS).
+	// Required with Agent.
+	Issuer agent.Issuer
+}
+
+// own is the files this process presents to etcd: the controller's where
+// it runs one, else the agent's.
+func (t *TLS) own(c *Config) pki.Files {
+	f := t.Agent
+	if c.Controller {
+		f = t.Controller
+	}
+	return pki.Files{Cert: f.Cert, Key: f.Key, CA: t.CA}
+}
+
+// agentOnly is the controller's check of the agents it calls.
+func agentOnly(id pki.Identity) bool { return id.Role == pki.RoleAgent }
 
 // MinIOWebhookEnv is the environment that makes a MinIO post its bucket
 // notifications to a controller's /v1/events, queueing them in queueDir
@@ -134,6 +172,12 @@ func (c *Config) Validate() error {
 		return errors.New("rig: StoreEndpoint is required")
 	case c.Controller && c.StoreIdentities == "":
 		return errors.New(`rig: the controller needs StoreIdentities ("minio" or "file:PATH")`)
+	case c.TLS != nil && c.TLS.CA == "":
+		return errors.New("rig: TLS needs the platform's CA bundle")
+	case c.TLS != nil && c.Agent && (c.TLS.Issuer == nil || c.TLS.Agent.Cert == ""):
+		return errors.New("rig: TLS for an agent needs its certificate and an issuer for its cachelets")
+	case c.TLS != nil && c.Controller && c.TLS.Controller.Cert == "":
+		return errors.New("rig: TLS for the controller needs its certificate")
 	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
@@ -145,11 +189,35 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cli, err := etcdauth.Client(cfg.EtcdEndpoints, cfg.EtcdCredentials)
+	var etcdTLS, storeTLS, agentTLS, agentClientTLS, controllerTLS *tls.Config
+	scheme := "http://"
+	if t := cfg.TLS; t != nil {
+		scheme = "https://"
+		if etcdTLS, err = pki.ClientConfig(t.own(&cfg), nil); err != nil {
+			return nil, err
+		}
+		if storeTLS, err = pki.ClientConfig(pki.Files{CA: t.CA}, nil); err != nil {
+			return nil, err
+		}
+		if cfg.Agent {
+			if agentTLS, err = pki.ServerConfig(t.Agent, pki.ControllerOnly); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.Controller {
+			if controllerTLS, err = pki.ServerConfig(t.Controller, nil); err != nil {
+				return nil, err
+			}
+			if agentClientTLS, err = pki.ClientConfig(pki.Files{Cert: t.Controller.Cert, Key: t.Controller.Key, CA: t.CA}, agentOnly); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cli, err := etcdauth.ClientTLS(cfg.EtcdEndpoints, cfg.EtcdCredentials, etcdTLS)
 	if err != nil {
 		return nil, fmt.Errorf("platform: etcd: %w", err)
 	}
-	st, err := s3store.New(s3store.Config{Endpoint: cfg.StoreEndpoint, AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey, Region: cfg.Region}, log.With("component", "store"))
+	st, err := s3store.New(s3store.Config{Endpoint: cfg.StoreEndpoint, AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey, Region: cfg.Region, TLS: storeTLS}, log.With("component", "store"))
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -169,13 +237,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		}
 		controllerURL := cfg.ControllerURL
 		if controllerURL == "" && cfg.ControllerListener != nil {
-			controllerURL = "http://" + cfg.ControllerListener.Addr().String()
+			controllerURL = scheme + cfg.ControllerListener.Addr().String()
 		}
 		acfg := agent.Config{
 			ID: cfg.AgentID, Dir: filepath.Join(cfg.Dir, "agent"), LogDir: cfg.LogDir, HoardBin: cfg.HoardBin, Store: st,
 			StoreEndpoint: cfg.StoreEndpoint,
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
+		}
+		if t := cfg.TLS; t != nil {
+			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}
 		}
 		if controllerURL != "" {
 			acfg.NotifyURL, acfg.ControllerURL = controllerURL+"/v1/events", controllerURL
@@ -192,7 +263,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if err != nil {
 			return nil, fmt.Errorf("platform: agent listener: %w", err)
 		}
-		p.AgentURL = "http://" + ln.Addr().String()
+		p.AgentURL = scheme + ln.Addr().String()
+		if agentTLS != nil {
+			ln = tls.NewListener(ln, agentTLS)
+		}
 		p.serve(ln, p.Agent.Handler(cfg.AgentToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		go func() {
 			defer close(p.done)
@@ -208,16 +282,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if cfg.ControllerListener == nil {
 			return nil, errors.New("platform: the controller needs a listener")
 		}
-		ids, err := ParseStoreIdentities(cfg.StoreIdentities, cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey)
+		ids, err := ParseStoreIdentities(cfg.StoreIdentities, cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, storeTLS)
 		if err != nil {
 			return nil, err
 		}
-		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, StoreEventsToken: cfg.StoreEventsToken, Registerer: reg}
+		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, AgentTLS: agentClientTLS,
+			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg}
 		if cfg.EtcdCredentials.Username == etcdauth.Root {
 			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
 		}
 		if cfg.StoreNotifications {
-			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region)
+			n, err := controller.NewMinIONotifier(cfg.StoreEndpoint, cfg.StoreAccessKey, cfg.StoreSecretKey, cfg.Region, storeTLS)
 			if err != nil {
 				return nil, err
 			}
@@ -227,10 +302,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if err != nil {
 			return nil, err
 		}
-		p.ControllerURL = "http://" + cfg.ControllerListener.Addr().String()
+		p.ControllerURL = scheme + cfg.ControllerListener.Addr().String()
 		h := p.Controller.Handler(cfg.ControllerToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		p.serve(cfg.ControllerListener, h)
-		for _, ln := range cfg.ControllerAlsoOn {
+		for _, ln := range append([]net.Listener{cfg.ControllerListener}, cfg.ControllerAlsoOn...) {
+			if controllerTLS != nil {
+				ln = tls.NewListener(ln, controllerTLS)
+			}
 			p.serve(ln, h)
 		}
 	}
@@ -239,11 +316,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 
 // ParseStoreIdentities makes the controller's source of application
 // store identities from its setting: "minio" (the MinIO at endpoint, with
-// the admin keys given) or "file:PATH" (controller.FileIdentities).
-func ParseStoreIdentities(setting, endpoint, accessKey, secretKey string) (controller.StoreIdentities, error) {
+// the admin keys given, over tc's TLS on https) or "file:PATH"
+// (controller.FileIdentities).
+func ParseStoreIdentities(setting, endpoint, accessKey, secretKey string, tc *tls.Config) (controller.StoreIdentities, error) {
 	switch {
 	case setting == "minio":
-		return controller.NewMinIOIdentities(endpoint, accessKey, secretKey)
+		return controller.NewMinIOIdentities(endpoint, accessKey, secretKey, tc)
 	case strings.HasPrefix(setting, "file:") && len(setting) > len("file:"):
 		return controller.FileIdentities{Path: strings.TrimPrefix(setting, "file:")}, nil
 	}

@@ -512,7 +512,7 @@ func TestPlatform(t *testing.T) {
 			}
 		}
 		c.Close()
-		ids, err := ParseStoreIdentities(e.cfg.StoreIdentities, e.cfg.StoreEndpoint, e.cfg.StoreAccessKey, e.cfg.StoreSecretKey)
+		ids, err := ParseStoreIdentities(e.cfg.StoreIdentities, e.cfg.StoreEndpoint, e.cfg.StoreAccessKey, e.cfg.StoreSecretKey, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,6 +80,10 @@ type Config struct {
 	// InsecureSkipVerify disables TLS certificate checks, for stores
 	// with self-signed certificates in development.
 	InsecureSkipVerify bool
+	// TLS, when set, is the client's TLS to an https store: the CA bundle
+	// its certificate chains to (a store started with the platform's
+	// local CA, ADR 0017). Cloned. Default nil: the system's roots.
+	TLS *tls.Config
 }
 
 // withDefaults returns a copy with every defaulted field filled in.
@@ -177,8 +181,14 @@ func newTransport(cfg Config) *http.Transport {
 		WriteBufferSize:    64 << 10,
 		ReadBufferSize:     64 << 10,
 	}
+	if cfg.TLS != nil {
+		t.TLSClientConfig = cfg.TLS.Clone()
+	}
 	if cfg.InsecureSkipVerify {
-		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // opt-in for development stores
+		if t.TLSClientConfig == nil {
+			t.TLSClientConfig = &tls.Config{}
+		}
+		t.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // opt-in for development stores
 	}
 	return t
 }
