@@ -267,7 +267,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if agentTLS != nil {
 			ln = tls.NewListener(ln, agentTLS)
 		}
-		p.serve(ln, p.Agent.Handler(cfg.AgentToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+		p.serve(ln, p.Agent.Handler(cfg.AgentToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), log)
 		go func() {
 			defer close(p.done)
 			p.Agent.Register(rctx, cli, p.AgentURL, log.With("component", "agent"))
@@ -308,7 +308,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			if controllerTLS != nil {
 				ln = tls.NewListener(ln, controllerTLS)
 			}
-			p.serve(ln, h)
+			p.serve(ln, h, log)
 		}
 	}
 	return p, nil
@@ -328,8 +328,10 @@ func ParseStoreIdentities(setting, endpoint, accessKey, secretKey string, tc *tl
 	return nil, fmt.Errorf(`rig: store identities %q: want "minio" or "file:PATH"`, setting)
 }
 
-func (p *Platform) serve(ln net.Listener, h http.Handler) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// serve serves h on ln; the server's own errors (refused TLS handshakes
+// among them) go to log at debug level.
+func (p *Platform) serve(ln net.Listener, h http.Handler, log *slog.Logger) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	p.servers = append(p.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 }
