@@ -107,9 +107,6 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.nodes < 1 || f.nodes > hostnet.MaxNodes || f.nodes > 1 && (f.noPlatform || f.cachelets > 1) {
 		return fmt.Errorf("%w: --nodes must be 1 to %d, and needs the platform (and no --cachelets)", errUsage, hostnet.MaxNodes)
 	}
-	if f.tls && f.nodes > 1 {
-		return fmt.Errorf("%w: --tls runs on one node; --nodes does not take it yet", errUsage)
-	}
 	dir, err := filepath.Abs(f.dir)
 	if err != nil {
 		return err
@@ -151,14 +148,6 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 	}
 	defer os.Remove(filepath.Join(dir, pidFile))
 	_ = os.Remove(filepath.Join(dir, envFile))
-	if f.nodes > 1 {
-		return serveNodes(ctx, dir, f, creds, logs.router(nodesLogs, "controller"), stdout)
-	}
-
-	bin, err := localstore.FindBinary(localstore.MinIOBinary)
-	if err != nil {
-		return err
-	}
 	var pkis *upTLS
 	scheme := "http://"
 	if f.tls {
@@ -172,6 +161,14 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			return fmt.Errorf("TLS: %w", err)
 		}
 		scheme = "https://"
+	}
+	if f.nodes > 1 {
+		return serveNodes(ctx, dir, f, creds, pkis, logs.router(nodesLogs, "controller"), stdout)
+	}
+
+	bin, err := localstore.FindBinary(localstore.MinIOBinary)
+	if err != nil {
+		return err
 	}
 	// The controller's address is bound first: MinIO is started with a
 	// webhook to it, so objects written to the store directly fire

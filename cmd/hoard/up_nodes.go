@@ -60,7 +60,7 @@ func rateOf(mbps int) int64 {
 
 // serveNodes is `hoard up --nodes N`: rig.StartNodes, the examples, the
 // env file, and serving until interrupted.
-func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, log *slog.Logger, stdout io.Writer) error {
+func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, pkis *upTLS, log *slog.Logger, stdout io.Writer) error {
 	_, storePort, err := net.SplitHostPort(f.storeListen)
 	if err != nil {
 		return fmt.Errorf("%w: --store-listen: %v", errUsage, err)
@@ -77,13 +77,17 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 	fmt.Fprintf(stdout, "starting %d nodes: namespaces %s*, the store (MinIO) in its own, etcd and the controller on the bridge\n", f.nodes, f.netPrefix)
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	nodes, err := rig.StartNodes(startCtx, rig.NodesConfig{
+	ncfg := rig.NodesConfig{
 		Net: hostnet.Config{Nodes: f.nodes, Prefix: f.netPrefix, NodeRate: rateOf(f.nodeRate), StoreRate: rateOf(f.storeRate)},
 		Dir: dir, ControllerListener: controllerLn, StorePort: port,
 		StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 		ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreLatency: f.storeLatency,
 		EtcdRootPassword: creds.EtcdRootPassword,
-	}, log)
+	}
+	if pkis != nil {
+		ncfg.TLS = pkis.ca
+	}
+	nodes, err := rig.StartNodes(startCtx, ncfg, log)
 	if err != nil {
 		controllerLn.Close()
 		return fmt.Errorf("start the nodes: %w", err)
@@ -94,6 +98,9 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, l
 	}
 	env := fmt.Sprintf("AWS_DEFAULT_REGION=%s\nHOARD_STORE_ENDPOINT=%s\nHOARD_CONTROLLER_URL=%s\nHOARD_CONTROLLER_TOKEN=%s\nHOARD_NODES=%d\n",
 		f.region, nodes.StoreEndpoint, nodes.ControllerURL, creds.ControllerToken, len(nodes.Agents))
+	if pkis != nil {
+		env += pkis.env()
+	}
 	if err := control.WriteFileAtomic(filepath.Join(dir, envFile), []byte(env), 0o600); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
@@ -99,15 +98,8 @@ func (u *upTLS) cachelet(cfg *instance.Config, app string, i int) error {
 func (u *upTLS) etcdClient() (*tls.Config, error) { return pki.ClientConfig(u.controller, nil) }
 
 // minioEnv makes MinIO's webhook present the store's certificate to the
-// controller, which requires one of the CA (MinIO trusts the CA through
-// its certificate directory, localstore.Config.TLS).
-func (u *upTLS) minioEnv() []string {
-	id := controller.MinIOWebhookID
-	return []string{
-		"MINIO_NOTIFY_WEBHOOK_CLIENT_CERT_" + id + "=" + u.store.Cert,
-		"MINIO_NOTIFY_WEBHOOK_CLIENT_KEY_" + id + "=" + u.store.Key,
-	}
-}
+// controller, which requires one of the CA.
+func (u *upTLS) minioEnv() []string { return rig.MinIOWebhookClientEnv(u.store) }
 
 // env is the env file's TLS settings: paths, not secrets. AWS SDKs read
 // AWS_CA_BUNDLE; the CLI the HOARD_TLS_* (clientFlags).

@@ -134,6 +134,46 @@ func (ca *CA) create() error {
 	return nil
 }
 
+// DefaultIntermediateValidity is how long an intermediate CA made by
+// IssueCA is valid (renewed, as the rest, with a third left).
+const DefaultIntermediateValidity = 365 * 24 * time.Hour
+
+// IssueCA makes, in dir (created 0700), an intermediate CA signed by ca
+// that LoadCA opens: one node agent's issuer of its cachelets'
+// certificates, so that the agent never holds the platform's CA key. It
+// is reused while it chains to ca with more than a third of its validity
+// left, and made anew otherwise.
+func (ca *CA) IssueCA(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	certFile, keyFile := filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile)
+	if cert, _, err := readPair(certFile, keyFile); err == nil && cert.IsCA && fresh(cert, ca.now()) &&
+		cert.CheckSignatureFrom(ca.cert) == nil && bytes.Equal(cert.RawIssuer, ca.cert.RawSubject) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	now := ca.now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{Organization: []string{"hoard"}, CommonName: "hoard issuer " + filepath.Base(dir)},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(DefaultIntermediateValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return fmt.Errorf("pki: intermediate CA: %w", err)
+	}
+	return writePair(certFile, keyFile, der, nil, key, -1, -1)
+}
+
 // Request is a certificate to issue.
 type Request struct {
 	// Identity is who the certificate speaks for (its URI SAN).

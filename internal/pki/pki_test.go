@@ -365,3 +365,75 @@ func TestLoadCAIntermediate(t *testing.T) {
 		t.Errorf("a certificate of the intermediate does not verify against the root: %v", err)
 	}
 }
+
+// TestIssueCA: the intermediate CA the local CA gives a node agent is
+// reused while fresh, and its certificates verify against the root.
+func TestIssueCA(t *testing.T) {
+	root, c := newCA(t)
+	dir := filepath.Join(t.TempDir(), "node-0")
+	if err := root.IssueCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	inter, err := LoadCA(dir, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := root.IssueCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := LoadCA(dir, c.now)
+	if !again.Cert().Equal(inter.Cert()) {
+		t.Error("a fresh intermediate was remade")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, caKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("intermediate key: %v, %v", fi.Mode(), err)
+	}
+	srv, err := inter.IssueIn(t.TempDir(), "c", Request{Identity: Cachelet("a", "a-1"), Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.CA = root.CertFile()
+	scfg, err := ServerConfig(srv, AppOrPlatform("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	// A peer of the same application, its certificate from the root's
+	// other intermediate: both ends verify the other's chain to the root.
+	dir2 := filepath.Join(t.TempDir(), "node-1")
+	if err := root.IssueCA(dir2); err != nil {
+		t.Fatal(err)
+	}
+	inter2, _ := LoadCA(dir2, c.now)
+	cli, _ := inter2.IssueIn(t.TempDir(), "c", Request{Identity: Cachelet("a", "a-2"), Server: true, Client: true})
+	cli.CA = root.CertFile()
+	ccfg, err := ClientConfig(cli, AppOrPlatform("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.Dial("tcp", ln.Addr().String(), ccfg)
+	if err != nil {
+		t.Fatalf("cachelets of two intermediates: %v", err)
+	}
+	// In TLS 1.3 the server's verdict on the client's certificate
+	// arrives with the first read.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && strings.Contains(err.Error(), "certificate") {
+		t.Errorf("the server refused the client's chain: %v", err)
+	}
+	conn.Close()
+}

@@ -2,6 +2,7 @@ package rig
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
+	"github.com/hoard-io/hoard/internal/pki"
 )
 
 // Defaults of NodesConfig.
@@ -88,6 +90,13 @@ type NodesConfig struct {
 	// controller reach the store through it. Its bandwidth stays the
 	// store link's.
 	StoreLatency time.Duration
+	// TLS, when set, is the local CA that puts every listener on TLS
+	// (ADR 17), as `hoard up --tls` does on one node: etcd, the store
+	// and the controller get certificates naming the bridge's addresses,
+	// each agent one naming its node's and an intermediate CA of its own
+	// (nodes/<i>/tls/issuer) that issues its cachelets' certificates, so
+	// that no agent holds the platform's CA key. Default nil: plain HTTP.
+	TLS *pki.CA
 }
 
 // Validate reports whether c can be started.
@@ -127,6 +136,7 @@ type Nodes struct {
 	Agents        []*NodeAgent
 
 	shaper *netshape.Server
+	tls    *nodesPKI // nil without NodesConfig.TLS
 
 	closeOnce sync.Once
 }
@@ -201,8 +211,21 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		}
 	}()
 	gw := hn.Gateway.String()
+	tf, err := nodesTLS(cfg.TLS, gw, hn.Store.Addr.String())
+	if err != nil {
+		return nil, err
+	}
+	n.tls = tf
 
-	n.Etcd, err = etcdembed.Start(ctx, etcdembed.Config{Dir: cfg.Dir, ClientAddr: net.JoinHostPort(gw, "0"), Logger: log.With("component", "etcd")})
+	ecfg := etcdembed.Config{Dir: cfg.Dir, ClientAddr: net.JoinHostPort(gw, "0"), Logger: log.With("component", "etcd")}
+	var etcdTLS *tls.Config
+	if tf != nil {
+		ecfg.TLS = &etcdembed.TLSFiles{Cert: tf.etcd.Cert, Key: tf.etcd.Key, CA: tf.etcd.CA}
+		if etcdTLS, err = pki.ClientConfig(tf.controller, nil); err != nil {
+			return nil, err
+		}
+	}
+	n.Etcd, err = etcdembed.Start(ctx, ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("rig: etcd: %w", err)
 	}
@@ -210,7 +233,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 	if root.Password == "" {
 		root.Password = etcdauth.NewPassword()
 	}
-	if err := etcdauth.Enable(ctx, n.Etcd.Endpoints(), root.Password); err != nil {
+	if err := etcdauth.EnableTLS(ctx, n.Etcd.Endpoints(), etcdTLS, root.Password); err != nil {
 		return nil, fmt.Errorf("rig: etcd: %w", err)
 	}
 	bridgeLn, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
@@ -218,17 +241,25 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		return nil, fmt.Errorf("rig: the controller's listener on the bridge: %w", err)
 	}
 	n.NodesControllerURL = "http://" + bridgeLn.Addr().String()
+	if tf != nil {
+		n.NodesControllerURL = "https://" + bridgeLn.Addr().String()
+	}
 	// The store posts events with a token that can do nothing else.
 	eventsToken := etcdauth.NewPassword()
 
 	storeAddr := netip.AddrPortFrom(hn.Store.Addr, uint16(cfg.StorePort)).String()
-	n.Store, err = localstore.StartMinIO(ctx, localstore.Config{
+	mcfg := localstore.Config{
 		Binary: cfg.MinIOBin, DataDir: filepath.Join(cfg.Dir, "minio"), Addr: storeAddr,
 		ConsoleAddr: "127.0.0.1:" + strconv.Itoa(cfg.StorePort+1), Wrapper: hn.Wrapper(*hn.Store),
 		AccessKey: cfg.StoreAccessKey, SecretKey: cfg.StoreSecretKey,
 		LogFile: filepath.Join(cfg.Dir, "minio.log"), Logger: log.With("component", "minio"),
 		Env: MinIOWebhookEnv(n.NodesControllerURL, eventsToken, filepath.Join(cfg.Dir, "minio-events")),
-	})
+	}
+	if tf != nil {
+		mcfg.TLS = tf.store
+		mcfg.Env = append(mcfg.Env, MinIOWebhookClientEnv(tf.store)...)
+	}
+	n.Store, err = localstore.StartMinIO(ctx, mcfg)
 	if err != nil {
 		bridgeLn.Close()
 		return nil, fmt.Errorf("rig: the store: %w", err)
@@ -256,6 +287,9 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
 		StoreEventsToken: eventsToken,
+	}
+	if tf != nil {
+		pcfg.TLS = &TLS{Controller: tf.controller, CA: tf.controller.CA}
 	}
 	if cfg.ControllerListener != nil {
 		pcfg.ControllerListener, pcfg.ControllerAlsoOn = cfg.ControllerListener, []net.Listener{bridgeLn}
@@ -303,6 +337,15 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 	}
 	listen := netip.AddrPortFrom(node.Addr, uint16(cfg.AgentPort)).String()
 	a.URL = "http://" + listen
+	var tlsArgs []string
+	if n.tls != nil {
+		a.URL = "https://" + listen
+		f, issuer, err := n.tls.agent(dir, a.ID, node.Addr.String())
+		if err != nil {
+			return nil, err
+		}
+		tlsArgs = []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA, "--tls-issuer", issuer}
+	}
 	lf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -322,6 +365,7 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--etcd-credentials", credsPath,
 		"--secrets", secretsPath, "--store-endpoint", n.StoreEndpoint,
 		"--controller", n.NodesControllerURL, "--region", cfg.Region)
+	a.cmd.Args = append(a.cmd.Args, tlsArgs...)
 	a.cmd.Env = append(os.Environ(), cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -333,6 +377,46 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 		close(a.exited)
 	}()
 	return a, nil
+}
+
+// nodesPKI is the certificates of a multi-node platform on TLS.
+type nodesPKI struct {
+	ca                      *pki.CA
+	etcd, store, controller pki.Files
+}
+
+// nodesTLS issues etcd, the store and the controller their certificates,
+// naming the bridge's gateway (and the store's node address); nil
+// without a CA.
+func nodesTLS(ca *pki.CA, gw, storeAddr string) (*nodesPKI, error) {
+	if ca == nil {
+		return nil, nil
+	}
+	p := &nodesPKI{ca: ca}
+	hosts := []string{"127.0.0.1", "localhost", gw}
+	var err error
+	if p.etcd, err = ca.Issue("etcd", pki.Request{Identity: pki.Client("etcd"), Hosts: hosts, Server: true, Client: true}); err != nil {
+		return nil, err
+	}
+	if p.store, err = ca.Issue("store", pki.Request{Identity: pki.Client("store"), Hosts: append(hosts, storeAddr), Server: true, Client: true}); err != nil {
+		return nil, err
+	}
+	if p.controller, err = ca.Issue("controller", pki.Request{Identity: pki.Controller(), Hosts: hosts, Server: true, Client: true}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// agent issues node agent id its certificate (naming its node's address)
+// and its intermediate CA, in its directory's tls/.
+func (p *nodesPKI) agent(dir, id, addr string) (pki.Files, string, error) {
+	tdir := filepath.Join(dir, "tls")
+	issuer := filepath.Join(tdir, "issuer")
+	if err := p.ca.IssueCA(issuer); err != nil {
+		return pki.Files{}, "", err
+	}
+	f, err := p.ca.IssueIn(tdir, "agent", pki.Request{Identity: pki.Agent(id), Hosts: []string{addr}, Server: true, Client: true})
+	return f, issuer, err
 }
 
 // waitAgent waits until the agent has registered in etcd.

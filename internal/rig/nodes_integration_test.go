@@ -50,7 +50,7 @@ const (
 	testStoreRate = 20_000_000 // 160 Mbit/s
 )
 
-func startNodes(t *testing.T, nodes int) *Nodes {
+func startNodes(t *testing.T, nodes int, opts ...func(*NodesConfig)) *Nodes {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -68,7 +68,7 @@ func startNodes(t *testing.T, nodes int) *Nodes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := StartNodes(ctx, NodesConfig{
+	cfg := NodesConfig{
 		// "hnt": this test's prefix, so that it never sweeps a `hoard up`.
 		Net:                hostnet.Config{Nodes: nodes, Prefix: "hnt", NodeRate: testNodeRate, StoreRate: testStoreRate},
 		Dir:                t.TempDir(),
@@ -78,7 +78,11 @@ func startNodes(t *testing.T, nodes int) *Nodes {
 		ControllerToken: "controller-token-0123456789", AgentToken: "agent-token-0123456789",
 		EtcdRootPassword: testEtcdRoot,
 		StoreLatency:     2 * time.Millisecond,
-	}, log)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := StartNodes(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

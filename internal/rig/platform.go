@@ -142,6 +142,18 @@ func MinIOWebhookEnv(controllerURL, token, queueDir string) []string {
 	}
 }
 
+// MinIOWebhookClientEnv makes MinIO's webhook present f's certificate to
+// a controller that requires one (TLS.Controller.CA); MinIO trusts the
+// controller's CA through its certificate directory
+// (localstore.Config.TLS).
+func MinIOWebhookClientEnv(f pki.Files) []string {
+	id := controller.MinIOWebhookID
+	return []string{
+		"MINIO_NOTIFY_WEBHOOK_CLIENT_CERT_" + id + "=" + f.Cert,
+		"MINIO_NOTIFY_WEBHOOK_CLIENT_KEY_" + id + "=" + f.Key,
+	}
+}
+
 // Platform is the running parts.
 type Platform struct {
 	Controller *controller.Controller

@@ -25,6 +25,7 @@ import (
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/pki"
+	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
@@ -354,4 +355,71 @@ func peerAddrs(t *testing.T, te *tlsEnv, app string) []string {
 		t.Fatalf("no member of %s", app)
 	}
 	return out
+}
+
+// TestNodesTLS runs two nodes on TLS, as `hoard up --nodes 2 --tls`
+// does: each agent issues its cachelets' certificates from an
+// intermediate CA of its own, and cachelets on different nodes fetch
+// from each other over mutual TLS, each verifying the other's chain to
+// the platform's CA; the agents refuse a caller that is not the
+// controller.
+func TestNodesTLS(t *testing.T) {
+	ca, err := pki.OpenCA(filepath.Join(t.TempDir(), "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodes(t, 2, func(c *NodesConfig) { c.TLS = ca })
+	c := n.Controller
+	ctx := context.Background()
+	if !strings.HasPrefix(n.Store.Endpoint(), "https://") || !strings.HasPrefix(n.NodesControllerURL, "https://") {
+		t.Fatalf("store %s, controller %s: want https", n.Store.Endpoint(), n.NodesControllerURL)
+	}
+	storeTLS, err := pki.ClientConfig(pki.Files{CA: ca.CertFile()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3store.New(s3store.Config{Endpoint: n.Store.Endpoint(), AccessKey: "storekey", SecretKey: "storesecret123", TLS: storeTLS}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateBucket(ctx, "data", ""); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := range 12 {
+		k := fmt.Sprintf("obj/%d", i)
+		body := strings.Repeat("n", 10_000+i)
+		if _, err := st.Put(ctx, "data", k, strings.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	deploySpec(t, c, nodesSpec, testFns)
+	concurrently(t, c, 2, map[string]any{"bucket": "data", "keys": []string{}, "hold": 1.0})
+	agents := map[string]bool{}
+	for _, in := range c.Apps()[0].Instances {
+		agents[in.Agent] = true
+	}
+	if len(agents) != 2 {
+		t.Fatalf("instances on %v; want both nodes", agents)
+	}
+	first := concurrently(t, c, 1, map[string]any{"bucket": "data", "keys": keys})[0]
+	if !first.OK || first.Reads["remote_miss"].Count == 0 {
+		t.Fatalf("first read %+v: no remote misses across nodes", first.Reads)
+	}
+	var rh int64
+	for _, rec := range concurrently(t, c, 2, map[string]any{"bucket": "data", "keys": keys, "hold": 1.0}) {
+		rh += rec.Reads["remote_hit"].Count
+	}
+	if rh == 0 {
+		t.Error("no remote hit across nodes over mutual TLS")
+	}
+	// An agent accepts the controller alone.
+	cli, err := ca.Issue("cli", pki.Request{Identity: pki.Client("cli"), Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := httpsClient(t, cli).Get(n.Agents[0].URL + "/v1/instances"); err == nil {
+		t.Error("an agent answered a client that is not the controller")
+	}
 }
