@@ -35,14 +35,13 @@ import (
 // other.
 type tlsEnv struct {
 	*env
-	ca        *pki.CA
-	cli       pki.Files // the CLI's certificate (a client of the controller)
-	ctlFiles  pki.Files // the controller's
-	otherCA   *pki.CA   // an attacker's CA
-	ctlToken  string
-	agentURL  string
-	etcdEps   []string
-	storeHTTP *http.Client
+	ca       *pki.CA
+	cli      pki.Files // the CLI's certificate (a client of the controller)
+	ctlFiles pki.Files // the controller's
+	otherCA  *pki.CA   // an attacker's CA
+	ctlToken string
+	agentURL string
+	etcdEps  []string
 }
 
 func startTLS(t *testing.T) *tlsEnv {
