@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -37,13 +38,16 @@ func TestServeTLS(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&m)
 		events <- m
 	}))
-	if sink.TLS, err = pki.ServerConfig(ctl, pki.AnyIdentity); err != nil {
+	sinkTLS, err := pki.ServerConfig(ctl, pki.AnyIdentity)
+	if err != nil {
 		t.Fatal(err)
 	}
-	sink.StartTLS()
+	sink.Listener = tls.NewListener(sink.Listener, sinkTLS) // not StartTLS, which adds a certificate of its own
+	sink.Start()
+	sinkURL := "https://" + sink.Listener.Addr().String()
 	defer sink.Close()
 
-	info, _ := serving(t, append(baseServeArgs(t, "bkt"), "--app", "thumbs", "--id", "thumbs-1", "--notify-url", sink.URL,
+	info, _ := serving(t, append(baseServeArgs(t, "bkt"), "--app", "thumbs", "--id", "thumbs-1", "--notify-url", sinkURL,
 		"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)...)
 	if !strings.HasPrefix(info.Endpoint, "https://127.0.0.1:") {
 		t.Fatalf("endpoint %s, want https", info.Endpoint)

@@ -60,6 +60,10 @@ type upFlags struct {
 	nodesFlags
 }
 
+// tlsRenewCheck is how often `hoard up --tls` checks its certificates
+// for renewal (a third of 90 days before they expire).
+const tlsRenewCheck = 6 * time.Hour
+
 // upApp is the application `hoard up`'s cachelets belong to.
 const upApp = "default"
 
@@ -163,7 +167,12 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 		scheme = "https://"
 	}
 	if f.nodes > 1 {
+		// Renewed at each start: rig.StartNodes names the bridge in
+		// certificates this process's renewal would not.
 		return serveNodes(ctx, dir, f, creds, pkis, logs.router(nodesLogs, "controller"), stdout)
+	}
+	if pkis != nil {
+		defer pkis.renewEvery(ctx, tlsRenewCheck, logs.logger("controller"))()
 	}
 
 	bin, err := localstore.FindBinary(localstore.MinIOBinary)

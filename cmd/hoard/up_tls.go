@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/pki"
@@ -21,6 +24,7 @@ const tlsDir = "tls"
 // certificate, reused across restarts and renewed before expiry.
 type upTLS struct {
 	ca                                     *pki.CA
+	hosts                                  []string
 	controller, agent, etcd, store, client pki.Files
 }
 
@@ -37,7 +41,14 @@ func newUpTLS(dir string, hosts ...string) (*upTLS, error) {
 			all = append(all, h)
 		}
 	}
-	u := &upTLS{ca: ca}
+	u := &upTLS{ca: ca, hosts: all}
+	return u, u.issue()
+}
+
+// issue issues (or reuses, while fresh) every part's certificate.
+func (u *upTLS) issue() error {
+	all := u.hosts
+	var err error
 	for _, c := range []struct {
 		f    *pki.Files
 		name string
@@ -54,11 +65,37 @@ func newUpTLS(dir string, hosts ...string) (*upTLS, error) {
 		// with the admin token.
 		{&u.client, "cli", pki.Request{Identity: pki.Client("cli"), Client: true}},
 	} {
-		if *c.f, err = ca.Issue(c.name, c.req); err != nil {
-			return nil, err
+		if *c.f, err = u.ca.Issue(c.name, c.req); err != nil {
+			return err
 		}
 	}
-	return u, nil
+	return nil
+}
+
+// renewEvery checks the certificates every period until ctx ends,
+// renewing those with less than a third of their validity left; the
+// listeners and clients read a renewed file at their next handshake
+// (pki.ServerConfig). MinIO's copy of its own is refreshed at the next
+// start. The returned function stops the loop and waits for it.
+func (u *upTLS) renewEvery(ctx context.Context, period time.Duration, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := u.issue(); err != nil {
+					log.Error("renewing the TLS certificates", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // rig is the platform's TLS: the controller requires clients'

@@ -177,17 +177,19 @@ func AppOrPlatform(app string) Allow {
 	return func(id Identity) bool { return id.Platform() || (id.Role == RoleCachelet && id.App == app) }
 }
 
-// ServerConfig is a listener's TLS: its certificate and key from f, TLS
-// 1.3 minimum. With f.CA set, clients must present a certificate
+// ServerConfig is a listener's TLS: its certificate and key from f (read
+// again when the certificate file changes: a renewal takes effect at the
+// next handshake), TLS 1.3 minimum. With f.CA set, clients must present a certificate
 // chaining to it whose identity allow accepts (mutual TLS); allow nil
 // means AnyIdentity. Without f.CA, clients are not asked for one (the
 // S3 listener, whose clients are functions signing with SigV4).
 func ServerConfig(f Files, allow Allow) (*tls.Config, error) {
-	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	kp, err := loadKeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("pki: server key pair: %w", err)
+		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{kp}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.get() }}
 	if f.CA == "" {
 		return cfg, nil
 	}
@@ -202,7 +204,8 @@ func ServerConfig(f Files, allow Allow) (*tls.Config, error) {
 }
 
 // ClientConfig is a client's TLS: it trusts the CAs in f.CA (the system's
-// without), and presents f's certificate when f.Cert is set. With allow
+// without), and presents f's certificate when f.Cert is set (read again
+// when the file changes, as ServerConfig's). With allow
 // set, the server's certificate is checked by chain and identity
 // instead of host name: cachelets dial peers by address, which may be a
 // node's address no certificate names. Without allow, the host name is
@@ -217,11 +220,11 @@ func ClientConfig(f Files, allow Allow) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if f.Cert != "" || f.Key != "" {
-		kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		kp, err := loadKeyPair(f.Cert, f.Key)
 		if err != nil {
-			return nil, fmt.Errorf("pki: client key pair: %w", err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{kp}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
 	}
 	if allow != nil {
 		if cfg.RootCAs == nil {

@@ -213,8 +213,10 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
-	srv.TLS = scfg
-	srv.StartTLS()
+	// Not StartTLS: it adds httptest's own certificate, which crypto/tls
+	// prefers to GetCertificate when the client sends no server name.
+	srv.Listener = tls.NewListener(srv.Listener, scfg)
+	srv.Start()
 	defer srv.Close()
 
 	get := func(f Files, allow Allow) error {
@@ -224,7 +226,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: ccfg}, Timeout: 5 * time.Second}
 		defer cl.CloseIdleConnections()
-		resp, err := cl.Get(srv.URL)
+		resp, err := cl.Get("https://" + srv.Listener.Addr().String())
 		if err != nil {
 			return err
 		}
@@ -436,4 +438,61 @@ func TestIssueCA(t *testing.T) {
 		t.Errorf("the server refused the client's chain: %v", err)
 	}
 	conn.Close()
+}
+
+// TestReload: a renewed certificate is served from the next handshake on,
+// without a restart; a key removed after the start (a cachelet's) keeps
+// the pair loaded.
+func TestReload(t *testing.T) {
+	ca, c := newCA(t)
+	req := Request{Identity: Controller(), Hosts: []string{"127.0.0.1"}, Server: true}
+	f, err := ca.Issue("controller", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg, err := ServerConfig(Files{Cert: f.Cert, Key: f.Key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.(*tls.Conn).Handshake()
+			conn.Close()
+		}
+	}()
+	ccfg, _ := ClientConfig(Files{CA: f.CA}, nil)
+	ccfg.Time = c.now // the renewed certificate is valid from the moved clock on
+	served := func() *x509.Certificate {
+		t.Helper()
+		conn, err := tls.Dial("tcp", ln.Addr().String(), ccfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0]
+	}
+	first := served()
+	c.t = first.NotAfter.Add(-DefaultLeafValidity / 4)
+	if _, err := ca.Issue("controller", req); err != nil {
+		t.Fatal(err)
+	}
+	renewed := served()
+	if renewed.Equal(first) || !renewed.NotAfter.After(first.NotAfter) {
+		t.Fatal("the renewed certificate is not served")
+	}
+	if err := os.Remove(f.Key); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); !got.Equal(renewed) {
+		t.Error("the pair changed after its key file was removed")
+	}
 }
