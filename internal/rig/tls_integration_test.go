@@ -4,6 +4,7 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
@@ -150,7 +152,8 @@ func httpsClient(t *testing.T, f pki.Files) *http.Client {
 
 // TestTLSPlatform runs the platform with every listener on TLS: a boto3
 // function reads and writes through its cachelet over https (trusting
-// AWS_CA_BUNDLE), three instances fetch from each other over mutual TLS,
+// AWS_CA_BUNDLE), the wordcount example runs unchanged, three instances
+// fetch from each other over mutual TLS,
 // MinIO's webhook reaches the controller with its certificate, the CLI
 // talks to the controller over TLS; and clients without a certificate,
 // with one of another CA, or of the wrong role or application, are
@@ -179,6 +182,25 @@ func TestTLSPlatform(t *testing.T) {
 		keys, _ := filepath.Glob(filepath.Join(te.cfg.Dir, "agent", "instances", "*", "cachelet.key"))
 		if len(certs) == 0 || len(keys) != 0 {
 			t.Errorf("instance directories hold certificates %v and keys %v; want certificates and no key", certs, keys)
+		}
+	})
+
+	t.Run("an example application, unchanged", func(t *testing.T) {
+		pkg, err := appspec.Pack(filepath.Join("..", "..", "examples", "wordcount"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Deploy(context.Background(), pkg.Data); err != nil {
+			t.Fatal(err)
+		}
+		prep := invoke(t, c, "wordcount", "prepare", map[string]any{"scale": 0.01})
+		if !prep.OK {
+			t.Fatalf("wordcount prepare: %+v\n%s", prep.Error, prep.Log)
+		}
+		count := invoke(t, c, "wordcount", "count", map[string]any{"scale": 0.01})
+		var out struct{ Words int }
+		if err := json.Unmarshal(count.Result, &out); !count.OK || err != nil || out.Words == 0 {
+			t.Fatalf("wordcount count: %s, %v, %+v\n%s", count.Result, err, count.Error, count.Log)
 		}
 	})
 
