@@ -142,7 +142,9 @@ const DefaultIntermediateValidity = 365 * 24 * time.Hour
 // that LoadCA opens: one node agent's issuer of its cachelets'
 // certificates, so that the agent never holds the platform's CA key. It
 // is reused while it chains to ca with more than a third of its validity
-// left, and made anew otherwise.
+// left, and made anew otherwise. It may issue cachelets' identities only
+// (a name constraint on its URIs), so the agent holding it cannot pose as
+// the controller or another agent.
 func (ca *CA) IssueCA(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pki: %w", err)
@@ -166,6 +168,10 @@ func (ca *CA) IssueCA(dir string) error {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
+		// It may name cachelets only (hoard://app/...): an agent's
+		// issuer cannot make a controller's or another agent's
+		// certificate that the platform's listeners would accept.
+		PermittedURIDomains: []string{"app"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

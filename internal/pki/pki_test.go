@@ -438,6 +438,25 @@ func TestIssueCA(t *testing.T) {
 		t.Errorf("the server refused the client's chain: %v", err)
 	}
 	conn.Close()
+
+	// The intermediate names cachelets only: a controller's certificate
+	// it makes does not verify, so an agent cannot pose as the
+	// controller to another agent.
+	forged, err := inter.IssueIn(t.TempDir(), "forged", Request{Identity: Controller(), Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.LoadX509KeyPair(forged.Cert, forged.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := LoadPool(root.CertFile())
+	inters := x509.NewCertPool()
+	ic, _ := x509.ParseCertificate(kp.Certificate[1])
+	inters.AddCert(ic)
+	if _, err := kp.Leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inters, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("an agent's intermediate made a controller's certificate that verifies")
+	}
 }
 
 // TestReload: a renewed certificate is served from the next handshake on,
