@@ -97,7 +97,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	}
 	ep := control.Endpoint{Socket: sock, Token: control.NewToken()}
 	docPath := filepath.Join(in.dir, cacheletDocName)
-	tls, err := in.cacheletTLS()
+	tls, err := in.cacheletTLS(in.dir, nil)
 	if err != nil {
 		return err
 	}

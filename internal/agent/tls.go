@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/pki"
@@ -48,9 +49,12 @@ func (t *TLS) Validate() error {
 // jailCABundle is where a jailed function finds the CA bundle.
 const jailCABundle = "/run/hoard/ca.crt"
 
-// cacheletTLS issues the instance's cachelet its certificate and reads
-// the CA bundle for its function; nil without TLS.
-func (in *Instance) cacheletTLS() (*control.TLSFiles, error) {
+// cacheletTLS issues the instance's cachelet its certificate into dir
+// (the directory of its document), its key owned by owner when set (a
+// cachelet with a uid of its own), with a copy of the CA bundle beside it
+// (0644: the cachelet need not reach the agent's files); and reads the
+// bundle for its function. nil without TLS.
+func (in *Instance) cacheletTLS(dir string, owner *pki.Owner) (*control.TLSFiles, error) {
 	t := in.agent.cfg.TLS
 	if t == nil {
 		return nil, nil
@@ -59,8 +63,8 @@ func (in *Instance) cacheletTLS() (*control.TLSFiles, error) {
 	if h := in.agent.cfg.PeerHost; h != "127.0.0.1" && net.ParseIP(h) != nil {
 		hosts = append(hosts, h)
 	}
-	f, err := t.Issuer.IssueIn(in.dir, "cachelet", pki.Request{
-		Identity: pki.Cachelet(in.spec.Name, in.req.ID), Hosts: hosts, Server: true, Client: true,
+	f, err := t.Issuer.IssueIn(dir, "cachelet", pki.Request{
+		Identity: pki.Cachelet(in.spec.Name, in.req.ID), Hosts: hosts, Server: true, Client: true, KeyOwner: owner,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the cachelet's certificate: %w", err)
@@ -69,6 +73,10 @@ func (in *Instance) cacheletTLS() (*control.TLSFiles, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the CA bundle: %w", err)
 	}
+	caCopy := filepath.Join(dir, "ca.crt")
+	if err := control.WriteFileAtomic(caCopy, ca, 0o644); err != nil {
+		return nil, fmt.Errorf("the CA bundle: %w", err)
+	}
 	in.caBundle = string(ca)
-	return &control.TLSFiles{Cert: f.Cert, Key: f.Key, CA: t.CA}, nil
+	return &control.TLSFiles{Cert: f.Cert, Key: f.Key, CA: caCopy}, nil
 }
