@@ -141,7 +141,9 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 	ro = append(ro, hostPaths(wp)...)
 	// The worker joins its cgroups before anything in the jail runs.
 	var cgroups []string
+	oomAdj := 0
 	if in.box.Enforced() {
+		oomAdj = 1000 // the function first, before any process of it runs (startWorker)
 		tasks, err := in.box.TaskCgroups(sandbox.TaskLimits{PIDs: a.cfg.FunctionPIDs, CPUs: a.cfg.FunctionCPUs})
 		if err != nil {
 			return nil, err
@@ -153,7 +155,7 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		ReadOnly: ro,
 		Files:    map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""},
 		Code:     in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
-		Root: in.jailRoot, Cgroups: cgroups,
+		Root: in.jailRoot, Cgroups: cgroups, OOMScoreAdj: oomAdj,
 	}, nil
 }
 

@@ -27,7 +27,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == InitCommand {
 		j, argv, err := ParseInitArgs(os.Args[2:])
 		if err == nil {
-			err = Enter(j, argv, os.Environ())
+			var status int
+			if status, err = Enter(j, argv, os.Environ()); err == nil {
+				os.Exit(status)
+			}
 		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
