@@ -198,6 +198,12 @@ func TestAttacker(t *testing.T) {
 	if a.ID == "" || b.ID == "" {
 		t.Fatalf("instances %+v", byApp)
 	}
+	// Four uids, none root: A's function, A's cachelet, B's, B's.
+	fnA, cacheletA := e.p.Agent.Instance(a.ID).UIDs()
+	fnB, cacheletB := e.p.Agent.Instance(b.ID).UIDs()
+	if uids := []int{fnA, cacheletA, fnB, cacheletB}; slices.Contains(uids, 0) || len(slices.Compact(slices.Sorted(slices.Values(uids)))) != 4 {
+		t.Errorf("uids of A's function and cachelet, B's function and cachelet: %v; want 4 distinct unprivileged uids", uids)
+	}
 	credsA, err := e.p.Controller.Credentials("ta")
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +233,7 @@ func TestAttacker(t *testing.T) {
 			"A's cachelet": hostPort(t, a.Endpoint), "the store": hostPort(t, e.minio.Endpoint()),
 		},
 		"host_pids": map[string]int{
-			"the controller, agent and etcd": os.Getpid(), "A's cachelet": cacheletPID(t, a.ID), "its own cachelet": cacheletPID(t, b.ID),
+			"the controller, agent and etcd": os.Getpid(), "A's cachelet": e.p.Agent.Instance(a.ID).CacheletPID(), "its own cachelet": e.p.Agent.Instance(b.ID).CacheletPID(),
 		},
 		"paths": map[string]string{
 			"the state directory": e.cfg.Dir, "the agent's directory": agentDir,

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,26 +39,6 @@ func (e *env) deployCode(t testing.TB, spec, fns string) {
 	if _, err := e.p.Controller.Deploy(context.Background(), pkg.Data); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// cacheletPID finds the host pid of instance id's cachelet: the `hoard
-// serve` whose document was in the instance's directory.
-func cacheletPID(t *testing.T, id string) int {
-	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cmd := strings.Split(string(b), "\x00")
-		if len(cmd) > 3 && cmd[1] == "serve" && strings.Contains(cmd[3], "/instances/"+id+"/") {
-			return pid
-		}
-	}
-	t.Fatalf("no cachelet process for instance %s", id)
-	return 0
 }
 
 func hostPort(t *testing.T, u string) string {
