@@ -32,6 +32,7 @@ import (
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/ring"
+	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -229,6 +230,7 @@ func TestAttacker(t *testing.T) {
 	agentDir := filepath.Join(e.cfg.Dir, "agent")
 	report := attackFromJail(t, admin, map[string]any{
 		"victim": "ta-data", "own": "tb-data", "package": pkgKey, "meta": metaKey, "forks": 2000,
+		"syscalls": sandbox.DeniedSyscalls(),
 		"endpoints": map[string]string{
 			"A's cachelet": hostPort(t, a.Endpoint), "the store": hostPort(t, e.minio.Endpoint()),
 		},

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if mib := os.Getenv(allocEnv); mib != "" {
 		os.Exit(allocHelper(mib))
 	}
+	if os.Getenv(syscallsEnv) != "" {
+		os.Exit(syscallsHelper())
+	}
 	os.Exit(m.Run())
 }
 

@@ -105,7 +105,8 @@ func enter(j *Jail) error {
 	// Changing credentials cleared the parent-death signal; the worker
 	// still dies with the agent.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
-	return nil
+	// Last, on every thread: the jail's init and all it starts.
+	return installSeccomp()
 }
 
 // forwarded are the signals the jail's init passes on to the program. A

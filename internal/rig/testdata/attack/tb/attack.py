@@ -13,6 +13,7 @@ the platform's secrets in it. It also reports what a function is meant
 to be able to do (its own bucket, /tmp) and what it sees of its jail.
 """
 
+import ctypes
 import errno
 import json
 import os
@@ -171,6 +172,33 @@ def orphans(n):
     )
 
 
+def denied_syscalls(numbers):
+    """Makes each system call the jail's seccomp filter denies; with the
+    arguments given here an unprivileged process without the filter
+    would see some succeed (unshare into a user namespace, keyctl,
+    process_vm_readv of itself, ptrace(TRACEME), last)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    args = {
+        "unshare": [0x10000000],  # CLONE_NEWUSER
+        "keyctl": [0, ctypes.c_ulong(0xFFFFFFFD), 1],  # the session keyring's id
+        "process_vm_readv": [os.getpid()],
+    }
+    for name in sorted(numbers, key=lambda n: n == "ptrace"):
+        a = [ctypes.c_ulong(x) if isinstance(x, int) else x for x in args.get(name, [])]
+        a += [ctypes.c_ulong(0)] * (6 - len(a))
+        ctypes.set_errno(0)
+        ret = libc.syscall(ctypes.c_long(numbers[name]), *a)
+        err = ctypes.get_errno()
+        refused = ret == -1 and err == errno.EPERM
+        row(
+            "seccomp",
+            name,
+            not refused,
+            "returned %d, errno %s" % (ret, errno.errorcode.get(err, err)),
+        )
+
+
 def noop(event, context):
     return "ok"
 
@@ -274,6 +302,7 @@ def attack(event, context):
 
     fork_bomb(event["forks"])
     orphans(50)
+    denied_syscalls(event["syscalls"])
 
     # What it may do, it can.
     allowed = {}
