@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
 
 	"github.com/hoard-io/hoard/internal/etcdembed/zapslog"
 )
@@ -42,6 +43,9 @@ const (
 	// DefaultStartTimeout bounds how long Start waits for the server to elect
 	// itself leader and serve; a single member usually needs well under 2 s.
 	DefaultStartTimeout = 30 * time.Second
+	// DefaultMaxLeaseTTL caps every lease's time to live: the platform's
+	// own live seconds (membership.DefaultTTL, agents' 10 s).
+	DefaultMaxLeaseTTL = 5 * time.Minute
 )
 
 // Config configures the embedded server. The zero value of every field but
@@ -65,6 +69,10 @@ type Config struct {
 	// CompactionRetention is how much key history etcd keeps (periodic
 	// compaction). Default DefaultCompactionRetention.
 	CompactionRetention time.Duration
+	// MaxLeaseTTL is the longest lease any client may grant, in whole
+	// seconds; longer grants are refused (capLeaseTTL). Default
+	// DefaultMaxLeaseTTL.
+	MaxLeaseTTL time.Duration
 }
 
 // Validate reports whether c can be used, after defaults are applied.
@@ -80,8 +88,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("etcdembed: address %q: %w", a, err)
 		}
 	}
-	if c.CompactionRetention < 0 {
-		return errors.New("etcdembed: CompactionRetention must not be negative")
+	if c.CompactionRetention < 0 || c.MaxLeaseTTL < 0 {
+		return errors.New("etcdembed: CompactionRetention and MaxLeaseTTL must not be negative")
 	}
 	return nil
 }
@@ -98,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactionRetention == 0 {
 		c.CompactionRetention = DefaultCompactionRetention
+	}
+	if c.MaxLeaseTTL == 0 {
+		c.MaxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	return c
 }
@@ -148,6 +159,8 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	ec.BcryptCost = 4
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = c.CompactionRetention.String()
+	ec.GRPCAdditionalServerOptions = append(ec.GRPCAdditionalServerOptions,
+		grpc.ChainUnaryInterceptor(capLeaseTTL(int64(c.MaxLeaseTTL/time.Second))))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

@@ -646,6 +646,8 @@ func etcdAttacks(t *testing.T, ctx context.Context, e *env, log *attackLog, idA 
 	log.refusedBy(g, "read A's ring", read(cli, etcdmembership.RingPrefix("", "ta"), clientv3.WithPrefix()))
 	log.refusedBy(g, "read A's record (keys, peer secret)", read(cli, controller.EtcdApps+"ta"))
 	log.refusedBy(g, "read the platform's records", read(cli, "/hoard/platform/", clientv3.WithPrefix()))
+	_, err = cli.Grant(ctx, 365*24*3600)
+	log.refusedBy(g, "grant itself a lease of a year", err)
 	_, err = cli.UserList(ctx)
 	log.refusedBy(g, "list etcd's users", err)
 	_, err = cli.UserGrantRole(ctx, creds.Username, etcdauth.Root)
