@@ -268,6 +268,11 @@ func TestAttacker(t *testing.T) {
 
 	// 2. With what B's cachelet holds, from outside the jail.
 	storeAttacks(t, ctx, e, log, storeB, pkgKey, metaKey)
+	// The keys B's function signs with open its cachelet only.
+	fnKeys := storeClient(t, e, api.StoreKeys{AccessKey: credsB.AccessKey, SecretKey: credsB.SecretKey})
+	log.refusedBy("B's function's keys at MinIO", "read A's object", get(ctx, fnKeys, "ta-data", "secret.txt"))
+	_, err = fnKeys.ListBuckets(ctx)
+	log.refusedBy("B's function's keys at MinIO", "list buckets", err)
 	cacheletAttacks(t, ctx, log, a, credsB)
 	tokenAttacks(t, ctx, e, log, credsB.PlatformToken)
 	etcdAttacks(t, ctx, e, log, a.ID)
