@@ -96,9 +96,10 @@ type Config struct {
 	// what jails cost (benchmarks). Default false.
 	Unjailed bool
 	// SandboxUIDBase and SandboxUIDCount are the uids (and gids) jailed
-	// functions run as, one per live instance: default
-	// DefaultSandboxUIDBase and DefaultSandboxUIDCount. No other process
-	// on the host should use them.
+	// functions and their cachelets run as, two per live instance:
+	// default DefaultSandboxUIDBase and DefaultSandboxUIDCount. No other
+	// process on the host should use them, and agents sharing a host need
+	// ranges of their own (NodeUIDs).
 	SandboxUIDBase, SandboxUIDCount int
 	// FunctionPIDs caps the tasks (processes and threads) of one
 	// instance's function; default DefaultFunctionPIDs. FunctionCPUs caps

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/control"
+	"github.com/hoard-io/hoard/internal/pki"
 )
 
 // BandwidthPolicyEnv names the environment variable that, set to "off",
@@ -22,14 +23,15 @@ const BandwidthPolicyEnv = "HOARD_BANDWIDTH_POLICY"
 
 // An instance's cachelet is configured by one document and driven over
 // one API, both package control's: the agent writes the document (every
-// setting, the secrets, and a fresh control token) into the instance's
-// private directory with mode 0600, starts `hoard serve --config` on it,
-// and talks to the cachelet on the Unix socket the document names, with
-// the token. Nothing secret is on the command line or in the cachelet's
-// environment; the document is removed once the cachelet is serving, so
-// the function, whose home is that directory, never finds it.
+// setting, the secrets, and a fresh control token) into the cachelet's
+// private directory (cacheletDir) with mode 0600, owned by the cachelet's
+// uid when it has one of its own (jailed), starts `hoard serve
+// --document` on it, and talks to the cachelet on the Unix socket the
+// document names, with the token. Nothing secret is on the command line
+// or in the cachelet's environment; the document is removed once the
+// cachelet is serving.
 
-// cacheletDocName is the document's name in the instance's directory.
+// cacheletDocName is the document's name in the cachelet's directory.
 const cacheletDocName = "cachelet.json"
 
 // document is the instance's cachelet's configuration.
@@ -70,48 +72,88 @@ func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *contro
 	return d
 }
 
-// controlSocket is where the instance's cachelet listens for its agent:
-// in the instance's directory (0700), or, when that path is too long for
-// a socket, in a private directory of its own under the system's
-// temporary directory, which teardown removes.
-func (in *Instance) controlSocket() (string, error) {
+// cacheletDir is the directory of the instance's cachelet's control
+// socket and configuration document: the instance's directory (0700),
+// or a private directory of its own under the system's temporary
+// directory, which teardown removes, when the cachelet has a uid of its
+// own (it cannot reach into the agent's state directory, and owns that
+// one, mode 0700) or when the socket's path would be too long.
+func (in *Instance) cacheletDir() (string, error) {
 	p := filepath.Join(in.dir, "control.sock")
-	if len(p) <= control.MaxSocketPath {
-		return p, nil
+	if len(p) <= control.MaxSocketPath && in.cacheletUID == 0 {
+		return in.dir, nil
 	}
-	dir, err := os.MkdirTemp("", "hoard-ctl-") // mode 0700
+	dir, err := os.MkdirTemp("", "hoard-cachelet-") // mode 0700
 	if err != nil {
 		return "", err
 	}
 	in.ctlDir = dir
-	return filepath.Join(dir, "control.sock"), nil
+	if in.cacheletUID != 0 {
+		if err := os.Chown(dir, in.cacheletUID, in.cacheletUID); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
-// startCachelet starts `hoard serve` for the instance, in its sandbox, and
-// waits until its control API answers ready.
+// ControlSocket is the path of the instance's cachelet's control socket.
+func (in *Instance) ControlSocket() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.ctlSocket
+}
+
+// CacheletPID is the host pid of the instance's cachelet; 0 before it
+// started.
+func (in *Instance) CacheletPID() int {
+	if in.cachelet == nil || in.cachelet.Process == nil {
+		return 0
+	}
+	return in.cachelet.Process.Pid
+}
+
+// startCachelet starts `hoard serve` for the instance, in its sandbox
+// and, jailed, as its own uid, and waits until its control API answers
+// ready.
 func (in *Instance) startCachelet(ctx context.Context) error {
 	a := in.agent
-	sock, err := in.controlSocket()
+	dir, err := in.cacheletDir()
 	if err != nil {
 		return err
 	}
-	ep := control.Endpoint{Socket: sock, Token: control.NewToken()}
-	docPath := filepath.Join(in.dir, cacheletDocName)
-	tls, err := in.cacheletTLS(in.dir, nil)
+	ep := control.Endpoint{Socket: filepath.Join(dir, "control.sock"), Token: control.NewToken()}
+	docPath := filepath.Join(dir, cacheletDocName)
+	var keyOwner *pki.Owner
+	if in.cacheletUID != 0 {
+		keyOwner = &pki.Owner{UID: in.cacheletUID, GID: in.cacheletUID}
+	}
+	tls, err := in.cacheletTLS(dir, keyOwner)
 	if err != nil {
 		return err
 	}
 	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}
+	if in.cacheletUID != 0 {
+		// Its secrets are its own: readable by its uid alone (0600).
+		if err := os.Chown(docPath, in.cacheletUID, in.cacheletUID); err != nil {
+			return fmt.Errorf("the cachelet's configuration: %w", err)
+		}
+	}
 	ctl := control.NewClient(ep)
 	in.mu.Lock()
-	in.ctl = ctl
+	in.ctl, in.ctlSocket = ctl, ep.Socket
 	in.mu.Unlock()
 	cmd := exec.Command(a.cfg.HoardBin, "serve", "--document", docPath)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if in.cacheletUID != 0 {
+		// Not root: an unprivileged uid of its own, no groups. It binds
+		// loopback ports above 1024 and is handed its S3 socket; the
+		// agent, root, moves it into its cgroup and signals it.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(in.cacheletUID), Gid: uint32(in.cacheletUID), Groups: []uint32{}}
+	}
 	if in.net != nil {
 		// The S3 socket in the function's network namespace.
 		cmd.ExtraFiles = []*os.File{in.net.Listener()}

@@ -34,9 +34,11 @@ type Instance struct {
 	cacheletDone       chan struct{}
 	ctl                *control.Client // the cachelet's control API; set under mu (control())
 	ctlDir             string          // the control socket's own directory, when not dir
+	ctlSocket          string          // the control socket; set under mu
 	ready              control.Ready
 	net                *sandbox.Network // the function's network; nil unjailed (jail.go)
 	uid                int              // the function's uid; 0 unjailed
+	cacheletUID        int              // the cachelet's uid; 0 unjailed (it runs as the agent's)
 	jailRoot           string           // where its jail's root is mounted
 	startDur           time.Duration
 

@@ -30,10 +30,11 @@ const InsecureSandboxEnv = "HOARD_INSECURE_SANDBOX"
 
 // Jail defaults (Config).
 const (
-	// DefaultSandboxUIDBase is the first uid functions run as.
+	// DefaultSandboxUIDBase is the first uid functions and cachelets run
+	// as.
 	DefaultSandboxUIDBase = 200000
-	// DefaultSandboxUIDCount is how many uids there are, one per live
-	// instance.
+	// DefaultSandboxUIDCount is how many uids there are, two per live
+	// instance (its function's and its cachelet's).
 	DefaultSandboxUIDCount = 10000
 	// DefaultFunctionPIDs caps an instance's function's tasks (processes
 	// and threads).
@@ -41,6 +42,15 @@ const (
 	// DefaultFunctionCPUs caps its CPU time, in CPUs.
 	DefaultFunctionCPUs = 1.0
 )
+
+// NodeUIDs is the range of sandbox uids (Config.SandboxUIDBase and
+// SandboxUIDCount) of the node agent with index i (0, 1, ...) among
+// several sharing one machine (`hoard up --nodes`): each its own
+// DefaultSandboxUIDCount uids from DefaultSandboxUIDBase up, so that no
+// two agents ever run two instances as one uid.
+func NodeUIDs(i int) (base, count int) {
+	return DefaultSandboxUIDBase + i*DefaultSandboxUIDCount, DefaultSandboxUIDCount
+}
 
 // jailFDs: the worker's pipes are fds 3 and 4 (package worker); the
 // network namespace follows as fd 5.
@@ -90,8 +100,9 @@ func (a *Agent) releaseUID(uid int) {
 	a.mu.Unlock()
 }
 
-// prepareJail makes the instance's network namespace and uid, before its
-// cachelet starts. Without jails it does nothing.
+// prepareJail makes the instance's network namespace and uids (one for
+// its function, one for its cachelet), before its cachelet starts.
+// Without jails it does nothing.
 func (in *Instance) prepareJail() error {
 	if !in.agent.jailed {
 		return nil
@@ -101,6 +112,9 @@ func (in *Instance) prepareJail() error {
 		return err
 	}
 	in.uid = uid
+	if in.cacheletUID, err = in.agent.takeUID(); err != nil {
+		return err
+	}
 	n, err := sandbox.NewNetwork()
 	if err != nil {
 		return err
@@ -118,7 +132,14 @@ func (in *Instance) releaseJail() {
 	if in.uid != 0 {
 		in.agent.releaseUID(in.uid)
 	}
+	if in.cacheletUID != 0 {
+		in.agent.releaseUID(in.cacheletUID)
+	}
 }
+
+// UIDs are the uids the instance's function and cachelet run as; 0 for
+// one that runs as the agent's user (unjailed).
+func (in *Instance) UIDs() (function, cachelet int) { return in.uid, in.cacheletUID }
 
 // jail is the worker's jail.
 func (in *Instance) jail() (*sandbox.Jail, error) {
@@ -141,7 +162,9 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 	ro = append(ro, hostPaths(wp)...)
 	// The worker joins its cgroups before anything in the jail runs.
 	var cgroups []string
+	oomAdj := 0
 	if in.box.Enforced() {
+		oomAdj = 1000 // the function first, before any process of it runs (startWorker)
 		tasks, err := in.box.TaskCgroups(sandbox.TaskLimits{PIDs: a.cfg.FunctionPIDs, CPUs: a.cfg.FunctionCPUs})
 		if err != nil {
 			return nil, err
@@ -157,7 +180,7 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		ReadOnly: ro,
 		Files:    files,
 		Code:     in.code, Dir: sandbox.CodeDir, NetNSFD: jailNetNSFD, KeepFDs: []int{3, 4},
-		Root: in.jailRoot, Cgroups: cgroups,
+		Root: in.jailRoot, Cgroups: cgroups, OOMScoreAdj: oomAdj,
 	}, nil
 }
 

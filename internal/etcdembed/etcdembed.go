@@ -23,6 +23,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
 
 	"github.com/hoard-io/hoard/internal/etcdembed/zapslog"
 )
@@ -44,6 +45,9 @@ const (
 	// DefaultStartTimeout bounds how long Start waits for the server to elect
 	// itself leader and serve; a single member usually needs well under 2 s.
 	DefaultStartTimeout = 30 * time.Second
+	// DefaultMaxLeaseTTL caps every lease's time to live: the platform's
+	// own live seconds (membership.DefaultTTL, agents' 10 s).
+	DefaultMaxLeaseTTL = 5 * time.Minute
 )
 
 // Config configures the embedded server. The zero value of every field but
@@ -68,6 +72,10 @@ type Config struct {
 	// CompactionRetention is how much key history etcd keeps (periodic
 	// compaction). Default DefaultCompactionRetention.
 	CompactionRetention time.Duration
+	// MaxLeaseTTL is the longest lease any client may grant, in whole
+	// seconds; longer grants are refused (capLeaseTTL). Default
+	// DefaultMaxLeaseTTL.
+	MaxLeaseTTL time.Duration
 	// TLS, when set, serves the client and peer URLs over TLS (https)
 	// with this certificate and key, and requires every client to present
 	// a certificate chaining to TLS.CA (client certificate authentication,
@@ -98,8 +106,8 @@ func (c Config) Validate() error {
 	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "" || c.TLS.CA == "") {
 		return errors.New("etcdembed: TLS needs a certificate, a key and a client CA")
 	}
-	if c.CompactionRetention < 0 {
-		return errors.New("etcdembed: CompactionRetention must not be negative")
+	if c.CompactionRetention < 0 || c.MaxLeaseTTL < 0 {
+		return errors.New("etcdembed: CompactionRetention and MaxLeaseTTL must not be negative")
 	}
 	return nil
 }
@@ -116,6 +124,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactionRetention == 0 {
 		c.CompactionRetention = DefaultCompactionRetention
+	}
+	if c.MaxLeaseTTL == 0 {
+		c.MaxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	return c
 }
@@ -176,6 +187,8 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	ec.BcryptCost = 4
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = c.CompactionRetention.String()
+	ec.GRPCAdditionalServerOptions = append(ec.GRPCAdditionalServerOptions,
+		grpc.ChainUnaryInterceptor(capLeaseTTL(int64(c.MaxLeaseTTL/time.Second))))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

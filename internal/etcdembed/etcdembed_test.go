@@ -118,3 +118,23 @@ func client(t *testing.T, s *Server) *clientv3.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestLeaseTTLCap: no client may grant a lease longer than MaxLeaseTTL;
+// one of that length or shorter is granted.
+func TestLeaseTTLCap(t *testing.T) {
+	ctx := t.Context()
+	s, err := Start(ctx, Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", MaxLeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := client(t, s)
+	if _, err := c.Grant(ctx, 60); err != nil {
+		t.Errorf("a lease of the cap (60 s): %v", err)
+	}
+	for _, ttl := range []int64{61, 9_000_000_000} {
+		if l, err := c.Grant(ctx, ttl); err == nil || !strings.Contains(err.Error(), "cap of 60 s") {
+			t.Errorf("a lease of %d s: %+v, %v; want it refused", ttl, l, err)
+		}
+	}
+}

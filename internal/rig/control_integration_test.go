@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,12 +20,13 @@ import (
 	"github.com/hoard-io/hoard/internal/control"
 )
 
-// An instance's cachelet, as the agent starts it, has no secret on its
-// command line or in its environment, its configuration document is gone
-// once it serves, and its control socket is private and refuses whoever
-// lacks the instance's token: another process of the same user (the
-// function, say) can neither read the cache's access metadata nor drop or
-// shrink it.
+// An instance's cachelet, as the agent starts it, runs as an
+// unprivileged uid of its own, has no secret on its command line or in
+// its environment, its configuration document (its uid's alone, 0600) is
+// gone once it serves, and its control socket is private and refuses
+// whoever lacks the instance's token: another process (the function,
+// say) can neither read the cache's access metadata nor drop or shrink
+// it.
 func TestCacheletContract(t *testing.T) {
 	e := start(t)
 	e.deploy(t, testSpec)
@@ -33,44 +36,63 @@ func TestCacheletContract(t *testing.T) {
 		t.Fatalf("invocation: %+v", rec.Error)
 	}
 	dir := filepath.Join(e.cfg.Dir, "agent", "instances", rec.Instance)
-	if _, err := os.Stat(filepath.Join(dir, "cachelet.json")); !os.IsNotExist(err) {
-		t.Fatalf("the configuration document outlived the start: %v", err)
-	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("instance directory %v, %v; want 0700", fi.Mode().Perm(), err)
 	}
-	socket := filepath.Join(dir, "control.sock")
-	fi, err := os.Stat(socket)
-	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("control socket %v, %v; want a socket of mode 0600", fi.Mode(), err)
+	in := e.p.Agent.Instance(rec.Instance)
+	if in == nil {
+		t.Fatalf("no instance %s", rec.Instance)
 	}
-
-	// The cachelet's process: found by the document it was started on.
-	pid := 0
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		cmdline, err := os.ReadFile(p)
-		if err == nil && bytes.Contains(cmdline, []byte(filepath.Join(dir, "cachelet.json"))) {
-			fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
-			creds, _ := e.p.Controller.Credentials("t1")
-			secrets := []string{e.cfg.StoreSecretKey, e.cfg.ControllerToken, e.cfg.EtcdCredentials.Password, creds.PlatformToken}
-			environ, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			vars := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
-			if len(vars) != 1 || !strings.HasPrefix(vars[0], "PATH=") {
-				t.Errorf("the cachelet's environment holds more than PATH: %d variables", len(vars))
-			}
-			for _, s := range secrets {
-				if bytes.Contains(cmdline, []byte(s)) || bytes.Contains(environ, []byte(s)) {
-					t.Errorf("a secret is on the cachelet's command line or in its environment")
-				}
-			}
+	// The cachelet runs as a uid of its own, neither root nor its
+	// function's, which owns its private directory (0700), control
+	// socket (0600) and nothing else of the agent's.
+	fnUID, uid := in.UIDs()
+	if uid == 0 || uid == fnUID {
+		t.Fatalf("the cachelet's uid %d, the function's %d: want two unprivileged uids", uid, fnUID)
+	}
+	pid := in.CacheletPID()
+	if got := procUIDs(t, pid); got != [4]int{uid, uid, uid, uid} {
+		t.Errorf("the cachelet's process runs as uids %v; want %d", got, uid)
+	}
+	socket := in.ControlSocket()
+	for p, mode := range map[string]os.FileMode{filepath.Dir(socket): os.ModeDir | 0o700, socket: os.ModeSocket | 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode()&(os.ModeType|os.ModePerm) != mode || int(st.Uid) != uid {
+			t.Errorf("%s: mode %v owner %d; want %v, owned by the cachelet's uid %d", p, fi.Mode(), st.Uid, mode, uid)
 		}
 	}
-	if pid == 0 {
-		t.Fatal("no cachelet process started on the instance's document")
+	for _, d := range []string{dir, filepath.Dir(socket)} {
+		if _, err := os.Stat(filepath.Join(d, "cachelet.json")); !os.IsNotExist(err) {
+			t.Fatalf("the configuration document outlived the start: %v", err)
+		}
+	}
+
+	// No secret on its command line or in its environment.
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(cmdline, []byte(filepath.Join(filepath.Dir(socket), "cachelet.json"))) {
+		t.Errorf("the cachelet was not started on its document: %q", cmdline)
+	}
+	creds, _ := e.p.Controller.Credentials("t1")
+	secrets := []string{e.cfg.StoreSecretKey, e.cfg.ControllerToken, e.cfg.EtcdCredentials.Password, creds.PlatformToken}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	if len(vars) != 1 || !strings.HasPrefix(vars[0], "PATH=") {
+		t.Errorf("the cachelet's environment holds more than PATH: %d variables", len(vars))
+	}
+	for _, s := range secrets {
+		if bytes.Contains(cmdline, []byte(s)) || bytes.Contains(environ, []byte(s)) {
+			t.Errorf("a secret is on the cachelet's command line or in its environment")
+		}
 	}
 
 	for _, auth := range []string{"", "Bearer " + control.NewToken()} {
@@ -82,10 +104,6 @@ func TestCacheletContract(t *testing.T) {
 		}
 	}
 	// The spec's cache settings, as the cachelet applied them.
-	in := e.p.Agent.Instance(rec.Instance)
-	if in == nil {
-		t.Fatalf("no instance %s", rec.Instance)
-	}
 	got, err := in.CacheSettings(t.Context())
 	want := cacheconfig.Settings{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 32 << 20,
 		MaxObjectSize: 16 << 20, MemoryLimitOverhead: 48 << 20}
@@ -123,4 +141,23 @@ func raw(socket, req, auth string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// procUIDs are process pid's real, effective, saved and file-system uids.
+func procUIDs(t *testing.T, pid int) (uids [4]int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 5 && f[0] == "Uid:" {
+			for i := range uids {
+				uids[i], _ = strconv.Atoi(f[i+1])
+			}
+			return uids
+		}
+	}
+	t.Fatalf("no Uid line in /proc/%d/status", pid)
+	return uids
 }

@@ -20,6 +20,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/etcdauth"
@@ -361,10 +362,13 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 	if err := control.WriteFileAtomic(secretsPath, secrets, 0o600); err != nil {
 		return nil, err
 	}
+	uidBase, uidCount := agent.NodeUIDs(i)
 	a.cmd = n.Net.Command(node, cfg.HoardBin, "agent", "--id", a.ID, "--listen", listen, "--peer-host", node.Addr.String(),
 		"--dir", dir, "--etcd-endpoints", strings.Join(n.Etcd.Endpoints(), ","), "--etcd-credentials", credsPath,
 		"--secrets", secretsPath, "--store-endpoint", n.StoreEndpoint,
-		"--controller", n.NodesControllerURL, "--region", cfg.Region)
+		"--controller", n.NodesControllerURL, "--region", cfg.Region,
+		// Agents on one machine never share a uid.
+		"--sandbox-uid-base", strconv.Itoa(uidBase), "--sandbox-uid-count", strconv.Itoa(uidCount))
 	a.cmd.Args = append(a.cmd.Args, tlsArgs...)
 	a.cmd.Env = append(os.Environ(), cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
@@ -288,6 +290,37 @@ func TestNodes(t *testing.T) {
 				}
 			}
 		}
+		// Agents on one machine hand out uids from ranges of their own:
+		// the processes under each agent (its instances' cachelets and
+		// jails) run as uids of its range, none of another's.
+		owner := map[int]string{}
+		for i, a := range n.Agents {
+			base, count := agent.NodeUIDs(i)
+			uids := map[int]bool{}
+			for _, pid := range descendants(a.cmd.Process.Pid) {
+				if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+					for _, l := range strings.Split(string(st), "\n") {
+						if f := strings.Fields(l); len(f) == 5 && f[0] == "Uid:" {
+							if uid, _ := strconv.Atoi(f[2]); uid != 0 {
+								uids[uid] = true
+							}
+						}
+					}
+				}
+			}
+			if len(uids) < 2 {
+				t.Errorf("agent %s runs processes as uids %v; want its instance's function's and cachelet's", a.ID, uids)
+			}
+			for uid := range uids {
+				if uid < base || uid >= base+count {
+					t.Errorf("agent %s runs a process as uid %d, outside its range %d-%d", a.ID, uid, base, base+count-1)
+				}
+				if prev, ok := owner[uid]; ok && prev != a.ID {
+					t.Errorf("uid %d is used under agents %s and %s", uid, prev, a.ID)
+				}
+				owner[uid] = a.ID
+			}
+		}
 		// One instance reads every key: the owners fetch theirs from the
 		// store (remote misses) and keep them.
 		first := concurrently(t, c, 1, map[string]any{"bucket": "data", "keys": keys})[0]
@@ -362,4 +395,34 @@ func getJSON(url, token string, out any) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// descendants are the pids of every process below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	for next := []int{pid}; len(next) > 0; {
+		p := next[0]
+		next = next[1:]
+		out = append(out, children[p]...)
+		next = append(next, children[p]...)
+	}
+	return out
 }

@@ -57,6 +57,10 @@ type Config struct {
 	// (agent.Config.InsecureSandbox, agent.Config.Unjailed): functions
 	// unisolated where the host cannot jail them, or always (benchmarks).
 	InsecureSandbox, Unjailed bool
+	// SandboxUIDBase and SandboxUIDCount are the uids the agent's
+	// instances run as (agent.Config); default agent's defaults. Agents
+	// sharing a machine need ranges of their own (agent.NodeUIDs).
+	SandboxUIDBase, SandboxUIDCount int
 	// LogDir is where the agent writes each instance's log (its
 	// cachelet's and its worker's output); default Dir/agent/logs.
 	LogDir string
@@ -256,6 +260,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			StoreEndpoint: cfg.StoreEndpoint,
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
+			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}

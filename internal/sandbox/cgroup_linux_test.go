@@ -27,13 +27,19 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == InitCommand {
 		j, argv, err := ParseInitArgs(os.Args[2:])
 		if err == nil {
-			err = Enter(j, argv, os.Environ())
+			var status int
+			if status, err = Enter(j, argv, os.Environ()); err == nil {
+				os.Exit(status)
+			}
 		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if mib := os.Getenv(allocEnv); mib != "" {
 		os.Exit(allocHelper(mib))
+	}
+	if os.Getenv(syscallsEnv) != "" {
+		os.Exit(syscallsHelper())
 	}
 	os.Exit(m.Run())
 }

@@ -17,7 +17,8 @@ import (
 // the network namespace, builds a root of its own (a small tmpfs holding
 // the listed host paths bound read-only, a private /tmp, a fresh /proc, a
 // minimal /dev), pivots into it, drops every privilege (setgroups, setgid,
-// setuid to the jail's uid; no_new_privs) and execs the program.
+// setuid to the jail's uid; no_new_privs) and starts the program, staying
+// as the jail's init to reap the processes the program orphans.
 //
 // Nothing secret is in a Jail: it travels on sandbox-init's command line.
 type Jail struct {
@@ -61,6 +62,11 @@ type Jail struct {
 	// Root is an empty host directory the jail's root is mounted on (in
 	// the jail's own mount namespace: the host never sees the mount).
 	Root string `json:"root"`
+	// OOMScoreAdj, when not 0, is the oom_score_adj (-1000 to 1000) of
+	// the jail's init and so of everything it starts: 1000 makes the
+	// function the OOM killer's first choice (Sandbox.PreferForOOM), set
+	// before the program runs.
+	OOMScoreAdj int `json:"oom_score_adj,omitempty"`
 }
 
 // TaskLimits bound a jailed function's processes, apart from its
@@ -129,6 +135,9 @@ func (j *Jail) Validate() error {
 		if !strings.HasPrefix(p, "/run/") {
 			return fmt.Errorf("sandbox: jail file %q must be under /run", p)
 		}
+	}
+	if j.OOMScoreAdj < -1000 || j.OOMScoreAdj > 1000 {
+		return fmt.Errorf("sandbox: jail oom_score_adj %d: want -1000 to 1000", j.OOMScoreAdj)
 	}
 	if j.NetNSFD != 0 && j.NetNSFD < 3 {
 		return fmt.Errorf("sandbox: jail network namespace fd %d must be 3 or more", j.NetNSFD)

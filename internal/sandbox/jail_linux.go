@@ -4,9 +4,11 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,9 +32,30 @@ func (j *Jail) Cloneflags() uintptr {
 }
 
 // Enter is sandbox-init's work: with j validated (ParseInitArgs), in the
-// namespaces Cloneflags names, as root, it sets the jail up and execs
-// argv with env. It returns only on failure.
-func Enter(j *Jail, argv, env []string) error {
+// namespaces Cloneflags names, as root, it sets the jail up, drops its
+// privileges and runs argv with env. As PID 1 of its PID namespace (as
+// the agent starts it) it starts argv as its child and stays, as the
+// jail's unprivileged init, to reap whatever the program orphans (reap);
+// it returns the program's exit status when the program ends (128+N when
+// signal N killed it), and sandbox-init exits with it, which ends
+// everything left in the namespace. Outside a PID namespace of its own it
+// execs argv and does not return. The error is why the jail could not be
+// entered.
+func Enter(j *Jail, argv, env []string) (int, error) {
+	if err := enter(j); err != nil {
+		return 0, err
+	}
+	if os.Getpid() != 1 {
+		if err := unix.Exec(argv[0], argv, env); err != nil {
+			return 0, fmt.Errorf("sandbox-init: exec %s: %w", argv[0], err)
+		}
+	}
+	return reap(argv, env, j.KeepFDs)
+}
+
+// enter sets the jail up and drops every privilege; the calling thread
+// stays locked to its goroutine.
+func enter(j *Jail) error {
 	// The network namespace is a thread's; the exec happens on this one.
 	runtime.LockOSThread()
 	for _, p := range j.Cgroups {
@@ -61,6 +84,11 @@ func Enter(j *Jail, argv, env []string) error {
 	if err := closeOtherFDs(j.KeepFDs); err != nil {
 		return err
 	}
+	if j.OOMScoreAdj != 0 {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(j.OOMScoreAdj)), 0); err != nil {
+			return fmt.Errorf("sandbox-init: oom_score_adj: %w", err)
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox-init: no_new_privs: %w", err)
 	}
@@ -77,10 +105,63 @@ func Enter(j *Jail, argv, env []string) error {
 	// Changing credentials cleared the parent-death signal; the worker
 	// still dies with the agent.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
-	if err := unix.Exec(argv[0], argv, env); err != nil {
-		return fmt.Errorf("sandbox-init: exec %s: %w", argv[0], err)
+	// Last, on every thread: the jail's init and all it starts.
+	return installSeccomp()
+}
+
+// forwarded are the signals the jail's init passes on to the program. A
+// PID 1 gets only the signals it handles from its own namespace, and
+// SIGKILL and SIGSTOP from its parent's, which end the whole jail.
+var forwarded = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+
+// reap is the jail's init, PID 1 of its namespace and already
+// unprivileged: it starts argv (with the descriptors keep and 0-2), passes
+// it the signals it is sent, and reaps every process that ends in the
+// namespace (the program's orphans are reparented to it), until the
+// program itself ends; it returns the program's exit status.
+func reap(argv, env []string, keep []int) (int, error) {
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	for _, fd := range keep {
+		for len(files) <= fd {
+			files = append(files, nil)
+		}
+		files[fd] = os.NewFile(uintptr(fd), "kept")
 	}
-	return nil
+	// Forwarding starts before the program does: nothing is lost.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{Env: env, Files: files})
+	if err != nil {
+		return 0, fmt.Errorf("sandbox-init: start %s: %w", argv[0], err)
+	}
+	// The program holds the kept descriptors (its pipes); their ends
+	// close when it ends.
+	for _, f := range files[3:] {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	go func() {
+		for s := range sigs {
+			_ = unix.Kill(p.Pid, s.(unix.Signal))
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, fmt.Errorf("sandbox-init: wait: %w", err)
+		case pid != p.Pid:
+			continue // an orphan, reaped
+		case ws.Signaled():
+			return 128 + int(ws.Signal()), nil
+		case ws.Exited():
+			return ws.ExitStatus(), nil
+		}
+	}
 }
 
 // buildRoot mounts the jail's root on j.Root (a tmpfs with the read-only

@@ -81,12 +81,13 @@ func TestJailEnter(t *testing.T) {
 		}
 	}
 	j := &Jail{UID: 65534, GID: 65534, Hostname: "jailtest", ReadOnly: append(SystemPaths(), shown), Code: code, Dir: CodeDir,
-		Files: map[string]string{"/run/hoard/cfg": "cfg"}}
+		Files: map[string]string{"/run/hoard/cfg": "cfg"}, OOMScoreAdj: 1000}
 	script := `
 id -u; id -g; hostname; pwd; cat f; echo; cat /run/hoard/cfg; echo
 ls /proc | grep -c '^[0-9]'
 echo tmp > /tmp/x && cat /tmp/x
 cat ` + shown + `/s; echo
+cat /proc/self/oom_score_adj
 (echo no > ` + shown + `/s) 2>/dev/null && echo SHOWN-WRITABLE
 (echo no > f) 2>/dev/null && echo CODE-WRITABLE
 (echo no > /usr/x) 2>/dev/null && echo USR-WRITABLE
@@ -98,13 +99,14 @@ true
 		t.Fatalf("%v: %s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	// Line 6: how many processes /proc shows: sh, ls, grep at most.
-	want := []string{"65534", "65534", "jailtest", CodeDir, "code", "cfg", "", "tmp", "shown"}
+	// Line 6: how many processes /proc shows: the jail's init, sh, ls,
+	// grep at most.
+	want := []string{"65534", "65534", "jailtest", CodeDir, "code", "cfg", "", "tmp", "shown", "1000"}
 	if len(lines) < len(want) {
 		t.Fatalf("output %q", out)
 	}
-	if n, err := strconv.Atoi(lines[6]); err != nil || n > 3 {
-		t.Errorf("the jail sees %q processes; want at most 3", lines[6])
+	if n, err := strconv.Atoi(lines[6]); err != nil || n > 4 {
+		t.Errorf("the jail sees %q processes; want at most 4", lines[6])
 	}
 	for i, w := range want {
 		if w != "" && lines[i] != w {
@@ -252,5 +254,94 @@ func TestJailCgroups(t *testing.T) {
 	}
 	if err := box.Delete(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJailReapsOrphans: processes a jailed program orphans (double forks)
+// are reaped by the jail's init once they end, as on any host; none stays
+// a zombie.
+func TestJailReapsOrphans(t *testing.T) {
+	needRoot(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Jail{UID: 65534, GID: 65534, ReadOnly: SystemPaths(), Root: t.TempDir()}
+	// Three grandchildren wait for the end of stdin (as fd 3: a
+	// background job's stdin is /dev/null); their parents exit at once,
+	// so they are orphans. The program then becomes a process
+	// that reaps nothing.
+	args, err := j.Args([]string{"/bin/sh", "-c", `exec 3<&0; for i in 1 2 3; do (/bin/sh -c 'read x <&3' &); done; echo started; exec /bin/sleep 60 3<&-`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: j.Cloneflags(), Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	line := make([]byte, 8)
+	if n, err := stdout.Read(line); err != nil || string(line[:n]) != "started\n" {
+		t.Fatalf("the program said %q, %v", line[:n], err)
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The jail's processes, as the host sees them: pid → state.
+	jailed := func() map[int]string {
+		out := map[int]string{}
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || l != ns {
+				continue
+			}
+			stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ...: the state follows the last ')'.
+			s := string(stat)
+			out[pid] = strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+		}
+		return out
+	}
+	before := jailed()
+	if len(before) < 4 {
+		t.Fatalf("the jail holds %v; want the program and 3 orphans at least", before)
+	}
+	stdin.Close() // the orphans' read ends: they exit
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := jailed()
+		if len(got) == len(before)-3 {
+			for pid, state := range got {
+				if state == "Z" {
+					t.Errorf("process %d of the jail is a zombie", pid)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the orphans ended the jail still holds %v (Z: zombies); want %d processes", got, len(before)-3)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -13,7 +13,7 @@ import (
 func (j *Jail) Cloneflags() uintptr { return 0 }
 
 // Enter fails: jails need Linux.
-func Enter(*Jail, []string, []string) error { return errNotLinux() }
+func Enter(*Jail, []string, []string) (int, error) { return 0, errNotLinux() }
 
 // Network is unavailable off Linux.
 type Network struct{}
