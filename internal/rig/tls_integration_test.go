@@ -175,13 +175,18 @@ func TestTLSPlatform(t *testing.T) {
 		if got, err := te.get("data", "out/hello.txt"); err != nil || got != "HELLO, HOARD" {
 			t.Errorf("written through the cachelet: %q, %v", got, err)
 		}
-		// The cachelet's key left the instance's directory (the
-		// function's home) once the cachelet was serving; its
+		// The cachelet's key left its private directory (beside its
+		// control socket) once the cachelet was serving; its
 		// certificate stays.
-		certs, _ := filepath.Glob(filepath.Join(te.cfg.Dir, "agent", "instances", "*", "cachelet.crt"))
-		keys, _ := filepath.Glob(filepath.Join(te.cfg.Dir, "agent", "instances", "*", "cachelet.key"))
+		var certs, keys []string
+		for _, in := range te.p.Agent.Instances() {
+			dir := filepath.Dir(te.p.Agent.Instance(in.ID).ControlSocket())
+			c, _ := filepath.Glob(filepath.Join(dir, "cachelet.crt"))
+			k, _ := filepath.Glob(filepath.Join(dir, "cachelet.key"))
+			certs, keys = append(certs, c...), append(keys, k...)
+		}
 		if len(certs) == 0 || len(keys) != 0 {
-			t.Errorf("instance directories hold certificates %v and keys %v; want certificates and no key", certs, keys)
+			t.Errorf("cachelets' directories hold certificates %v and keys %v; want certificates and no key", certs, keys)
 		}
 	})
 
