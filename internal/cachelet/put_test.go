@@ -471,3 +471,33 @@ func TestConditionalPutRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestChangeInvalidates: a change the store makes on a request passed
+// through (Change) drops the cached copy, so even a cachelet that trusts
+// its memory (ReadLocal) reads the store's new bytes afterwards; a fill
+// in flight during the change never lands.
+func TestChangeInvalidates(t *testing.T) {
+	e := newEnv(t, readLocal)
+	v1, v2 := object("k", 1, 5000), object("k", 2, 5000)
+	e.storePut("k", v1)
+	e.mustRead("k", v1, LocalMiss)
+	e.settle()
+	e.mustRead("k", v1, LocalHit)
+	err := e.c.Change(t.Context(), testBucket, []string{"k", "other"}, func() error {
+		e.storePut("k", v2) // what the store did on the passed request
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustRead("k", v2, LocalMiss)
+
+	// The operation's own error is returned; the keys are dropped anyway.
+	e.settle()
+	e.mustRead("k", v2, LocalHit)
+	boom := errors.New("boom")
+	if err := e.c.Change(t.Context(), testBucket, []string{"k"}, func() error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("Change = %v, want the operation's error", err)
+	}
+	e.mustRead("k", v2, LocalMiss)
+}

@@ -249,6 +249,9 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 			h.Set(name, v)
 		}
 	}
+	for k, v := range info.Headers {
+		h.Set(k, v)
+	}
 	for k, v := range info.UserMetadata {
 		// Lower case as S3 sends them: SDKs hand the suffix to the user
 		// as is, and Go would otherwise canonicalize it to "X-Amz-Meta-K".

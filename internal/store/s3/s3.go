@@ -47,6 +47,12 @@ type Store struct {
 	callTimeout time.Duration
 	idleTimeout time.Duration
 	closeOnce   sync.Once
+
+	// What Pass needs to address and sign requests itself.
+	endpoint              *url.URL
+	virtualHost           bool
+	accessKey, secretKey  string
+	responseHeaderTimeout time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,7 +105,9 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	}
 	logger.Debug("s3store: client ready", "endpoint", cfg.Endpoint, "region", cfg.Region)
 	return &Store{core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
-		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout}, nil
+		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout,
+		endpoint: passEndpoint(cfg.Endpoint), virtualHost: cfg.VirtualHostStyle,
+		accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, responseHeaderTimeout: cfg.ResponseHeaderTimeout}, nil
 }
 
 // Close releases pooled connections. Requests still in flight finish
