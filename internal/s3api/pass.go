@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/s3auth"
 )
 
@@ -93,7 +94,41 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 			"err", err, "request_id", rq.id)
 		panic(http.ErrAbortHandler)
 	}
+	if resp.StatusCode/100 == 2 {
+		s.notifyPassed(w, r, rq, resp)
+	}
 	return nil
+}
+
+// notifyPassed sends the object-created event of a write that passed
+// through, as its typed path would have: a PutObject's from its answer, a
+// copy's or completion's once the store says the object's size and ETag
+// (a completion may still have failed inside its 200 answer: then the
+// object is not the one the store reports, and no event goes out unless
+// it exists).
+func (s *Server) notifyPassed(w http.ResponseWriter, r *http.Request, rq *request, resp *http.Response) {
+	if s.cfg.Notifier == nil {
+		return
+	}
+	switch rq.op {
+	case "PutObject":
+		s.notify(r, rq, notify.ObjectCreatedPut, rq.auth.DecodedLength, strings.Trim(resp.Header.Get("ETag"), `"`))
+	case "CopyObject", "CompleteMultipartUpload":
+		name := notify.ObjectCreatedCopy
+		if rq.op == "CompleteMultipartUpload" {
+			name = notify.ObjectCreatedCompleteMultipartUpload
+		}
+		_ = http.NewResponseController(w).Flush()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifySizeTimeout)
+		defer cancel()
+		info, err := s.cl.Store().Stat(ctx, rq.bucket, rq.key)
+		if err != nil {
+			s.log.Warn("no event for a write passed through: the store did not describe the object", "bucket", rq.bucket,
+				"key", rq.key, "event", name, "err", err, "request_id", rq.id)
+			return
+		}
+		s.notify(r, rq, name, info.Size, info.ETag)
+	}
 }
 
 // outgoing is the request for the store: the client's method, bucket,
@@ -119,23 +154,28 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 	}
 	u := &url.URL{Path: path, RawQuery: strings.ReplaceAll(q.Encode(), "+", "%20")}
 	h := r.Header.Clone()
-	// The body as decoded: aws-chunked framing and its trailer are gone
-	// (the trailer's checksum was verified here; it is not forwarded).
+	// The body as decoded: the aws-chunked framing is gone, and so is its
+	// trailer, verified here; its checksum travels on in the store's own
+	// trailer (see trailed).
 	if ce := rq.auth.ContentEncoding; ce != "" {
 		h.Set("Content-Encoding", ce)
 	} else {
 		h.Del("Content-Encoding")
 	}
-	if h.Get("X-Amz-Trailer") != "" {
-		h.Del("X-Amz-Trailer")
-		h.Del("X-Amz-Sdk-Checksum-Algorithm")
-	}
+	h.Del("X-Amz-Trailer")
 	h.Del("X-Amz-Decoded-Content-Length")
 	out := &http.Request{Method: r.Method, URL: u, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	var capture *errCapture
 	switch n := rq.auth.DecodedLength; {
 	case body != nil:
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	case n > 0 && rq.auth.ChecksumAlgorithm != "" && rq.auth.ChecksumValue == "":
+		// A checksum in the client's trailer: the store gets it in a
+		// trailer too, once the body has been read and verified.
+		capture = &errCapture{r: newExactBody(r.Body, n)}
+		name := rq.auth.ChecksumAlgorithm.HeaderName()
+		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, rq.auth.ChecksumAlgorithm.Size()))}}
+		out.Body, out.ContentLength = io.NopCloser(&trailed{r: capture, auth: rq.auth, trailer: out.Trailer, name: name}), n
 	case n > 0:
 		capture = &errCapture{r: newExactBody(r.Body, n)}
 		out.Body, out.ContentLength = io.NopCloser(capture), n
@@ -146,6 +186,25 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 		out.Body = http.NoBody
 	}
 	return out, capture
+}
+
+// trailed sets a trailer's value from the client's verified trailer when
+// its body ends: s3auth knows it only then.
+type trailed struct {
+	r       io.Reader
+	auth    *s3auth.Request
+	trailer http.Header
+	name    string
+}
+
+func (t *trailed) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF {
+		if _, v := t.auth.TrailerChecksum(); v != "" {
+			t.trailer[t.name] = []string{v} // the name as given: the signer sized the stream by it
+		}
+	}
+	return n, err
 }
 
 // subresources name the operations only the store answers, for metrics

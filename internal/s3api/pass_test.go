@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,9 +14,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/minio/minio-go/v7/pkg/signer"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/checksum"
+	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -32,13 +36,14 @@ type received struct {
 	header              http.Header
 	body                string
 	bodyErr, authErr    error
+	trailerSum          string // the checksum in the body's trailer, verified
 }
 
 // newPassServer is the front over a cachelet over the S3 store client,
 // whose endpoint checks each request's signature with the store's own
 // credentials (as the store does), records it, and answers with
 // answer(r), or 200 and a small XML body.
-func newPassServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request)) (*testServer, <-chan received) {
+func newPassServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request), opts ...func(*Config)) (*testServer, <-chan received) {
 	t.Helper()
 	ver, err := s3auth.New(s3auth.Config{Region: testRegion}, storeCredStore{})
 	if err != nil {
@@ -56,6 +61,7 @@ func newPassServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Requ
 		}
 		b, err := io.ReadAll(ar.Body)
 		rc.body, rc.bodyErr = string(b), err
+		_, rc.trailerSum = ar.TrailerChecksum()
 		got <- rc
 		if err != nil {
 			return // an upload cut short is never answered
@@ -82,7 +88,11 @@ func newPassServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Config{Region: testRegion}, cl, cver, nil, nil)
+	cfg := Config{Region: testRegion}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	api, err := New(cfg, cl, cver, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,4 +336,74 @@ func presign(t *testing.T, req *http.Request) {
 		t.Fatal(err)
 	}
 	req.URL = pu
+}
+
+// TestPassThroughWritesNotified: a write that passed through sends the
+// event its typed path would have: a PutObject from its answer, a copy
+// once the store described the new object.
+func TestPassThroughWritesNotified(t *testing.T) {
+	rec := &events{}
+	s, got := newPassServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"e-`+r.Method+`"`)
+		if r.Method == http.MethodHead {
+			w.Header().Set("Content-Length", "42")
+			w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		}
+		w.WriteHeader(http.StatusOK)
+	}, func(c *Config) { c.Notifier = rec })
+	resp := s.do(t, "PUT", "/bkt/k", []byte("tagged"), map[string]string{"x-amz-tagging": "a=1"})
+	<-got
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("put: %d", resp.StatusCode)
+	}
+	if ev := rec.wait(t, 1); len(ev) != 1 || ev[0].Name != notify.ObjectCreatedPut || ev[0].Size != 6 || ev[0].ETag != "e-PUT" {
+		t.Fatalf("put events %+v", ev)
+	}
+	resp = s.do(t, "PUT", "/bkt/c", nil, map[string]string{"x-amz-copy-source": "/bkt/k?versionId=1"})
+	<-got
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("copy: %d", resp.StatusCode)
+	}
+	<-got // the HEAD that describes the copy
+	if ev := rec.wait(t, 1); len(ev) != 1 || ev[0].Name != notify.ObjectCreatedCopy || ev[0].Size != 42 || ev[0].ETag != "e-HEAD" {
+		t.Fatalf("copy events %+v", ev)
+	}
+	// Other operations passed through are not notified.
+	s.do(t, "PUT", "/bkt/k?tagging", []byte("<Tagging><TagSet/></Tagging>"), nil)
+	<-got
+	if ev := rec.take(); len(ev) != 0 {
+		t.Fatalf("events for a tagging change: %+v", ev)
+	}
+}
+
+// TestPassThroughTrailer: a checksum the client sent in its aws-chunked
+// trailer is verified here and reaches the store in the store's own
+// trailer, so the store records it.
+func TestPassThroughTrailer(t *testing.T) {
+	s, got := newPassServer(t, nil)
+	body := []byte("tagged and checksummed")
+	sum := checksum.Sum(checksum.CRC32, body)
+	req, err := http.NewRequest(http.MethodPut, s.URL+"/bkt/k", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(body))
+	req.Header.Set("x-amz-tagging", "a=1")
+	req.Header.Set("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+	req = signer.SignV4Trailer(*req, testAK, testSK, "", testRegion, http.Header{"x-amz-checksum-crc32": {sum}})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rc := <-got
+	if rc.authErr != nil || rc.bodyErr != nil || rc.body != string(body) {
+		t.Fatalf("store got %q (auth %v, body %v)", rc.body, rc.authErr, rc.bodyErr)
+	}
+	if tr := rc.header.Get("X-Amz-Trailer"); tr != "x-amz-checksum-crc32" || rc.trailerSum != sum {
+		t.Errorf("store got trailer %q with %q, want x-amz-checksum-crc32 %q", tr, rc.trailerSum, sum)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("answer %d", resp.StatusCode)
+	}
 }

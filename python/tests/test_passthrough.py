@@ -135,6 +135,10 @@ def test_object_and_bucket_tagging(s3, store_s3, buckets, store_kind):
             attempt(lambda: c.get_object_tagging(Bucket=b, Key="k"), pick),
             attempt(lambda: c.put_object(Bucket=b, Key="t", Body=b"y", Tagging="c=3")),
             attempt(lambda: c.get_object_tagging(Bucket=b, Key="t"), pick),
+            attempt(
+                lambda: c.head_object(Bucket=b, Key="t", ChecksumMode="ENABLED"),
+                lambda r: (r["ContentLength"], r.get("ChecksumCRC32")),
+            ),
             attempt(lambda: c.put_bucket_tagging(Bucket=b, Tagging=tags)),
             attempt(lambda: c.get_bucket_tagging(Bucket=b), pick),
             attempt(lambda: c.delete_bucket_tagging(Bucket=b)),
@@ -146,6 +150,7 @@ def test_object_and_bucket_tagging(s3, store_s3, buckets, store_kind):
     if store_kind == "minio":
         assert want[1] == ("ok", [("a", "1"), ("b", "2")])
         assert want[6] == ("ok", [("c", "3")])
+        assert want[7][1][1] is not None  # the upload's checksum reached the store
 
 
 def test_object_lock(s3, store_s3, buckets, store_kind):

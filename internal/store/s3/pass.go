@@ -39,7 +39,9 @@ var hopHeaders = []string{
 // X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256, which the
 // signature replaces. The caller removes the client's own signature from
 // the query. The body is sent unsigned (UNSIGNED-PAYLOAD), streamed,
-// with req.ContentLength (-1: chunked); it is not retried.
+// with req.ContentLength (-1: chunked); it is not retried. A request
+// with a Trailer (a checksum whose value its body sets once read to its
+// end) is sent as S3's unsigned aws-chunked stream with that trailer.
 //
 // Deadlines: the store's answer must begin within CallTimeout after the
 // request (body included) was sent, and every read of the answer's body
@@ -131,6 +133,10 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	}
 	if s.accessKey == "" {
 		return out, nil
+	}
+	if len(req.Trailer) > 0 && out.ContentLength > 0 {
+		out.Header.Set("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+		return signer.SignV4Trailer(*out, s.accessKey, s.secretKey, "", s.region, req.Trailer), nil
 	}
 	out.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 	return signer.SignV4(*out, s.accessKey, s.secretKey, "", s.region), nil
