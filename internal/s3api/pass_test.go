@@ -360,7 +360,10 @@ func TestPassThroughWritesNotified(t *testing.T) {
 		t.Fatalf("put events %+v", ev)
 	}
 	resp = s.do(t, "PUT", "/bkt/c", nil, map[string]string{"x-amz-copy-source": "/bkt/k?versionId=1"})
-	<-got
+	if rc := <-got; rc.method != http.MethodHead || rc.path != "/bkt/k" {
+		t.Errorf("a copy first asks for its source's size; the store got %s %s", rc.method, rc.path)
+	}
+	<-got // the copy
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("copy: %d", resp.StatusCode)
 	}

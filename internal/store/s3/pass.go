@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 	"github.com/minio/minio-go/v7/pkg/signer"
 
@@ -48,9 +50,9 @@ var hopHeaders = []string{
 // must make progress within IdleTimeout; a request with a body has
 // IdleTimeout for each step of the upload, counting only the store's
 // share (a slow client is not cut off). A copy (x-amz-copy-source) or a
-// multipart completion may work on gigabytes before the store answers:
-// their answer is given the transport's ResponseHeaderTimeout instead. A
-// call cut short fails with an error wrapping store.ErrUnavailable.
+// multipart completion may work long before the store answers: they are
+// given time in proportion to their work (answerDeadline). A call cut
+// short fails with an error wrapping store.ErrUnavailable.
 //
 // Safe for concurrent use.
 func (s *Store) Pass(ctx context.Context, req *http.Request) (*http.Response, error) {
@@ -58,9 +60,9 @@ func (s *Store) Pass(ctx context.Context, req *http.Request) (*http.Response, er
 	if err != nil {
 		return nil, err
 	}
-	first := s.callTimeout
-	if slowAnswer(req) {
-		first = s.responseHeaderTimeout
+	first, err := s.answerDeadline(ctx, req)
+	if err != nil {
+		return nil, err
 	}
 	var wd *watchdog
 	cctx := ctx
@@ -142,14 +144,76 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	return signer.SignV4(*out, s.accessKey, s.secretKey, "", s.region), nil
 }
 
-// slowAnswer reports whether the store may rightly work long before it
-// answers req: a copy, or the completion of a multipart upload.
-func slowAnswer(req *http.Request) bool {
-	if req.Header.Get("X-Amz-Copy-Source") != "" {
-		return true
+// answerDeadline is how long the store may take to begin its answer to
+// req once it has the request: CallTimeout, but a copy is given time in
+// proportion to its source's size (which is asked for first, within the
+// call timeout, as Copy does), and a multipart completion time in
+// proportion to its parts (about one per 64 bytes of its body, one
+// CallTimeout per thousand).
+func (s *Store) answerDeadline(ctx context.Context, req *http.Request) (time.Duration, error) {
+	if src := req.Header.Get("X-Amz-Copy-Source"); src != "" {
+		size, err := s.copySourceSize(ctx, src, req.Header.Get("X-Amz-Copy-Source-Range"))
+		if err != nil {
+			return 0, fmt.Errorf("s3store: pass %s %s: %w", req.Method, req.URL.Path, err)
+		}
+		return s.copyDeadline(size), nil
 	}
-	_, completing := req.URL.Query()["uploadId"]
-	return req.Method == http.MethodPost && completing
+	if _, completing := req.URL.Query()["uploadId"]; completing && req.Method == http.MethodPost {
+		parts := int(max(req.ContentLength, 0) / 64)
+		return time.Duration(max(1, (parts+partsPerCall-1)/partsPerCall)) * s.callTimeout, nil
+	}
+	return s.callTimeout, nil
+}
+
+// copySourceSize is the number of bytes a copy from src
+// ("[/]bucket/key[?versionId=v]", URL-encoded) moves: the source's size,
+// or that of rng ("bytes=a-b"). A source that cannot be asked about
+// counts as empty: the store answers the copy with its own error.
+func (s *Store) copySourceSize(ctx context.Context, src, rng string) (int64, error) {
+	if r, err := parseCopyRange(rng); err == nil {
+		return r, nil
+	}
+	raw, query, _ := strings.Cut(src, "?")
+	p, err := url.PathUnescape(strings.TrimPrefix(raw, "/"))
+	if err != nil {
+		return 0, nil
+	}
+	bucket, key, _ := strings.Cut(p, "/")
+	if bucket == "" || key == "" {
+		return 0, nil
+	}
+	var opts minio.StatObjectOptions
+	if q, err := url.ParseQuery(query); err == nil {
+		opts.VersionID = q.Get("versionId")
+	}
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	oi, err := s.core.StatObject(cctx, bucket, key, opts)
+	if err != nil {
+		if err = failed(ctx, cctx, "stat copy source", bucket, key, err); errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return 0, err
+		}
+		return 0, nil
+	}
+	return oi.Size, nil
+}
+
+// parseCopyRange is the length of an x-amz-copy-source-range.
+func parseCopyRange(v string) (int64, error) {
+	spec, ok := strings.CutPrefix(v, "bytes=")
+	if !ok {
+		return 0, errors.New("not a byte range")
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	if !ok {
+		return 0, errors.New("not a byte range")
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || last < first {
+		return 0, errors.New("not a byte range")
+	}
+	return last - first + 1, nil
 }
 
 // answerWait ends an upload's watch on its body: once the body is sent,

@@ -191,14 +191,34 @@ func TestPassHungStore(t *testing.T) {
 			}
 		})
 	}
+	// A copy asks for its source's size first: a hung store fails that.
+	start := time.Now()
 	copyReq := &http.Request{Method: http.MethodPut, URL: &url.URL{Path: "/bkt/k", RawQuery: "partNumber=1&uploadId=u"},
 		Header: http.Header{"X-Amz-Copy-Source": {"/bkt/src"}}}
-	if !slowAnswer(copyReq) {
-		t.Error("UploadPartCopy not given the long answer deadline")
+	if _, err := st.Pass(t.Context(), copyReq); !errors.Is(err, store.ErrUnavailable) || time.Since(start) > 2*time.Second {
+		t.Errorf("UploadPartCopy against a hung store: %v after %v", err, time.Since(start))
 	}
-	complete := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/bkt/k", RawQuery: "uploadId=u"}, Header: http.Header{}}
-	if !slowAnswer(complete) {
-		t.Error("CompleteMultipartUpload not given the long answer deadline")
+}
+
+// TestPassAnswerDeadlines: a copy's answer may take time in proportion to
+// the bytes it copies, a completion's to its parts; others CallTimeout.
+func TestPassAnswerDeadlines(t *testing.T) {
+	st := &Store{callTimeout: 3 * time.Second, responseHeaderTimeout: 2 * time.Minute}
+	for _, tc := range []struct {
+		name string
+		req  *http.Request
+		want time.Duration
+	}{
+		{"tagging", &http.Request{Method: http.MethodPut, URL: &url.URL{Path: "/b/k", RawQuery: "tagging="}, Header: http.Header{}}, 3 * time.Second},
+		{"ranged part copy", &http.Request{Method: http.MethodPut, URL: &url.URL{Path: "/b/k", RawQuery: "partNumber=1&uploadId=u"},
+			Header: http.Header{"X-Amz-Copy-Source": {"/b/src"}, "X-Amz-Copy-Source-Range": {"bytes=0-83886079"}}}, 13 * time.Second},
+		{"small completion", &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/b/k", RawQuery: "uploadId=u"}, Header: http.Header{}, ContentLength: 500}, 3 * time.Second},
+		{"10,000 parts", &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/b/k", RawQuery: "uploadId=u"}, Header: http.Header{}, ContentLength: 10000 * 150}, 72 * time.Second},
+	} {
+		got, err := st.answerDeadline(t.Context(), tc.req)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
 
