@@ -184,8 +184,9 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	if src.VersionID != "" {
-		// The store answers with the source's version: pass it on as is.
+	if src.VersionID != "" || storeOnlyKey(src.Key) {
+		// The store answers with the source's version, and judges keys
+		// its typed client does not carry: pass it on as is.
 		return s.pass(w, r, rq)
 	}
 	h := r.Header

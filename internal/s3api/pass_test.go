@@ -243,6 +243,11 @@ func TestRoute(t *testing.T) {
 		{"PUT", "/bkt/k", map[string]string{"x-amz-object-lock-legal-hold": "ON"}, "PutObject", true},
 		{"PUT", "/bkt/k", map[string]string{"x-amz-server-side-encryption": "AES256"}, "PutObject", true},
 		{"PUT", "/bkt/%20", nil, "PutObject", true},
+		{"GET", "/bkt/a%01b", nil, "GetObject", true},
+		{"PUT", "/bkt/a%0Ab", nil, "PutObject", true},
+		{"GET", "/bkt/%FF", nil, "GetObject", true},
+		{"DELETE", "/bkt/a%7F", nil, "DeleteObject", true},
+		{"GET", "/bkt/caf%C3%A9", nil, "GetObject", false},
 		{"PUT", "/bkt/k", map[string]string{"x-amz-copy-source": "/bkt/s"}, "CopyObject", false},
 		{"PUT", "/bkt/k", map[string]string{"x-amz-copy-source": "/bkt/s", "x-amz-copy-source-if-modified-since": "Mon, 02 Jan 2006 15:04:05 GMT"}, "CopyObject", true},
 		{"PUT", "/bkt/k?partNumber=1&uploadId=u", map[string]string{"x-amz-copy-source": "/bkt/s"}, "UploadPartCopy", true},
@@ -299,6 +304,9 @@ func TestKeysAsTheStoreSeesThem(t *testing.T) {
 		{"/bk%74/k", "bk%74", "", true},
 		{"/bkt/%20", "bkt", " ", false},
 		{"/bkt//k", "bkt", "k", false},
+		{"/bkt/a%00b", "bkt", "", true},
+		{"/bkt/a/../b", "bkt", "", true},
+		{"/bkt/a%01b", "bkt", "a\x01b", false},
 	} {
 		req, err := http.NewRequest(http.MethodGet, "http://front"+tc.raw, nil)
 		if err != nil {

@@ -215,9 +215,7 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 		return op, fn
 	case fn == nil, !carried(op, r.Header):
 		return op, s.pass
-	case rq.key != "" && strings.TrimSpace(rq.key) == "":
-		// The store takes a key of white space; its typed client does
-		// not.
+	case storeOnlyKey(rq.key):
 		return op, s.pass
 	case (op == "GetObject" || op == "HeadObject") && rq.query.Has("partNumber"):
 		// One part of a multipart object: the store knows its bounds.
@@ -387,7 +385,7 @@ func headerSize(h http.Header) int {
 }
 
 // splitPath turns a path-style request path into bucket and key, checking
-// both: keys never carry NUL, "." or ".." segments, or invalid UTF-8.
+// both: keys never carry NUL, "." or ".." segments (checkKey).
 func splitPath(p string) (bucket, key string, err error) {
 	p = strings.TrimPrefix(p, "/")
 	bucket, key, _ = strings.Cut(p, "/")

@@ -411,7 +411,7 @@ def test_unknown_operation_answered_by_the_store(e2e_env, buckets):
 def store_request(e2e_env, method: str, raw_path: str, body: bytes = b"") -> RawResponse:
     """A request to the store with the raw path sent as is and signed as
     MinIO checks it: over the decoded path, re-encoded."""
-    decoded = urllib.parse.unquote(raw_path)
+    decoded = urllib.parse.unquote_to_bytes(raw_path)
     url = e2e_env.store_endpoint + urllib.parse.quote(decoded, safe="/~")
     hdrs = sigv4_sign(AWSRequest(method=method, url=url, data=body), e2e_env.store_creds)
     return send_raw(e2e_env.store_endpoint, method, raw_path, hdrs, body)
@@ -452,4 +452,28 @@ def test_whitespace_key(e2e_env, s3, store_s3, buckets):
         get = signed_request(ep, cr, "GET", f"/{b}/%20")
         outcomes.append((put.status, put.error_code, get.status, get.body if get.status == 200 else get.error_code))
     assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] < 500
+
+
+@pytest.mark.parametrize(
+    "raw_key", ["a%01b", "a%0Ab", "a%7F", "%FF", "%20%20"], ids=["ctrl", "newline", "del", "bad-utf8", "blanks"]
+)
+def test_keys_the_store_judges(e2e_env, buckets, store_kind, raw_key):
+    """Keys hoard leaves to the store get the store's answer, and are read
+    back as written."""
+    through, direct = buckets()
+    outcomes = []
+    for send, b in (
+        (lambda m, p, body=b"": signed_request(e2e_env.endpoint, e2e_env.creds, m, p, body=body), through),
+        (lambda m, p, body=b"": store_request(e2e_env, m, p, body), direct),
+    ):
+        put = send("PUT", f"/{b}/{raw_key}", b"odd key")
+        get = send("GET", f"/{b}/{raw_key}")
+        outcomes.append((put.status, put.error_code, get.status, get.body if get.status == 200 else get.error_code))
+    if store_kind == "minio" and raw_key == "%FF":
+        # MinIO's signature check of such a path differs from S3's; what it
+        # answers once the signature holds (as hoard's does) is this.
+        assert outcomes[0][:2] == (400, "XMinioInvalidObjectName")
+    elif store_kind == "minio":
+        assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] < 500
