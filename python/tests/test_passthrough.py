@@ -477,3 +477,35 @@ def test_keys_the_store_judges(e2e_env, buckets, store_kind, raw_key):
     elif store_kind == "minio":
         assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] < 500
+
+
+def _form_post(endpoint: str, bucket: str, post: dict, data: bytes) -> RawResponse:
+    """Send a browser-form POST upload built from generate_presigned_post."""
+    boundary = uuid.uuid4().hex
+    parts = []
+    for name, value in post["fields"].items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    body = b"".join(parts)
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(len(body))}
+    return send_raw(endpoint, "POST", f"/{bucket}", headers, body)
+
+
+def test_browser_form_post_refused(e2e_env, s3, store_s3, client_factory, buckets, store_kind):
+    """A browser-form POST upload is refused with 403 AccessDenied (its
+    policy is signed with the client's key, which only hoard knows), and
+    nothing is written; the same form signed for the store works there."""
+    through, direct = buckets()
+    post = client_factory().generate_presigned_post(through, "form-key", ExpiresIn=600)
+    got = _form_post(e2e_env.endpoint, through, post, b"from a form")
+    assert (got.status, got.error_code) == (403, "AccessDenied")
+    with pytest.raises(ClientError):
+        store_s3.head_object(Bucket=through, Key="form-key")
+    if store_kind == "minio":
+        direct_post = store_s3.generate_presigned_post(direct, "form-key", ExpiresIn=600)
+        assert _form_post(e2e_env.store_endpoint, direct, direct_post, b"from a form").status in (200, 204)
