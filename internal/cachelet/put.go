@@ -253,3 +253,13 @@ func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, op 
 	c.m.writes.WithLabelValues("pass", resultLabel(err)).Inc()
 	return err
 }
+
+// Settle delivers the writes of keys of bucket still queued here or at
+// the other cachelets (under the owner and local write targets) before a
+// request that reads them from the store directly (a request passed
+// through: a versioned read, tagging, attributes), so it sees every write
+// made through the application's cachelets. Under the store target it
+// returns at once.
+func (c *Cachelet) Settle(ctx context.Context, bucket string, keys ...string) error {
+	return c.syncPoint(ctx, bucket, keys...)
+}

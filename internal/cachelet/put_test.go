@@ -2,12 +2,14 @@ package cachelet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -500,4 +502,35 @@ func TestChangeInvalidates(t *testing.T) {
 		t.Errorf("Change = %v, want the operation's error", err)
 	}
 	e.mustRead("k", v2, LocalMiss)
+}
+
+// TestSettleDeliversQueuedWrites: before a read straight from the store
+// (a request passed through), Settle has the writes still queued land;
+// while the store is down it fails rather than let the read miss them.
+func TestSettleDeliversQueuedWrites(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.WriteTarget = WriteLocal })
+	ctx := t.Context()
+	e.st.SetDown(true)
+	data := object("k", 1, 1000)
+	if _, err := e.c.Put(ctx, testBucket, "k", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := e.c.Settle(short, testBucket, "k"); err == nil {
+		t.Fatal("Settle succeeded with the store down and the write queued")
+	}
+	e.st.SetDown(false)
+	if err := e.c.Settle(ctx, testBucket, "k"); err != nil {
+		t.Fatal(err)
+	}
+	body, _, _, err := e.st.Get(ctx, testBucket, "k", store.GetOptions{})
+	if err != nil {
+		t.Fatalf("the store lacks the write after Settle: %v", err)
+	}
+	got, _ := io.ReadAll(body)
+	body.Close()
+	if !bytes.Equal(got, data) {
+		t.Error("the store holds other bytes after Settle")
+	}
 }

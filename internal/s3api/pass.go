@@ -71,9 +71,16 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		return err
 	}
 	var err error
-	if len(keys) > 0 {
+	switch {
+	case len(keys) > 0:
 		err = s.cl.Change(ctx, rq.bucket, keys, send)
-	} else {
+	case rq.key != "":
+		// A read of a key from the store: writes of it still queued
+		// (asynchronous write targets) land first.
+		if err = s.cl.Settle(ctx, rq.bucket, rq.key); err == nil {
+			err = send()
+		}
+	default:
 		err = send()
 	}
 	if err != nil {
