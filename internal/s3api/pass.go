@@ -95,24 +95,50 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	if n, err := io.Copy(w, resp.Body); err != nil {
+	var src io.Reader = resp.Body
+	var head *headCapture
+	if s.cfg.Notifier != nil && (rq.op == "CopyObject" || rq.op == "CompleteMultipartUpload") {
+		// These may fail inside a 200 answer: keep its start to tell.
+		head = &headCapture{r: resp.Body}
+		src = head
+	}
+	if n, err := io.Copy(w, src); err != nil {
 		// Headers are out: a short body is the only signal left.
 		s.log.Warn("pass-through aborted mid-body", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "sent", n,
 			"err", err, "request_id", rq.id)
 		panic(http.ErrAbortHandler)
 	}
-	if resp.StatusCode/100 == 2 {
+	if resp.StatusCode/100 == 2 && !head.failed() {
 		s.notifyPassed(w, r, rq, resp)
 	}
 	return nil
 }
 
+// headCapture keeps the first bytes of an answer (4 KiB at most) as they
+// are relayed.
+type headCapture struct {
+	r   io.Reader
+	buf []byte
+}
+
+func (h *headCapture) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if room := 4<<10 - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(n, room)]...)
+	}
+	return n, err
+}
+
+// failed reports whether the answer, a 200, was an S3 error document
+// (S3 and MinIO answer a copy or a completion that fails after they began
+// answering that way).
+func (h *headCapture) failed() bool {
+	return h != nil && bytes.Contains(h.buf, []byte("<Error>"))
+}
+
 // notifyPassed sends the object-created event of a write that passed
 // through, as its typed path would have: a PutObject's from its answer, a
-// copy's or completion's once the store says the object's size and ETag
-// (a completion may still have failed inside its 200 answer: then the
-// object is not the one the store reports, and no event goes out unless
-// it exists).
+// copy's or completion's once the store says the object's size and ETag.
 func (s *Server) notifyPassed(w http.ResponseWriter, r *http.Request, rq *request, resp *http.Response) {
 	if s.cfg.Notifier == nil {
 		return

@@ -418,3 +418,28 @@ func TestPassThroughTrailer(t *testing.T) {
 		t.Errorf("answer %d", resp.StatusCode)
 	}
 }
+
+// TestHeadCaptureFailed: a copy or completion answered 200 whose body is
+// an S3 error document counts as failed (no event is sent for it).
+func TestHeadCaptureFailed(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		failed bool
+	}{
+		{`<?xml version="1.0" encoding="UTF-8"?><CopyObjectResult><ETag>"e"</ETag></CopyObjectResult>`, false},
+		{`<?xml version="1.0" encoding="UTF-8"?>` + strings.Repeat(" ", 100) + `<Error><Code>InternalError</Code></Error>`, true},
+		{strings.Repeat(" ", 5000) + `<Error><Code>InternalError</Code></Error>`, false}, // beyond what is kept
+	} {
+		h := &headCapture{r: strings.NewReader(tc.body)}
+		if _, err := io.Copy(io.Discard, h); err != nil {
+			t.Fatal(err)
+		}
+		if h.failed() != tc.failed {
+			t.Errorf("%.60q...: failed %v, want %v", tc.body, h.failed(), tc.failed)
+		}
+	}
+	var none *headCapture
+	if none.failed() {
+		t.Error("no capture counts as failed")
+	}
+}
