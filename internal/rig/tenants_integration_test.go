@@ -38,9 +38,18 @@ functions:
 // attack runs each attempt through the instance's cachelet and reports
 // "ok" or the S3 error code; list_buckets reports what it listed.
 const tenantFns = `
+import json
 import boto3, botocore
 
 s3 = boto3.client("s3")
+
+def part_copy(own, victim):
+    up = s3.create_multipart_upload(Bucket=own, Key="stolen.bin")["UploadId"]
+    try:
+        s3.upload_part_copy(Bucket=own, Key="stolen.bin", UploadId=up, PartNumber=1,
+                            CopySource={"Bucket": victim, "Key": "secret.txt"})
+    finally:
+        s3.abort_multipart_upload(Bucket=own, Key="stolen.bin", UploadId=up)
 
 def attack(event, context):
     a, own = event["victim"], event["own"]
@@ -68,6 +77,25 @@ def attack(event, context):
         "rewrite A's access metadata": lambda: s3.put_object(Bucket="hoard-platform", Key=meta, Body=b"[]"),
         "presigned read of A's object": lambda: __import__("urllib.request").request.urlopen(
             s3.generate_presigned_url("get_object", Params={"Bucket": a, "Key": "secret.txt"}), timeout=10).read(),
+        # Operations passed through to the store are held to the same grants.
+        "list A's versions": lambda: s3.list_object_versions(Bucket=a),
+        "read A's object by version": lambda: s3.get_object(Bucket=a, Key="secret.txt", VersionId="null")["Body"].read(),
+        "read A's object part": lambda: s3.get_object(Bucket=a, Key="secret.txt", PartNumber=1)["Body"].read(),
+        "A's object attributes": lambda: s3.get_object_attributes(Bucket=a, Key="secret.txt", ObjectAttributes=["ETag"]),
+        "read A's tags": lambda: s3.get_object_tagging(Bucket=a, Key="secret.txt"),
+        "tag A's object": lambda: s3.put_object_tagging(Bucket=a, Key="secret.txt", Tagging={"TagSet": []}),
+        "delete A's object version": lambda: s3.delete_object(Bucket=a, Key="secret.txt", VersionId="null"),
+        "A's uploads": lambda: s3.list_multipart_uploads(Bucket=a),
+        "read A's bucket policy": lambda: s3.get_bucket_policy(Bucket=a),
+        "make A's bucket public": lambda: s3.put_bucket_policy(Bucket=a, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": ["*"]},
+            "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::" + a + "/*"]}]})),
+        "version A's bucket": lambda: s3.put_bucket_versioning(Bucket=a, VersioningConfiguration={"Status": "Enabled"}),
+        "copy A's object version out": lambda: s3.copy_object(Bucket=own, Key="stolen.txt",
+            CopySource={"Bucket": a, "Key": "secret.txt", "VersionId": "null"}),
+        "part-copy A's object out": lambda: part_copy(own, a),
+        "read the platform's tags": lambda: s3.get_object_tagging(Bucket="hoard-platform", Key=pkg),
+        "read a platform version": lambda: s3.get_object(Bucket="hoard-platform", Key=pkg, VersionId="null")["Body"].read(),
     }
     out = {}
     for name, f in attempts.items():
