@@ -143,6 +143,8 @@ def test_object_and_bucket_tagging(s3, store_s3, buckets, store_kind):
                 lambda: c.head_object(Bucket=b, Key="t", ChecksumMode="ENABLED"),
                 lambda r: (r["ContentLength"], r.get("ChecksumCRC32")),
             ),
+            attempt(lambda: c.put_object(Bucket=b, Key="empty", Body=b"", Tagging="d=4")),
+            attempt(lambda: c.get_object(Bucket=b, Key="empty"), lambda r: (r["Body"].read(), r.get("TagCount"))),
             attempt(lambda: c.put_bucket_tagging(Bucket=b, Tagging=tags)),
             attempt(lambda: c.get_bucket_tagging(Bucket=b), pick),
             attempt(lambda: c.delete_bucket_tagging(Bucket=b)),
