@@ -7,12 +7,14 @@ so that two identical refusals cannot pass for a working pass-through.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import json
 import sys
 import urllib.parse
 import uuid
+import zlib
 
 import pytest
 from botocore.awsrequest import AWSRequest
@@ -521,3 +523,47 @@ def test_browser_form_post_refused(e2e_env, s3, store_s3, client_factory, bucket
     if store_kind == "minio":
         direct_post = store_s3.generate_presigned_post(direct, "form-key", ExpiresIn=600)
         assert _form_post(e2e_env.store_endpoint, direct, direct_post, b"from a form").status in (200, 204)
+
+
+def test_full_object_checksum_multipart(s3, store_s3, buckets, store_kind):
+    """x-amz-checksum-type: FULL_OBJECT reaches the store: the object gets
+    the whole-object checksum the client computed, as directly."""
+    through, direct = buckets()
+    first, second = random_bytes(5 * MiB), random_bytes(1000)
+    full = base64.b64encode(zlib.crc32(first + second).to_bytes(4, "big")).decode()
+
+    def scenario(c, b):
+        res = attempt(
+            lambda: c.create_multipart_upload(
+                Bucket=b, Key="mp", ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT"
+            ),
+            lambda r: r["UploadId"],
+        )
+        if res[0] != "ok":
+            return [res[0]]
+        up = res[1]
+        parts = []
+        for n, data in ((1, first), (2, second)):
+            p = c.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=n, Body=data, ChecksumAlgorithm="CRC32")
+            parts.append({"PartNumber": n, "ETag": p["ETag"], "ChecksumCRC32": p["ChecksumCRC32"]})
+        done = attempt(
+            lambda: c.complete_multipart_upload(
+                Bucket=b,
+                Key="mp",
+                UploadId=up,
+                MultipartUpload={"Parts": parts},
+                ChecksumCRC32=full,
+                ChecksumType="FULL_OBJECT",
+            ),
+            lambda r: (r.get("ChecksumCRC32"), r.get("ChecksumType")),
+        )
+        head = attempt(
+            lambda: c.head_object(Bucket=b, Key="mp", ChecksumMode="ENABLED"),
+            lambda r: (r["ContentLength"], r.get("ChecksumCRC32"), r.get("ChecksumType")),
+        )
+        return ["ok", done, head]
+
+    got, want = both(s3, store_s3, through, direct, scenario)
+    assert got == want
+    if store_kind == "minio":
+        assert want[2] == ("ok", (len(first) + len(second), full, "FULL_OBJECT"))
