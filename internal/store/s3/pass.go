@@ -22,12 +22,19 @@ import (
 // URL that is not a relative path).
 var ErrPassRequest = errors.New("s3store: malformed pass-through request")
 
-// hopHeaders are the hop-by-hop headers (RFC 9110 §7.6.1) and the ones
-// net/http sets itself: none is forwarded in either direction.
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect", "Host", "Content-Length",
-}
+// hopHeaders are the hop-by-hop headers (RFC 9110 §7.6.1) and Expect:
+// none is forwarded in either direction. A request's Host and
+// Content-Length are net/http's to write, from the request's own fields.
+var (
+	hopHeaders = []string{
+		"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect",
+	}
+	ownHeaders = []string{"Host", "Content-Length"}
+	// signatureHeaders are the client's signature, which the store's
+	// replaces.
+	signatureHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
+)
 
 // Pass sends req to the store as it is, signed with the store's own
 // identity, and returns the store's answer, whatever its status: the
@@ -86,7 +93,7 @@ func (s *Store) Pass(ctx context.Context, req *http.Request) (*http.Response, er
 		return nil, err
 	}
 	wd.pause()
-	for _, h := range hopHeaders[:len(hopHeaders)-2] {
+	for _, h := range hopHeaders {
 		resp.Header.Del(h)
 	}
 	resp.Body = &watchedBody{rc: resp.Body, ctx: cctx, parent: ctx, wd: wd}
@@ -121,11 +128,10 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	for k, vs := range req.Header {
 		out.Header[k] = append([]string(nil), vs...)
 	}
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
-	for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"} {
-		out.Header.Del(h)
+	for _, hs := range [][]string{hopHeaders, ownHeaders, signatureHeaders} {
+		for _, h := range hs {
+			out.Header.Del(h)
+		}
 	}
 	out.ContentLength = req.ContentLength
 	if req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 {
