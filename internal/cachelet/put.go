@@ -230,3 +230,36 @@ func resultLabel(err error) string {
 	}
 	return "ok"
 }
+
+// Change runs op, a request that changes keys of bucket in the store
+// directly (a request passed through as is: a versioned delete, a change
+// of retention, a copy the typed path cannot express), as Delete runs its
+// store call: the keys' cached copies and fills in flight are invalidated
+// before and after, the writes of them still queued are delivered first,
+// and their owners are told to drop their copies afterwards. op's error
+// is returned as is.
+func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, op func() error) error {
+	for _, k := range keys {
+		c.Invalidate(bucket, k)
+	}
+	if err := c.syncPoint(ctx, bucket, keys...); err != nil {
+		return err
+	}
+	err := op()
+	for _, k := range keys {
+		c.Invalidate(bucket, k)
+	}
+	c.tellOwners(ctx, bucket, keys...)
+	c.m.writes.WithLabelValues("pass", resultLabel(err)).Inc()
+	return err
+}
+
+// Settle delivers the writes of keys of bucket still queued here or at
+// the other cachelets (under the owner and local write targets) before a
+// request that reads them from the store directly (a request passed
+// through: a versioned read, tagging, attributes), so it sees every write
+// made through the application's cachelets. Under the store target it
+// returns at once.
+func (c *Cachelet) Settle(ctx context.Context, bucket string, keys ...string) error {
+	return c.syncPoint(ctx, bucket, keys...)
+}

@@ -2,12 +2,14 @@ package cachelet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -469,5 +471,66 @@ func TestConditionalPutRefused(t *testing.T) {
 				t.Fatalf("after a matching If-Match: read err %v, v2 %v", err, bytes.Equal(got, v2))
 			}
 		})
+	}
+}
+
+// TestChangeInvalidates: a change the store makes on a request passed
+// through (Change) drops the cached copy, so even a cachelet that trusts
+// its memory (ReadLocal) reads the store's new bytes afterwards; a fill
+// in flight during the change never lands.
+func TestChangeInvalidates(t *testing.T) {
+	e := newEnv(t, readLocal)
+	v1, v2 := object("k", 1, 5000), object("k", 2, 5000)
+	e.storePut("k", v1)
+	e.mustRead("k", v1, LocalMiss)
+	e.settle()
+	e.mustRead("k", v1, LocalHit)
+	err := e.c.Change(t.Context(), testBucket, []string{"k", "other"}, func() error {
+		e.storePut("k", v2) // what the store did on the passed request
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustRead("k", v2, LocalMiss)
+
+	// The operation's own error is returned; the keys are dropped anyway.
+	e.settle()
+	e.mustRead("k", v2, LocalHit)
+	boom := errors.New("boom")
+	if err := e.c.Change(t.Context(), testBucket, []string{"k"}, func() error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("Change = %v, want the operation's error", err)
+	}
+	e.mustRead("k", v2, LocalMiss)
+}
+
+// TestSettleDeliversQueuedWrites: before a read straight from the store
+// (a request passed through), Settle has the writes still queued land;
+// while the store is down it fails rather than let the read miss them.
+func TestSettleDeliversQueuedWrites(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.WriteTarget = WriteLocal })
+	ctx := t.Context()
+	e.st.SetDown(true)
+	data := object("k", 1, 1000)
+	if _, err := e.c.Put(ctx, testBucket, "k", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := e.c.Settle(short, testBucket, "k"); err == nil {
+		t.Fatal("Settle succeeded with the store down and the write queued")
+	}
+	e.st.SetDown(false)
+	if err := e.c.Settle(ctx, testBucket, "k"); err != nil {
+		t.Fatal(err)
+	}
+	body, _, _, err := e.st.Get(ctx, testBucket, "k", store.GetOptions{})
+	if err != nil {
+		t.Fatalf("the store lacks the write after Settle: %v", err)
+	}
+	got, _ := io.ReadAll(body)
+	body.Close()
+	if !bytes.Equal(got, data) {
+		t.Error("the store holds other bytes after Settle")
 	}
 }

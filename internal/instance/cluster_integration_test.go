@@ -34,7 +34,7 @@ type clusterEnv struct {
 	cs    []*minio.Client // S3 clients of each cachelet
 }
 
-func newClusterEnv(t *testing.T, n int) *clusterEnv {
+func newClusterEnv(t *testing.T, n int, opts ...func(*instance.Config)) *clusterEnv {
 	t.Helper()
 	dir := t.TempDir()
 	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
@@ -65,6 +65,9 @@ func newClusterEnv(t *testing.T, n int) *clusterEnv {
 		}
 		cfg.Store.Endpoint, cfg.Store.AccessKey, cfg.Store.SecretKey = srv.Endpoint(), storeAK, storeSK
 		cfg.Cachelet.Cache.Budget = 64 << 20
+		for _, o := range opts {
+			o(&cfg)
+		}
 		in, err := instance.Start(ctx, cfg, log.With("cachelet", i))
 		if err != nil {
 			t.Fatalf("start cachelet %d: %v", i, err)

@@ -180,6 +180,9 @@ func setInfoHeaders(h http.Header, info store.ObjectInfo) {
 	for algo, v := range info.Checksums {
 		h.Set("X-Amz-Checksum-"+algo, v)
 	}
+	for k, v := range info.Headers {
+		h.Set(k, v)
+	}
 }
 
 // infoFromHeaders reads what setInfoHeaders wrote.
@@ -210,6 +213,11 @@ func infoFromHeaders(bucket, key string, h http.Header) (store.ObjectInfo, error
 				info.UserMetadata = map[string]string{}
 			}
 			info.UserMetadata[strings.ToLower(m)] = vals[0]
+		} else if lower := strings.ToLower(name); store.IsObjectHeader(lower) {
+			if info.Headers == nil {
+				info.Headers = map[string]string{}
+			}
+			info.Headers[lower] = vals[0]
 		} else if a, ok := strings.CutPrefix(name, "X-Amz-Checksum-"); ok && a != "Type" {
 			if info.Checksums == nil {
 				info.Checksums = map[string]string{}

@@ -206,18 +206,26 @@ func lastName(page store.ListResult) string {
 
 func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *request) error {
 	var req deleteRequest
-	if err := readXML(r, &req); err != nil {
+	data, err := readXMLData(r, &req)
+	if err != nil {
 		return err
 	}
 	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
 		return errMalformedXML
 	}
+	if req.versioned() {
+		// Versions are the store's to delete: the request goes as it
+		// is, its keys invalidated around it.
+		keys := make([]string, 0, len(req.Objects))
+		for _, o := range req.Objects {
+			keys = append(keys, o.Key)
+		}
+		return s.passWith(w, r, rq, data, keys)
+	}
 	res := deleteResult{NS: s3NS}
 	var keys []string
 	for _, o := range req.Objects {
 		switch {
-		case o.VersionID != "":
-			res.Errors = append(res.Errors, deleteErrorEntry{Key: o.Key, Code: "NotImplemented", Message: "Versioned deletes are not supported."})
 		case o.Key == "":
 			res.Errors = append(res.Errors, deleteErrorEntry{Key: o.Key, Code: "InvalidArgument", Message: "Object key must not be empty."})
 		case checkKey(o.Key) != nil:

@@ -55,17 +55,22 @@ func TestHungStore503(t *testing.T) {
 		hung.Close()
 	})
 	for _, tc := range []struct {
-		method string
-		body   []byte
+		method, target string
+		body           []byte
 	}{
-		{http.MethodGet, nil},
-		{http.MethodHead, nil},
-		{http.MethodPut, []byte("never stored")},
+		{http.MethodGet, "/bkt/key", nil},
+		{http.MethodHead, "/bkt/key", nil},
+		{http.MethodPut, "/bkt/key", []byte("never stored")},
+		// Passed through to the store as they are.
+		{http.MethodGet, "/bkt?versioning", nil},
+		{http.MethodHead, "/bkt/key?versionId=1", nil},
+		{http.MethodPut, "/bkt/key?tagging", []byte("<Tagging><TagSet/></Tagging>")},
+		{http.MethodDelete, "/bkt/key?versionId=1", nil},
 	} {
-		t.Run(tc.method, func(t *testing.T) {
+		t.Run(tc.method+tc.target, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, tc.method, srv.URL+"/bkt/key", bytes.NewReader(tc.body))
+			req, err := http.NewRequestWithContext(ctx, tc.method, srv.URL+tc.target, bytes.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}

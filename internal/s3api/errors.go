@@ -27,7 +27,6 @@ func apiErr(code string, status int, msg string) *APIError {
 
 // Errors raised by the HTTP layer itself.
 var (
-	errNotImplemented    = apiErr("NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented.")
 	errInvalidBucketName = apiErr("InvalidBucketName", http.StatusBadRequest, "The specified bucket is not valid.")
 	errKeyTooLong        = apiErr("KeyTooLongError", http.StatusBadRequest, "Your key is too long.")
 	errInvalidKey        = apiErr("InvalidArgument", http.StatusBadRequest, "Object key contains a character or path segment that is not allowed.")

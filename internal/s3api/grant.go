@@ -7,35 +7,33 @@ import "net/http"
 // reaches the store.
 var errBucketNotGranted = apiErr("AccessDenied", http.StatusForbidden, "Access Denied.")
 
-// readOps are the operations that only read the bucket they name. Every
-// other operation on a bucket needs read-write access, and so does any
-// operation hoard does not implement (answered 501 when allowed).
-var readOps = map[string]bool{
-	"GetObject": true, "HeadObject": true, "ListObjects": true, "ListObjectsV2": true,
-	"HeadBucket": true, "GetBucketLocation": true,
-}
-
 // granted reports whether the request stays within the buckets the
-// application was granted (Config.Grants): reads of granted buckets,
-// writes to read-write ones, a CopyObject's source readable as well as
-// its destination writable. Deleting a bucket is never granted. The
-// service-level ListBuckets is allowed and answers with granted buckets
-// only. Without Grants, everything is.
+// application was granted (Config.Grants), whether the cachelet answers
+// it or passes it to the store: reads (GET and HEAD, which S3 never
+// makes change anything) of granted buckets, any other method only on
+// read-write ones, and the source a request copies from (CopyObject,
+// UploadPartCopy: x-amz-copy-source) readable as well. Deleting a bucket
+// is never granted, nor is any service-level operation but ListBuckets,
+// which answers with granted buckets only. Without Grants, everything is.
 func (s *Server) granted(r *http.Request, rq *request) bool {
 	g := s.cfg.Grants
-	if !g.Restricted() || rq.bucket == "" {
+	if !g.Restricted() {
 		return true
+	}
+	if rq.bucket == "" {
+		return rq.op == "ListBuckets"
 	}
 	if rq.op == "DeleteBucket" {
 		return false
 	}
-	if !g.Allows(rq.bucket, !readOps[rq.op]) {
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if !g.Allows(rq.bucket, write) {
 		return false
 	}
-	if rq.op == "CopyObject" || rq.op == "UploadPartCopy" {
-		src, err := parseCopySource(r.Header.Get("x-amz-copy-source"))
-		// An unreadable source is the handler's to refuse.
-		return err != nil || g.Allows(src.Bucket, false)
+	if v := r.Header.Get("x-amz-copy-source"); v != "" {
+		// A source that does not parse cannot be shown to be granted.
+		src, err := parseCopySource(v)
+		return err == nil && g.Allows(src.Bucket, false)
 	}
 	return true
 }

@@ -52,20 +52,15 @@ func validBucketName(b string) bool {
 }
 
 // checkKey refuses keys that are too long or that could turn into a path
-// outside their bucket anywhere downstream (disk tiers, stores on file
-// systems): NUL and other control characters, "." and ".." segments,
-// invalid UTF-8.
+// outside their bucket anywhere downstream (stores on file systems): NUL,
+// "." and ".." segments. MinIO refuses them too (with its own codes);
+// hoard refuses them whatever its store would do.
 func checkKey(k string) error {
 	if len(k) > maxKeyLen {
 		return errKeyTooLong
 	}
-	if !utf8.ValidString(k) {
+	if strings.IndexByte(k, 0) >= 0 {
 		return errInvalidKey
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 && k[i] != '\t' || k[i] == 0x7f {
-			return errInvalidKey
-		}
 	}
 	for _, seg := range strings.Split(k, "/") {
 		if seg == "." || seg == ".." {
@@ -73,6 +68,26 @@ func checkKey(k string) error {
 		}
 	}
 	return nil
+}
+
+// storeOnlyKey reports whether a key is the store's alone to judge: keys
+// of white space only, with control characters (tab aside), or not valid UTF-8 (MinIO
+// takes the first two and refuses the last, which its typed client and
+// the cache's peers do not carry as they are). Requests naming one pass
+// through, uncached, and the store answers them.
+func storeOnlyKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	if strings.TrimSpace(k) == "" || !utf8.ValidString(k) {
+		return true
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 && k[i] != '\t' || k[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // parseRange reads a Range header. Per RFC 9110 a header that does not
@@ -248,6 +263,9 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 		if v != "" {
 			h.Set(name, v)
 		}
+	}
+	for k, v := range info.Headers {
+		h.Set(k, v)
 	}
 	for k, v := range info.UserMetadata {
 		// Lower case as S3 sends them: SDKs hand the suffix to the user

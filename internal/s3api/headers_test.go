@@ -87,10 +87,22 @@ func FuzzParseRange(f *testing.F) {
 
 func TestCheckKey(t *testing.T) {
 	good := []string{"a", "a/b/c", "dir/", "with space", "ünïcødé/ключ", "a+b=c&d%e", "..a", "a..", "a/.b/c", "tab\there"}
-	bad := []string{"../x", "a/../b", "a/..", "./a", "a/./b", "nul\x00byte", "ctrl\x01", "del\x7f", string([]byte{0xff, 0xfe})}
-	for _, k := range good {
+	// The store judges these (they pass through); hoard does not refuse them.
+	storeOnly := []string{"ctrl\x01", "del\x7f", "new\nline", string([]byte{0xff, 0xfe}), " ", " \t "}
+	bad := []string{"../x", "a/../b", "a/..", "./a", "a/./b", "nul\x00byte"}
+	for _, k := range append(good, storeOnly...) {
 		if err := checkKey(k); err != nil {
 			t.Errorf("checkKey(%q) = %v, want nil", k, err)
+		}
+	}
+	for _, k := range storeOnly {
+		if !storeOnlyKey(k) {
+			t.Errorf("storeOnlyKey(%q) = false, want true", k)
+		}
+	}
+	for _, k := range good {
+		if storeOnlyKey(k) {
+			t.Errorf("storeOnlyKey(%q) = true, want false", k)
 		}
 	}
 	for _, k := range bad {

@@ -15,9 +15,6 @@ import (
 )
 
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if rq.query.Has("partNumber") {
-		return errNotImplemented
-	}
 	var rng *store.ByteRange
 	if h := r.Header.Get("Range"); h != "" {
 		if br, ok := parseRange(h); ok {
@@ -69,9 +66,6 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 }
 
 func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request) error {
-	if rq.query.Has("partNumber") {
-		return errNotImplemented
-	}
 	info, err := s.cl.Stat(r.Context(), rq.bucket, rq.key)
 	if err != nil {
 		return err
@@ -190,10 +184,12 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err != nil {
 		return err
 	}
-	h := r.Header
-	if h.Get("x-amz-copy-source-if-modified-since") != "" || h.Get("x-amz-copy-source-if-unmodified-since") != "" {
-		return errNotImplemented
+	if src.VersionID != "" || storeOnlyKey(src.Key) {
+		// The store answers with the source's version, and judges keys
+		// its typed client does not carry: pass it on as is.
+		return s.pass(w, r, rq)
 	}
+	h := r.Header
 	src.IfMatch = strings.Trim(h.Get("x-amz-copy-source-if-match"), `"`)
 	src.IfNoneMatch = strings.Trim(h.Get("x-amz-copy-source-if-none-match"), `"`)
 	var opts store.CopyOptions
@@ -226,13 +222,17 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	return nil
 }
 
-// parseCopySource reads x-amz-copy-source: "[/]bucket/key", URL-encoded.
-// Versioned sources are not supported.
+// parseCopySource reads x-amz-copy-source: "[/]bucket/key", URL-encoded,
+// with an optional "?versionId=".
 func parseCopySource(v string) (store.CopySource, error) {
 	var src store.CopySource
 	raw, query, _ := strings.Cut(v, "?")
 	if query != "" {
-		return src, errNotImplemented // versionId
+		q, err := url.ParseQuery(query)
+		if err != nil || len(q) != 1 || q.Get("versionId") == "" {
+			return src, errInvalidCopySource
+		}
+		src.VersionID = q.Get("versionId")
 	}
 	p, err := url.PathUnescape(raw)
 	if err != nil {

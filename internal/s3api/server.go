@@ -2,8 +2,10 @@
 // request, parses it defensively, routes it to the cachelet or the store,
 // and answers in S3's own wire format, including its XML errors.
 //
-// Anything the API does not implement answers 501 NotImplemented; nothing is
-// answered with a guess.
+// Requests it does not answer from its cache or through its typed store
+// client go to the store as they are, re-signed with the store's identity,
+// and the store's answer comes back as it is (pass.go, ADR 0017): nothing
+// the store serves is refused, and nothing is answered with a guess.
 package s3api
 
 import (
@@ -185,8 +187,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !s.granted(r, rq):
 		s.log.Warn("request to a bucket not granted", "op", op, "bucket", bucket, "request_id", rq.id)
 		err = errBucketNotGranted
-	case fn == nil:
-		err = errNotImplemented
 	default:
 		err = fn(sw, r, rq)
 	}
@@ -199,13 +199,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = r.Body.Close()
 }
 
-// route names the operation and picks its handler; a nil handler means the
-// request is understood but not implemented.
+// route names the operation and picks its handler. Requests the cachelet
+// answers itself (reads it caches, writes it caches or invalidates,
+// listings, multipart parts) get their typed handler; any other, and any
+// typed one carrying a query parameter or an x-amz-* header its handler
+// does not honour, goes to the store as it is (pass.go).
 func (s *Server) route(r *http.Request, rq *request) (string, handler) {
-	q := rq.query
-	if unknown := unknownSubresource(q); unknown != "" {
-		return "Unsupported:" + unknown, nil
+	if unknownSubresource(rq.query) != "" {
+		return passOp(r.Method, rq), s.pass
 	}
+	op, fn := s.typedRoute(r, rq)
+	switch {
+	case op == "ListBuckets":
+		// Always answered here: it shows granted buckets only.
+		return op, fn
+	case fn == nil, !carried(op, r.Header):
+		return op, s.pass
+	case storeOnlyKey(rq.key):
+		return op, s.pass
+	case (op == "GetObject" || op == "HeadObject") && rq.query.Has("partNumber"):
+		// One part of a multipart object: the store knows its bounds.
+		return op, s.pass
+	}
+	return op, fn
+}
+
+// typedRoute names the operation of a request without unknown query
+// parameters; a nil handler means only the store answers it.
+func (s *Server) typedRoute(r *http.Request, rq *request) (string, handler) {
+	q := rq.query
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
 	switch {
@@ -263,9 +285,9 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 	return "Object" + m, nil
 }
 
-// knownParams are the query parameters the implemented operations
-// understand. Anything else names a sub-resource or option hoard does not
-// implement (acl, tagging, versionId, select, ...), answered with 501.
+// knownParams are the query parameters the typed operations understand.
+// Anything else names a sub-resource or option only the store answers
+// (acl, tagging, versionId, versioning, ...): such requests pass through.
 var knownParams = map[string]bool{
 	// Authentication.
 	"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true, "X-Amz-Expires": true,
@@ -320,7 +342,24 @@ func (s *Server) bucketAndKey(r *http.Request) (bucket, key string, err error) {
 			return b, key, nil
 		}
 	}
-	return splitPath(r.URL.Path)
+	return splitRawPath(r.URL.EscapedPath())
+}
+
+// splitRawPath is splitPath on the path as sent: the bucket is its first
+// segment as it stands, as the store takes it (MinIO finds the bucket
+// before decoding, so "/b%2Fk" names the bucket "b%2Fk", which is not a
+// valid name, and never the key k of bucket b); the rest is the key,
+// decoded.
+func splitRawPath(raw string) (bucket, key string, err error) {
+	rawBucket, rawKey, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
+	if strings.Contains(rawBucket, "%") {
+		return rawBucket, "", errInvalidBucketName
+	}
+	k, err := url.PathUnescape(rawKey)
+	if err != nil {
+		return rawBucket, "", errInvalidKey
+	}
+	return splitPath("/" + rawBucket + "/" + k)
 }
 
 // canonicalKey is the key as the store names it: MinIO takes /bucket//k
@@ -346,7 +385,7 @@ func headerSize(h http.Header) int {
 }
 
 // splitPath turns a path-style request path into bucket and key, checking
-// both: keys never carry NUL, "." or ".." segments, or invalid UTF-8.
+// both: keys never carry NUL, "." or ".." segments (checkKey).
 func splitPath(p string) (bucket, key string, err error) {
 	p = strings.TrimPrefix(p, "/")
 	bucket, key, _ = strings.Cut(p, "/")
@@ -418,17 +457,23 @@ func writeXML(w http.ResponseWriter, v any) error {
 
 // readXML decodes a request body of at most maxXMLBody bytes into v.
 func readXML(r *http.Request, v any) error {
+	_, err := readXMLData(r, v)
+	return err
+}
+
+// readXMLData is readXML that returns the body read, too.
+func readXMLData(r *http.Request, v any) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxXMLBody+1))
 	if err != nil {
-		return err // payload verification errors surface here
+		return nil, err // payload verification errors surface here
 	}
 	if len(data) > maxXMLBody {
-		return apiErr("MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big.")
+		return nil, apiErr("MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big.")
 	}
 	if err := xml.Unmarshal(data, v); err != nil {
-		return errMalformedXML
+		return nil, errMalformedXML
 	}
-	return nil
+	return data, nil
 }
 
 func newRequestID() string {

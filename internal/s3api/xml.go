@@ -99,6 +99,16 @@ type deleteRequest struct {
 	} `xml:"Object"`
 }
 
+// versioned reports whether the request names any version.
+func (d *deleteRequest) versioned() bool {
+	for _, o := range d.Objects {
+		if o.VersionID != "" {
+			return true
+		}
+	}
+	return false
+}
+
 type deletedEntry struct {
 	Key string `xml:"Key"`
 }

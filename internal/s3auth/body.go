@@ -35,6 +35,11 @@ func (v *Verifier) wrapBody(r *http.Request, res *authResult) (*Request, error) 
 	if err != nil {
 		return nil, err
 	}
+	if hasHeaderSum && describesObject(r) {
+		// A CompleteMultipartUpload's checksum header is the whole
+		// object's, which the store checks; its body is the parts list.
+		hasHeaderSum = false
+	}
 	if hasHeaderSum {
 		req.ChecksumAlgorithm, req.ChecksumValue = algo, value
 	}
@@ -100,6 +105,13 @@ func (v *Verifier) wrapBody(r *http.Request, res *authResult) (*Request, error) 
 	}
 	req.Body = readCloser{Reader: vr, Closer: inner}
 	return req, nil
+}
+
+// describesObject reports whether r's x-amz-checksum-* header is the
+// checksum of the object it makes rather than of its body: a
+// CompleteMultipartUpload (POST with an uploadId).
+func describesObject(r *http.Request) bool {
+	return r.Method == http.MethodPost && parseQuery(r.URL.RawQuery).has("uploadId")
 }
 
 // parseTrailerHeader reads x-amz-trailer: a comma-separated list in which

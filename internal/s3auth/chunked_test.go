@@ -469,3 +469,32 @@ func TestWrapBodyHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteChecksumDescribesObject: the x-amz-checksum-* header of a
+// CompleteMultipartUpload is the whole object's (the store checks it), not
+// its body's, so it is not verified against the body; on any other
+// request it is.
+func TestCompleteChecksumDescribesObject(t *testing.T) {
+	v := newTestVerifier(t, clock.Real())
+	body := "<CompleteMultipartUpload/>"
+	for _, tc := range []struct {
+		method, query string
+		want          error
+	}{
+		{http.MethodPost, "uploadId=u1", nil},
+		{http.MethodPost, "uploads", checksum.ErrChecksumMismatch},
+		{http.MethodPut, "partNumber=1&uploadId=u1", checksum.ErrChecksumMismatch},
+	} {
+		req, err := http.NewRequest(tc.method, objectURL("m", tc.query), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Amz-Content-Sha256", unsignedPayload)
+		req.Header.Set("X-Amz-Checksum-Crc32", checksum.Sum(checksum.CRC32, []byte("the whole object")))
+		got, ar, err := readBody(v, serverSide(t, signer.SignV4(*req, testAK, testSK, "", testRegion)))
+		wantErr(t, err, tc.want)
+		if tc.want == nil && (string(got) != body || ar.ChecksumValue != "") {
+			t.Errorf("%s ?%s: body %q, checksum %q", tc.method, tc.query, got, ar.ChecksumValue)
+		}
+	}
+}

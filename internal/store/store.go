@@ -85,6 +85,28 @@ type ObjectInfo struct {
 	// the store reported them. ChecksumType is "FULL_OBJECT" or "COMPOSITE".
 	Checksums    map[string]string
 	ChecksumType string
+
+	// Headers are the store's other response headers that describe the
+	// object (IsObjectHeader: object lock, tagging count, storage class,
+	// server-side encryption, ...), keyed by lower-case name, to be served
+	// as the store sent them.
+	Headers map[string]string
+}
+
+// IsObjectHeader reports whether name (lower case) is a response header
+// that describes an object beyond ObjectInfo's own fields, kept in
+// ObjectInfo.Headers.
+func IsObjectHeader(name string) bool {
+	switch name {
+	case "x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
+		"x-amz-tagging-count", "x-amz-storage-class", "x-amz-website-redirect-location",
+		"x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id",
+		"x-amz-server-side-encryption-bucket-key-enabled", "x-amz-server-side-encryption-customer-algorithm",
+		"x-amz-server-side-encryption-customer-key-md5", "x-amz-replication-status", "x-amz-restore",
+		"x-amz-expiration", "x-amz-mp-parts-count":
+		return true
+	}
+	return false
 }
 
 // GetOptions qualifies a read.

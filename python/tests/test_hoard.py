@@ -1,4 +1,4 @@
-"""Cachelet-only behaviour: consistency with the store, metrics, 501s."""
+"""Cachelet-only behaviour: consistency with the store, metrics, what the store answers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import empty_bucket
 from s3util import expect_error, random_bytes, signed_request, xml_error_code
 
 pytestmark = pytest.mark.hoard
@@ -125,7 +126,7 @@ def test_conditional_get_after_store_overwrite(s3, store_s3, bucket):
     expect_error(lambda: s3.get_object(Bucket=bucket, Key="k", IfMatch=old_etag), 412, "PreconditionFailed")
 
 
-UNSUPPORTED = [
+STORE_ANSWERS = [
     (
         "PUT",
         "lifecycle=",
@@ -136,28 +137,26 @@ UNSUPPORTED = [
 ]
 
 
-@pytest.mark.parametrize(("method", "query", "body"), UNSUPPORTED, ids=["put-lifecycle", "get-torrent"])
-def test_unsupported_operation_is_501(endpoint, creds, s3, bucket, method, query, body):
-    s3.put_object(Bucket=bucket, Key="obj", Body=b"x")
-    path = f"/{bucket}" if "lifecycle" in query else f"/{bucket}/obj"
-    headers = {}
-    if body:
-        headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
-    resp = signed_request(endpoint, creds, method, path, query=query, headers=headers, body=body)
-    assert resp.status == 501, (resp.status, resp.body)
-    assert xml_error_code(resp.body) == "NotImplemented", resp.body
-    assert resp.headers.get("content-type", "").startswith(("application/xml", "text/xml"))
-
-
-def test_unsupported_operation_via_boto3(s3, bucket):
-    expect_error(
-        lambda: s3.put_bucket_lifecycle_configuration(
-            Bucket=bucket,
-            LifecycleConfiguration={
-                "Rules": [{"ID": "r", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}]
-            },
-        ),
-        501,
-        "NotImplemented",
-    )
-    expect_error(lambda: s3.get_object_torrent(Bucket=bucket, Key="whatever"), 501, "NotImplemented")
+@pytest.mark.parametrize(("method", "query", "body"), STORE_ANSWERS, ids=["put-lifecycle", "get-torrent"])
+def test_operation_outside_the_cache_answered_by_the_store(e2e_env, s3, store_s3, bucket, method, query, body):
+    """What hoard does not answer from its cache, the store answers: the
+    same raw request gets the same status and error code either way."""
+    direct = bucket + "-direct"
+    store_s3.create_bucket(Bucket=direct)
+    try:
+        answers = []
+        for ep, cr, b in (
+            (e2e_env.endpoint, e2e_env.creds, bucket),
+            (e2e_env.store_endpoint, e2e_env.store_creds, direct),
+        ):
+            store_s3.put_object(Bucket=b, Key="obj", Body=b"x")
+            path = f"/{b}" if "lifecycle" in query else f"/{b}/obj"
+            headers = {}
+            if body:
+                headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+            resp = signed_request(ep, cr, method, path, query=query, headers=headers, body=body)
+            answers.append((resp.status, xml_error_code(resp.body)))
+        assert answers[0] == answers[1]
+    finally:
+        empty_bucket(store_s3, direct)
+        store_s3.delete_bucket(Bucket=direct)

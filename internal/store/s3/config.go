@@ -50,9 +50,12 @@ type Config struct {
 	TLSHandshakeTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for response headers after
 	// the request (body included) was sent; default
-	// DefaultResponseHeaderTimeout. It is the last resort for the calls
-	// CallTimeout and IdleTimeout do not bound (Copy, DeleteMany,
-	// CompleteMultipartUpload, which may take long on a healthy store).
+	// DefaultResponseHeaderTimeout. It is the last resort, and the bound
+	// of the calls that may take long on a healthy store: a copy's answer
+	// (Copy: CallTimeout plus the source's size at 8 MiB/s, at most this;
+	// a copy passed through: this), whereas DeleteMany and
+	// CompleteMultipartUpload get a CallTimeout per hundred keys or
+	// thousand parts.
 	// There is deliberately no overall timeout: bodies can be
 	// arbitrarily large, and callers bound requests with their context.
 	ResponseHeaderTimeout time.Duration

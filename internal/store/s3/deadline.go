@@ -25,6 +25,38 @@ func (s *Store) small(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, s.callTimeout, errCallDeadline)
 }
 
+// copyRateFloor is the slowest rate, in bytes a second, at which a store
+// is expected to copy an object inside itself: a copy's answer may take
+// CallTimeout plus the source's size at this rate.
+const copyRateFloor = 8 << 20
+
+// perCall is how many keys of a DeleteObjects, or parts of a multipart
+// completion, a store is given one CallTimeout for.
+const (
+	deletesPerCall = 100
+	partsPerCall   = 1000
+)
+
+// bounded bounds a call that does work in proportion to n units (keys,
+// parts) by one CallTimeout per perCall units or part of them: a few
+// seconds for the common small call, more for a large one, never
+// unbounded.
+func (s *Store) bounded(ctx context.Context, n, perCall int) (context.Context, context.CancelFunc) {
+	calls := max(1, (n+perCall-1)/perCall)
+	return context.WithTimeoutCause(ctx, time.Duration(calls)*s.callTimeout, errCallDeadline)
+}
+
+// copyDeadline is how long a copy of size bytes may take before the store
+// answers: CallTimeout plus the size at copyRateFloor, at most the
+// transport's ResponseHeaderTimeout, which bounds it anyway.
+func (s *Store) copyDeadline(size int64) time.Duration {
+	d := s.callTimeout + time.Duration(float64(max(size, 0))/copyRateFloor*float64(time.Second))
+	if s.responseHeaderTimeout > 0 {
+		d = min(d, s.responseHeaderTimeout)
+	}
+	return d
+}
+
 // failed maps err from a call made with cctx, derived from the caller's
 // ctx: a call ended by its own deadline is ErrUnavailable, anything else
 // goes through mapError.

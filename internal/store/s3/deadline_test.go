@@ -93,6 +93,18 @@ func TestHungStore(t *testing.T) {
 			return err
 		},
 		"ListParts": func() error { _, err := st.ListParts(ctx, "bucket", "key", "id", 0, 0); return err },
+		"Copy": func() error {
+			_, err := st.Copy(ctx, store.CopySource{Bucket: "bucket", Key: "src"}, "bucket", "key", store.CopyOptions{})
+			return err
+		},
+		"DeleteMany": func() error {
+			_, err := st.DeleteMany(ctx, "bucket", []string{"a", "b"})
+			return err
+		},
+		"CompleteMultipart": func() error {
+			_, err := st.CompleteMultipartUpload(ctx, "bucket", "key", "id", []store.Part{{PartNumber: 1, ETag: "e"}}, store.CompleteOptions{})
+			return err
+		},
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
@@ -108,6 +120,42 @@ func TestHungStore(t *testing.T) {
 				t.Fatal("the call did not end on its own deadline")
 			}
 		})
+	}
+}
+
+// TestWorkScaledDeadlines: calls whose work grows with their size get
+// more time in proportion, within bounds.
+func TestWorkScaledDeadlines(t *testing.T) {
+	st := &Store{callTimeout: 3 * time.Second, responseHeaderTimeout: 2 * time.Minute}
+	for _, tc := range []struct {
+		size int64
+		want time.Duration
+	}{
+		{0, 3 * time.Second},
+		{8 << 20, 4 * time.Second},
+		{80 << 20, 13 * time.Second},
+		{5 << 30, 2 * time.Minute},
+	} {
+		if got := st.copyDeadline(tc.size); got != tc.want {
+			t.Errorf("copy of %d bytes: %v, want %v", tc.size, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		n, per int
+		want   time.Duration
+	}{
+		{1, deletesPerCall, 3 * time.Second},
+		{100, deletesPerCall, 3 * time.Second},
+		{101, deletesPerCall, 6 * time.Second},
+		{1000, deletesPerCall, 30 * time.Second},
+		{10000, partsPerCall, 30 * time.Second},
+	} {
+		ctx, cancel := st.bounded(t.Context(), tc.n, tc.per)
+		dl, _ := ctx.Deadline()
+		cancel()
+		if got := time.Until(dl); got > tc.want || got < tc.want-time.Second {
+			t.Errorf("%d units at %d a call: %v, want %v", tc.n, tc.per, got, tc.want)
+		}
 	}
 }
 

@@ -155,6 +155,11 @@ func infoFromHeader(bucket, key string, status int, h http.Header) (info store.O
 				info.UserMetadata = make(map[string]string)
 			}
 			info.UserMetadata[meta] = vals[0]
+		} else if store.IsObjectHeader(lower) {
+			if info.Headers == nil {
+				info.Headers = make(map[string]string)
+			}
+			info.Headers[lower] = vals[0]
 		}
 	}
 	for _, algo := range checksumAlgorithms() {

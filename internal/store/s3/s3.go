@@ -47,6 +47,12 @@ type Store struct {
 	callTimeout time.Duration
 	idleTimeout time.Duration
 	closeOnce   sync.Once
+
+	// What Pass needs to address and sign requests itself.
+	endpoint              *url.URL
+	virtualHost           bool
+	accessKey, secretKey  string
+	responseHeaderTimeout time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,7 +105,9 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	}
 	logger.Debug("s3store: client ready", "endpoint", cfg.Endpoint, "region", cfg.Region)
 	return &Store{core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
-		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout}, nil
+		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout,
+		endpoint: passEndpoint(cfg.Endpoint), virtualHost: cfg.VirtualHostStyle,
+		accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, responseHeaderTimeout: cfg.ResponseHeaderTimeout}, nil
 }
 
 // Close releases pooled connections. Requests still in flight finish
@@ -257,7 +265,8 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
-// DeleteMany removes keys with multi-object delete requests.
+// DeleteMany removes keys with multi-object delete requests, given one
+// CallTimeout per hundred keys.
 func (s *Store) DeleteMany(ctx context.Context, bucket string, keys []string) (map[string]error, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -267,33 +276,35 @@ func (s *Store) DeleteMany(ctx context.Context, bucket string, keys []string) (m
 		objects <- minio.ObjectInfo{Key: k}
 	}
 	close(objects)
-	failed := make(map[string]error)
+	bad := make(map[string]error)
 	var first error
 	all := true
-	for res := range s.core.RemoveObjectsWithResult(ctx, bucket, objects, minio.RemoveObjectsOptions{}) {
+	cctx, cancel := s.bounded(ctx, len(keys), deletesPerCall)
+	defer cancel()
+	for res := range s.core.RemoveObjectsWithResult(cctx, bucket, objects, minio.RemoveObjectsOptions{}) {
 		if res.Err == nil {
 			all = false
 			continue
 		}
-		err := mapError(ctx, "delete", bucket, res.ObjectName, res.Err)
+		err := failed(ctx, cctx, "delete", bucket, res.ObjectName, res.Err)
 		if isNoSuchKey(err) {
 			all = false
 			continue
 		}
-		failed[res.ObjectName] = err
+		bad[res.ObjectName] = err
 		if first == nil {
 			first = err
 		}
 	}
 	// minio-go reports a failed request as the same error for every key
 	// in it; when every key failed that way, the request failed.
-	if all && len(failed) == len(keys) && first != nil && requestLevel(first) {
+	if all && len(bad) == len(keys) && first != nil && requestLevel(first) {
 		return nil, first
 	}
-	if len(failed) == 0 {
+	if len(bad) == 0 {
 		return nil, nil
 	}
-	return failed, nil
+	return bad, nil
 }
 
 // requestLevel reports whether err concerns a whole request rather than
@@ -303,7 +314,9 @@ func requestLevel(err error) bool {
 }
 
 // Copy copies an object inside the store (one CopyObject request, so at
-// most 5 GiB as S3 allows).
+// most 5 GiB as S3 allows). The source is asked for its size first, within
+// the call timeout; the copy's answer then has the call timeout plus the
+// size at copyRateFloor (8 MiB/s), at most ResponseHeaderTimeout.
 func (s *Store) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.CopyResult, error) {
 	headers := map[string]string{}
 	if opts.ReplaceMetadata {
@@ -324,10 +337,21 @@ func (s *Store) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKe
 	if src.IfNoneMatch != "" {
 		headers["x-amz-copy-source-if-none-match"] = quoteETag(src.IfNoneMatch)
 	}
-	oi, err := s.core.CopyObject(ctx, src.Bucket, src.Key, dstBucket, dstKey, headers,
+	// The source's size says how long the copy may take; asking for it
+	// also finds a hung store within the call timeout.
+	sctx, cancel := s.small(ctx)
+	sopts := minio.StatObjectOptions{VersionID: src.VersionID}
+	si, err := s.core.StatObject(sctx, src.Bucket, src.Key, sopts)
+	cancel()
+	if err != nil {
+		return store.CopyResult{}, failed(ctx, sctx, "copy", src.Bucket, src.Key, err)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, s.copyDeadline(si.Size), errCallDeadline)
+	defer cancel()
+	oi, err := s.core.CopyObject(cctx, src.Bucket, src.Key, dstBucket, dstKey, headers,
 		minio.CopySrcOptions{VersionID: src.VersionID}, minio.PutObjectOptions{})
 	if err != nil {
-		err = mapError(ctx, "copy", src.Bucket, src.Key, err)
+		err = failed(ctx, cctx, "copy", src.Bucket, src.Key, err)
 		if errors.Is(err, store.ErrNotModified) {
 			// S3 answers a matching x-amz-copy-source-if-none-match
 			// with 412; some stores (versitygw) say 304. For a copy
@@ -555,7 +579,7 @@ func (t *trailerHasher) Read(p []byte) (int, error) {
 }
 
 // CompleteMultipartUpload assembles the parts, forwarding each part's ETag
-// and checksums.
+// and checksums, given one CallTimeout per thousand parts.
 func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
 	cps := make([]minio.CompletePart, 0, len(parts))
 	for _, p := range parts {
@@ -576,9 +600,11 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 	if opts.IfNoneMatch != "" {
 		po.SetMatchETagExcept(strings.Trim(opts.IfNoneMatch, `"`))
 	}
-	ui, err := s.core.CompleteMultipartUpload(ctx, bucket, key, uploadID, cps, po)
+	cctx, cancel := s.bounded(ctx, len(parts), partsPerCall)
+	defer cancel()
+	ui, err := s.core.CompleteMultipartUpload(cctx, bucket, key, uploadID, cps, po)
 	if err != nil {
-		return store.PutResult{}, mapError(ctx, "complete multipart", bucket, key, err)
+		return store.PutResult{}, failed(ctx, cctx, "complete multipart", bucket, key, err)
 	}
 	return store.PutResult{
 		ETag:      trimETag(ui.ETag),

@@ -199,6 +199,34 @@ def denied_syscalls(numbers):
         )
 
 
+def public_policy(bucket):
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": ["*"]},
+                "Action": ["s3:GetObject"],
+                "Resource": ["arn:aws:s3:::" + bucket + "/*"],
+            }
+        ],
+    }
+
+
+def part_copy(s3, own, victim):
+    up = s3.create_multipart_upload(Bucket=own, Key="stolen.bin")["UploadId"]
+    try:
+        s3.upload_part_copy(
+            Bucket=own,
+            Key="stolen.bin",
+            UploadId=up,
+            PartNumber=1,
+            CopySource={"Bucket": victim, "Key": "secret.txt"},
+        )
+    finally:
+        s3.abort_multipart_upload(Bucket=own, Key="stolen.bin", UploadId=up)
+
+
 def noop(event, context):
     return "ok"
 
@@ -255,6 +283,44 @@ def attack(event, context):
             ),
             timeout=10,
         ).read(),
+        # Operations passed through to the store are held to the same grants.
+        "list A's versions": lambda: s3.list_object_versions(Bucket=a),
+        "read A's object by version": lambda: s3.get_object(
+            Bucket=a, Key="secret.txt", VersionId="null"
+        )["Body"].read(),
+        "read A's object part": lambda: s3.get_object(
+            Bucket=a, Key="secret.txt", PartNumber=1
+        )["Body"].read(),
+        "A's object attributes": lambda: s3.get_object_attributes(
+            Bucket=a, Key="secret.txt", ObjectAttributes=["ETag"]
+        ),
+        "read A's tags": lambda: s3.get_object_tagging(Bucket=a, Key="secret.txt"),
+        "tag A's object": lambda: s3.put_object_tagging(
+            Bucket=a, Key="secret.txt", Tagging={"TagSet": []}
+        ),
+        "delete A's object version": lambda: s3.delete_object(
+            Bucket=a, Key="secret.txt", VersionId="null"
+        ),
+        "A's uploads": lambda: s3.list_multipart_uploads(Bucket=a),
+        "read A's bucket policy": lambda: s3.get_bucket_policy(Bucket=a),
+        "make A's bucket public": lambda: s3.put_bucket_policy(
+            Bucket=a, Policy=json.dumps(public_policy(a))
+        ),
+        "version A's bucket": lambda: s3.put_bucket_versioning(
+            Bucket=a, VersioningConfiguration={"Status": "Enabled"}
+        ),
+        "copy A's object version out": lambda: s3.copy_object(
+            Bucket=own,
+            Key="stolen.txt",
+            CopySource={"Bucket": a, "Key": "secret.txt", "VersionId": "null"},
+        ),
+        "part-copy A's object out": lambda: part_copy(s3, own, a),
+        "read the platform's tags": lambda: s3.get_object_tagging(
+            Bucket="hoard-platform", Key=pkg
+        ),
+        "read a platform version": lambda: s3.get_object(
+            Bucket="hoard-platform", Key=pkg, VersionId="null"
+        )["Body"].read(),
     }.items():
         s3_attempt(g, name, f)
     listed = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
