@@ -24,7 +24,14 @@ func ExamplePolicy() {
 	//       "Effect": "Allow",
 	//       "Action": [
 	//         "s3:ListBucket",
-	//         "s3:GetBucketLocation"
+	//         "s3:GetBucketLocation",
+	//         "s3:ListBucketVersions",
+	//         "s3:GetBucketVersioning",
+	//         "s3:GetBucketTagging",
+	//         "s3:GetBucketObjectLockConfiguration",
+	//         "s3:GetLifecycleConfiguration",
+	//         "s3:GetBucketCors",
+	//         "s3:GetEncryptionConfiguration"
 	//       ],
 	//       "Resource": [
 	//         "arn:aws:s3:::models",
@@ -35,7 +42,14 @@ func ExamplePolicy() {
 	//       "Sid": "ReadObjects",
 	//       "Effect": "Allow",
 	//       "Action": [
-	//         "s3:GetObject"
+	//         "s3:GetObject",
+	//         "s3:GetObjectVersion",
+	//         "s3:GetObjectAttributes",
+	//         "s3:GetObjectVersionAttributes",
+	//         "s3:GetObjectTagging",
+	//         "s3:GetObjectVersionTagging",
+	//         "s3:GetObjectRetention",
+	//         "s3:GetObjectLegalHold"
 	//       ],
 	//       "Resource": [
 	//         "arn:aws:s3:::models/*",
@@ -47,7 +61,14 @@ func ExamplePolicy() {
 	//       "Effect": "Allow",
 	//       "Action": [
 	//         "s3:ListBucketMultipartUploads",
-	//         "s3:CreateBucket"
+	//         "s3:CreateBucket",
+	//         "s3:PutBucketVersioning",
+	//         "s3:PutBucketTagging",
+	//         "s3:PutBucketObjectLockConfiguration",
+	//         "s3:PutLifecycleConfiguration",
+	//         "s3:PutBucketCors",
+	//         "s3:DeleteBucketCors",
+	//         "s3:PutEncryptionConfiguration"
 	//       ],
 	//       "Resource": [
 	//         "arn:aws:s3:::photos"
@@ -59,8 +80,15 @@ func ExamplePolicy() {
 	//       "Action": [
 	//         "s3:PutObject",
 	//         "s3:DeleteObject",
+	//         "s3:DeleteObjectVersion",
 	//         "s3:AbortMultipartUpload",
-	//         "s3:ListMultipartUploadParts"
+	//         "s3:ListMultipartUploadParts",
+	//         "s3:PutObjectTagging",
+	//         "s3:PutObjectVersionTagging",
+	//         "s3:DeleteObjectTagging",
+	//         "s3:DeleteObjectVersionTagging",
+	//         "s3:PutObjectRetention",
+	//         "s3:PutObjectLegalHold"
 	//       ],
 	//       "Resource": [
 	//         "arn:aws:s3:::photos/*"

@@ -145,12 +145,33 @@ func (s *Set) Restricted() bool { return s != nil }
 
 // The store actions each access allows, in the policy language S3 and
 // MinIO share. Bucket-level actions apply to arn:aws:s3:::BUCKET, object
-// actions to arn:aws:s3:::BUCKET/*.
+// actions to arn:aws:s3:::BUCKET/*. They cover what a client may do to
+// the data of a bucket it was granted (every operation the cachelet
+// passes through included: versions, tags, object lock, lifecycle,
+// CORS, encryption); what belongs to the bucket's owner, the operator,
+// stays out: deleting the bucket, its policy, its notifications (the
+// platform's triggers), replication, ACLs and bypassing governance
+// retention.
 var (
-	readBucketActions  = []string{"s3:ListBucket", "s3:GetBucketLocation"}
-	readObjectActions  = []string{"s3:GetObject"}
-	writeBucketActions = []string{"s3:ListBucketMultipartUploads", "s3:CreateBucket"}
-	writeObjectActions = []string{"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"}
+	readBucketActions = []string{
+		"s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketVersions",
+		"s3:GetBucketVersioning", "s3:GetBucketTagging", "s3:GetBucketObjectLockConfiguration",
+		"s3:GetLifecycleConfiguration", "s3:GetBucketCors", "s3:GetEncryptionConfiguration",
+	}
+	readObjectActions = []string{
+		"s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes",
+		"s3:GetObjectTagging", "s3:GetObjectVersionTagging", "s3:GetObjectRetention", "s3:GetObjectLegalHold",
+	}
+	writeBucketActions = []string{
+		"s3:ListBucketMultipartUploads", "s3:CreateBucket",
+		"s3:PutBucketVersioning", "s3:PutBucketTagging", "s3:PutBucketObjectLockConfiguration",
+		"s3:PutLifecycleConfiguration", "s3:PutBucketCors", "s3:DeleteBucketCors", "s3:PutEncryptionConfiguration",
+	}
+	writeObjectActions = []string{
+		"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts",
+		"s3:PutObjectTagging", "s3:PutObjectVersionTagging", "s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging",
+		"s3:PutObjectRetention", "s3:PutObjectLegalHold",
+	}
 )
 
 type policyDoc struct {
@@ -167,10 +188,13 @@ type statement struct {
 
 // Policy is the identity policy (IAM's JSON form, which MinIO speaks
 // too) that lets an identity reach exactly buckets: read-only buckets
-// get, head and list; read-write ones also put, delete, run multipart
-// uploads and create the bucket. Nothing else, no bucket listing
-// (ListAllMyBuckets: MinIO then lists the buckets the identity may list,
-// AWS refuses), no bucket deletion, no policies or ACLs. With no buckets
+// get, head and list, objects and their versions, tags, retention and
+// the bucket's data settings; read-write ones also put, delete, run
+// multipart uploads, tag, lock, create the bucket and change its
+// versioning, tags, object lock, lifecycle, CORS and encryption. Nothing
+// else, no bucket listing (ListAllMyBuckets: MinIO then lists the
+// buckets the identity may list, AWS refuses), no bucket deletion, no
+// policies, notifications, replication or ACLs. With no buckets
 // the policy allows nothing at all (a statement denying every S3 action,
 // since an IAM policy needs at least one).
 func Policy(buckets []Bucket) ([]byte, error) {

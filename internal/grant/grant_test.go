@@ -108,11 +108,31 @@ func TestPolicy(t *testing.T) {
 		slices.Sort(acts)
 		allowed[r] = acts
 	}
+	roBucket := []string{"s3:GetBucketCors", "s3:GetBucketLocation", "s3:GetBucketObjectLockConfiguration", "s3:GetBucketTagging",
+		"s3:GetBucketVersioning", "s3:GetEncryptionConfiguration", "s3:GetLifecycleConfiguration", "s3:ListBucket", "s3:ListBucketVersions"}
+	roObject := []string{"s3:GetObject", "s3:GetObjectAttributes", "s3:GetObjectLegalHold", "s3:GetObjectRetention", "s3:GetObjectTagging",
+		"s3:GetObjectVersion", "s3:GetObjectVersionAttributes", "s3:GetObjectVersionTagging"}
+	rwBucket := sorted(roBucket, "s3:CreateBucket", "s3:DeleteBucketCors", "s3:ListBucketMultipartUploads", "s3:PutBucketCors",
+		"s3:PutBucketObjectLockConfiguration", "s3:PutBucketTagging", "s3:PutBucketVersioning", "s3:PutEncryptionConfiguration",
+		"s3:PutLifecycleConfiguration")
+	rwObject := sorted(roObject, "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:DeleteObjectTagging", "s3:DeleteObjectVersion",
+		"s3:DeleteObjectVersionTagging", "s3:ListMultipartUploadParts", "s3:PutObject", "s3:PutObjectLegalHold",
+		"s3:PutObjectRetention", "s3:PutObjectTagging", "s3:PutObjectVersionTagging")
 	want := map[string][]string{
-		"arn:aws:s3:::ro-bkt":   {"s3:GetBucketLocation", "s3:ListBucket"},
-		"arn:aws:s3:::ro-bkt/*": {"s3:GetObject"},
-		"arn:aws:s3:::rw-bkt":   {"s3:CreateBucket", "s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"},
-		"arn:aws:s3:::rw-bkt/*": {"s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:PutObject"},
+		"arn:aws:s3:::ro-bkt":   roBucket,
+		"arn:aws:s3:::ro-bkt/*": roObject,
+		"arn:aws:s3:::rw-bkt":   rwBucket,
+		"arn:aws:s3:::rw-bkt/*": rwObject,
+	}
+	// What stays the operator's is never granted.
+	for r, acts := range allowed {
+		for _, a := range acts {
+			switch a {
+			case "s3:*", "s3:DeleteBucket", "s3:ForceDeleteBucket", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:GetBucketPolicy",
+				"s3:PutBucketNotification", "s3:PutReplicationConfiguration", "s3:BypassGovernanceRetention", "s3:ListAllMyBuckets":
+				t.Errorf("%s allows %s", r, a)
+			}
+		}
 	}
 	if len(allowed) != len(want) {
 		t.Fatalf("resources %v, want %v", allowed, want)
@@ -135,4 +155,11 @@ func TestPolicy(t *testing.T) {
 	if _, err := Policy([]Bucket{{"x", ReadOnly}}); err == nil {
 		t.Fatal("an invalid bucket made a policy")
 	}
+}
+
+// sorted is base and more, sorted.
+func sorted(base []string, more ...string) []string {
+	out := append(append([]string{}, base...), more...)
+	slices.Sort(out)
+	return out
 }
