@@ -33,6 +33,7 @@ var configKeys = map[string]string{
 	"platform-url":       "cachelet.platform_url",
 	"budget":             "cache.budget",
 	"max-object-size":    "cache.max_object_size",
+	"memory-overhead":    "cache.memory_overhead",
 	"read-mode":          "cache.read_mode",
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",

@@ -175,13 +175,14 @@ func TestSetBudgetKeepsUnpersistedWrites(t *testing.T) {
 func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead = 32 << 20 })
-	if got := debug.SetMemoryLimit(-1); got != testBudget+32<<20 {
-		t.Fatalf("memory limit %d after New, want the budget + 32 MiB", got)
+	// 32 MiB less the binary's 12 MiB and an eighth for the soft limit.
+	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead, c.ResidentBase = 32<<20, 12<<20 })
+	if got := debug.SetMemoryLimit(-1); got != testBudget+16<<20 {
+		t.Fatalf("memory limit %d after New, want the budget + 16 MiB", got)
 	}
 	e.c.SetBudget(1000)
-	if got := debug.SetMemoryLimit(-1); got != 1000+32<<20 {
-		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 32 MiB", got)
+	if got := debug.SetMemoryLimit(-1); got != 1000+16<<20 {
+		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 16 MiB", got)
 	}
 	debug.SetMemoryLimit(math.MaxInt64)
 	// Without the overhead the limit is left alone.
@@ -192,6 +193,22 @@ func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	}
 	if _, err := New(Config{Cache: cache.Config{Budget: 1}, MemoryLimitOverhead: -1}, e.st, nil, nil); err == nil {
 		t.Error("a negative overhead was accepted")
+	}
+}
+
+// The Go runtime keeps at least a quarter of the overhead, however large
+// the resident base.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct{ overhead, base, budget, want int64 }{
+		{0, 0, 100, 0},
+		{48 << 20, 0, 64 << 20, 64<<20 + 42<<20},
+		{48 << 20, 24 << 20, 64 << 20, 64<<20 + 18<<20},
+		{48 << 20, 60 << 20, 64 << 20, 64<<20 + 12<<20},
+	} {
+		c := Config{MemoryLimitOverhead: tc.overhead, ResidentBase: tc.base}
+		if got := c.MemoryLimit(tc.budget); got != tc.want {
+			t.Errorf("overhead %d, base %d: MemoryLimit(%d) = %d, want %d", tc.overhead, tc.base, tc.budget, got, tc.want)
+		}
 	}
 }
 

@@ -113,8 +113,8 @@ func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
 }
 
 // teeBuffer copies what the store reads into buf, which grows as the bytes
-// arrive (up to size), so a client that declares a large body and sends
-// little holds little memory.
+// arrive (up to size; see grow), so a client that declares a large body
+// and sends little holds little memory.
 type teeBuffer struct {
 	r    io.Reader
 	size int64
@@ -143,10 +143,18 @@ func (t *teeBuffer) Read(p []byte) (int, error) {
 // firstBuffer is the first allocation for a body held in memory.
 const firstBuffer = 64 << 10
 
-// grow doubles b's capacity (at least firstBuffer), never past limit,
-// keeping its contents; callers grow only while b is short of limit.
+// grow gives b room for limit bytes, keeping its contents: firstBuffer
+// at first, then, once the client has sent that much, all of limit at
+// once. Doubling instead would leave as much garbage as the body itself
+// for the collector (a process's memory is its cache plus that garbage);
+// what a client that stops sending holds is bounded by the upload
+// reservations (cache.Config.MaxUploadReserve) and the body's idle
+// timeout. Callers grow only while b is short of limit.
 func grow(b []byte, limit int64) []byte {
-	c := min(max(2*int64(cap(b)), firstBuffer), limit)
+	c := limit
+	if cap(b) < firstBuffer {
+		c = min(firstBuffer, limit)
+	}
 	nb := make([]byte, len(b), c)
 	copy(nb, b)
 	return nb

@@ -172,6 +172,9 @@ func (c *Config) Validate() error {
 		}
 		c.Cachelet.MemoryLimitOverhead = n
 	}
+	if c.Cachelet.MemoryLimitOverhead > 0 && c.Cachelet.ResidentBase == 0 {
+		c.Cachelet.ResidentBase = residentFileBytes()
+	}
 	if (c.Control.Socket == "") != (c.Control.Token == "") {
 		return errors.New("instance: the control listener needs both a socket and a token")
 	}
