@@ -70,15 +70,15 @@ func printMemoryReport(w io.Writer, rep *bench.MemoryReport) {
 		mib(rep.Budget), rep.Readers, rep.Writers, rep.Objects, bytesize.Format(rep.MinSize), bytesize.Format(rep.MaxSize),
 		mib(rep.WorkingSet), float64(rep.WorkingSet)/float64(rep.Budget), rep.Ops)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tmax RSS MiB\tover budget MiB\tRSS/budget\tvs first\tidle RSS MiB\tanon MiB\tfile MiB\thits\tmisses\tpass\tMB/s\t")
+	fmt.Fprintln(tw, "variant\tmax RSS MiB\tover budget MiB\tRSS/budget\tvs first\tidle RSS MiB\tanon MiB\tfile MiB\thits\tmisses\tpass\tpool reused\tGCs\tMB/s\t")
 	var first int64
 	for i, r := range rep.Runs {
 		if i == 0 {
 			first = r.MaxRSS
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%d\t%d\t%.0f\t\n", r.Variant.Name, mib(r.MaxRSS), mib(r.Over(rep.Budget)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%d\t%.0f\t\n", r.Variant.Name, mib(r.MaxRSS), mib(r.Over(rep.Budget)),
 			float64(r.MaxRSS)/float64(rep.Budget), float64(r.MaxRSS)/float64(first), mib(r.StartRSS), mib(r.MaxAnon), mib(r.MaxFile),
-			r.Served.LocalHit.Count, r.Served.LocalMiss.Count, r.Served.PassThrough.Count, float64(r.Bytes)/1e6/r.Seconds)
+			r.Served.LocalHit.Count, r.Served.LocalMiss.Count, r.Served.PassThrough.Count, r.PoolReused, r.PoolReused+r.PoolAllocated, r.GCs, float64(r.Bytes)/1e6/r.Seconds)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -34,6 +34,7 @@ var configKeys = map[string]string{
 	"budget":             "cache.budget",
 	"max-object-size":    "cache.max_object_size",
 	"memory-overhead":    "cache.memory_overhead",
+	"buffer-pool":        "cache.buffer_pool",
 	"read-mode":          "cache.read_mode",
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",

@@ -98,6 +98,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cf.registerWith(fs, doc.Cache)
 	overhead := memoryOverhead(cmp.Or(doc.Cache.MemoryLimitOverhead, cacheconfig.DefaultMemoryOverhead))
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 48MiB)")
+	var pool poolFlag
+	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8); off: none")
 	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -112,6 +114,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Cachelet.MemoryLimitOverhead = int64(overhead)
+	cfg.Cachelet.Cache.PoolBytes = int64(pool)
 	for _, d := range strings.Split(domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
@@ -252,5 +255,35 @@ func (m *memoryOverhead) Set(s string) error {
 		return fmt.Errorf("want a positive size or off")
 	}
 	*m = memoryOverhead(n)
+	return nil
+}
+
+// poolFlag is --buffer-pool: a size, or off (-1: no pool); 0 is the
+// default, a share of the budget.
+type poolFlag int64
+
+func (p *poolFlag) String() string {
+	switch {
+	case *p < 0:
+		return "off"
+	case *p == 0:
+		return ""
+	}
+	return strconv.FormatInt(int64(*p), 10)
+}
+
+func (p *poolFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "off" {
+		*p = -1
+		return nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return fmt.Errorf("want a positive size or off")
+	}
+	*p = poolFlag(n)
 	return nil
 }

@@ -355,3 +355,19 @@ func TestMemoryOverheadFlag(t *testing.T) {
 		t.Errorf("0 shows as %q", m.String())
 	}
 }
+
+func TestPoolFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"8MiB", 8 << 20, true}, {"off", -1, true}, {"0", 0, false}, {"-5", 0, false}, {"x", 0, false},
+	} {
+		var p poolFlag
+		err := p.Set(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && int64(p) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d, ok %v", tc.in, p, err, tc.want, tc.ok)
+		}
+	}
+}

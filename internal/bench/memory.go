@@ -78,13 +78,14 @@ type MemoryVariant struct {
 	About string
 }
 
-// DefaultMemoryVariants are the baseline (Go's soft memory limit off, as
-// hoard ran before it set one from the budget) and hoard as configured by
-// default.
+// DefaultMemoryVariants are the baseline (no Go memory limit and no
+// buffer pool, as hoard ran before either), the limit alone, and hoard as
+// configured by default.
 func DefaultMemoryVariants() []MemoryVariant {
 	return []MemoryVariant{
-		{Name: "unbounded", Args: []string{"--memory-overhead", "off"}, About: "--memory-overhead off: no Go memory limit"},
-		{Name: "hoard", About: "as configured by default (--memory-overhead 48MiB)"},
+		{Name: "unbounded", Args: []string{"--memory-overhead", "off", "--buffer-pool", "off"}, About: "no Go memory limit, no buffer pool: as hoard ran before either"},
+		{Name: "limit", Args: []string{"--buffer-pool", "off"}, About: "Go memory limit at budget + overhead, no buffer pool"},
+		{Name: "hoard", About: "the defaults: Go memory limit at budget + 48 MiB, buffer pool of budget/8"},
 	}
 }
 
@@ -151,6 +152,11 @@ type MemoryRun struct {
 	Seconds       float64
 	// Served is how the cachelet served the reads, from its counters.
 	Served cachelet.ReadCounters
+	// PoolReused and PoolAllocated count the fills whose buffer came
+	// from the cache's pool and those that allocated one.
+	PoolReused, PoolAllocated int64
+	// GCs counts the Go collections the process ran.
+	GCs int64
 }
 
 // Over is how far the peak went past the budget.
@@ -482,8 +488,41 @@ func runMemoryVariant(ctx context.Context, cfg MemoryConfig, srv *localstore.Ser
 	if run.MaxRSS, err = procMemory(pid, "VmHWM"); err != nil {
 		return run, err
 	}
-	run.Served, err = readCounters(ctx, p.ready.MetricsURL)
+	if run.Served, err = readCounters(ctx, p.ready.MetricsURL); err != nil {
+		return run, err
+	}
+	m, err := scrape(ctx, p.ready.MetricsURL)
+	run.PoolReused, run.PoolAllocated = int64(m["hoard_cache_pool_reused_total"]), int64(m["hoard_cache_pool_allocated_total"])
+	run.GCs = int64(m["go_gc_duration_seconds_count"])
 	return run, err
+}
+
+// scrape reads the unlabelled samples of a Prometheus text endpoint.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64)
+	for _, line := range strings.Split(string(data), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, nil
 }
 
 // readCounters reads the cachelet's read counters from its /stats.
