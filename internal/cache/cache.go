@@ -51,13 +51,21 @@ type Config struct {
 	// Clock is what TTLs are measured with. Default the system clock.
 	Clock clock.Clock
 
-	// PoolBytes bounds the free buffers kept for fills to reuse (see
-	// Buffers, NewEntry): entries made by Cache.NewEntry take their
-	// buffers from the pool and give them back once their last reader
-	// is done. Default (0): Budget / 8, following the budget as SetBudget
-	// moves it. Negative: no pool (every fill allocates).
+	// PoolBytes bounds the free chunks kept for fills and uploads to
+	// reuse (see Buffers, NewEntry, NewBuilder): entries made by
+	// Cache.NewEntry take their chunks from the pool and give them back
+	// once their last reader is done. Free chunks are memory besides the
+	// budget. Default (0): Budget / 8 up to DefaultPoolBytes, following
+	// the budget as SetBudget moves it. Negative: no pool (every fill
+	// allocates).
 	PoolBytes int64
 }
+
+// DefaultPoolBytes is the most free memory a cache's pool keeps by
+// default: enough for the chunks of the objects evicted to make room for
+// the next fills, and a fixed part of what a process holds besides its
+// budget (cacheconfig.DefaultMemoryOverhead), whatever the budget.
+const DefaultPoolBytes = 8 << 20
 
 // DefaultLargeObjectSize is PolicySizeAware's default LargeObjectSize: the
 // threshold of Faa$T's size-aware policy.
@@ -114,7 +122,7 @@ func (c *Config) poolBytes(budget int64) int64 {
 	if c.PoolBytes != 0 {
 		return c.PoolBytes
 	}
-	return budget / 8
+	return min(budget/8, DefaultPoolBytes)
 }
 
 // Stats is a snapshot of the cache's occupancy.

@@ -204,8 +204,9 @@ type Settings struct {
 
 // DefaultMemoryOverhead is what a `hoard serve` process holds besides its
 // cache's budget, at most, under load: the binary's resident pages (about
-// 24 MiB), the Go runtime, connections' and transfers' buffers, and the
-// garbage of evicted objects not yet collected. The cachelet keeps the Go
+// 28 MiB), the Go runtime, the cache's pool of free chunks (at most
+// 8 MiB), connections' and transfers' buffers, and garbage not yet
+// collected. The cachelet keeps the Go
 // runtime's soft memory limit at the budget plus this, less the binary's
 // resident pages, so that the process's resident memory stays within
 // budget + DefaultMemoryOverhead (docs/benchmarks.md measures it). The
