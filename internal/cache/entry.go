@@ -310,7 +310,8 @@ func (e *Entry) Reader(off, n int64) io.Reader {
 }
 
 // ReadCloser is Reader for a caller that holds a reference (Acquire): the
-// reader takes it over, and Close releases it. Reading after Close fails.
+// reader takes it over, and Close releases it. After Close it reads
+// nothing (io.EOF).
 func (e *Entry) ReadCloser(off, n int64) io.ReadCloser {
 	return &entryReader{e: e, off: off, end: off + n, held: true}
 }

@@ -333,8 +333,9 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 		if err != nil {
 			return store.ObjectInfo{}, err
 		}
+		info := sv.objectInfo()
 		sv.close()
-		return sv.objectInfo(), nil
+		return info, nil
 	}
 	info, err := c.store.Stat(ctx, bucket, key)
 	if e != nil {
