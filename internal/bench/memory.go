@@ -85,7 +85,7 @@ func DefaultMemoryVariants() []MemoryVariant {
 	return []MemoryVariant{
 		{Name: "unbounded", Args: []string{"--memory-overhead", "off", "--buffer-pool", "off"}, About: "no Go memory limit, no buffer pool: as hoard ran before either"},
 		{Name: "limit", Args: []string{"--buffer-pool", "off"}, About: "Go memory limit at budget + overhead, no buffer pool"},
-		{Name: "hoard", About: "the defaults: Go memory limit at budget + 48 MiB, buffer pool of budget/8 up to 8 MiB"},
+		{Name: "hoard", About: "the defaults: Go memory limit from budget + 64 MiB, buffer pool of budget/8 up to 8 MiB"},
 	}
 }
 

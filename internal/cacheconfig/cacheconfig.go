@@ -203,15 +203,15 @@ type Settings struct {
 }
 
 // DefaultMemoryOverhead is what a `hoard serve` process holds besides its
-// cache's budget, at most, under load: the binary's resident pages (about
-// 28 MiB), the Go runtime, the cache's pool of free chunks (at most
+// cache's budget, at most, under load: the binary's resident pages (25-35
+// MiB, depending on how the kernel caches the binary), the Go runtime, the cache's pool of free chunks (at most
 // 8 MiB), connections' and transfers' buffers, and garbage not yet
 // collected. The cachelet keeps the Go
 // runtime's soft memory limit at the budget plus this, less the binary's
 // resident pages, so that the process's resident memory stays within
 // budget + DefaultMemoryOverhead (docs/benchmarks.md measures it). The
 // platform's instances are sized with it (docs/platform.md).
-const DefaultMemoryOverhead = 48 << 20
+const DefaultMemoryOverhead = 64 << 20
 
 // ErrInvalid marks every Settings error.
 var ErrInvalid = errors.New("invalid cache settings")

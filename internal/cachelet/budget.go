@@ -65,13 +65,14 @@ func (c *Config) applyMemoryLimit(budget int64) {
 
 // MemoryLimit is the Go runtime's soft memory limit for a budget: the
 // budget plus MemoryLimitOverhead, less ResidentBase (the resident memory
-// the runtime does not count) and an eighth of the overhead (the limit is
-// soft: allocations go on while a collection runs), keeping at least a
+// the runtime does not count) and a quarter of the overhead (the limit is
+// soft: allocations go on while a collection runs, and the binary's pages
+// that the process touches later count too), keeping at least a
 // quarter of the overhead for the runtime. 0 without MemoryLimitOverhead.
 func (c *Config) MemoryLimit(budget int64) int64 {
 	o := c.MemoryLimitOverhead
 	if o <= 0 {
 		return 0
 	}
-	return budget + max(o-c.ResidentBase-o/8, o/4)
+	return budget + max(o-c.ResidentBase-o/4, o/4)
 }

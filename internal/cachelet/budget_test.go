@@ -175,14 +175,14 @@ func TestSetBudgetKeepsUnpersistedWrites(t *testing.T) {
 func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	// 32 MiB less the binary's 12 MiB and an eighth for the soft limit.
-	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead, c.ResidentBase = 32<<20, 12<<20 })
-	if got := debug.SetMemoryLimit(-1); got != testBudget+16<<20 {
-		t.Fatalf("memory limit %d after New, want the budget + 16 MiB", got)
+	// 40 MiB less the binary's 10 MiB and a quarter for the soft limit.
+	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead, c.ResidentBase = 40<<20, 10<<20 })
+	if got := debug.SetMemoryLimit(-1); got != testBudget+20<<20 {
+		t.Fatalf("memory limit %d after New, want the budget + 20 MiB", got)
 	}
 	e.c.SetBudget(1000)
-	if got := debug.SetMemoryLimit(-1); got != 1000+16<<20 {
-		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 16 MiB", got)
+	if got := debug.SetMemoryLimit(-1); got != 1000+20<<20 {
+		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 20 MiB", got)
 	}
 	debug.SetMemoryLimit(math.MaxInt64)
 	// Without the overhead the limit is left alone.
@@ -201,9 +201,10 @@ func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 func TestMemoryLimit(t *testing.T) {
 	for _, tc := range []struct{ overhead, base, budget, want int64 }{
 		{0, 0, 100, 0},
-		{48 << 20, 0, 64 << 20, 64<<20 + 42<<20},
-		{48 << 20, 24 << 20, 64 << 20, 64<<20 + 18<<20},
-		{48 << 20, 60 << 20, 64 << 20, 64<<20 + 12<<20},
+		{64 << 20, 0, 64 << 20, 64<<20 + 48<<20},
+		{64 << 20, 24 << 20, 64 << 20, 64<<20 + 24<<20},
+		{64 << 20, 40 << 20, 64 << 20, 64<<20 + 16<<20},
+		{64 << 20, 60 << 20, 64 << 20, 64<<20 + 16<<20},
 	} {
 		c := Config{MemoryLimitOverhead: tc.overhead, ResidentBase: tc.base}
 		if got := c.MemoryLimit(tc.budget); got != tc.want {
