@@ -152,8 +152,8 @@ type MemoryRun struct {
 	Seconds       float64
 	// Served is how the cachelet served the reads, from its counters.
 	Served cachelet.ReadCounters
-	// PoolReused and PoolAllocated count the fills whose buffer came
-	// from the cache's pool and those that allocated one.
+	// PoolReused and PoolAllocated count the chunks that fills and
+	// uploads took from the cache's buffer pool and those they allocated.
 	PoolReused, PoolAllocated int64
 	// GCs counts the Go collections the process ran.
 	GCs int64
