@@ -230,6 +230,11 @@ type Cachelet struct {
 	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
+	// buffering and accepting bound the bodies of buffered writes held
+	// in memory at once (consistency.go): this cachelet's clients', and
+	// those peers hand it as the owner. Apart, so that two owners
+	// forwarding to each other never wait on each other's room.
+	buffering, accepting *byteGate
 	// leaving is set once the cachelet stops taking writes as an owner;
 	// left is closed once what it queued before is delivered.
 	leaving atomic.Bool
@@ -275,6 +280,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		log:   log,
 		clock: cfg.Clock,
 		left:  make(chan struct{}),
+		// As much as uploads through the cache may reserve, and room
+		// for the largest object the cache keeps.
+		buffering: newByteGate(max(cfg.Cache.MaxUploadReserve, cfg.Cache.MaxObjectSize)),
+		accepting: newByteGate(max(cfg.Cache.MaxUploadReserve, cfg.Cache.MaxObjectSize)),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)

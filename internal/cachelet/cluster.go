@@ -165,7 +165,7 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	}
 	switch {
 	case persist == peer.PersistAsync && c.cache.Admissible(size):
-		return c.acceptOwned(bucket, key, body, size, opts)
+		return c.acceptOwned(ctx, bucket, key, body, size, opts)
 	case persist == peer.PersistAsync, persist == peer.PersistSync:
 		return c.putThrough(ctx, bucket, key, body, size, opts)
 	}
