@@ -25,6 +25,7 @@ var benchmarks = []struct {
 }{
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
+	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }
 

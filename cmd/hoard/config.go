@@ -33,6 +33,8 @@ var configKeys = map[string]string{
 	"platform-url":       "cachelet.platform_url",
 	"budget":             "cache.budget",
 	"max-object-size":    "cache.max_object_size",
+	"memory-overhead":    "cache.memory_overhead",
+	"buffer-pool":        "cache.buffer_pool",
 	"read-mode":          "cache.read_mode",
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/instance"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
@@ -100,6 +103,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&logJSON, "log-json", doc.LogJSON, "log as JSON lines")
 	tf.register(fs, docTLS, false)
 	cf.registerWith(fs, doc.Cache)
+	overhead := memoryOverhead(cmp.Or(doc.Cache.MemoryLimitOverhead, cacheconfig.DefaultMemoryOverhead))
+	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
+	var pool poolFlag
+	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -113,6 +120,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cf.apply(&cfg); err != nil {
 		return err
 	}
+	cfg.Cachelet.MemoryLimitOverhead = int64(overhead)
+	cfg.Cachelet.Cache.PoolBytes = int64(pool)
 	for _, d := range strings.Split(domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))
@@ -271,4 +280,60 @@ func inheritedListener(fd int) (net.Listener, error) {
 		return nil, fmt.Errorf("s3_listen_fd %d: %w", fd, err)
 	}
 	return ln, nil
+}
+
+// memoryOverhead is --memory-overhead: a size, or off (0: no memory limit).
+type memoryOverhead int64
+
+func (m *memoryOverhead) String() string {
+	if *m == 0 {
+		return "off"
+	}
+	return strconv.FormatInt(int64(*m), 10)
+}
+
+func (m *memoryOverhead) Set(s string) error {
+	if strings.TrimSpace(s) == "off" {
+		*m = 0
+		return nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return fmt.Errorf("want a positive size or off")
+	}
+	*m = memoryOverhead(n)
+	return nil
+}
+
+// poolFlag is --buffer-pool: a size, or off (-1: no pool); 0 is the
+// default, a share of the budget.
+type poolFlag int64
+
+func (p *poolFlag) String() string {
+	switch {
+	case *p < 0:
+		return "off"
+	case *p == 0:
+		return ""
+	}
+	return strconv.FormatInt(int64(*p), 10)
+}
+
+func (p *poolFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "off" {
+		*p = -1
+		return nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return fmt.Errorf("want a positive size or off")
+	}
+	*p = poolFlag(n)
+	return nil
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +63,7 @@ func memStore(t *testing.T, bucket string) string {
 // its ready file says once it appears.
 func serving(t *testing.T, args ...string) (control.Ready, string) {
 	t.Helper()
+	keepMemoryLimit(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -213,6 +216,8 @@ func TestServeConfigDocument(t *testing.T) {
 	}
 	t.Cleanup(etcd.Close)
 	t.Setenv("HOARD_SECRET_KEY", "not-this-one") // not read with --document
+	keepMemoryLimit(t)
+	debug.SetMemoryLimit(math.MaxInt64)
 	dir, err := os.MkdirTemp("", "serve")
 	if err != nil {
 		t.Fatal(err)
@@ -272,8 +277,13 @@ func TestServeConfigDocument(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cs, err := c.Config(t.Context()); err != nil || cs.Consistency != "owner" || cs.Eviction != cacheconfig.PolicySizeAware || cs.Budget != 8<<20 {
-		t.Fatalf("config %+v, %v; want the document's, the flag's budget", cs, err)
+	if cs, err := c.Config(t.Context()); err != nil || cs.Consistency != "owner" || cs.Eviction != cacheconfig.PolicySizeAware || cs.Budget != 8<<20 ||
+		cs.MemoryLimitOverhead != cacheconfig.DefaultMemoryOverhead {
+		t.Fatalf("config %+v, %v; want the document's, the flag's budget, the default memory overhead", cs, err)
+	}
+	// The Go runtime's limit follows the budget by default.
+	if got := debug.SetMemoryLimit(-1); got <= 8<<20 || got > 8<<20+cacheconfig.DefaultMemoryOverhead {
+		t.Fatalf("memory limit %d, want the 8 MiB budget plus at most %d", got, cacheconfig.DefaultMemoryOverhead)
 	}
 	s, err := c.Stats(t.Context())
 	if err != nil || s.BudgetBytes != 8<<20 || s.Writes != 3 {
@@ -316,6 +326,48 @@ func TestDocumentFlag(t *testing.T) {
 	} {
 		if got := documentFlag(tc.args); got != tc.want {
 			t.Errorf("documentFlag(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// keepMemoryLimit restores the Go runtime's memory limit, which an
+// in-process `hoard serve` sets, when the test ends.
+func keepMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+}
+
+func TestMemoryOverheadFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"48MiB", 48 << 20, true}, {"off", 0, true}, {"1000", 1000, true}, {"0", 0, false}, {"-1", 0, false}, {"lots", 0, false},
+	} {
+		m := memoryOverhead(7)
+		err := m.Set(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && int64(m) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d, ok %v", tc.in, m, err, tc.want, tc.ok)
+		}
+	}
+	if m := memoryOverhead(0); m.String() != "off" {
+		t.Errorf("0 shows as %q", m.String())
+	}
+}
+
+func TestPoolFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"8MiB", 8 << 20, true}, {"off", -1, true}, {"0", 0, false}, {"-5", 0, false}, {"x", 0, false},
+	} {
+		var p poolFlag
+		err := p.Set(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && int64(p) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d, ok %v", tc.in, p, err, tc.want, tc.ok)
 		}
 	}
 }

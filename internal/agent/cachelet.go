@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/pki"
 )
@@ -39,7 +40,7 @@ func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *contro
 	a, spec := in.agent, in.spec
 	settings := spec.Cache.Settings()
 	// The cachelet's Go heap follows its budget (see memory.go).
-	settings.MemoryLimitOverhead = cacheletMemoryOverhead
+	settings.MemoryLimitOverhead = cacheconfig.DefaultMemoryOverhead
 	d := &control.Document{
 		Version: control.DocumentVersion,
 		App:     spec.Name, ID: in.req.ID, Region: a.cfg.Region,

@@ -213,6 +213,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 			if in.spec.Cache.Shared {
 				split = fmt.Sprintf("%s booked, shared with a cache of up to %s", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
 			}
+			split += " + " + bytesize.Format(cacheconfig.DefaultMemoryOverhead) + " for the cachelet's process"
 			res.Error = &api.ErrorInfo{Type: "OutOfMemory", Message: fmt.Sprintf(
 				"the function exceeded the instance's memory limit (%s: %s) and was killed", bytesize.Format(in.box.Limit()), split)}
 			a.m.failures.WithLabelValues("oom").Inc()

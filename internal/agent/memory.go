@@ -42,11 +42,6 @@ const (
 	// memoryRaiseSteps: the spec's budget comes back in this many steps
 	// (each at least 1 MiB).
 	memoryRaiseSteps = 4
-	// cacheletMemoryOverhead is what a cachelet's process may hold besides
-	// its cache: its Go soft memory limit is the budget plus this
-	// (cacheconfig.Settings.MemoryLimitOverhead in its configuration
-	// document), so that its heap does not grow far past what it caches.
-	cacheletMemoryOverhead = 48 << 20
 	// memoryRequestTimeout bounds one request to the cachelet.
 	memoryRequestTimeout = 5 * time.Second
 )

@@ -589,12 +589,15 @@ func (s *Spec) BookedMemory() int64 {
 // InstanceMemory is what one instance is allowed, its sandbox's memory
 // limit: the largest booked memory of the functions plus the cache's
 // budget, or, with cache.shared, the largest booked memory alone (the
-// cache lives inside it).
+// cache lives inside it); plus, either way, what the cachelet's process
+// holds besides its cache (cacheconfig.DefaultMemoryOverhead: its binary,
+// the Go runtime, its buffers), which is neither the function's nor the
+// cache's.
 func (s *Spec) InstanceMemory() int64 {
 	if s.Cache.Shared {
-		return s.BookedMemory()
+		return s.BookedMemory() + cacheconfig.DefaultMemoryOverhead
 	}
-	return s.BookedMemory() + int64(s.Cache.Budget)
+	return s.BookedMemory() + int64(s.Cache.Budget) + cacheconfig.DefaultMemoryOverhead
 }
 
 // FunctionNames lists the functions, sorted.

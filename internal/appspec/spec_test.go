@@ -54,7 +54,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	if s.Scaling.LatencyTarget.D() != 250*time.Millisecond {
 		t.Errorf("scaling: %+v", s.Scaling)
 	}
-	if got := s.InstanceMemory(); got != (512+32)<<20 {
+	if got := s.InstanceMemory(); got != (512+32)<<20+cacheconfig.DefaultMemoryOverhead {
 		t.Errorf("InstanceMemory = %d", got)
 	}
 	order, _ := s.Pipelines["process"].Order()
@@ -260,7 +260,8 @@ func TestReadPackageRefusesHostileArchives(t *testing.T) {
 }
 
 // With cache.shared the cache lives inside the booked memory: the limit is
-// the largest booked memory alone; without, the budget comes on top.
+// the largest booked memory alone; without, the budget comes on top. The
+// cachelet's process overhead comes on top either way.
 func TestInstanceMemoryShared(t *testing.T) {
 	for _, tc := range []struct {
 		spec  string
@@ -273,6 +274,7 @@ func TestInstanceMemoryShared(t *testing.T) {
 		{"memory: 128MiB\ncache: {budget: 200MiB, shared: true}\nfunctions: {f: {handler: m.h}, g: {handler: m.g, memory: 512MiB}}\n", 512 << 20},
 		{"memory: 384MiB\ncache: {shared: true}\n", 384 << 20}, // the default budget, 64 MiB
 	} {
+		tc.limit += cacheconfig.DefaultMemoryOverhead // the cachelet's process, either way
 		spec := "name: a\n" + tc.spec
 		if !strings.Contains(spec, "functions:") {
 			spec += "functions: {f: {handler: m.h}}\n"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/clock"
+	"github.com/hoard-io/hoard/internal/store"
 )
 
 // Config sizes the memory tier and picks its eviction policy.
@@ -49,7 +50,22 @@ type Config struct {
 	TTL time.Duration
 	// Clock is what TTLs are measured with. Default the system clock.
 	Clock clock.Clock
+
+	// PoolBytes bounds the free chunks kept for fills and uploads to
+	// reuse (see Buffers, NewEntry, NewBuilder): entries made by
+	// Cache.NewEntry take their chunks from the pool and give them back
+	// once their last reader is done. Free chunks are memory besides the
+	// budget. Default (0): Budget / 8 up to DefaultPoolBytes, following
+	// the budget as SetBudget moves it. Negative: no pool (every fill
+	// allocates).
+	PoolBytes int64
 }
+
+// DefaultPoolBytes is the most free memory a cache's pool keeps by
+// default: enough for the chunks of the objects evicted to make room for
+// the next fills, and a fixed part of what a process holds besides its
+// budget (cacheconfig.DefaultMemoryOverhead), whatever the budget.
+const DefaultPoolBytes = 8 << 20
 
 // DefaultLargeObjectSize is PolicySizeAware's default LargeObjectSize: the
 // threshold of Faa$T's size-aware policy.
@@ -101,6 +117,14 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// poolBytes is the pool's bound for a budget.
+func (c *Config) poolBytes(budget int64) int64 {
+	if c.PoolBytes != 0 {
+		return c.PoolBytes
+	}
+	return min(budget/8, DefaultPoolBytes)
+}
+
 // Stats is a snapshot of the cache's occupancy.
 type Stats struct {
 	Objects   int
@@ -134,6 +158,8 @@ type Cache struct {
 	reserved  int64
 	uploading int64 // of reserved, by ReserveUpload and not yet UploadDone
 	stats     Stats // the counters only
+
+	pool *Buffers // nil without one (Config.PoolBytes < 0)
 }
 
 // New returns an empty cache.
@@ -147,7 +173,47 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c := &Cache{cfg: cfg, items: make(map[Key]*Entry), order: order}
 	c.expiry, _ = order.(expirer)
+	if cfg.PoolBytes >= 0 {
+		c.pool = NewBuffers(cfg.poolBytes(cfg.Budget))
+	}
 	return c, nil
+}
+
+// Charge is what a fill of an object of size bytes charges the budget:
+// size, or for an entry held in chunks from the pool (NewEntry) the
+// size of its chunks, less than an eighth more. Reserve and Release take
+// charges.
+func (c *Cache) Charge(size int64) int64 {
+	if c.pooled(size) {
+		return chunks(size) * ChunkSize
+	}
+	return size
+}
+
+func (c *Cache) pooled(size int64) bool {
+	return c.pool != nil && size >= MinPooled && chunks(size)*ChunkSize <= c.cfg.MaxObjectSize
+}
+
+// NewEntry returns an empty entry to fill for info, as the package's
+// NewEntry does, held in chunks from the cache's pool where there is one
+// and the object is large enough (MinPooled): the caller must have
+// reserved Charge(info.Size), and holds the entry's first reference,
+// which it releases (Entry.Release) once it is done with the entry; the
+// chunks go back to the pool once every reference is released. Such an
+// entry cannot be filled by FillParts.
+func (c *Cache) NewEntry(k Key, info store.ObjectInfo) *Entry {
+	if c.pooled(info.Size) {
+		return NewPooledEntry(c.pool, k, info)
+	}
+	return NewEntry(k, info)
+}
+
+// BufferStats returns the pool's counters (zero without a pool).
+func (c *Cache) BufferStats() BufferStats {
+	if c.pool == nil {
+		return BufferStats{}
+	}
+	return c.pool.Stats()
 }
 
 // Admissible reports whether an object of this size may be kept at all.
@@ -247,19 +313,20 @@ func (c *Cache) Release(size int64) {
 
 // Add moves a completed fill's reservation into the cache as e, replacing
 // any entry of the same key. e must be complete and must have been
-// reserved with Reserve(e.Size()). If e is doomed (Doom was called on it),
-// or SetBudget has since lowered the budget so far that e no longer fits
-// beside the other reservations, the reservation is released and e is not
-// added; Add reports whether e was added. Config.Owns is asked about e's
-// key.
+// reserved with Reserve(e.Charge()); the caller must hold a reference to
+// it. If e is doomed (Doom was called on it), or SetBudget has since
+// lowered the budget so far that e no longer fits beside the other
+// reservations, the reservation is released and e is not added; Add
+// reports whether e was added. Config.Owns is asked about e's key. The
+// cache takes a reference of its own to e, released when e leaves it.
 func (c *Cache) Add(e *Entry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.reserved -= e.Size()
+	c.reserved -= e.Charge()
 	if e.doomed.Load() || !e.Complete() {
 		return false
 	}
-	if c.reserved+e.Size() > c.cfg.Budget {
+	if c.reserved+e.Charge() > c.cfg.Budget {
 		// SetBudget lowered the budget below what the fills in flight
 		// had reserved: this one no longer fits, even with every entry
 		// evicted. It is not added (its readers keep their copy).
@@ -268,10 +335,13 @@ func (c *Cache) Add(e *Entry) bool {
 	if old := c.items[e.key]; old != nil {
 		c.remove(old)
 	}
+	if !e.Acquire() {
+		return false // released by its holders: nothing to add
+	}
 	// Reservations may have shrunk the room since Reserve; keep the budget.
-	c.makeRoom(e.Size())
+	c.makeRoom(e.Charge())
 	c.items[e.key] = e
-	c.bytes += e.Size()
+	c.bytes += e.Charge()
 	e.inCache = true
 	e.owned = c.owns(e.key)
 	c.order.added(e)
@@ -393,6 +463,9 @@ func (c *Cache) SetBudget(n int64) (freed int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cfg.Budget = n
+	if c.pool != nil {
+		c.pool.SetMax(c.cfg.poolBytes(n))
+	}
 	before := c.bytes
 	c.makeRoom(0)
 	return before - c.bytes
@@ -432,8 +505,9 @@ func (c *Cache) makeRoom(size int64) {
 func (c *Cache) remove(e *Entry) {
 	c.order.removed(e)
 	delete(c.items, e.key)
-	c.bytes -= e.Size()
+	c.bytes -= e.Charge()
 	e.inCache = false
+	e.Release()
 }
 
 // Doomed reports whether Doom was called on e.

@@ -39,7 +39,9 @@ func (k Key) String() string { return k.Bucket + "/" + k.Object }
 // Entry is one version of an object, complete or being filled.
 //
 // Concurrency: any number of readers may call Bytes, Reader and Info
-// concurrently with the single filler calling ReadFrom (or Abort).
+// concurrently with the single filler calling ReadFrom (or Abort). A
+// reader holds a reference (Acquire, ReadCloser) while it reads, so that
+// the memory of an entry from the pool is not reused under it.
 type Entry struct {
 	// The eviction order's state, under the cache's lock; first, so that
 	// a hit touches one cache line of the entry.
@@ -51,7 +53,11 @@ type Entry struct {
 
 	key  Key
 	info store.ObjectInfo
-	buf  []byte
+	size int64
+	// The object's bytes: one buffer, or, for an entry from the pool,
+	// chunks of ChunkSize (see span).
+	buf    []byte
+	chunks [][]byte
 
 	filled atomic.Int64 // bytes of buf that are final
 	state  atomic.Int32 // stateFilling, stateDone, stateAborted
@@ -61,6 +67,13 @@ type Entry struct {
 	err  error // why the fill was aborted
 
 	doomed atomic.Bool // a write made this fill obsolete: never admit it
+
+	// refs counts the references to the bytes (see Acquire); at 0,
+	// pooled chunks go back to pool, unless pinned says that a reader
+	// without a reference (Reader) may still use them.
+	refs   atomic.Int32
+	pool   *Buffers
+	pinned atomic.Bool
 
 	// Owned by Cache under its lock.
 	inCache bool
@@ -77,21 +90,91 @@ const (
 // filled with ReadFrom. The caller must have checked that info.Size is
 // admissible. Even an empty object's entry is complete only once ReadFrom
 // has seen its body end: a body longer than announced must abort it.
+//
+// The caller holds the entry's first reference (see Acquire).
 func NewEntry(key Key, info store.ObjectInfo) *Entry {
-	e := &Entry{key: key, info: info, buf: make([]byte, info.Size)}
+	e := newEntry(key, info)
+	e.buf = make([]byte, info.Size)
+	return e
+}
+
+// NewPooledEntry is NewEntry holding the object in chunks from pool
+// (what the entry charges the budget, Charge, is their size), given back
+// to pool when the entry's last reference is released. It cannot be
+// filled by FillParts.
+func NewPooledEntry(pool *Buffers, key Key, info store.ObjectInfo) *Entry {
+	e := newEntry(key, info)
+	e.chunks, e.pool = pool.get(chunks(info.Size)), pool
+	return e
+}
+
+func newEntry(key Key, info store.ObjectInfo) *Entry {
+	e := &Entry{key: key, info: info, size: info.Size}
 	e.cond = sync.NewCond(&e.mu)
+	e.refs.Store(1)
 	return e
 }
 
 // NewCompleteEntry wraps data that is already whole. The entry takes
-// ownership of data.
+// ownership of data; the caller holds its first reference.
 func NewCompleteEntry(key Key, info store.ObjectInfo, data []byte) *Entry {
 	info.Size = int64(len(data))
-	e := &Entry{key: key, info: info, buf: data}
-	e.cond = sync.NewCond(&e.mu)
+	e := newEntry(key, info)
+	e.buf = data
 	e.filled.Store(int64(len(data)))
 	e.state.Store(stateDone)
 	return e
+}
+
+// span returns the longest run of the entry's memory that starts at
+// byte off and ends at end at most: all of [off, end) for one buffer, up
+// to the end of off's chunk for chunks.
+func (e *Entry) span(off, end int64) []byte {
+	if e.chunks == nil {
+		return e.buf[off:end]
+	}
+	c, at := off/ChunkSize, off%ChunkSize
+	return e.chunks[c][at:min(ChunkSize, at+end-off)]
+}
+
+// Acquire takes a reference to the entry's bytes, which keeps its buffer
+// from being reused until Release, and reports whether it could: an entry
+// whose last reference was released is gone (its buffer may be another
+// entry's by now), and must be looked up again. Whoever creates an entry
+// holds its first reference; the cache holds one while the entry is in
+// it; every reader holds one while it reads (ReadCloser).
+func (e *Entry) Acquire() bool {
+	for {
+		n := e.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if e.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release gives back a reference taken by Acquire (or the creator's).
+// The last one gives a pooled buffer back to its pool. Each reference is
+// released once.
+func (e *Entry) Release() {
+	n := e.refs.Add(-1)
+	switch {
+	case n < 0:
+		panic("cache: entry released more often than acquired")
+	case n == 0 && e.pool != nil && !e.pinned.Load():
+		e.pool.put(e.chunks)
+	}
+}
+
+// Charge is what the entry charges the budget: its size, or for an entry
+// from the pool the size of its chunks (less than an eighth more).
+func (e *Entry) Charge() int64 {
+	if e.chunks != nil {
+		return int64(len(e.chunks)) * ChunkSize
+	}
+	return e.size
 }
 
 // Key returns the object's key.
@@ -105,19 +188,30 @@ func (e *Entry) Owned() bool { return e.owned }
 // Info returns the object's metadata. The caller must not modify its maps.
 func (e *Entry) Info() store.ObjectInfo { return e.info }
 
-// Size is the object's size in bytes, which is also what it charges the budget.
-func (e *Entry) Size() int64 { return int64(len(e.buf)) }
+// Size is the object's size in bytes (what it charges the budget is Charge).
+func (e *Entry) Size() int64 { return e.size }
 
 // Complete reports whether every byte is in memory.
 func (e *Entry) Complete() bool { return e.state.Load() == stateDone }
 
 // Bytes returns the whole object if the entry is complete, else nil, false.
-// The returned slice is shared and must not be modified.
+// The returned slice is shared and must not be modified; for an entry
+// held in chunks it is a copy, which the caller must hold a reference
+// for while it is made.
 func (e *Entry) Bytes() ([]byte, bool) {
 	if e.state.Load() != stateDone {
 		return nil, false
 	}
-	return e.buf, true
+	if e.chunks == nil {
+		return e.buf, true
+	}
+	out := make([]byte, 0, e.size)
+	for off := int64(0); off < e.size; {
+		b := e.span(off, e.size)
+		out = append(out, b...)
+		off += int64(len(b))
+	}
+	return out, true
 }
 
 // ReadFrom fills the entry from r until it is full. It is the filler's only
@@ -126,13 +220,13 @@ func (e *Entry) Bytes() ([]byte, bool) {
 // longer than the announced size is an error too: the store said otherwise.
 func (e *Entry) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
-	size := int64(len(e.buf))
+	size := e.size
 	for total < size {
 		end := total + fillStep
 		if end > size {
 			end = size
 		}
-		n, err := io.ReadFull(r, e.buf[total:end])
+		n, err := io.ReadFull(r, e.span(total, end))
 		total += int64(n)
 		e.publish(total)
 		if err != nil {
@@ -187,7 +281,7 @@ func (e *Entry) Aborted() bool { return e.state.Load() == stateAborted }
 // returns how many are available.
 func (e *Entry) wait(n int64) (int64, error) {
 	if e.state.Load() == stateDone {
-		return int64(len(e.buf)), nil
+		return e.size, nil
 	}
 	if f := e.filled.Load(); f >= n {
 		return f, nil
@@ -207,14 +301,36 @@ func (e *Entry) wait(n int64) (int64, error) {
 }
 
 // Reader returns a reader of bytes [off, off+n) that blocks on bytes not yet
-// filled. off and n must lie within the object.
+// filled. off and n must lie within the object. The reader holds no
+// reference, so the entry's buffer is never reused after Reader; readers
+// that can say when they are done use ReadCloser instead.
 func (e *Entry) Reader(off, n int64) io.Reader {
+	e.pinned.Store(true)
 	return &entryReader{e: e, off: off, end: off + n}
+}
+
+// ReadCloser is Reader for a caller that holds a reference (Acquire): the
+// reader takes it over, and Close releases it. After Close it reads
+// nothing (io.EOF).
+func (e *Entry) ReadCloser(off, n int64) io.ReadCloser {
+	return &entryReader{e: e, off: off, end: off + n, held: true}
 }
 
 type entryReader struct {
 	e        *Entry
 	off, end int64
+	held     bool // a reference, released by Close
+	closed   bool
+}
+
+// Close releases the reader's reference, once.
+func (r *entryReader) Close() error {
+	if r.held && !r.closed {
+		r.closed = true
+		r.off = r.end
+		r.e.Release()
+	}
+	return nil
 }
 
 func (r *entryReader) Read(p []byte) (int, error) {
@@ -231,7 +347,7 @@ func (r *entryReader) Read(p []byte) (int, error) {
 	if avail > r.end {
 		avail = r.end
 	}
-	n := copy(p, r.e.buf[r.off:avail])
+	n := copy(p, r.e.span(r.off, avail))
 	r.off += int64(n)
 	return n, nil
 }
@@ -251,7 +367,7 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 		if avail > r.end {
 			avail = r.end
 		}
-		n, werr := w.Write(r.e.buf[r.off:avail])
+		n, werr := w.Write(r.e.span(r.off, avail))
 		r.off += int64(n)
 		total += int64(n)
 		if werr != nil {

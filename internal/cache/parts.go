@@ -27,7 +27,7 @@ type Part struct {
 // (measuring the store's bandwidth) before it decides how to split the
 // rest. An error aborts the entry.
 func (e *Entry) FillPrefix(r io.Reader, n int64) error {
-	size := int64(len(e.buf))
+	size := e.size
 	if n < 0 || n > size || e.filled.Load() != 0 {
 		err := fmt.Errorf("cache: prefix of %d bytes of a %d-byte entry with %d filled", n, size, e.filled.Load())
 		e.Abort(err)
@@ -36,7 +36,7 @@ func (e *Entry) FillPrefix(r io.Reader, n int64) error {
 	var total int64
 	for total < n {
 		end := min(total+fillStep, n)
-		m, err := io.ReadFull(r, e.buf[total:end])
+		m, err := io.ReadFull(r, e.span(total, end))
 		total += int64(m)
 		e.publish(total)
 		if err != nil {
@@ -64,7 +64,12 @@ func (e *Entry) FillPrefix(r io.Reader, n int64) error {
 // not match the assembled bytes). The first part's error aborts the entry
 // too, and FillParts returns it once every Fill has returned.
 func (e *Entry) FillParts(parts []Part, verify func([]byte) error) error {
-	size := int64(len(e.buf))
+	size := e.size
+	if e.chunks != nil {
+		err := errors.New("cache: parts fill an entry of one buffer, not one from the pool")
+		e.Abort(err)
+		return err
+	}
 	base := e.filled.Load()
 	off := base
 	for i, p := range parts {

@@ -193,12 +193,25 @@ type Settings struct {
 	// because the store is unavailable, marked stale, instead of
 	// answering 503 (cachelet.Config.ServeStaleIfError). Default false.
 	ServeStaleIfError bool `json:"serve_stale_if_error,omitempty"`
-	// MemoryLimitOverhead, when positive, keeps the Go runtime's soft
-	// memory limit at the budget plus this many bytes, following the
-	// budget (cachelet.Config.MemoryLimitOverhead). Default 0: the limit
-	// is left alone.
+	// MemoryLimitOverhead, when positive, is what the cachelet's process
+	// may hold besides the budget: the Go runtime's soft memory limit
+	// follows the budget so that the process stays within budget plus
+	// this (cachelet.Config.MemoryLimitOverhead). Default 0: `hoard
+	// serve` takes DefaultMemoryOverhead; elsewhere the limit is left
+	// alone.
 	MemoryLimitOverhead int64 `json:"memory_limit_overhead_bytes,omitempty"`
 }
+
+// DefaultMemoryOverhead is what a `hoard serve` process holds besides its
+// cache's budget, at most, under load: the binary's resident pages (25-35
+// MiB, depending on how the kernel caches the binary), the Go runtime, the cache's pool of free chunks (at most
+// 8 MiB), connections' and transfers' buffers, and garbage not yet
+// collected. The cachelet keeps the Go
+// runtime's soft memory limit at the budget plus this, less the binary's
+// resident pages, so that the process's resident memory stays within
+// budget + DefaultMemoryOverhead (docs/benchmarks.md measures it). The
+// platform's instances are sized with it (docs/platform.md).
+const DefaultMemoryOverhead = 64 << 20
 
 // ErrInvalid marks every Settings error.
 var ErrInvalid = errors.New("invalid cache settings")

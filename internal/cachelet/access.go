@@ -158,7 +158,10 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []cache.Key) (PrewarmResult
 		}
 		// Wait for the fill to complete (reading from memory as it grows).
 		info := sv.objectInfo()
-		if _, err := io.Copy(io.Discard, sv.entry.Reader(0, info.Size)); err != nil {
+		r := sv.entry.ReadCloser(0, info.Size)
+		_, err = io.Copy(io.Discard, r)
+		r.Close()
+		if err != nil {
 			res.Failed++
 			continue
 		}

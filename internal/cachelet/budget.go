@@ -55,10 +55,24 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	return freed
 }
 
-// applyMemoryLimit sets the Go runtime's soft memory limit to budget plus
-// Config.MemoryLimitOverhead, when that is set.
+// applyMemoryLimit sets the Go runtime's soft memory limit to
+// MemoryLimit(budget), when Config.MemoryLimitOverhead is set.
 func (c *Config) applyMemoryLimit(budget int64) {
 	if c.MemoryLimitOverhead > 0 {
-		debug.SetMemoryLimit(budget + c.MemoryLimitOverhead)
+		debug.SetMemoryLimit(c.MemoryLimit(budget))
 	}
+}
+
+// MemoryLimit is the Go runtime's soft memory limit for a budget: the
+// budget plus MemoryLimitOverhead, less ResidentBase (the resident memory
+// the runtime does not count) and a quarter of the overhead (the limit is
+// soft: allocations go on while a collection runs, and the binary's pages
+// that the process touches later count too), keeping at least a
+// quarter of the overhead for the runtime. 0 without MemoryLimitOverhead.
+func (c *Config) MemoryLimit(budget int64) int64 {
+	o := c.MemoryLimitOverhead
+	if o <= 0 {
+		return 0
+	}
+	return budget + max(o-c.ResidentBase-o/4, o/4)
 }

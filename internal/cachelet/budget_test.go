@@ -17,7 +17,7 @@ import (
 // grow back; a budget of 0 keeps nothing (reads stream through).
 func TestSetBudget(t *testing.T) {
 	e := newEnv(t, readLocal)
-	const size = 200 << 10
+	const size = 192 << 10 // a size class of its own: it charges its size
 	var objs [4][]byte
 	for i := range objs {
 		objs[i] = object(fmt.Sprint("k", i), 1, size)
@@ -90,7 +90,7 @@ func TestSetBudgetFollowsThePolicy(t *testing.T) {
 		c.ReadMode = ReadLocal
 		c.Cache.Owns = func(k cache.Key) bool { return owned[k.Object] }
 	})
-	const size = 100 << 10
+	const size = 96 << 10 // a size class of its own: it charges its size
 	for _, k := range []string{"mine1", "theirs1", "mine2", "theirs2"} {
 		e.storePut(k, object(k, 1, size))
 		e.mustRead(k, object(k, 1, size), LocalMiss)
@@ -175,13 +175,14 @@ func TestSetBudgetKeepsUnpersistedWrites(t *testing.T) {
 func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead = 32 << 20 })
-	if got := debug.SetMemoryLimit(-1); got != testBudget+32<<20 {
-		t.Fatalf("memory limit %d after New, want the budget + 32 MiB", got)
+	// 40 MiB less the binary's 10 MiB and a quarter for the soft limit.
+	e := newEnv(t, func(c *Config) { c.MemoryLimitOverhead, c.ResidentBase = 40<<20, 10<<20 })
+	if got := debug.SetMemoryLimit(-1); got != testBudget+20<<20 {
+		t.Fatalf("memory limit %d after New, want the budget + 20 MiB", got)
 	}
 	e.c.SetBudget(1000)
-	if got := debug.SetMemoryLimit(-1); got != 1000+32<<20 {
-		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 32 MiB", got)
+	if got := debug.SetMemoryLimit(-1); got != 1000+20<<20 {
+		t.Fatalf("memory limit %d after SetBudget(1000), want 1000 + 20 MiB", got)
 	}
 	debug.SetMemoryLimit(math.MaxInt64)
 	// Without the overhead the limit is left alone.
@@ -192,6 +193,23 @@ func TestSetBudgetMovesTheMemoryLimit(t *testing.T) {
 	}
 	if _, err := New(Config{Cache: cache.Config{Budget: 1}, MemoryLimitOverhead: -1}, e.st, nil, nil); err == nil {
 		t.Error("a negative overhead was accepted")
+	}
+}
+
+// The Go runtime keeps at least a quarter of the overhead, however large
+// the resident base.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct{ overhead, base, budget, want int64 }{
+		{0, 0, 100, 0},
+		{64 << 20, 0, 64 << 20, 64<<20 + 48<<20},
+		{64 << 20, 24 << 20, 64 << 20, 64<<20 + 24<<20},
+		{64 << 20, 40 << 20, 64 << 20, 64<<20 + 16<<20},
+		{64 << 20, 60 << 20, 64 << 20, 64<<20 + 16<<20},
+	} {
+		c := Config{MemoryLimitOverhead: tc.overhead, ResidentBase: tc.base}
+		if got := c.MemoryLimit(tc.budget); got != tc.want {
+			t.Errorf("overhead %d, base %d: MemoryLimit(%d) = %d, want %d", tc.overhead, tc.base, tc.budget, got, tc.want)
+		}
 	}
 }
 

@@ -95,13 +95,21 @@ type Config struct {
 	DisableWriteCaching bool
 	// MemoryLimitOverhead, when positive, has the cachelet keep the Go
 	// runtime's soft memory limit (runtime/debug.SetMemoryLimit, what
-	// GOMEMLIMIT sets) at the cache's budget plus this many bytes, from New
-	// on and after every SetBudget (budget.go), so that the process's heap
-	// stays near what it caches rather than growing to twice its live
-	// bytes between collections. The limit is the process's: set it only
-	// where the cachelet is alone in its process (`hoard serve` for the
-	// platform's instances). Default 0: the limit is left alone.
+	// GOMEMLIMIT sets) at the cache's budget plus this many bytes less
+	// ResidentBase, from New on and after every SetBudget (budget.go), so
+	// that the process's resident memory stays near budget plus this
+	// rather than growing to twice its live bytes between collections.
+	// The limit is the process's: set it only where the cachelet is alone
+	// in its process (`hoard serve`, which defaults it to
+	// cacheconfig.DefaultMemoryOverhead). Default 0: the limit is left
+	// alone.
 	MemoryLimitOverhead int64
+	// ResidentBase is the process's resident memory that the Go runtime
+	// does not count (the binary's mapped pages), which the soft memory
+	// limit leaves room for within MemoryLimitOverhead. The limit keeps
+	// at least a quarter of the overhead whatever ResidentBase says.
+	// Default 0 (instance.Start measures it for `hoard serve`).
+	ResidentBase int64
 	// Bandwidth, when set, turns on the bandwidth policy (split.go):
 	// large objects are downloaded in byte ranges by several of the
 	// application's cachelets at once. It needs Members and Ranges.
@@ -172,8 +180,8 @@ func (c *Config) Validate() error {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
-	if c.MemoryLimitOverhead < 0 {
-		return errors.New("cachelet: memory limit overhead must not be negative")
+	if c.MemoryLimitOverhead < 0 || c.ResidentBase < 0 {
+		return errors.New("cachelet: memory limit overhead and resident base must not be negative")
 	}
 	if err := c.validateWrites(); err != nil {
 		return err
@@ -222,6 +230,11 @@ type Cachelet struct {
 	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
+	// buffering and accepting bound the bodies of buffered writes held
+	// in memory at once (consistency.go): this cachelet's clients', and
+	// those peers hand it as the owner. Apart, so that two owners
+	// forwarding to each other never wait on each other's room.
+	buffering, accepting *byteGate
 	// leaving is set once the cachelet stops taking writes as an owner;
 	// left is closed once what it queued before is delivered.
 	leaving atomic.Bool
@@ -267,6 +280,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		log:   log,
 		clock: cfg.Clock,
 		left:  make(chan struct{}),
+		// As much as uploads through the cache may reserve, and room
+		// for the largest object the cache keeps.
+		buffering: newByteGate(max(cfg.Cache.MaxUploadReserve, cfg.Cache.MaxObjectSize)),
+		accepting: newByteGate(max(cfg.Cache.MaxUploadReserve, cfg.Cache.MaxObjectSize)),
 	}
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)

@@ -79,6 +79,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 	case err == nil:
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
+		e.Release()
 		body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 		sv, err := c.installed(k, body, obj.Info, fl)
 		if err == nil && sv.outcome == LocalMiss {
@@ -88,6 +89,7 @@ func (c *Cachelet) confirmWithOwner(ctx context.Context, k cache.Key, e *cache.E
 	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()
+		e.Release()
 		c.Invalidate(k.Bucket, k.Object)
 		return served{}, true, err
 	}
@@ -115,7 +117,7 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 	}
 	info, body, outcome := sv.objectInfo(), sv.body, sv.outcome
 	if sv.entry != nil {
-		body = io.NopCloser(sv.entry.Reader(0, info.Size))
+		body = sv.entry.ReadCloser(0, info.Size) // closing it releases sv's reference
 	}
 	if ifNoneMatch != "" && ifNoneMatch == info.ETag {
 		body.Close()
@@ -163,7 +165,7 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	}
 	switch {
 	case persist == peer.PersistAsync && c.cache.Admissible(size):
-		return c.acceptOwned(bucket, key, body, size, opts)
+		return c.acceptOwned(ctx, bucket, key, body, size, opts)
 	case persist == peer.PersistAsync, persist == peer.PersistSync:
 		return c.putThrough(ctx, bucket, key, body, size, opts)
 	}

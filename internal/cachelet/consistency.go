@@ -26,6 +26,12 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			return store.PutResult{}, err
 		}
 	}
+	// The bodies held at once, from their first byte until they are kept
+	// or handed on, are bounded (Config.Cache.MaxUploadReserve).
+	if err := c.buffering.acquire(ctx, size); err != nil {
+		return store.PutResult{}, fmt.Errorf("%w: waiting for room to hold the body: %v", store.ErrUnavailable, err)
+	}
+	defer c.buffering.release(size)
 	data, etag, err := readWhole(body, size)
 	if err != nil {
 		return store.PutResult{}, err
@@ -179,8 +185,13 @@ func permanent(err error) bool {
 }
 
 // acceptOwned takes a write through from a peer as the key's owner: kept
-// in memory and persisted in the background.
-func (c *Cachelet) acceptOwned(bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+// in memory and persisted in the background. The bodies it holds at once
+// are bounded apart from putBuffered's, which wait on owners' answers.
+func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	if err := c.accepting.acquire(ctx, size); err != nil {
+		return store.PutResult{}, fmt.Errorf("%w: waiting for room to hold the body: %v", store.ErrUnavailable, err)
+	}
+	defer c.accepting.release(size)
 	data, etag, err := readWhole(body, size)
 	if err != nil {
 		return store.PutResult{}, err

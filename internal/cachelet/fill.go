@@ -19,28 +19,39 @@ import (
 // when the object is not admitted, hands the body back for streaming. fl is
 // the registered GET the body answers; a doomed GET's entry is filled for
 // the readers already waiting on it, but no new read finds it and it is
-// never admitted.
+// never admitted. The caller holds a reference to the entry returned
+// (cache.Entry.Acquire), which it must release.
 func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, error) {
-	if !c.cache.Reserve(info.Size) {
+	sb, split := body.(splittable)
+	split = split && c.split.splits(info)
+	// A split download fills byte ranges in place: one buffer, not chunks.
+	charge, newEntry := c.cache.Charge(info.Size), c.cache.NewEntry
+	if split {
+		charge, newEntry = info.Size, cache.NewEntry
+	}
+	if !c.cache.Reserve(charge) {
 		return nil, body, nil
 	}
-	e := cache.NewEntry(k, info)
+	e := newEntry(k, info) // the fill's reference, released by admit
 	if !c.keys.install(k, fl, e, &c.wg) {
 		// No new fill goroutines once Close began: stream this one.
-		c.cache.Release(info.Size)
+		c.cache.Release(charge)
+		e.Release()
 		return nil, body, nil
 	}
+	e.Acquire() // the caller's: the fill holds one, so this one is taken
 	if info.Size <= syncFillMax {
 		// Small objects arrive in one read or two: filling them here
 		// spares a goroutine and a wake-up per cold read, and streaming
 		// would gain nothing. A failure is the reader's error before any
 		// header is sent, not a broken body after.
 		if err := c.fill(e, body); err != nil {
+			e.Release()
 			return nil, nil, err
 		}
 		return e, nil, nil
 	}
-	if sb, ok := body.(splittable); ok && c.split.splits(info) {
+	if split {
 		go c.fillSplit(e, sb.ReadCloser)
 		return e, nil, nil
 	}
@@ -65,13 +76,14 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 
 // admit ends a fill: a complete entry is added to the cache (unless a
 // write doomed it or the budget shrank), a failed one releases its
-// reservation.
+// reservation. The fill's reference to e is released.
 func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
+	defer e.Release()
 	// Add before the fill ends in the table: an Invalidate in between either dooms
 	// e (so Add refuses it) or removes it from the cache after.
 	switch {
 	case err != nil:
-		c.cache.Release(e.Size())
+		c.cache.Release(e.Charge())
 		c.m.fills.WithLabelValues("aborted").Inc()
 		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
 	case c.cache.Add(e):

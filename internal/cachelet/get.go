@@ -87,16 +87,14 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 	if rng != nil {
 		r, err := ResolveRange(*rng, info.Size)
 		if err != nil {
-			if body != nil {
-				body.Close()
-			}
+			sv.close()
 			return nil, err
 		}
 		obj.Range = &r
 		off, n = r.Start, r.End-r.Start+1
 	}
 	if e != nil {
-		obj.Body = c.m.track(io.NopCloser(e.Reader(off, n)), outcome, start)
+		obj.Body = c.m.track(e.ReadCloser(off, n), outcome, start) // closing it releases sv's reference
 		return obj, nil
 	}
 	// Pass-through: body holds the whole object. A ranged request asks the
@@ -124,8 +122,10 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 var ErrObjectChanged = errors.New("object changed in the store while being read; retry")
 
 // served says how a read is served: from a cache entry (complete or still
-// filling), or from a store body of the whole object streamed through
-// (pass-through), which the caller must close.
+// filling), of which it holds a reference (cache.Entry.Acquire), or from a
+// store body of the whole object streamed through (pass-through). Its
+// receiver must read the entry through ReadCloser (which takes the
+// reference over) or call close.
 type served struct {
 	entry *cache.Entry
 	body  io.ReadCloser
@@ -143,8 +143,18 @@ func (s served) objectInfo() store.ObjectInfo {
 	return s.info
 }
 
-// fromEntry serves a read from e.
+// fromEntry serves a read from e, with the caller's reference to e.
 func fromEntry(e *cache.Entry, o Outcome) served { return served{entry: e, outcome: o} }
+
+// close gives up what s holds: its reference to the entry, or the body.
+func (s served) close() {
+	switch {
+	case s.entry != nil:
+		s.entry.Release()
+	case s.body != nil:
+		s.body.Close()
+	}
+}
 
 // acquire finds or starts what serves a read of k: a cache entry (complete
 // or filling), or a store body to stream through. route says whether a
@@ -169,9 +179,11 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served
 	case <-ctx.Done():
 		return served{}, ctx.Err()
 	}
-	if fl.entry != nil {
+	if fl.entry != nil && fl.entry.Acquire() {
 		return c.confirm(ctx, k, fl.entry, route)
 	}
+	// The leader's entry is gone already (evicted, and read by none):
+	// fetched again below.
 	if c.cfg.ReadMode == ReadLocal && fl.err != nil {
 		return served{}, fl.err
 	}
@@ -237,10 +249,12 @@ func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectI
 }
 
 // confirm serves a read from entry e, first checking it against the store
-// unless reads are local.
+// unless reads are local. The caller's reference to e goes with the
+// answer when e serves the read, and is released otherwise.
 func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, route bool) (served, error) {
 	if e.Aborted() {
 		// A fill that failed is a miss, never partial bytes.
+		e.Release()
 		return c.fetch(ctx, k, nil, route)
 	}
 	switch c.cfg.ReadMode {
@@ -276,11 +290,13 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// A newer version: the answer already carries it.
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
+		e.Release()
 		body = cancelOnClose{ReadCloser: body, cancel: cancel}
 		return c.installed(k, body, info, fl)
 	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()
+		e.Release()
 		c.Invalidate(k.Bucket, k.Object)
 		return served{}, err
 	default:
@@ -292,6 +308,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 			return fromEntry(e, StaleHit), nil
 		}
 		// A doubt is a miss: without the store's word nothing is served.
+		e.Release()
 		return served{}, err
 	}
 }
@@ -316,10 +333,9 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 		if err != nil {
 			return store.ObjectInfo{}, err
 		}
-		if sv.body != nil {
-			sv.body.Close()
-		}
-		return sv.objectInfo(), nil
+		info := sv.objectInfo()
+		sv.close()
+		return info, nil
 	}
 	info, err := c.store.Stat(ctx, bucket, key)
 	if e != nil {

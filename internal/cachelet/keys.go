@@ -49,11 +49,20 @@ func (s *keyState) doomLocked(es []*cache.Entry) {
 }
 
 // beginRead decides how a read of k is served: the cached copy, the fill
-// in flight, an unpersisted write, or a cold read to join or lead.
+// in flight, an unpersisted write, or a cold read to join or lead. The
+// caller holds a reference to the entry it returns (cache.Entry.Acquire).
 func (s *keyState) beginRead(k cache.Key) keystate.Read[*cache.Entry, *flight] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.t.BeginRead(k, s.cache.Get(k), newJoinable)
+	for {
+		r := s.t.BeginRead(k, s.cache.Get(k), newJoinable)
+		// A fill in the table holds its entry; a cached entry may have
+		// been evicted since Get, and released by its last reader: then
+		// it is gone, and the next look finds what replaced it.
+		if r.Entry == nil || r.Entry.Acquire() {
+			return r
+		}
+	}
 }
 
 // endFlight ends a cold read's flight that ended with err, and readies it

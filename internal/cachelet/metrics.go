@@ -140,6 +140,11 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			func() float64 { return float64(c.cache.Stats().EvictedOwned) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_expired_total", Help: "Objects dropped because their TTL ran out."},
 			func() float64 { return float64(c.cache.Stats().Expired) }),
+		gauge("hoard_cache_pool_free_bytes", "Bytes of free chunks the buffer pool keeps for fills and uploads to reuse.", func() float64 { return float64(c.cache.BufferStats().FreeBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_pool_reused_total", Help: "Chunks that fills and uploads took from the buffer pool."},
+			func() float64 { return float64(c.cache.BufferStats().Reused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_pool_allocated_total", Help: "Chunks that fills and uploads allocated, the buffer pool having none free."},
+			func() float64 { return float64(c.cache.BufferStats().Allocated) }),
 	)
 	return m
 }

@@ -55,23 +55,25 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// The reservation is bounded (cache.Config.MaxUploadReserve): an
 	// upload that finds the bound reached streams to the store uncached,
 	// so unfinished uploads cannot evict the cache.
-	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.ReserveUpload(size) {
+	charge := c.cache.Charge(size)
+	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.ReserveUpload(charge) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
 		c.keys.beginWrite(k, e)
-		buf = &teeBuffer{r: body, size: size}
+		buf = &teeBuffer{r: body, b: c.cache.NewBuilder(size)}
 		body = buf
 	}
 	res, err := c.store.Put(ctx, bucket, key, body, size, opts)
 	c.m.writes.WithLabelValues("put", resultLabel(err)).Inc()
 	if e != nil {
-		c.cache.UploadDone(size)
+		c.cache.UploadDone(charge)
 	}
 	if e == nil {
 		c.Invalidate(bucket, key)
 		return res, err
 	}
-	if err != nil || buf.n != size {
-		c.dropWrite(k, e, size)
+	if err != nil || buf.over || buf.b.Len() != size {
+		buf.b.Discard()
+		c.dropWrite(k, e, charge)
 		return res, err
 	}
 	// The store's word on the version just written (its ETag, its
@@ -82,7 +84,8 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 		// Doomed: a write that began before the store acknowledged this
 		// one may have cached its own bytes, which the store has since
 		// replaced with these. Keep neither.
-		c.dropWrite(k, e, size)
+		buf.b.Discard()
+		c.dropWrite(k, e, charge)
 		return res, nil
 	}
 	// Swap the placeholder for the real entry while it is still
@@ -90,10 +93,11 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// Reads that asked the store after the Invalidate above, but before it
 	// had this write, may hold the older version: doom them too, or their
 	// fill would land over this entry.
-	ne := cache.NewCompleteEntry(k, info, buf.buf)
+	ne := buf.b.Entry(k, info)
 	c.keys.writeAcked(k, e, ne)
 	added := c.cache.Add(ne)
 	c.keys.writeDone(k, ne)
+	ne.Release() // this write's reference: the cache holds its own
 	if !added {
 		// Refused: doomed since the check above (an Invalidate, a
 		// DropPrefix) or over a lowered budget. Had it been added it
@@ -105,36 +109,28 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	return res, nil
 }
 
-// dropWrite abandons a buffered write's cache copy.
-func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, size int64) {
+// dropWrite abandons a buffered write's cache copy, which reserved charge.
+func (c *Cachelet) dropWrite(k cache.Key, e *cache.Entry, charge int64) {
 	c.keys.writeDone(k, e)
-	c.cache.Release(size)
+	c.cache.Release(charge)
 	c.Invalidate(k.Bucket, k.Object)
 }
 
-// teeBuffer copies what the store reads into buf, which grows as the bytes
-// arrive (up to size), so a client that declares a large body and sends
-// little holds little memory.
+// teeBuffer copies what the store reads into b, which takes memory as
+// the bytes arrive (cache.Builder), so a client that declares a large body
+// and sends little holds little.
 type teeBuffer struct {
 	r    io.Reader
-	size int64
-	buf  []byte
-	n    int64
+	b    *cache.Builder
+	over bool // more than announced: nothing is kept, the store will refuse it
 }
 
 func (t *teeBuffer) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
-	if n > 0 {
-		if t.n+int64(n) > t.size {
-			// More than announced: stop keeping it, the store will reject it.
-			t.n = -1 << 62
-			t.buf = nil
-		} else if t.n >= 0 {
-			for int64(cap(t.buf))-t.n < int64(n) {
-				t.buf = grow(t.buf, t.size)
-			}
-			t.buf = append(t.buf, p[:n]...)
-			t.n += int64(n)
+	if n > 0 && !t.over {
+		if _, werr := t.b.Write(p[:n]); werr != nil {
+			t.over = true
+			t.b.Discard()
 		}
 	}
 	return n, err
@@ -143,10 +139,18 @@ func (t *teeBuffer) Read(p []byte) (int, error) {
 // firstBuffer is the first allocation for a body held in memory.
 const firstBuffer = 64 << 10
 
-// grow doubles b's capacity (at least firstBuffer), never past limit,
-// keeping its contents; callers grow only while b is short of limit.
+// grow gives b room for limit bytes, keeping its contents: firstBuffer
+// at first, then, once the client has sent that much, all of limit at
+// once. Doubling instead would leave as much garbage as the body itself
+// for the collector (a process's memory is its cache plus that garbage);
+// what a client that stops sending holds is bounded by the upload
+// reservations (cache.Config.MaxUploadReserve) and the body's idle
+// timeout. Callers grow only while b is short of limit.
 func grow(b []byte, limit int64) []byte {
-	c := min(max(2*int64(cap(b)), firstBuffer), limit)
+	c := limit
+	if cap(b) < firstBuffer {
+		c = min(firstBuffer, limit)
+	}
 	nb := make([]byte, len(b), c)
 	copy(nb, b)
 	return nb

@@ -32,6 +32,28 @@ func memoryLimitOverheadFromEnv() (int64, error) {
 	return n, nil
 }
 
+// residentFileBytes is how much of this process's resident memory is
+// file-backed (RssFile in /proc/self/status: the binary's pages), which
+// the Go runtime's memory limit does not count; 0 where unknown.
+func residentFileBytes() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "RssFile:"); ok {
+			if fields := strings.Fields(rest); len(fields) > 0 {
+				if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // DefaultBudget is the memory tier's default size: a quarter of the memory
 // this process may use — its cgroup's limit (v2 or v1) where one is set,
 // else the machine's — so the function sharing the instance keeps the rest.

@@ -76,7 +76,9 @@ type Config struct {
 	Grants *grant.Set
 	// Cachelet configures the cache. A zero Cache.Budget means
 	// DefaultBudget(). A zero MemoryLimitOverhead is read from
-	// $HOARD_MEMORY_LIMIT_OVERHEAD (MemoryLimitOverheadEnv), if set.
+	// $HOARD_MEMORY_LIMIT_OVERHEAD (MemoryLimitOverheadEnv), if set; with
+	// an overhead, a zero ResidentBase is this process's file-backed
+	// resident memory (its binary's pages) at Validate.
 	Cachelet cachelet.Config
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
@@ -189,6 +191,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 		c.Cachelet.MemoryLimitOverhead = n
+	}
+	if c.Cachelet.MemoryLimitOverhead > 0 && c.Cachelet.ResidentBase == 0 {
+		c.Cachelet.ResidentBase = residentFileBytes()
 	}
 	if (c.Control.Socket == "") != (c.Control.Token == "") {
 		return errors.New("instance: the control listener needs both a socket and a token")

@@ -106,7 +106,7 @@ func TestCacheletContract(t *testing.T) {
 	// The spec's cache settings, as the cachelet applied them.
 	got, err := in.CacheSettings(t.Context())
 	want := cacheconfig.Settings{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 32 << 20,
-		MaxObjectSize: 16 << 20, MemoryLimitOverhead: 48 << 20}
+		MaxObjectSize: 16 << 20, MemoryLimitOverhead: cacheconfig.DefaultMemoryOverhead}
 	if err != nil || got != want {
 		t.Fatalf("cache settings\n got %+v, %v\nwant %+v", got, err, want)
 	}

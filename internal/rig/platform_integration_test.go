@@ -26,6 +26,7 @@ import (
 	"github.com/hoard-io/hoard/internal/agent"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
@@ -706,8 +707,8 @@ func TestMemoryDaemon(t *testing.T) {
 		}
 		empty := instance()
 		limit := empty.MemoryLimit
-		if limit != 384<<20 || !empty.Enforced {
-			t.Fatalf("memory limit %d (enforced %v); want 384 MiB, enforced (cache.shared)", limit, empty.Enforced)
+		if limit != 384<<20+cacheconfig.DefaultMemoryOverhead || !empty.Enforced {
+			t.Fatalf("memory limit %d (enforced %v); want 384 MiB + the cachelet's overhead, enforced (cache.shared)", limit, empty.Enforced)
 		}
 		if (empty.MemoryDaemon != nil) != daemon {
 			t.Fatalf("memory daemon %+v; want one: %v", empty.MemoryDaemon, daemon)
@@ -775,9 +776,9 @@ func TestMemoryDaemon(t *testing.T) {
 		// The cachelet's metrics agree, and its Go soft memory limit
 		// followed the budget.
 		m := scrape(t, after.MetricsURL)
-		if m["hoard_cachelet_budget_evicted_bytes_total"] != float64(d.FreedBytes) ||
-			m["go_gc_gomemlimit_bytes"] != m["hoard_cache_budget_bytes"]+48<<20 {
-			t.Errorf("cachelet metrics: evicted for the budget %v, budget %v, Go memory limit %v; want %d evicted, the limit 48 MiB over the budget",
+		if over := m["go_gc_gomemlimit_bytes"] - m["hoard_cache_budget_bytes"]; m["hoard_cachelet_budget_evicted_bytes_total"] != float64(d.FreedBytes) ||
+			over <= 0 || over > cacheconfig.DefaultMemoryOverhead {
+			t.Errorf("cachelet metrics: evicted for the budget %v, budget %v, Go memory limit %v; want %d evicted, the limit at most the overhead over the budget",
 				m["hoard_cachelet_budget_evicted_bytes_total"], m["hoard_cache_budget_bytes"], m["go_gc_gomemlimit_bytes"], d.FreedBytes)
 		}
 		// The function is done: the budget grows back, step by step.

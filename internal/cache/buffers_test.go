@@ -1,0 +1,216 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// chunkPattern is the content of version gen of object key: no two (key, gen)
+// pairs share a chunk's bytes, so a chunk reused under a reader shows.
+func chunkPattern(key, gen, size int) []byte {
+	b := make([]byte, size)
+	seed := fmt.Sprintf("<%d.%d>", key, gen)
+	for i := range b {
+		b[i] = seed[i%len(seed)] ^ byte(i>>10)
+	}
+	return b
+}
+
+// dribble hands out its bytes a few at a time, so that a fill and its
+// readers interleave.
+type dribble struct{ b []byte }
+
+func (d *dribble) Read(p []byte) (int, error) {
+	if len(d.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 8<<10)], d.b)
+	d.b = d.b[n:]
+	runtime.Gosched()
+	return n, nil
+}
+
+// Readers hold references while fills keep evicting and reusing the
+// chunks of what they read: every byte they read is the version they
+// opened, and the pool is reused all the while. Run it under -race: a
+// chunk reused under a reader is also a data race.
+func TestPooledChunksAreNotReusedUnderReaders(t *testing.T) {
+	const (
+		keys    = 8
+		size    = MinPooled + 3*ChunkSize + 100 // chunks, the last one partly used
+		fills   = 60
+		readers = 4
+	)
+	c, err := New(Config{Budget: 4 * size, MaxObjectSize: 2 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Charge(size); got != chunks(size)*ChunkSize {
+		t.Fatalf("Charge(%d) = %d, want its chunks", size, got)
+	}
+	var (
+		stop  atomic.Bool
+		reads atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 5<<10)
+			for i := r; !stop.Load(); i++ {
+				e := c.Get(Key{"b", fmt.Sprint(i % keys)})
+				if e == nil || !e.Acquire() {
+					runtime.Gosched()
+					continue
+				}
+				var key, gen int
+				fmt.Sscanf(e.Info().ETag, "%d.%d", &key, &gen)
+				rc := e.ReadCloser(0, e.Size())
+				var got bytes.Buffer
+				if _, err := io.CopyBuffer(struct{ io.Writer }{&got}, struct{ io.Reader }{rc}, buf); err != nil {
+					t.Error(err)
+				}
+				rc.Close()
+				if !bytes.Equal(got.Bytes(), chunkPattern(key, gen, size)) {
+					t.Errorf("read of %d.%d: bytes of another object", key, gen)
+					stop.Store(true)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for i := range fills {
+		key := i % keys
+		if !c.Reserve(c.Charge(size)) {
+			t.Fatalf("fill %d: no room", i)
+		}
+		e := c.NewEntry(Key{"b", fmt.Sprint(key)}, store.ObjectInfo{Size: size, ETag: fmt.Sprintf("%d.%d", key, i)})
+		if e.Charge() != c.Charge(size) {
+			t.Fatalf("entry charges %d, want %d", e.Charge(), c.Charge(size))
+		}
+		if _, err := e.ReadFrom(&dribble{chunkPattern(key, i, size)}); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(e)
+		e.Release()
+	}
+	stop.Store(true)
+	wg.Wait()
+	s, bs := c.Stats(), c.BufferStats()
+	if reads.Load() == 0 || s.Evictions == 0 || bs.Reused == 0 {
+		t.Fatalf("%d reads, stats %+v, pool %+v: want reads, evictions and chunks reused", reads.Load(), s, bs)
+	}
+	if s.Bytes+s.Reserved > s.Budget {
+		t.Fatalf("stats %+v: over budget", s)
+	}
+}
+
+// An entry's chunks go back to the pool with its last reference, not
+// before; a pinned entry's (Reader) never do.
+func TestReleaseGivesChunksBack(t *testing.T) {
+	c, err := New(Config{Budget: 8 * MinPooled, PoolBytes: 8 * MinPooled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func(name string) *Entry {
+		t.Helper()
+		if !c.Reserve(c.Charge(MinPooled)) {
+			t.Fatal("no room")
+		}
+		e := c.NewEntry(Key{"b", name}, store.ObjectInfo{Size: MinPooled})
+		if _, err := e.ReadFrom(bytes.NewReader(chunkPattern(1, 1, MinPooled))); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Add(e) {
+			t.Fatal("not added")
+		}
+		return e
+	}
+	free := func() int64 { return c.BufferStats().FreeBytes }
+
+	e := fill("a")
+	if !e.Acquire() {
+		t.Fatal("a live entry refused a reference")
+	}
+	rc := e.ReadCloser(0, e.Size())
+	e.Release() // the filler's
+	c.Remove(Key{"b", "a"})
+	if free() != 0 {
+		t.Fatalf("%d bytes free while a reader holds the entry", free())
+	}
+	rc.Close()
+	rc.Close() // once
+	if free() != MinPooled {
+		t.Fatalf("%d bytes free after the last reference, want %d", free(), MinPooled)
+	}
+	if e.Acquire() {
+		t.Fatal("a released entry took a reference")
+	}
+
+	p := fill("p")
+	_ = p.Reader(0, 1) // a reader without a reference: never reused
+	p.Release()
+	c.Remove(Key{"b", "p"})
+	if free() != 0 {
+		t.Fatalf("%d bytes free: a pinned entry's chunks came back", free())
+	}
+	if r := c.BufferStats().Reused; int64(r) != chunks(MinPooled) {
+		t.Fatalf("%d chunks reused, want %d (the second fill's)", r, chunks(MinPooled))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a reference released twice did not panic")
+		}
+	}()
+	p.Release()
+}
+
+// A Builder takes memory as bytes arrive, refuses more than announced,
+// and its entry reads back what was written, in chunks or not.
+func TestBuilder(t *testing.T) {
+	c, err := New(Config{Budget: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{0, 1000, MinPooled - 1, MinPooled, 3*MinPooled + 7} {
+		data := chunkPattern(size, 0, size)
+		b := c.NewBuilder(int64(size))
+		for p := data; len(p) > 0; {
+			n := min(len(p), 5000)
+			if _, err := b.Write(p[:n]); err != nil {
+				t.Fatal(err)
+			}
+			p = p[n:]
+		}
+		if _, err := b.Write([]byte{1}); err != ErrTooLong {
+			t.Fatalf("size %d: a byte too many: %v", size, err)
+		}
+		e := b.Entry(Key{"b", "k"}, store.ObjectInfo{})
+		got, ok := e.Bytes()
+		if !ok || !bytes.Equal(got, data) || e.Size() != int64(size) || e.Charge() != c.Charge(int64(size)) {
+			t.Fatalf("size %d: entry of %d bytes charging %d (want %d), same bytes %v", size, e.Size(), e.Charge(), c.Charge(int64(size)), bytes.Equal(got, data))
+		}
+		e.Release()
+	}
+	// A sender that stops early holds what it sent, not what it announced.
+	before := c.BufferStats().FreeBytes
+	b := c.NewBuilder(32 << 20)
+	if _, err := b.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.chunks) != 1 || c.BufferStats().FreeBytes != before-ChunkSize {
+		t.Fatalf("%d chunks for 1000 bytes, pool %+v", len(b.chunks), c.BufferStats())
+	}
+	b.Discard()
+	if c.BufferStats().FreeBytes != before {
+		t.Fatalf("pool %+v after Discard, want the chunk back", c.BufferStats())
+	}
+}
