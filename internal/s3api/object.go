@@ -235,8 +235,6 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if lm.IsZero() {
 		lm = time.Now()
 	}
-	// The stores send the new ETag as a header as well as in the document.
-	w.Header().Set("ETag", `"`+res.ETag+`"`)
 	if err := writeXML(w, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)}); err != nil {
 		return err
 	}
