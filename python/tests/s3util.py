@@ -126,7 +126,9 @@ def signed_request(
     return send_raw(endpoint, method, path + (f"?{query}" if query else ""), hdrs, body, timeout=timeout)
 
 
-def send_raw(endpoint: str, method: str, target: str, headers: dict[str, str], body, timeout: float = 60) -> RawResponse:
+def send_raw(
+    endpoint: str, method: str, target: str, headers: dict[str, str], body, timeout: float = 60
+) -> RawResponse:
     parsed = urllib.parse.urlsplit(endpoint)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=timeout)
     try:
