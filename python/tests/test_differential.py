@@ -18,6 +18,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
@@ -200,3 +202,19 @@ def test_differences_are_documented():
             assert name in CASES, f"s3_differences.json lists {case_id}, which is no case"
         assert f"`{case_id}`" in section[1], f"docs/s3-api.md does not list {case_id}"
         assert d.reason, case_id
+
+
+def test_awscli_presigned_get(aws, s3, bucket):
+    """A URL presigned by the AWS CLI (`aws s3 presign`) works through hoard."""
+    body = b"presigned by the AWS CLI"
+    s3.put_object(Bucket=bucket, Key="cli/k", Body=body, ContentType="text/x-cli")
+    url = aws("s3", "presign", f"s3://{bucket}/cli/k", "--expires-in", "300").stdout.strip()
+    assert "X-Amz-Signature=" in url, url
+    with urllib.request.urlopen(url, timeout=READ_TIMEOUT_S) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "text/x-cli"
+        assert resp.read() == body
+    tampered = url.replace("X-Amz-Signature=", "X-Amz-Signature=0")
+    with pytest.raises(urllib.error.HTTPError) as excinfo:
+        urllib.request.urlopen(tampered, timeout=READ_TIMEOUT_S)
+    assert excinfo.value.code == 403
