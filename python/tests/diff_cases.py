@@ -176,7 +176,7 @@ def _(ctx):
                     yield k, v
 
     resp = send_raw(endpoint, "PUT", path, Lines(signed), b"x", timeout=10)
-    ctx.steps.append(ctx._step("PUT repeated meta", resp.status, None, resp.headers, resp.body, raw=True))
+    ctx.steps.append(ctx.record("PUT repeated meta", resp.status, None, resp.headers, resp.body))
     ctx.call("head_object", Bucket=ctx.bucket, Key="k")
 
 
@@ -1196,7 +1196,7 @@ def _(ctx):
     ctx.presigned("GET", "get_object", {**p, "ResponseContentType": "application/x-over"}, sigv2=True)
     ctx.presigned("PUT", "put_object", {"Bucket": ctx.bucket, "Key": "up"}, body=b"v2 upload", sigv2=True)
     ctx.call("get_object", Bucket=ctx.bucket, Key="up")
-    url = ctx._sigv2.generate_presigned_url("get_object", Params=p, ExpiresIn=600)
+    url = ctx.sigv2.generate_presigned_url("get_object", Params=p, ExpiresIn=600)
     ctx.url("GET", url.replace("Signature=", "Signature=A"), label="bad signature")
 
 

@@ -144,7 +144,7 @@ class Ctx:
     def __post_init__(self):
         self.s3 = Rotating(self.target.clients)
         self._endpoints = itertools.cycle(self.target.endpoints)
-        self._sigv2 = Rotating(self.target.sigv2)
+        self.sigv2 = Rotating(self.target.sigv2)
         self.store = self.target.store
 
     @property
@@ -168,7 +168,7 @@ class Ctx:
         except ClientError as exc:
             meta = exc.response.get("ResponseMetadata", {})
             self.steps.append(
-                self._step(
+                self.record(
                     op,
                     meta.get("HTTPStatusCode"),
                     exc.response.get("Error", {}).get("Code"),
@@ -186,7 +186,7 @@ class Ctx:
         body = self.recorder.raw
         if hasattr(resp.get("Body"), "read"):
             body = resp["Body"].read()
-        step = self._step(op, meta.get("HTTPStatusCode"), None, meta.get("HTTPHeaders", {}), body)
+        step = self.record(op, meta.get("HTTPStatusCode"), None, meta.get("HTTPHeaders", {}), body)
         if keep is not None:
             step["kept"] = self.norm_value(keep(resp))
         self.steps.append(step)
@@ -230,11 +230,11 @@ class Ctx:
         except OSError as exc:
             self.steps.append({"op": label, "client_error": type(exc).__name__})
             return
-        self.steps.append(self._step(label, resp.status, None, resp.headers, resp.body, raw=True))
+        self.steps.append(self.record(label, resp.status, None, resp.headers, resp.body))
 
     def presigned(self, method: str, op: str, params: dict, *, sigv2: bool = False, body: bytes = b"", headers=None):
         """Presign op (SigV4, or SigV2 with sigv2) and send it with method."""
-        client = self._sigv2 if sigv2 else self.s3
+        client = self.sigv2 if sigv2 else self.s3
         url = client.generate_presigned_url(op, Params=params, ExpiresIn=600)
         self.url(method, url, body=body, headers=headers, label=f"presigned {'v2' if sigv2 else 'v4'} {op}")
 
@@ -259,7 +259,7 @@ class Ctx:
             return
         finally:
             conn.close()
-        self.steps.append(self._step(label, resp.status, None, hdrs, data, raw=True))
+        self.steps.append(self.record(label, resp.status, None, hdrs, data))
 
     # --- normalisation ------------------------------------------------------
 
@@ -277,7 +277,8 @@ class Ctx:
             return [self.norm_value(x) for x in v]
         return v
 
-    def _step(self, op: str, status, code, headers: dict, body: bytes | None, raw: bool = False) -> dict:
+    def record(self, op: str, status, code, headers: dict, body: bytes | None) -> dict:
+        """One answer, normalised: what the comparison sees of it."""
         h = {k.lower(): v for k, v in (headers or {}).items()}
         ctype = h.get("content-type", "")
         parsed_body = None
