@@ -3,8 +3,9 @@
 package instance_test
 
 // The differential test from Go: cases of aws-sdk-go-v2 calls (and
-// presigned URLs from aws-sdk-go-v2 and minio-go) sent once to MinIO
-// directly and once through a real `hoard serve` in front of it, each time
+// presigned URLs from aws-sdk-go-v2 and minio-go) sent once to the store
+// (MinIO, then versitygw) directly and once through a real `hoard serve`
+// in front of it, each time
 // in a fresh bucket; the answers (status, error code, the headers that
 // matter, the body) must be equal, or the difference listed with its
 // reason in python/tests/s3_differences.json (ids "go/<case>"), which
@@ -39,8 +40,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	s3v2 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
-
-	"github.com/hoard-io/hoard/internal/localstore"
 )
 
 // diffStep is one normalised answer.
@@ -432,30 +431,36 @@ func startServe(t *testing.T, storeEndpoint string) string {
 	}
 }
 
-// TestDifferentialSDK runs goDiffCases against MinIO and through hoard.
+// TestDifferentialSDK runs goDiffCases against each store directly and
+// through hoard in front of it.
 func TestDifferentialSDK(t *testing.T) {
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(t.TempDir(), "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	hoardEndpoint := startServe(t, srv.Endpoint())
-	store := newDiffSide(t, "store", srv.Endpoint(), storeAK, storeSK)
-	hoard := newDiffSide(t, "hoard", hoardEndpoint, clientAK, clientSK)
 	known := loadDifferences(t)
-	for _, c := range goDiffCases {
-		t.Run(c.id, func(t *testing.T) {
-			want := runDiffCase(t, store, c)
-			got := runDiffCase(t, hoard, c)
-			diffs := diffStepsOf(want, got)
-			reportDifferences("go/"+c.id, diffs)
-			k, listed := known["go/"+c.id]
-			applies := listed && (len(k.Where) == 0 || slices.Contains(k.Where, "one/minio"))
-			maybe := listed && slices.Contains(k.Intermittent, "one/minio")
-			if len(diffs) > 0 && !applies && !maybe {
-				t.Errorf("hoard answers differently from the store, and python/tests/s3_differences.json does not list go/%s:\n  %s",
-					c.id, strings.Join(diffs, "\n  "))
-			}
-			if len(diffs) == 0 && applies && !maybe {
-				t.Errorf("go/%s is listed in python/tests/s3_differences.json (%s) but no longer differs: remove it there and from docs/s3-api.md",
-					c.id, k.Reason)
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			srv := startStore(t, st.start, filepath.Join(t.TempDir(), "data"), "127.0.0.1:0")
+			t.Cleanup(func() { srv.Close() })
+			hoardEndpoint := startServe(t, srv.Endpoint())
+			store := newDiffSide(t, "store", srv.Endpoint(), storeAK, storeSK)
+			hoard := newDiffSide(t, "hoard", hoardEndpoint, clientAK, clientSK)
+			where := "one/" + st.name
+			for _, c := range goDiffCases {
+				t.Run(c.id, func(t *testing.T) {
+					want := runDiffCase(t, store, c)
+					got := runDiffCase(t, hoard, c)
+					diffs := diffStepsOf(want, got)
+					reportDifferences("go/"+c.id, st.name, diffs)
+					k, listed := known["go/"+c.id]
+					applies := listed && slices.Contains(k.Where, where)
+					maybe := listed && slices.Contains(k.Intermittent, where)
+					if len(diffs) > 0 && !applies && !maybe {
+						t.Errorf("hoard answers differently from the store, and python/tests/s3_differences.json does not list go/%s for %s:\n  %s",
+							c.id, where, strings.Join(diffs, "\n  "))
+					}
+					if len(diffs) == 0 && applies && !maybe {
+						t.Errorf("go/%s is listed in python/tests/s3_differences.json for %s (%s) but no longer differs: remove it there and from docs/s3-api.md",
+							c.id, where, k.Reason)
+					}
+				})
 			}
 		})
 	}
@@ -464,12 +469,12 @@ func TestDifferentialSDK(t *testing.T) {
 // reportDifferences appends what differed, listed or not, to the file
 // named by $HOARD_DIFF_REPORT (JSON lines, as the Python test writes), to
 // review the list.
-func reportDifferences(id string, diffs []string) {
+func reportDifferences(id, store string, diffs []string) {
 	p := os.Getenv("HOARD_DIFF_REPORT")
 	if p == "" {
 		return
 	}
-	line, _ := json.Marshal(map[string]any{"case": id, "setup": "one", "store": "minio", "diffs": diffs})
+	line, _ := json.Marshal(map[string]any{"case": id, "setup": "one", "store": store, "diffs": diffs})
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
