@@ -26,9 +26,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-# How long a client waits for an answer: far above any normal one, far
-# below the store's own timeouts, so that a hung request shows as a
-# difference rather than as a stalled suite.
+# How long a client waits for an answer: above hoard's own deadlines (3 s
+# for a store call, 5 s without progress on a body), so that a request
+# that hangs shows as a difference rather than as a stalled suite.
 READ_TIMEOUT_S = 6
 
 # Response headers compared by value.

@@ -10,6 +10,8 @@ each call of a case sent to the next cachelet of the ring.
 Differences that are known are listed in s3_differences.json with their
 reason (and in docs/s3-api.md): a case differing that is not listed fails,
 and so does a listed case that no longer differs, so the list stays true.
+With ``HOARD_DIFF_REPORT=path``, every difference seen, listed or not, is
+appended there as JSON lines (as the Go test does), to review the list.
 """
 
 from __future__ import annotations
