@@ -82,3 +82,32 @@ func TestConditionalCompleteMultipartUpload(t *testing.T) {
 		t.Fatalf("read %q after completion", data)
 	}
 }
+
+// TestConditionalReadValidators: a 304 or 412 to a GET or HEAD carries the
+// object's ETag and Last-Modified, as the stores' answers do.
+func TestConditionalReadValidators(t *testing.T) {
+	s := newTestServer(t)
+	s.do(t, "PUT", "/bkt/k", []byte("v1"), nil)
+	etag := s.do(t, "HEAD", "/bkt/k", nil, nil).Header.Get("ETag")
+	for _, method := range []string{"GET", "HEAD"} {
+		for _, tc := range []struct {
+			hdr  map[string]string
+			want int
+		}{
+			{map[string]string{"If-None-Match": etag}, 304},
+			{map[string]string{"If-Match": `"bad"`}, 412},
+			{map[string]string{"If-Unmodified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"}, 412},
+		} {
+			resp := s.do(t, method, "/bkt/k", nil, tc.hdr)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s %v: status %d, want %d", method, tc.hdr, resp.StatusCode, tc.want)
+			}
+			if got := resp.Header.Get("ETag"); got != etag {
+				t.Errorf("%s %v: ETag %q, want %q", method, tc.hdr, got, etag)
+			}
+			if resp.Header.Get("Last-Modified") == "" {
+				t.Errorf("%s %v: no Last-Modified", method, tc.hdr)
+			}
+		}
+	}
+}

@@ -29,10 +29,10 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	h := w.Header()
 	switch checkConditions(r.Header, obj.Info) {
 	case condPreconditionFailed:
+		setValidators(h, obj.Info)
 		return errPrecondition
 	case condNotModified:
-		h.Set("ETag", `"`+obj.Info.ETag+`"`)
-		h.Set("Last-Modified", obj.Info.LastModified.UTC().Format(http.TimeFormat))
+		setValidators(h, obj.Info)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -73,9 +73,10 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 	h := w.Header()
 	switch checkConditions(r.Header, info) {
 	case condPreconditionFailed:
+		setValidators(h, info)
 		return errPrecondition
 	case condNotModified:
-		h.Set("ETag", `"`+info.ETag+`"`)
+		setValidators(h, info)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -98,6 +99,16 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	w.WriteHeader(status)
 	return nil
+}
+
+// setValidators sends the object's ETag and Last-Modified with a 304 or a
+// 412, as the stores do, so that a client can tell which version the
+// condition was judged against.
+func setValidators(h http.Header, info store.ObjectInfo) {
+	h.Set("ETag", `"`+info.ETag+`"`)
+	if !info.LastModified.IsZero() {
+		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+	}
 }
 
 // payloadSize is the decoded length of the request body, which must be
@@ -158,6 +169,11 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		h.Set("x-amz-version-id", res.VersionID)
 	}
 	setResultChecksums(h, res.Checksums)
+	if len(res.Checksums) > 0 {
+		// A single PUT's checksum covers the whole object; S3 and the
+		// stores say so.
+		h.Set("x-amz-checksum-type", "FULL_OBJECT")
+	}
 	w.WriteHeader(http.StatusOK)
 	s.notify(r, rq, notify.ObjectCreatedPut, size, res.ETag)
 	return nil

@@ -109,6 +109,7 @@ def signed_request(
     body: bytes = b"",
     content_sha256: str | None = None,
     sign: bool = True,
+    timeout: float = 60,
 ) -> RawResponse:
     """Send a request with a SigV4 signature over exactly the given raw path.
 
@@ -122,12 +123,14 @@ def signed_request(
         hdrs = sigv4_sign(AWSRequest(method=method, url=url, headers=hdrs, data=body), creds, content_sha256)
     elif content_sha256 is not None:
         hdrs["X-Amz-Content-SHA256"] = content_sha256
-    return send_raw(endpoint, method, path + (f"?{query}" if query else ""), hdrs, body)
+    return send_raw(endpoint, method, path + (f"?{query}" if query else ""), hdrs, body, timeout=timeout)
 
 
-def send_raw(endpoint: str, method: str, target: str, headers: dict[str, str], body) -> RawResponse:
+def send_raw(
+    endpoint: str, method: str, target: str, headers: dict[str, str], body, timeout: float = 60
+) -> RawResponse:
     parsed = urllib.parse.urlsplit(endpoint)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=timeout)
     try:
         conn.putrequest(method, target, skip_accept_encoding=True)
         for k, v in headers.items():
