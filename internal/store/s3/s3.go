@@ -338,13 +338,19 @@ func (s *Store) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKe
 		headers["x-amz-copy-source-if-none-match"] = quoteETag(src.IfNoneMatch)
 	}
 	// The source's size says how long the copy may take; asking for it
-	// also finds a hung store within the call timeout.
+	// also finds a hung store within the call timeout. A source the store
+	// will not describe counts as empty: the copy then gets the store's
+	// own answer (a HEAD's 404 cannot tell a missing bucket from a
+	// missing key; the copy's error document can).
 	sctx, cancel := s.small(ctx)
 	sopts := minio.StatObjectOptions{VersionID: src.VersionID}
 	si, err := s.core.StatObject(sctx, src.Bucket, src.Key, sopts)
 	cancel()
 	if err != nil {
-		return store.CopyResult{}, failed(ctx, sctx, "copy", src.Bucket, src.Key, err)
+		if err = failed(ctx, sctx, "copy", src.Bucket, src.Key, err); errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return store.CopyResult{}, err
+		}
+		si.Size = 0
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, s.copyDeadline(si.Size), errCallDeadline)
 	defer cancel()
