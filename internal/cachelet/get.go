@@ -262,38 +262,9 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// this cachelet as the owner while its own ring disagrees: the
 		// store's word.
 	}
-	// The check's answer may be a newer version, installed below.
-	fl := c.keys.ask(k)
-	defer c.keys.endAsk(k, fl)
-	fctx, cancel := c.fillContext(ctx)
-	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
-	switch {
-	case errors.Is(err, store.ErrNotModified):
-		cancel()
-		c.m.validations.WithLabelValues("fresh").Inc()
-		return fromEntry(e, LocalHit), nil
-	case err == nil:
-		// A newer version: the answer already carries it.
-		c.m.validations.WithLabelValues("changed").Inc()
-		c.cache.RemoveIf(k, e)
-		body = cancelOnClose{ReadCloser: body, cancel: cancel}
-		return c.installed(k, body, info, fl)
-	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
-		cancel()
-		c.m.validations.WithLabelValues("gone").Inc()
-		c.Invalidate(k.Bucket, k.Object)
-		return served{}, err
-	default:
-		cancel()
-		c.m.validations.WithLabelValues("error").Inc()
-		if c.cfg.ServeStaleIfError && errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
-			// Asked for: the copy is served, marked as unconfirmed.
-			c.log.Debug("cachelet: store unavailable, serving a stale copy", "bucket", k.Bucket, "key", k.Object, "err", err)
-			return fromEntry(e, StaleHit), nil
-		}
-		// A doubt is a miss: without the store's word nothing is served.
-		return served{}, err
-	}
+	// The store's word, shared with the reads of e arriving meanwhile
+	// (validate.go).
+	return c.validateShared(ctx, k, e, route)
 }
 
 // Stat returns an object's metadata. Under ReadLocal a cached copy answers;
