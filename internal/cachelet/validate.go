@@ -21,10 +21,13 @@ import (
 // entry there is at most one validation in flight and one pending (the
 // batch forming behind it); the pending one is the only one a read joins.
 //
-// A validation runs in a goroutine of the cachelet, under a context
-// detached from its readers: a reader that gives up (its context ends)
-// leaves at once, and the request is cancelled only when every reader of
-// it has left before its answer. Its answer goes to every reader of it:
+// A read that finds no validation of its entry on the wire sends its own,
+// inline: nobody joins a request already sent, so its answer is that
+// read's alone (and a reader that gives up before the answer cancels it).
+// A pending validation, which reads share, is sent by a goroutine of the
+// cachelet under a context detached from its readers: a reader that gives
+// up leaves at once, and the request is cancelled only when every reader
+// of it has left before its answer. The answer goes to every reader:
 //
 //   - fresh (304): each serves the entry, a local hit;
 //   - changed (200): the answer is installed once as the entry's newer
@@ -70,9 +73,6 @@ type valSlot struct {
 type validations struct {
 	slots  map[*cache.Entry]*valSlot
 	closed bool // Close began: no new goroutines; reads validate alone
-	// joined, if set, is called (with valMu held) each time a read joins
-	// a validation; tests use it to know a read is waiting.
-	joined func(v *validation, sent bool)
 }
 
 // validateShared checks e against the store, sharing the request with the
@@ -81,7 +81,8 @@ func (c *Cachelet) validateShared(ctx context.Context, k cache.Key, e *cache.Ent
 	c.valMu.Lock()
 	if c.vals.closed {
 		c.valMu.Unlock()
-		return c.validateAlone(ctx, k, e)
+		sv, _, err := c.validateAlone(ctx, k, e)
+		return sv, err
 	}
 	if c.vals.slots == nil {
 		c.vals.slots = make(map[*cache.Entry]*valSlot)
@@ -91,28 +92,24 @@ func (c *Cachelet) validateShared(ctx context.Context, k cache.Key, e *cache.Ent
 		s = &valSlot{}
 		c.vals.slots[e] = s
 	}
-	start := false
+	if s.inflight == nil && s.pending == nil {
+		// Nobody else is checking e: this read sends its own request, at
+		// once and inline. Nobody joins a request already sent, so its
+		// answer is this read's alone.
+		s.inflight = &validation{sent: true}
+		c.valMu.Unlock()
+		sv, stale, err := c.validateAlone(ctx, k, e)
+		c.promote(k, e, s, stale, true)
+		return sv, err
+	}
 	v := s.pending
 	if v == nil {
+		// A request is on the wire: this read waits for the next one.
 		v = &validation{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
-		if s.inflight == nil {
-			s.inflight, v.sent, start = v, true, true
-		} else {
-			s.pending = v // sent once the one on the wire is answered
-		}
+		s.pending = v
 	}
 	v.waiters++
-	if !start {
-		c.m.validationJoins.Inc()
-	}
-	if c.vals.joined != nil {
-		c.vals.joined(v, start)
-	}
-	if start {
-		v.cancel = c.prepareValidation(v)
-		c.wg.Add(1) // under valMu, before Close can see closed
-		go c.runValidations(k, e, s, v)
-	}
+	c.m.validationJoins.Inc()
 	c.valMu.Unlock()
 
 	select {
@@ -154,36 +151,50 @@ func (c *Cachelet) leaveValidation(v *validation) {
 	}
 }
 
-// runValidations sends v, the first validation of e's slot s, then each
-// pending one in turn, until none is pending; it then drops the slot.
+// runValidations sends v, a validation of e that reads share, then each
+// validation that becomes pending behind it in turn, until none is.
 func (c *Cachelet) runValidations(k cache.Key, e *cache.Entry, s *valSlot, v *validation) {
 	defer c.wg.Done()
 	for v != nil {
 		c.validateOnce(k, e, v)
 		stale := v.stale
 		close(v.done)
-
-		c.valMu.Lock()
-		next := s.pending
-		s.inflight, s.pending = next, nil
-		switch {
-		case next == nil:
-			delete(c.vals.slots, e)
-		case stale || next.waiters == 0:
-			// e is no longer the key's version (its readers start
-			// over and find the newer one), or nobody waits.
-			s.inflight = nil
-			delete(c.vals.slots, e)
-			next.retry = true
-			close(next.done)
-			next = nil
-		default:
-			next.sent = true
-			next.cancel = c.prepareValidation(next)
-		}
-		c.valMu.Unlock()
-		v = next
+		v = c.promote(k, e, s, stale, false)
 	}
+}
+
+// promote ends the validation of e on the wire (stale: its answer says e
+// is no longer the key's version) and sends the pending one, if any: it
+// returns it, marked sent, for the caller to send, or with spawn starts a
+// goroutine that sends it (and those after it) and returns nil. When e is
+// stale, nobody waits, or the cachelet is closing, the pending readers
+// start over instead.
+func (c *Cachelet) promote(k cache.Key, e *cache.Entry, s *valSlot, stale, spawn bool) *validation {
+	c.valMu.Lock()
+	defer c.valMu.Unlock()
+	next := s.pending
+	s.inflight, s.pending = next, nil
+	switch {
+	case next == nil:
+		delete(c.vals.slots, e)
+		return nil
+	case stale || next.waiters == 0 || (spawn && c.vals.closed):
+		// e is no longer the key's version (its readers start over and
+		// find the newer one), nobody waits, or no goroutine may start.
+		s.inflight = nil
+		delete(c.vals.slots, e)
+		next.retry = true
+		close(next.done)
+		return nil
+	}
+	next.sent = true
+	next.cancel = c.prepareValidation(next)
+	if !spawn {
+		return next
+	}
+	c.wg.Add(1) // under valMu, before Close can see closed
+	go c.runValidations(k, e, s, next)
+	return nil
 }
 
 // validateOnce sends v's conditional GET of e and records its answer.
@@ -229,38 +240,51 @@ func (c *Cachelet) validateOnce(k cache.Key, e *cache.Entry, v *validation) {
 }
 
 // validateAlone checks e against the store with a request of this read's
-// own (once Close began).
-func (c *Cachelet) validateAlone(ctx context.Context, k cache.Key, e *cache.Entry) (served, error) {
+// own, and reports whether the answer says e is no longer the key's
+// version.
+func (c *Cachelet) validateAlone(ctx context.Context, k cache.Key, e *cache.Entry) (sv served, stale bool, err error) {
 	fl := c.keys.ask(k)
 	defer c.keys.endAsk(k, fl)
+	// The request is this read's until the store answers (a reader that
+	// gives up cancels it); a changed object's body then outlives it, as
+	// a fill other reads join.
 	fctx, cancel := c.fillContext(ctx)
+	stop := context.AfterFunc(ctx, cancel)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
+	if !stop() {
+		if err == nil {
+			body.Close()
+		}
+		cancel()
+		return served{}, false, ctx.Err()
+	}
 	switch {
 	case errors.Is(err, store.ErrNotModified):
 		cancel()
 		c.m.validations.WithLabelValues("fresh").Inc()
-		return fromEntry(e, LocalHit), nil
+		return fromEntry(e, LocalHit), false, nil
 	case err == nil:
 		// A newer version: the answer already carries it.
 		c.m.validations.WithLabelValues("changed").Inc()
 		c.cache.RemoveIf(k, e)
 		body = cancelOnClose{ReadCloser: body, cancel: cancel}
-		return c.installed(k, body, info, fl)
+		sv, err := c.installed(k, body, info, fl)
+		return sv, true, err
 	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
 		cancel()
 		c.m.validations.WithLabelValues("gone").Inc()
 		c.Invalidate(k.Bucket, k.Object)
-		return served{}, err
+		return served{}, true, err
 	default:
 		cancel()
 		c.m.validations.WithLabelValues("error").Inc()
 		if c.cfg.ServeStaleIfError && errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
 			// Asked for: the copy is served, marked as unconfirmed.
 			c.log.Debug("cachelet: store unavailable, serving a stale copy", "bucket", k.Bucket, "key", k.Object, "err", err)
-			return fromEntry(e, StaleHit), nil
+			return fromEntry(e, StaleHit), false, nil
 		}
 		// A doubt is a miss: without the store's word nothing is served.
-		return served{}, err
+		return served{}, false, err
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
@@ -115,6 +116,41 @@ func TestValidationSentBeforeReadIsNotShared(t *testing.T) {
 		}
 		if g := e.st.GetCounts(); g.FullBodies != 1 || g.NotModified != 1 {
 			t.Errorf("store Gets %+v, want one 304 (first) and one full body (second)", g)
+		}
+	})
+}
+
+// The same for a validation that reads share: once it is on the wire, a
+// read that begins is not answered by it, even though readers of it are
+// still waiting.
+func TestSharedValidationOnTheWireIsNotJoined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		v1, v2 := object("k", 1, 8<<10), object("k", 2, 8<<10)
+		e.warm("k", v1)
+		hold1 := e.st.HoldGet(testBucket, "k")
+
+		var wg sync.WaitGroup
+		first := e.goRead(t.Context(), &wg, "k")
+		<-hold1.Reached() // the first reader's own validation
+		hold2 := e.st.HoldGet(testBucket, "k")
+		second := e.goRead(t.Context(), &wg, "k")
+		synctest.Wait() // the second waits for the next validation
+		hold1.Release()
+		<-hold2.Reached() // the shared validation is on the wire: judged, v1 current
+		e.storePut("k", v2)
+		third := e.goRead(t.Context(), &wg, "k") // began after the change completed
+		synctest.Wait()
+		hold2.Release()
+		wg.Wait()
+
+		for i, ch := range []<-chan readResult{first, second} {
+			if r := <-ch; r.err != nil || !bytes.Equal(r.data, v1) {
+				t.Errorf("reader %d: v1? %v, %v", i, bytes.Equal(r.data, v1), r.err)
+			}
+		}
+		if r := <-third; r.err != nil || !bytes.Equal(r.data, v2) {
+			t.Errorf("third read (after the change): v2? %v, %s, %v", bytes.Equal(r.data, v2), r.outcome, r.err)
 		}
 	})
 }
@@ -234,8 +270,7 @@ func TestSharedValidationCancellation(t *testing.T) {
 			}
 		}
 
-		// Every reader of the validation on the wire leaves: it ends.
-		e.st.ResetCounts()
+		// A lone reader that gives up cancels its own request.
 		hold = e.st.HoldGet(testBucket, "k")
 		defer hold.Release()
 		ctx, cancel = context.WithCancel(t.Context())
@@ -245,7 +280,38 @@ func TestSharedValidationCancellation(t *testing.T) {
 		if r := <-alone; !errors.Is(r.err, context.Canceled) {
 			t.Errorf("lone reader: %v, want context.Canceled", r.err)
 		}
-		e.settle() // the validation's goroutine ended with its request
+		hold.Release()
+
+		// Every reader of a shared validation on the wire leaves: its
+		// request is cancelled (else the held Get, released only at the
+		// end, would keep the cachelet's goroutine, and settle, waiting).
+		hold1 := e.st.HoldGet(testBucket, "k")
+		head := e.goRead(t.Context(), &wg, "k")
+		<-hold1.Reached()
+		hold2 := e.st.HoldGet(testBucket, "k")
+		defer hold2.Release()
+		ctx, cancel = context.WithCancel(t.Context())
+		b, c := e.goRead(ctx, &wg, "k"), e.goRead(ctx, &wg, "k")
+		synctest.Wait() // both wait for the pending validation
+		hold1.Release()
+		<-hold2.Reached() // the shared validation is on the wire, held
+		if r := <-head; r.err != nil || r.outcome != LocalHit {
+			t.Errorf("first reader: %s, %v", r.outcome, r.err)
+		}
+		cancel()
+		left := time.Now()
+		for _, ch := range []<-chan readResult{b, c} {
+			if r := <-ch; !errors.Is(r.err, context.Canceled) {
+				t.Errorf("sharer: %v, want context.Canceled", r.err)
+			}
+		}
+		e.settle() // the shared validation's goroutine ended with its request
+		// In the bubble, time moves only when everything waits: had the
+		// request not been cancelled, it would have ended at its fill
+		// timeout, minutes later.
+		if waited := time.Since(left); waited != 0 {
+			t.Errorf("the abandoned validation ended %v after its readers left, not at once", waited)
+		}
 		e.c.valMu.Lock()
 		n := len(e.c.vals.slots)
 		e.c.valMu.Unlock()

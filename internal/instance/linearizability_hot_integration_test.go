@@ -99,6 +99,10 @@ func runHotKeyWorkload(lc *linCluster, direct *minio.Client, bucket, key string,
 				}
 				rec.add(porcupine.Operation{ClientId: client, Input: regInput{key: key},
 					Call: call, Output: regOutput{v}, Return: ret, Metadata: meta})
+				// Readers would otherwise arrive in step with the
+				// checks' answers; a pause of up to a round trip spreads
+				// their arrivals over the checks' flights.
+				time.Sleep(time.Duration(rng.Int64N(int64(2 * hotLatency))))
 			}
 		})
 	}

@@ -939,7 +939,11 @@ func TestLinearizabilityUnderChurn(t *testing.T) {
 				t.Errorf("%s under churn: %d reads returned a value overwritten before they began; seed %d", name, n, seed)
 			}
 			if load == churnHot {
-				t.Logf("%s under churn: %v reads shared a version check", name, validationJoins(lc.ins...))
+				joins := validationJoins(lc.ins...)
+				t.Logf("%s under churn: %v reads shared a version check", name, joins)
+				if joins == 0 {
+					t.Errorf("%s under churn: no read shared a version check", name)
+				}
 			}
 			if res == porcupine.Ok {
 				return
