@@ -98,8 +98,15 @@ func (c *Cachelet) validateShared(ctx context.Context, k cache.Key, e *cache.Ent
 		// answer is this read's alone.
 		s.inflight = &validation{sent: true}
 		c.valMu.Unlock()
-		sv, stale, err := c.validateAlone(ctx, k, e)
-		c.promote(k, e, s, stale, true)
+		stale := false
+		// Deferred: the readers behind this one must go on whatever
+		// happens to it.
+		defer func() { c.promote(k, e, s, stale, true) }()
+		var (
+			sv  served
+			err error
+		)
+		sv, stale, err = c.validateAlone(ctx, k, e)
 		return sv, err
 	}
 	v := s.pending
