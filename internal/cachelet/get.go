@@ -262,6 +262,12 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// this cachelet as the owner while its own ring disagrees: the
 		// store's word.
 	}
+	if c.cfg.ReadMode == ReadOwner {
+		// The owner setting's fallback asks alone, as it always did:
+		// shared checks are strong's (ADR 0017).
+		sv, _, err := c.validateAlone(ctx, k, e)
+		return sv, err
+	}
 	// The store's word, shared with the reads of e arriving meanwhile
 	// (validate.go).
 	return c.validateShared(ctx, k, e, route)
