@@ -264,7 +264,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 	}
 	if c.cfg.ReadMode == ReadOwner {
 		// The owner setting's fallback asks alone, as it always did:
-		// shared checks are strong's (ADR 0017).
+		// shared checks are strong's (ADR 0018).
 		sv, _, err := c.validateAlone(ctx, k, e)
 		return sv, err
 	}

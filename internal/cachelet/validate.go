@@ -8,7 +8,7 @@ import (
 	"github.com/hoard-io/hoard/internal/store"
 )
 
-// Shared validations (ADR 0017). Under ReadVersionCheck every read of a
+// Shared validations (ADR 0018). Under ReadVersionCheck every read of a
 // cached copy asks the store whether the copy is current. Reads of one
 // entry that arrive together share that conditional GET, on one condition:
 // the shared request is sent after each of its reads began. The store

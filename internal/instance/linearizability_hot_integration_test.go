@@ -26,7 +26,7 @@ import (
 )
 
 // The hot-key check: many clients read one key at once through every
-// cachelet under strong, so that reads share version checks (ADR 0017),
+// cachelet under strong, so that reads share version checks (ADR 0018),
 // while some of them write through hoard and one writes straight to the
 // store behind hoard's back. The cachelets reach the store through a link
 // with latency (hotLatency each way) while the direct writer does not, so

@@ -697,7 +697,7 @@ type churnLoad struct {
 
 // The register workload (two keys, half writes), and the hot-key one:
 // more clients reading one key back to back, so that reads share version
-// checks (ADR 0017) while ownership moves.
+// checks (ADR 0018) while ownership moves.
 var (
 	churnRegister = churnLoad{clients: linClients, writeEvery: 2, maxThink: churnMaxThink}
 	churnHot      = churnLoad{clients: 9, writeEvery: 10, maxThink: 3 * time.Millisecond}
