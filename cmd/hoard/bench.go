@@ -26,6 +26,7 @@ var benchmarks = []struct {
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
 	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
+	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }
 
@@ -369,7 +370,7 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	env := bench.Env{
-		MinIOBinary: minioBin, RedisBinary: redisBin, Python: python, ModuleRoot: root,
+		MinIOBinary: minioBin, RedisBinary: redisBin, Python: python, ModuleRoot: root, HoardBinary: hoardBinary(""),
 		TempDir: tmp, Progress: stderr, Table: stdout, Log: log,
 	}
 	res := bench.RunAll(ctx, exps, quick, env)

@@ -50,6 +50,9 @@ type Env struct {
 	// MinIOBinary, RedisBinary: "" finds them (RedisBinary: an experiment
 	// that cannot find Redis leaves it out and says so).
 	MinIOBinary, RedisBinary string
+	// HoardBinary is the hoard binary, for experiments that run `hoard
+	// serve` processes; "" means $HOARD_BIN.
+	HoardBinary string
 	// Python is an interpreter with the project's packages (boto3);
 	// "" leaves out what needs it.
 	Python string
@@ -91,6 +94,7 @@ func Experiments() []Experiment {
 		bandwidthExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
+		throughputExperiment(),
 	}
 }
 

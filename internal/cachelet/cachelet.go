@@ -16,7 +16,8 @@
 // what each key has in flight (single-flight fills, the store GETs a write
 // dooms, pending and unpersisted writes, the ownership handoff), which
 // keys.go serialises under one lock. By verb: get.go reads (Get, Stat),
-// fill.go copies answers into memory, put.go writes through to the store
+// validate.go the version checks concurrent reads share, fill.go copies
+// answers into memory, put.go writes through to the store
 // (Put, Delete, Copy, ...), consistency.go holds the owner and local write
 // targets' buffered writes and their background persistence, cluster.go
 // the peer protocol's owner side, handoff.go ownership handoffs on ring
@@ -261,6 +262,10 @@ type Cachelet struct {
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
 
+	// valMu guards the shared validations of cached copies (validate.go).
+	valMu sync.Mutex
+	vals  validations
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -355,6 +360,7 @@ func (c *Cachelet) Close() error {
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
 	c.keys.close()
+	c.closeValidations()
 	c.stopFills()
 	c.wg.Wait()
 	return err

@@ -276,41 +276,15 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// this cachelet as the owner while its own ring disagrees: the
 		// store's word.
 	}
-	// The check's answer may be a newer version, installed below.
-	fl := c.keys.ask(k)
-	defer c.keys.endAsk(k, fl)
-	fctx, cancel := c.fillContext(ctx)
-	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{IfNoneMatch: e.Info().ETag, ChecksumMode: true})
-	switch {
-	case errors.Is(err, store.ErrNotModified):
-		cancel()
-		c.m.validations.WithLabelValues("fresh").Inc()
-		return fromEntry(e, LocalHit), nil
-	case err == nil:
-		// A newer version: the answer already carries it.
-		c.m.validations.WithLabelValues("changed").Inc()
-		c.cache.RemoveIf(k, e)
-		e.Release()
-		body = cancelOnClose{ReadCloser: body, cancel: cancel}
-		return c.installed(k, body, info, fl)
-	case errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchBucket):
-		cancel()
-		c.m.validations.WithLabelValues("gone").Inc()
-		e.Release()
-		c.Invalidate(k.Bucket, k.Object)
-		return served{}, err
-	default:
-		cancel()
-		c.m.validations.WithLabelValues("error").Inc()
-		if c.cfg.ServeStaleIfError && errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
-			// Asked for: the copy is served, marked as unconfirmed.
-			c.log.Debug("cachelet: store unavailable, serving a stale copy", "bucket", k.Bucket, "key", k.Object, "err", err)
-			return fromEntry(e, StaleHit), nil
-		}
-		// A doubt is a miss: without the store's word nothing is served.
-		e.Release()
-		return served{}, err
+	if c.cfg.ReadMode == ReadOwner {
+		// The owner setting's fallback asks alone, as it always did:
+		// shared checks are strong's (ADR 0019).
+		sv, _, err := c.validateAlone(ctx, k, e)
+		return sv, err
 	}
+	// The store's word, shared with the reads of e arriving meanwhile
+	// (validate.go).
+	return c.validateShared(ctx, k, e, route)
 }
 
 // Stat returns an object's metadata. Under ReadLocal a cached copy answers;

@@ -13,15 +13,18 @@ import (
 // metrics are the cachelet's Prometheus series. Names are part of the
 // product's interface: dashboards and tests read them.
 type metrics struct {
-	reads        *prometheus.CounterVec   // hoard_cachelet_reads_total{outcome}
-	readBytes    *prometheus.CounterVec   // hoard_cachelet_read_bytes_total{outcome}
-	readSeconds  *prometheus.HistogramVec // hoard_cachelet_read_seconds{outcome}
-	readErrors   prometheus.Counter
-	validations  *prometheus.CounterVec
-	fills        *prometheus.CounterVec
-	fillSeconds  prometheus.Histogram
-	writes       *prometheus.CounterVec
-	evictedBytes prometheus.Counter
+	reads       *prometheus.CounterVec   // hoard_cachelet_reads_total{outcome}
+	readBytes   *prometheus.CounterVec   // hoard_cachelet_read_bytes_total{outcome}
+	readSeconds *prometheus.HistogramVec // hoard_cachelet_read_seconds{outcome}
+	readErrors  prometheus.Counter
+	validations *prometheus.CounterVec
+	// validationJoins counts reads answered by a validation another read
+	// started (validate.go).
+	validationJoins prometheus.Counter
+	fills           *prometheus.CounterVec
+	fillSeconds     prometheus.Histogram
+	writes          *prometheus.CounterVec
+	evictedBytes    prometheus.Counter
 
 	// Budget changes (budget.go).
 	budgetChanges *prometheus.CounterVec // hoard_cachelet_budget_changes_total{direction}
@@ -63,6 +66,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			Name: "hoard_cachelet_validations_total",
 			Help: "Version checks of cached copies against the store: fresh, changed, gone, error.",
 		}, []string{"result"}),
+		validationJoins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hoard_cachelet_validation_joins_total",
+			Help: "Reads of a cached copy that shared a version check another read started (sent after both began).",
+		}),
 		fills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoard_cachelet_fills_total",
 			Help: "Downloads from the store into memory: ok, aborted, doomed (overtaken by a write), over_budget (the budget was lowered below the fills in flight).",
@@ -126,7 +133,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations,
+	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
 		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),

@@ -166,6 +166,9 @@ type linEnv struct {
 	store *localstore.Server
 	etcd  *etcdembed.Server
 	log   *slog.Logger
+	// storeURL, when set, is where the cachelets reach the store (a
+	// shaped link in front of it); else the store's own endpoint.
+	storeURL string
 }
 
 // linCluster is one application's cachelets under one setting.
@@ -216,6 +219,9 @@ func startLinMember(ctx context.Context, env *linEnv, c cachelet.Consistency, ap
 		Secret: []byte("0123456789abcdef-linearizability"),
 	}
 	cfg.Store.Endpoint, cfg.Store.AccessKey, cfg.Store.SecretKey = env.store.Endpoint(), storeAK, storeSK
+	if env.storeURL != "" {
+		cfg.Store.Endpoint = env.storeURL
+	}
 	cfg.Cachelet.Cache.Budget = 16 << 20
 	c.Apply(&cfg.Cachelet)
 	in, err := instance.Start(ctx, cfg, env.log.With("cachelet", i, "setting", c.Name))
@@ -682,14 +688,29 @@ func retryable(err error, viaFourth bool) bool {
 	return code == http.StatusServiceUnavailable || (viaFourth && code == 0)
 }
 
-// runChurnWorkload runs linClients clients until the churn is done (or
+// churnLoad is the shape of a churn run's workload.
+type churnLoad struct {
+	clients    int           // clients, spread over the base cachelets
+	writeEvery int           // a client writes about once in writeEvery operations
+	maxThink   time.Duration // a client's pause after each operation, drawn from [0, max)
+}
+
+// The register workload (two keys, half writes), and the hot-key one:
+// more clients reading one key back to back, so that reads share version
+// checks (ADR 0019) while ownership moves.
+var (
+	churnRegister = churnLoad{clients: linClients, writeEvery: 2, maxThink: churnMaxThink}
+	churnHot      = churnLoad{clients: 9, writeEvery: 10, maxThink: 3 * time.Millisecond}
+)
+
+// runChurnWorkload runs load's clients until the churn is done (or
 // churnMaxOps each) and returns the history.
 func runChurnWorkload(cs []*minio.Client, roam *atomic.Pointer[minio.Client], bucket string, keys []string, owners []int,
-	seed uint64, st *churnStats, done <-chan struct{}, rec *linRecorder) {
+	seed uint64, load churnLoad, st *churnStats, done <-chan struct{}, rec *linRecorder) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for client := range linClients {
+	for client := range load.clients {
 		base := client % len(cs)
 		rng := rand.New(rand.NewPCG(seed, uint64(client)))
 		wg.Go(func() {
@@ -701,7 +722,7 @@ func runChurnWorkload(cs []*minio.Client, roam *atomic.Pointer[minio.Client], bu
 				}
 				ki := rng.IntN(len(keys))
 				key := keys[ki]
-				write := rng.IntN(2) == 0
+				write := rng.IntN(load.writeEvery) == 0
 				v := fmt.Sprintf("c%d-%d", client, n)
 				var (
 					got  string
@@ -750,7 +771,10 @@ func runChurnWorkload(cs []*minio.Client, roam *atomic.Pointer[minio.Client], bu
 					rec.add(porcupine.Operation{ClientId: client, Input: regInput{key: key},
 						Call: call, Output: regOutput{got}, Return: ret, Metadata: meta})
 				}
-				if think := rng.Int64N(int64(churnMaxThink)); think > 0 {
+				if load.maxThink <= 0 {
+					continue
+				}
+				if think := rng.Int64N(int64(load.maxThink)); think > 0 {
 					time.Sleep(time.Duration(think))
 				}
 			}
@@ -791,7 +815,9 @@ func cmpInt64(a, b int64) int {
 
 // TestLinearizabilityUnderChurn checks the strong settings stay
 // linearizable registers while a fourth cachelet joins and leaves the
-// application over and over, moving both registers' ownership each time.
+// application over and over, moving both registers' ownership each time;
+// strong-hot runs strong with many clients reading one key back to back,
+// so that reads share version checks while ownership moves.
 // HOARD_LINEARIZABILITY_SEED fixes the workload's and the churn's choices.
 func TestLinearizabilityUnderChurn(t *testing.T) {
 	dir := t.TempDir()
@@ -811,9 +837,13 @@ func TestLinearizabilityUnderChurn(t *testing.T) {
 	env := &linEnv{store: srv, etcd: etcd,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
 
-	for _, name := range []string{"strong", "owner"} {
+	for _, name := range []string{"strong", "owner", "strong-hot"} {
 		t.Run(name, func(t *testing.T) {
-			c, err := cachelet.ParseConsistency(name)
+			load, setting := churnRegister, name
+			if name == "strong-hot" {
+				load, setting = churnHot, "strong"
+			}
+			c, err := cachelet.ParseConsistency(setting)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -866,7 +896,10 @@ func TestLinearizabilityUnderChurn(t *testing.T) {
 			done := make(chan struct{})
 			rec := &linRecorder{start: time.Now()}
 			go churn(env, c, lc, app, bucket, keys, &roam, rand.New(rand.NewPCG(seed, math.MaxUint32)), st, rec, done)
-			runChurnWorkload(cs, &roam, bucket, keys, owners, seed, st, done, rec)
+			if load == churnHot {
+				keys, owners = keys[:1], owners[:1] // one hot key
+			}
+			runChurnWorkload(cs, &roam, bucket, keys, owners, seed, load, st, done, rec)
 			<-done
 			workload := time.Duration(rec.now()).Round(time.Millisecond)
 			t.Logf("%s under churn: history times are nanoseconds since %s", name, rec.start.Format(time.RFC3339Nano))
@@ -901,6 +934,17 @@ func TestLinearizabilityUnderChurn(t *testing.T) {
 				name, st.cycles, fourthID, st.moves, st.unsettled, handoffs(lc.ins...)-baseHandoffs, st.handoffs4th, st.retries, len(st.failures))
 			t.Logf("%s under churn: %d operations checked (%s) on %v (base owners %v), seed %d, workload %v; porcupine: %s in %v",
 				name, len(rec.ops), historyStats(rec.ops), keys, owners, seed, workload, res, took.Round(time.Microsecond))
+			if n := plainlyStale(rec.ops); n > 0 {
+				// A violation whatever porcupine decides in its time.
+				t.Errorf("%s under churn: %d reads returned a value overwritten before they began; seed %d", name, n, seed)
+			}
+			if load == churnHot {
+				joins := validationJoins(lc.ins...)
+				t.Logf("%s under churn: %v reads shared a version check", name, joins)
+				if joins == 0 {
+					t.Errorf("%s under churn: no read shared a version check", name)
+				}
+			}
 			if res == porcupine.Ok {
 				return
 			}

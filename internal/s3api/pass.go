@@ -38,7 +38,7 @@ var presignParams = []string{
 }
 
 // pass sends the request to the store as it is and relays the answer
-// (ADR 0017). A request that can change an object (any method but GET and
+// (ADR 0018). A request that can change an object (any method but GET and
 // HEAD on a key) runs as a cachelet.Change of that key: invalidated here
 // and at its owner before and after.
 func (s *Server) pass(w http.ResponseWriter, r *http.Request, rq *request) error {

@@ -4,7 +4,7 @@
 //
 // Requests it does not answer from its cache or through its typed store
 // client go to the store as they are, re-signed with the store's identity,
-// and the store's answer comes back as it is (pass.go, ADR 0017): nothing
+// and the store's answer comes back as it is (pass.go, ADR 0018): nothing
 // the store serves is refused, and nothing is answered with a guess.
 package s3api
 

@@ -176,6 +176,13 @@ def draw_curve(p: dict, out: Path) -> None:
             ax.plot(s["x"], s["y"], marker="o", markersize=3, label=s["label"], linewidth=1.4)
         if p.get("xlog"):
             ax.set_xscale("log")
+            xs = sorted({x for s in p["series"] for x in s["x"]})
+            if xs and all(float(x).is_integer() for x in xs):
+                # Counts (connections, instances): each measured one as a
+                # plain tick rather than powers of ten.
+                ax.set_xticks(xs)
+                ax.set_xticklabels([str(int(x)) for x in xs])
+                ax.minorticks_off()
         if p.get("ylog"):
             ax.set_yscale("log")
         _finish(fig, ax, p, out)

@@ -39,7 +39,7 @@ var (
 // Pass sends req to the store as it is, signed with the store's own
 // identity, and returns the store's answer, whatever its status: the
 // caller relays it and must close its body. It is the pass-through of
-// requests hoard does not answer from its cache (ADR 0017).
+// requests hoard does not answer from its cache (ADR 0018).
 //
 // req names the bucket and key in a path-style, relative URL
 // ("/bucket/key?query", Path decoded); its headers, query and body go
