@@ -137,14 +137,12 @@ func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 	c.wmu.Lock()
 	e := c.keep(k, w.Data, etag, w.Opts)
 	c.keys.unpersisted(k, e)
-	done := c.toStore.Enqueue(w)
+	// Persisted, superseded, failed or given up: the record goes before
+	// a Drain (a synchronization point's) sees the write settled, so
+	// that a delete made after the Drain is never answered by it.
+	w.Settled = func() { c.keys.persisted(k, e) }
+	c.toStore.Enqueue(w)
 	c.wmu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		<-done // persisted, superseded, failed or given up: the record goes
-		c.keys.persisted(k, e)
-	}()
 }
 
 // storeSink persists queued writes to the store.

@@ -43,6 +43,12 @@ type Write struct {
 	// Opts are then unused.
 	Delete bool
 	Opts   store.PutOptions
+	// Settled, when set, is called once the write is settled (persisted,
+	// failed, superseded or given up on), before Drain counts it as
+	// settled: what a caller records about the write is gone by the time
+	// a Drain that waited for it returns. It runs with the queue's lock
+	// held, so it must be quick and must not call the queue.
+	Settled func()
 }
 
 // Sink persists one write: to the store, or to the key's owner.
@@ -292,6 +298,9 @@ func (q *Queue) Enqueue(w Write) <-chan error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closing {
+		if w.Settled != nil {
+			w.Settled()
+		}
 		result <- ErrClosed
 		return result
 	}
@@ -450,6 +459,9 @@ func (q *Queue) link(e *entry) {
 // settle delivers e's outcome and forgets it. The caller has already
 // detached e from its keyState. q.mu is held.
 func (q *Queue) settle(e *entry, err error) {
+	if e.w.Settled != nil {
+		e.w.Settled()
+	}
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {

@@ -586,3 +586,41 @@ func TestCloseKeepsRetrying(t *testing.T) {
 		}
 	})
 }
+
+// TestSettledBeforeDrain: a write's Settled hook has run, for every way
+// a write settles, by the time a Drain that waited for it returns.
+func TestSettledBeforeDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder("a1")
+		q := newQueue(t, Config{Sink: rec})
+		var mu sync.Mutex
+		var settledKeys []string
+		hook := func(name string) func() {
+			return func() {
+				mu.Lock()
+				settledKeys = append(settledKeys, name)
+				mu.Unlock()
+			}
+		}
+		w1, w2, w3 := put("a", "a1"), put("a", "a2"), put("a", "a3")
+		w1.Settled, w2.Settled, w3.Settled = hook("a1"), hook("a2"), hook("a3")
+		q.Enqueue(w1) // in progress, held
+		synctest.Wait()
+		q.Enqueue(w2) // superseded by a3 before it starts
+		q.Enqueue(w3)
+		drained := make(chan error, 1)
+		go func() { drained <- q.Drain(context.Background()) }()
+		synctest.Wait()
+		rec.release("a1")
+		if err := <-drained; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := slices.Clone(settledKeys)
+		mu.Unlock()
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"a1", "a2", "a3"}) {
+			t.Errorf("settled before Drain returned: %v, want a1, a2 and a3", got)
+		}
+	})
+}
