@@ -51,6 +51,7 @@ type Entry struct {
 
 	key  Key
 	info store.ObjectInfo
+	size int64
 	buf  []byte
 
 	filled atomic.Int64 // bytes of buf that are final
@@ -78,7 +79,7 @@ const (
 // admissible. Even an empty object's entry is complete only once ReadFrom
 // has seen its body end: a body longer than announced must abort it.
 func NewEntry(key Key, info store.ObjectInfo) *Entry {
-	e := &Entry{key: key, info: info, buf: make([]byte, info.Size)}
+	e := &Entry{key: key, info: info, size: info.Size, buf: make([]byte, info.Size)}
 	e.cond = sync.NewCond(&e.mu)
 	return e
 }
@@ -87,7 +88,7 @@ func NewEntry(key Key, info store.ObjectInfo) *Entry {
 // ownership of data.
 func NewCompleteEntry(key Key, info store.ObjectInfo, data []byte) *Entry {
 	info.Size = int64(len(data))
-	e := &Entry{key: key, info: info, buf: data}
+	e := &Entry{key: key, info: info, size: info.Size, buf: data}
 	e.cond = sync.NewCond(&e.mu)
 	e.filled.Store(int64(len(data)))
 	e.state.Store(stateDone)
@@ -106,7 +107,7 @@ func (e *Entry) Owned() bool { return e.owned }
 func (e *Entry) Info() store.ObjectInfo { return e.info }
 
 // Size is the object's size in bytes, which is also what it charges the budget.
-func (e *Entry) Size() int64 { return int64(len(e.buf)) }
+func (e *Entry) Size() int64 { return e.size }
 
 // Complete reports whether every byte is in memory.
 func (e *Entry) Complete() bool { return e.state.Load() == stateDone }
