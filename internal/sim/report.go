@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -66,9 +67,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tcost USD\t")
 		for _, c := range r.Caches {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.6f\t\n",
-				c.Policy, bytesize.Format(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
+				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Format(c.StoreBytes), c.Evictions, c.CostUSD)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.CostUSD)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -80,4 +81,22 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// sizeLabel writes a cache size exactly, in binary units or, where
+// shorter (sizes given as 1KB, 128MB), decimal ones.
+func sizeLabel(n int64) string {
+	best := bytesize.Format(n)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}} {
+		if n > 0 && n%u.mult == 0 {
+			if s := strconv.FormatInt(n/u.mult, 10) + u.suffix; len(s) < len(best) {
+				best = s
+			}
+			break
+		}
+	}
+	return best
 }
