@@ -53,6 +53,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.StringVar(&keepAlives, "keep-alive", "fixed:10m,histogram", "keep-alive policies to compare, comma-separated: fixed:<duration>, histogram[:<fallback>]")
 	fs.IntVar(&o.cfg.Instances, "instances", 1, "instances per application, objects placed on a ring among them")
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
+	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
+	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,6 +93,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 			return nil, fmt.Errorf("%w: --keep-alive: %v", errUsage, err)
 		}
 		o.cfg.KeepAlives = append(o.cfg.KeepAlives, k)
+	}
+	if o.cfg.PreWarm {
+		o.cfg.Lifecycle = true
 	}
 	if o.cfg.CacheSizes == nil {
 		o.cfg.CacheSizes = []int64{}

@@ -30,6 +30,8 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", "--trace", log, "--format", "access-log", "--cache-sizes", "1KiB"}, 0, "owner-lru   1KiB      3     0.6667"},
 		{[]string{"sim", "--generate", "--events", "2000", "--cache-sizes", "1MB", "--policies", "lru,size-aware,ttl:1m"}, 0, "histogram:10m"},
 		{[]string{"sim", "--trace", "../../internal/sim/testdata/blob-trace-head.csv", "--keep-alive", ""}, 0, "9 events"},
+		{[]string{"sim", "--generate", "--events", "20000", "--cache-sizes", "4MiB", "--prewarm", "--keep-alive", "fixed:1m"}, 0, "pre-warmed"},
+		{[]string{"sim", "--generate", "--lifecycle", "--keep-alive", ""}, 2, "lifecycle follows a keep-alive policy"},
 		{[]string{"sim"}, 2, "one of --trace FILE and --generate"},
 		{[]string{"sim", "--generate", "--cache-sizes", "lots"}, 2, `bad size "lots"`},
 		{[]string{"sim", "--generate", "--policies", "fifo"}, 2, "fifo"},

@@ -26,6 +26,26 @@ type appState struct {
 	idle     bool      // the window is open: nothing ran since it began
 	cold     int64
 	invoked  int64
+	first    time.Time // the first invocation
+	unloaded time.Time // when the instance is unloaded, the window unused
+}
+
+// unloadedBefore reports whether app's instance, idle, was unloaded
+// before at (so an invocation at would find an empty cache), when, and
+// the application's mean time between invocations so far.
+func (a *aliveRun) unloadedBefore(app string, at time.Time) (bool, time.Time, time.Duration) {
+	s := a.apps[app]
+	if s == nil || !s.seen || s.running > 0 || !s.idle {
+		return false, time.Time{}, 0
+	}
+	var gap time.Duration
+	if s.invoked > 0 {
+		gap = at.Sub(s.first) / time.Duration(s.invoked)
+	}
+	if at.Before(s.from) || at.After(s.to) || s.unloaded.Before(s.from) {
+		return true, s.unloaded, gap
+	}
+	return false, time.Time{}, gap
 }
 
 func (a *aliveRun) invoked(app string, at time.Time, mem int) {
@@ -51,6 +71,9 @@ func (a *aliveRun) invoked(app string, at time.Time, mem int) {
 	if s.running == 0 && s.idle {
 		a.wastedMBs += float64(s.mem) * loadedIdle(s.from, s.to, at).Seconds()
 		s.idle = false
+	}
+	if !s.seen {
+		s.first = at
 	}
 	s.seen = true
 	s.mem = mem
@@ -89,6 +112,12 @@ func (a *aliveRun) finished(app string, at time.Time) {
 	s.from = at.Add(pre)
 	s.to = s.from.Add(keep)
 	s.idle = true
+	// Under a pre-warm window the instance is unloaded at once, else
+	// when its keep-alive runs out.
+	s.unloaded = s.to
+	if pre > 0 {
+		s.unloaded = at
+	}
 }
 
 func (a *aliveRun) result(now time.Time, p Prices) KeepAliveResult {

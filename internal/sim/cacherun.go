@@ -42,6 +42,10 @@ type cacheRun struct {
 	writes   Tally
 	gets     int64 // store GETs
 	getBytes int64 // bytes read from the store
+
+	lives                     map[string]*lives // with Config.Lifecycle
+	unloads                   int64
+	preWarmGets, preWarmBytes int64
 }
 
 // instances returns app's caches, made on its first access.
@@ -98,21 +102,21 @@ func (c *cacheRun) read(e *Event, inst int) {
 	if e.Length > 0 {
 		n = e.Length
 	}
+	var o Outcome
 	switch {
 	case holds(cs[inst], e):
-		c.reads[LocalHit].add(n)
+		o = LocalHit
 	case owner != inst && holds(cs[owner], e):
-		c.reads[RemoteHit].add(n)
+		o = RemoteHit
 		fill(cs[inst], e)
 	case !cs[owner].Admissible(e.Size):
-		c.reads[PassThrough].add(n)
+		o = PassThrough
 		c.gets++
 		c.getBytes += n
 	default:
-		if owner == inst {
-			c.reads[LocalMiss].add(n)
-		} else {
-			c.reads[RemoteMiss].add(n)
+		o = LocalMiss
+		if owner != inst {
+			o = RemoteMiss
 		}
 		c.gets++
 		c.getBytes += e.Size
@@ -120,6 +124,10 @@ func (c *cacheRun) read(e *Event, inst int) {
 		if owner != inst {
 			fill(cs[inst], e)
 		}
+	}
+	c.reads[o].add(n)
+	if c.sim.cfg.PreWarm {
+		c.recordAccess(e, o, false)
 	}
 }
 
@@ -135,17 +143,23 @@ func (c *cacheRun) write(e *Event, _ int) {
 	}
 	cs[owner].Remove(k)
 	fill(cs[owner], e)
+	if c.sim.cfg.PreWarm {
+		c.recordAccess(e, 0, true)
+	}
 }
 
 func (c *cacheRun) result(p Prices) CacheResult {
 	r := CacheResult{
-		Policy:     c.policy.String(),
-		CacheBytes: c.size,
-		Apps:       len(c.apps),
-		Outcomes:   map[string]Tally{},
-		Writes:     c.writes,
-		StoreGets:  c.gets,
-		StoreBytes: c.getBytes,
+		Policy:       c.policy.String(),
+		CacheBytes:   c.size,
+		Apps:         len(c.apps),
+		Outcomes:     map[string]Tally{},
+		Writes:       c.writes,
+		StoreGets:    c.gets + c.preWarmGets,
+		StoreBytes:   c.getBytes + c.preWarmBytes,
+		Unloads:      c.unloads,
+		PreWarmGets:  c.preWarmGets,
+		PreWarmBytes: c.preWarmBytes,
 	}
 	for o, t := range c.reads {
 		r.Reads.Count += t.Count
@@ -160,7 +174,7 @@ func (c *cacheRun) result(p Prices) CacheResult {
 			r.Evictions += cc.Stats().Evictions
 		}
 	}
-	r.CostUSD = float64(c.gets)*p.S3Get + float64(c.writes.Count)*p.S3Put
+	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
 	return r
 }
 

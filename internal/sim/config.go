@@ -28,6 +28,19 @@ type Config struct {
 	MemoryMB int
 	// Prices price the results. Default (zero): DefaultPrices.
 	Prices Prices
+	// Lifecycle ties each cache to its instance under the first of
+	// KeepAlives: when the instance is unloaded its cache is lost, and
+	// the instance that is loaded again starts empty. Without it, caches
+	// outlive their instances (as a separate cache tier would). Needs
+	// Invoke events (the blob and access-log formats have none: their
+	// instances are never unloaded).
+	Lifecycle bool
+	// PreWarm, with Lifecycle, fills a reloaded instance's cache before
+	// its first invocation runs with what package prewarm selects from
+	// the access records saved at the application's earlier unloads, as
+	// the controller does (prewarm's defaults, bounded by the cache's
+	// size).
+	PreWarm bool
 }
 
 // DefaultCacheSizes span Faa$T's Fig. 11, 1 KB to 128 MB, by factors of 8.
@@ -158,6 +171,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryMB < 0 {
 		return errors.New("sim: memory must be positive")
+	}
+	if c.Lifecycle && len(c.KeepAlives) == 0 {
+		return errors.New("sim: a cache's lifecycle follows a keep-alive policy; give one")
+	}
+	if c.PreWarm && !c.Lifecycle {
+		return errors.New("sim: pre-warming needs the caches' lifecycle (Lifecycle)")
 	}
 	if c.Prices == (Prices{}) {
 		c.Prices = DefaultPrices

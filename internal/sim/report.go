@@ -36,10 +36,17 @@ type CacheResult struct {
 	HitRatio     float64 `json:"hit_ratio"`
 	ByteHitRatio float64 `json:"byte_hit_ratio"`
 	// StoreGets and StoreBytes are the reads the store served (every miss
-	// fetches its whole object; a pass-through, what was asked).
+	// fetches its whole object; a pass-through, what was asked), pre-warm
+	// fetches included.
 	StoreGets  int64  `json:"store_gets"`
 	StoreBytes int64  `json:"store_bytes"`
 	Evictions  uint64 `json:"evictions"`
+	// With Config.Lifecycle: how many times an application's instances
+	// were unloaded (their caches lost), and with Config.PreWarm, what
+	// pre-warming fetched when they were loaded again.
+	Unloads      int64 `json:"unloads,omitempty"`
+	PreWarmGets  int64 `json:"pre_warm_gets,omitempty"`
+	PreWarmBytes int64 `json:"pre_warm_bytes,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
 	CostUSD float64 `json:"cost_usd"`
 }
@@ -64,12 +71,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(r.Caches) > 0 {
-		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tcost USD\t")
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tcost USD\t")
 		for _, c := range r.Caches {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.6f\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%.6f\t\n",
 				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.CostUSD)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CostUSD)
 		}
 		fmt.Fprintln(tw)
 	}

@@ -52,7 +52,7 @@ func New(cfg Config) (*Simulator, error) {
 			if err := cc.Validate(); err != nil {
 				return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 			}
-			s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}})
+			s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}})
 		}
 	}
 	for _, k := range cfg.KeepAlives {
@@ -120,6 +120,16 @@ func (s *Simulator) Step(e Event) error {
 		mem := e.MemoryMB
 		if mem == 0 {
 			mem = s.cfg.MemoryMB
+		}
+		if s.cfg.Lifecycle {
+			if gone, at, gap := s.alive[0].unloadedBefore(e.App, e.Time); gone {
+				for _, c := range s.caches {
+					c.unload(e.App, at)
+					if s.cfg.PreWarm {
+						c.preWarm(e.App, e.Time, gap)
+					}
+				}
+			}
 		}
 		for _, a := range s.alive {
 			a.invoked(e.App, e.Time, mem)
