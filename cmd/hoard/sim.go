@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/sim"
@@ -24,6 +27,7 @@ type simOptions struct {
 	gen               sim.GenConfig
 	cfg               sim.Config
 	jsonPath          string
+	parallel          int
 }
 
 func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
@@ -55,6 +59,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
+	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -96,6 +101,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if o.cfg.PreWarm {
 		o.cfg.Lifecycle = true
+	}
+	if o.parallel < 1 {
+		return nil, fmt.Errorf("%w: --parallel must be at least 1", errUsage)
 	}
 	if o.cfg.CacheSizes == nil {
 		o.cfg.CacheSizes = []int64{}
@@ -171,7 +179,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	began := time.Now()
-	report, err := sim.Run(&ctxSource{ctx: ctx, src: src}, o.cfg)
+	report, err := replay(&ctxSource{ctx: ctx, src: src}, o.cfg, o.parallel)
 	if err != nil {
 		return err
 	}
@@ -193,6 +201,76 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return os.WriteFile(o.jsonPath, append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// replay is sim.Run with the cache configurations split over n
+// goroutines (sim.Config.Split): one reads the events, in batches, and
+// every part replays each batch.
+func replay(src sim.Source, cfg sim.Config, n int) (sim.Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return sim.Report{}, err
+	}
+	parts := cfg.Split(n)
+	if len(parts) == 1 {
+		return sim.Run(src, parts[0])
+	}
+	sims := make([]*sim.Simulator, len(parts))
+	for i, p := range parts {
+		s, err := sim.New(p)
+		if err != nil {
+			return sim.Report{}, err
+		}
+		sims[i] = s
+	}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		errs   = make([]error, len(parts))
+		queues = make([]chan []sim.Event, len(parts))
+	)
+	for i := range parts {
+		queues[i] = make(chan []sim.Event, 4)
+		wg.Go(func() {
+			for batch := range queues[i] {
+				for j := 0; j < len(batch) && errs[i] == nil; j++ {
+					if err := sims[i].Step(batch[j]); err != nil {
+						errs[i] = err
+						failed.Store(true)
+					}
+				}
+			}
+		})
+	}
+	var readErr error
+	for done := false; !done && !failed.Load(); {
+		batch := make([]sim.Event, 0, 4096)
+		for len(batch) < cap(batch) {
+			e, err := src.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					readErr = err
+				}
+				done = true
+				break
+			}
+			batch = append(batch, e)
+		}
+		for _, q := range queues {
+			q <- batch
+		}
+	}
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+	if err := errors.Join(append([]error{readErr}, errs[0])...); err != nil {
+		return sim.Report{}, err
+	}
+	reports := make([]sim.Report, len(sims))
+	for i, s := range sims {
+		reports[i] = s.Report()
+	}
+	return sim.Merge(reports), nil
 }
 
 // ctxSource stops a replay when ctx is cancelled (checked every 64Ki

@@ -32,6 +32,7 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", "--trace", "../../internal/sim/testdata/blob-trace-head.csv", "--keep-alive", ""}, 0, "9 events"},
 		{[]string{"sim", "--generate", "--events", "20000", "--cache-sizes", "4MiB", "--prewarm", "--keep-alive", "fixed:1m"}, 0, "pre-warmed"},
 		{[]string{"sim", "--generate", "--lifecycle", "--keep-alive", ""}, 2, "lifecycle follows a keep-alive policy"},
+		{[]string{"sim", "--generate", "--parallel", "0"}, 2, "--parallel must be at least 1"},
 		{[]string{"sim"}, 2, "one of --trace FILE and --generate"},
 		{[]string{"sim", "--generate", "--cache-sizes", "lots"}, 2, `bad size "lots"`},
 		{[]string{"sim", "--generate", "--policies", "fifo"}, 2, "fifo"},
@@ -66,5 +67,21 @@ func TestSimJSON(t *testing.T) {
 	}
 	if r.Caches[1].HitRatio < r.Caches[0].HitRatio {
 		t.Errorf("hit ratio fell with a larger LRU cache: %v < %v", r.Caches[1].HitRatio, r.Caches[0].HitRatio)
+	}
+}
+
+// The cache configurations replayed side by side report what one replay
+// of them all does.
+func TestSimParallel(t *testing.T) {
+	report := func(parallel string) []byte {
+		var out, errOut bytes.Buffer
+		args := []string{"sim", "--generate", "--events", "20000", "--seed", "4", "--policies", "lru,size-aware", "--prewarm", "--parallel", parallel, "--json", "-"}
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("--parallel %s: exit %d: %s", parallel, code, errOut.String())
+		}
+		return out.Bytes()
+	}
+	if one, five := report("1"), report("5"); !bytes.Equal(one, five) {
+		t.Fatalf("--parallel 5 reports\n%s\n--parallel 1\n%s", five, one)
 	}
 }

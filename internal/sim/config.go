@@ -18,6 +18,9 @@ type Config struct {
 	// Policies are the eviction policies to try, each at every size.
 	// Default (nil): plain LRU (cache.PolicyOwnerLRU) alone.
 	Policies []Eviction
+	// Runs are the (policy, size) pairs replayed. Default (nil): every
+	// Policies × CacheSizes, policy by policy.
+	Runs []CacheRun
 	// KeepAlives are the keep-alive policies to try. Default (nil):
 	// DefaultKeepAlives.
 	KeepAlives []KeepAlive
@@ -41,6 +44,12 @@ type Config struct {
 	// the controller does (prewarm's defaults, bounded by the cache's
 	// size).
 	PreWarm bool
+}
+
+// CacheRun is one cache configuration: an eviction policy at a size.
+type CacheRun struct {
+	Policy Eviction
+	Size   int64
 }
 
 // DefaultCacheSizes span Faa$T's Fig. 11, 1 KB to 128 MB, by factors of 8.
@@ -151,6 +160,19 @@ func (c *Config) Validate() error {
 	}
 	if c.Policies == nil {
 		c.Policies = []Eviction{{Policy: cache.PolicyOwnerLRU}}
+	}
+	if c.Runs == nil {
+		c.Runs = []CacheRun{}
+		for _, p := range c.Policies {
+			for _, s := range c.CacheSizes {
+				c.Runs = append(c.Runs, CacheRun{p, s})
+			}
+		}
+	}
+	for _, r := range c.Runs {
+		if r.Size <= 0 {
+			return fmt.Errorf("sim: cache size %d must be positive", r.Size)
+		}
 	}
 	if c.KeepAlives == nil {
 		c.KeepAlives = DefaultKeepAlives()

@@ -46,14 +46,13 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		s.ring = r
 	}
-	for _, p := range cfg.Policies {
-		for _, size := range cfg.CacheSizes {
-			cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock}
-			if err := cc.Validate(); err != nil {
-				return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
-			}
-			s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}})
+	for _, r := range cfg.Runs {
+		p, size := r.Policy, r.Size
+		cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock}
+		if err := cc.Validate(); err != nil {
+			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
+		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}})
 	}
 	for _, k := range cfg.KeepAlives {
 		if k.Histogram {

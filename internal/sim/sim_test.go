@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"testing"
@@ -277,6 +278,46 @@ func TestPricesAreTheCostModels(t *testing.T) {
 		}
 		if math.Abs(got-want) > 1e-12*want {
 			t.Errorf("%s: cost.py says %v, sim %v", name, got, want)
+		}
+	}
+}
+
+// Replaying a split config part by part and merging gives Run's report.
+func TestSplitMerge(t *testing.T) {
+	g := func() Source {
+		g, err := NewGenerator(GenConfig{Seed: 5, Apps: 100, MaxEvents: 30_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for _, lifecycle := range []bool{false, true} {
+		cfg := Config{Policies: []Eviction{{Policy: cache.PolicyOwnerLRU}, {Policy: cache.PolicySizeAware}}, Instances: 2, Lifecycle: lifecycle, PreWarm: lifecycle}
+		whole, err := Run(g(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		parts := cfg.Split(3)
+		if len(parts) != 3 {
+			t.Fatalf("%d parts", len(parts))
+		}
+		var reports []Report
+		for _, p := range parts {
+			r, err := Run(g(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reports = append(reports, r)
+		}
+		merged := Merge(reports)
+		if !reflect.DeepEqual(merged, whole) {
+			t.Fatalf("lifecycle %v: merged report differs:\n%+v\nwhole:\n%+v", lifecycle, merged, whole)
+		}
+		if len(whole.Caches) != 14 || whole.Caches[13].Policy != "size-aware" || whole.Caches[13].CacheBytes != 128<<20 {
+			t.Fatalf("caches out of order: %+v", whole.Caches[13])
 		}
 	}
 }
