@@ -80,7 +80,14 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	if len(r.KeepAlives) > 0 {
+	var invocations int64
+	for _, k := range r.KeepAlives {
+		invocations += k.Invocations
+	}
+	if len(r.KeepAlives) > 0 && invocations == 0 {
+		fmt.Fprintln(tw, "no invocations in the trace: no keep-alive results")
+	}
+	if invocations > 0 {
 		fmt.Fprintln(tw, "keep-alive\tapps\tinvocations\tcold starts\tcold ratio\talways cold\twasted GB-s\tcost USD\t")
 		for _, k := range r.KeepAlives {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f\t%d\t%.1f\t%.6f\t\n",

@@ -26,6 +26,8 @@ type Simulator struct {
 	ring   *ring.Ring // over names; nil with one instance
 	turn   uint64     // the next instance for accesses of no invocation
 
+	lastOwner ownerMemo
+
 	events     int64
 	start, now time.Time
 }
@@ -165,13 +167,25 @@ func (s *Simulator) instance(invocation uint64) int {
 }
 
 // owner is the instance that owns an object on its application's ring.
+// Each configuration and each cache's Owns asks about the event's object
+// in turn, so the last answer is kept.
 func (s *Simulator) owner(bucket, key string) int {
 	if s.ring == nil {
 		return 0
 	}
+	if m := &s.lastOwner; m.ok && m.bucket == bucket && m.key == key {
+		return m.owner
+	}
 	id := s.ring.Owner(bucket, key)
 	n, _ := strconv.Atoi(id[1:])
+	s.lastOwner = ownerMemo{ok: true, bucket: bucket, key: key, owner: n}
 	return n
+}
+
+type ownerMemo struct {
+	ok          bool
+	bucket, key string
+	owner       int
 }
 
 // Report ends the invocations still in flight and the keep-alive windows
