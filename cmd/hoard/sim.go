@@ -34,7 +34,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: hoard sim --trace FILE [--format blob|access-log|azure-invocations] [flags]\n"+
+		fmt.Fprintln(stderr, "usage: hoard sim --trace FILE [--format blob|access-log|azure-invocations|hoard-records] [flags]\n"+
 			"       hoard sim --generate [--seed N] [--apps N] [--duration D] [--events N] [flags]\n\n"+
 			"Replays a trace, or a generated workload, through hoard's cache eviction, ring placement\n"+
 			"and keep-alive policies on a simulated clock, and prints hit ratios, bytes from the store,\n"+
@@ -44,7 +44,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	o := &simOptions{}
 	var sizes, policies, keepAlives string
 	fs.StringVar(&o.trace, "trace", "", "trace file to replay (.gz is read compressed)")
-	fs.StringVar(&o.format, "format", "blob", "the trace's format: blob (Azure blob accesses, 2020), access-log (time,op,key,size[,offset,length,...] CSV), azure-invocations (Azure Functions invocations per function per minute)")
+	fs.StringVar(&o.format, "format", "blob", "the trace's format: blob (Azure blob accesses, 2020), access-log (time,op,key,size[,offset,length,...] CSV), azure-invocations (Azure Functions invocations per function per minute), hoard-records (hoard's saved access metadata, prewarm records in unload order)")
 	fs.StringVar(&o.durations, "durations", "", "with azure-invocations: the function durations file (Average ms per function)")
 	fs.StringVar(&o.memory, "memory", "", "with azure-invocations: the application memory file (AverageAllocatedMb per application)")
 	fs.BoolVar(&o.generate, "generate", false, "replay a generated workload with the Azure traces' published statistics instead of a trace")
@@ -158,6 +158,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			src, err = sim.NewBlobTrace(r)
 		case "access-log":
 			src, err = sim.NewAccessLog(r)
+		case "hoard-records":
+			src = sim.NewRecords(r)
 		case "azure-invocations":
 			var d, m io.Reader
 			if o.durations != "" {
@@ -172,7 +174,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			src, err = sim.NewAzureInvocations(r, d, m)
 		default:
-			return fmt.Errorf("%w: unknown --format %q (valid: blob, access-log, azure-invocations)", errUsage, o.format)
+			return fmt.Errorf("%w: unknown --format %q (valid: blob, access-log, azure-invocations, hoard-records)", errUsage, o.format)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.trace, err)

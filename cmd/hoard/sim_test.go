@@ -22,6 +22,10 @@ func TestSimCommand(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("time,op,key,size\n0,GET,a,ten\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	records := filepath.Join(dir, "records.json")
+	if err := os.WriteFile(records, []byte(`{"version":1,"app":"fn","unloaded_at":"2025-01-01T01:00:00Z","objects":[{"bucket":"b","key":"k","size":9,"lh":3,"lm":1,"mean_gap_ms":1000,"last":"2025-01-01T00:10:00Z"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args    []string
 		code    int
@@ -33,6 +37,7 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", "--generate", "--events", "20000", "--cache-sizes", "4MiB", "--prewarm", "--keep-alive", "fixed:1m"}, 0, "pre-warmed"},
 		{[]string{"sim", "--generate", "--lifecycle", "--keep-alive", ""}, 2, "lifecycle follows a keep-alive policy"},
 		{[]string{"sim", "--generate", "--parallel", "0"}, 2, "--parallel must be at least 1"},
+		{[]string{"sim", "--trace", records, "--format", "hoard-records", "--cache-sizes", "1KiB"}, 0, "owner-lru   1KiB      4     0.7500"},
 		{[]string{"sim"}, 2, "one of --trace FILE and --generate"},
 		{[]string{"sim", "--generate", "--cache-sizes", "lots"}, 2, `bad size "lots"`},
 		{[]string{"sim", "--generate", "--policies", "fifo"}, 2, "fifo"},

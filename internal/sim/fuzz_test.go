@@ -50,3 +50,8 @@ func FuzzBlobTrace(f *testing.F) {
 	f.Add("Timestamp,AnonUserId,AnonAppName,AnonFunctionInvocationId,AnonBlobName,AnonBlobETag,BlobBytes,Read,Write\n1,u,a,1,b,e,28.0,True,False\n")
 	fuzzSource(f, func(r io.Reader) (Source, error) { return NewBlobTrace(r) })
 }
+
+func FuzzRecords(f *testing.F) {
+	f.Add(`{"version":1,"app":"a","unloaded_at":"2025-01-01T01:00:00Z","objects":[{"bucket":"b","key":"k","size":9,"lh":3,"lm":1,"out":1,"mean_gap_ms":1000,"last":"2025-01-01T00:10:00Z"}]}`)
+	fuzzSource(f, func(r io.Reader) (Source, error) { return NewRecords(r), nil })
+}
