@@ -77,6 +77,9 @@ func (r *Records) read() error {
 		if o.Size < 0 || o.LH < 0 || o.RH < 0 || o.LM < 0 || o.RM < 0 || o.Out < 0 || o.MeanGapMS < 0 || o.Key == "" {
 			return fmt.Errorf("%w: access record %d: object %q: negative counts, size or gap, or no key", ErrFormat, r.n, o.Key)
 		}
+		if o.Last.After(rec.UnloadedAt) {
+			o.Last = rec.UnloadedAt // no access after the unload, so none after the next record's floor
+		}
 		a := &access{o: o, n: o.Out + o.Reads(), floor: floor}
 		if a.n == 0 {
 			continue
