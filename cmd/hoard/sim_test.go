@@ -38,6 +38,7 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", "--generate", "--lifecycle", "--keep-alive", ""}, 2, "lifecycle follows a keep-alive policy"},
 		{[]string{"sim", "--generate", "--parallel", "0"}, 2, "--parallel must be at least 1"},
 		{[]string{"sim", "--trace", records, "--format", "hoard-records", "--cache-sizes", "1KiB"}, 0, "owner-lru   1KiB      4     0.7500"},
+		{[]string{"sim", "--trace", log, "--format", "access-log", "--cache-sizes", "1KiB", "--votes", "1s"}, 0, "0/2/1"},
 		{[]string{"sim"}, 2, "one of --trace FILE and --generate"},
 		{[]string{"sim", "--generate", "--cache-sizes", "lots"}, 2, `bad size "lots"`},
 		{[]string{"sim", "--generate", "--policies", "fifo"}, 2, "fifo"},

@@ -46,6 +46,9 @@ type cacheRun struct {
 	lives                     map[string]*lives // with Config.Lifecycle
 	unloads                   int64
 	preWarmGets, preWarmBytes int64
+
+	votes map[string]*appVotes // with Config.VoteInterval
+	tally Votes
 }
 
 // instances returns app's caches, made on its first access.
@@ -60,6 +63,9 @@ func (c *cacheRun) instances(app string) []*cache.Cache {
 		if len(cs) > 1 {
 			i := i
 			cfg.Owns = func(k cache.Key) bool { return c.sim.owner(k.Bucket, k.Object) == i }
+		}
+		if c.sim.cfg.VoteInterval > 0 {
+			cfg.OnEvict = c.onEvict(app, i)
 		}
 		cc, err := cache.New(cfg)
 		if err != nil {
@@ -126,6 +132,9 @@ func (c *cacheRun) read(e *Event, inst int) {
 		}
 	}
 	c.reads[o].add(n)
+	if v := c.votes[e.App]; v != nil {
+		v.reads++
+	}
 	if c.sim.cfg.PreWarm {
 		c.recordAccess(e, o, false)
 	}
@@ -160,6 +169,10 @@ func (c *cacheRun) result(p Prices) CacheResult {
 		Unloads:      c.unloads,
 		PreWarmGets:  c.preWarmGets,
 		PreWarmBytes: c.preWarmBytes,
+	}
+	if c.sim.cfg.VoteInterval > 0 {
+		v := c.tally
+		r.CacheVotes = &v
 	}
 	for o, t := range c.reads {
 		r.Reads.Count += t.Count

@@ -44,6 +44,13 @@ type Config struct {
 	// the controller does (prewarm's defaults, bounded by the cache's
 	// size).
 	PreWarm bool
+	// VoteInterval, when positive, runs a round of the cache-size scaling
+	// policy's votes (scaling.CacheVote) every so often, per application,
+	// from its instances' reads and evictions of owned objects evicted
+	// before, as the controller does (its default round is 5 s). The
+	// votes are tallied, not acted on: instances stay as many. Default
+	// (0): no votes.
+	VoteInterval time.Duration
 }
 
 // CacheRun is one cache configuration: an eviction policy at a size.
@@ -199,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PreWarm && !c.Lifecycle {
 		return errors.New("sim: pre-warming needs the caches' lifecycle (Lifecycle)")
+	}
+	if c.VoteInterval < 0 {
+		return errors.New("sim: the vote interval must not be negative")
 	}
 	if c.Prices == (Prices{}) {
 		c.Prices = DefaultPrices

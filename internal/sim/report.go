@@ -47,6 +47,9 @@ type CacheResult struct {
 	Unloads      int64 `json:"unloads,omitempty"`
 	PreWarmGets  int64 `json:"pre_warm_gets,omitempty"`
 	PreWarmBytes int64 `json:"pre_warm_bytes,omitempty"`
+	// CacheVotes tallies the cache-size scaling policy's votes, with
+	// Config.VoteInterval.
+	CacheVotes *Votes `json:"cache_votes,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
 	CostUSD float64 `json:"cost_usd"`
 }
@@ -71,12 +74,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(r.Caches) > 0 {
-		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tcost USD\t")
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\t")
 		for _, c := range r.Caches {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%.6f\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t\n",
 				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CostUSD)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -113,4 +116,11 @@ func sizeLabel(n int64) string {
 		}
 	}
 	return best
+}
+
+func (v *Votes) String() string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", v.Up, v.Stay, v.Down)
 }

@@ -27,6 +27,7 @@ type Simulator struct {
 	turn   uint64     // the next instance for accesses of no invocation
 
 	lastOwner ownerMemo
+	nextVote  time.Time // the next round of scale votes
 
 	events     int64
 	start, now time.Time
@@ -54,7 +55,7 @@ func New(cfg Config) (*Simulator, error) {
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}})
+		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}})
 	}
 	for _, k := range cfg.KeepAlives {
 		if k.Histogram {
@@ -101,6 +102,15 @@ func (s *Simulator) Step(e Event) error {
 	}
 	if s.events == 0 {
 		s.start = e.Time
+		s.nextVote = e.Time.Add(s.cfg.VoteInterval)
+	}
+	if iv := s.cfg.VoteInterval; iv > 0 {
+		for !s.nextVote.After(e.Time) {
+			for _, c := range s.caches {
+				c.vote(iv)
+			}
+			s.nextVote = s.nextVote.Add(iv)
+		}
 	}
 	s.events++
 	s.finishUntil(e.Time)
