@@ -3,8 +3,10 @@
 // and eviction (package cache, holding entries that charge their size but
 // keep no bytes), the consistent-hash ring that places objects on an
 // application's instances (package ring), and the hybrid-histogram
-// keep-alive (package keepalive). It starts no process, opens no socket
-// and reads no file: events come from a Source, and a Report comes out.
+// keep-alive (package keepalive), pre-warm selection (package prewarm)
+// and the cache-size scaling vote (package scaling). It starts no
+// process, opens no socket and reads no file: events come from a Source,
+// and a Report comes out.
 //
 // One pass over the events feeds every configuration under study at once:
 // each (eviction policy, cache size) pair gets its own caches, each
@@ -32,6 +34,9 @@
 //     when the instance is unloaded (and, for the histogram, reloaded
 //     ahead of the next one). An invocation that finds it unloaded is a
 //     cold start; loaded time with nothing running is wasted memory-time.
+//   - With Config.Lifecycle a cache lives as long as its instance, and with
+//     Config.PreWarm a reloaded instance's cache is filled with prewarm's
+//     selection from the access records of its earlier lives.
 package sim
 
 import (
