@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"github.com/hoard-io/hoard/internal/cache"
+)
+
+// Outcome is how a read was served.
+type Outcome int
+
+// The outcomes of a read, in hoard's vocabulary.
+const (
+	LocalHit    Outcome = iota // LH: the reading instance held it
+	RemoteHit                  // RH: its owner held it
+	LocalMiss                  // LM: the reader owns it and fetched it
+	RemoteMiss                 // RM: the owner fetched it for the reader
+	PassThrough                // PT: too large to cache; read from the store
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"LH", "RH", "LM", "RM", "PT"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Tally counts reads and their bytes.
+type Tally struct {
+	Count int64 `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+func (t *Tally) add(n int64) { t.Count++; t.Bytes += n }
+
+// cacheRun is one (eviction policy, cache size): the caches of every
+// application's instances under it.
+type cacheRun struct {
+	sim    *Simulator
+	policy Eviction
+	size   int64
+	cfg    cache.Config // validated; Owns set per instance
+	apps   map[string][]*cache.Cache
+
+	reads    [numOutcomes]Tally
+	writes   Tally
+	gets     int64 // store GETs
+	getBytes int64 // bytes read from the store
+
+	lives                     map[string]*lives // with Config.Lifecycle
+	unloads                   int64
+	preWarmGets, preWarmBytes int64
+
+	votes map[string]*appVotes // with Config.VoteInterval
+	tally Votes
+}
+
+// instances returns app's caches, made on its first access.
+func (c *cacheRun) instances(app string) []*cache.Cache {
+	cs := c.apps[app]
+	if cs != nil {
+		return cs
+	}
+	cs = make([]*cache.Cache, len(c.sim.names))
+	for i := range cs {
+		cfg := c.cfg
+		if len(cs) > 1 {
+			i := i
+			cfg.Owns = func(k cache.Key) bool { return c.sim.owner(k.Bucket, k.Object) == i }
+		}
+		if c.sim.cfg.VoteInterval > 0 {
+			cfg.OnEvict = c.onEvict(app, i)
+		}
+		cc, err := cache.New(cfg)
+		if err != nil {
+			// The config was validated in New.
+			panic("sim: " + err.Error())
+		}
+		cs[i] = cc
+	}
+	c.apps[app] = cs
+	return cs
+}
+
+// holds reports whether cc holds e's object at e's version (any version
+// when e names none), dropping a stale one. A hit counts with the policy.
+func holds(cc *cache.Cache, e *Event) bool {
+	k := cache.Key{Bucket: e.Bucket, Object: e.Key}
+	ent := cc.Get(k)
+	if ent == nil {
+		return false
+	}
+	if e.Version != "" && ent.Info().ETag != e.Version {
+		cc.RemoveIf(k, ent)
+		return false
+	}
+	return true
+}
+
+// fill adds e's object to cc, as a completed fill does, if cc admits it.
+func fill(cc *cache.Cache, e *Event) {
+	if !cc.Reserve(e.Size) {
+		return
+	}
+	cc.Add(cache.NewAccountedEntry(cache.Key{Bucket: e.Bucket, Object: e.Key}, objectInfo(e)))
+}
+
+func (c *cacheRun) read(e *Event, inst int) {
+	cs := c.instances(e.App)
+	owner := c.sim.owner(e.Bucket, e.Key)
+	n := e.Size
+	if e.Length > 0 {
+		n = e.Length
+	}
+	var o Outcome
+	switch {
+	case holds(cs[inst], e):
+		o = LocalHit
+	case owner != inst && holds(cs[owner], e):
+		o = RemoteHit
+		fill(cs[inst], e)
+	case !cs[owner].Admissible(e.Size):
+		o = PassThrough
+		c.gets++
+		c.getBytes += n
+	default:
+		o = LocalMiss
+		if owner != inst {
+			o = RemoteMiss
+		}
+		c.gets++
+		c.getBytes += e.Size
+		fill(cs[owner], e)
+		if owner != inst {
+			fill(cs[inst], e)
+		}
+	}
+	c.reads[o].add(n)
+	if v := c.votes[e.App]; v != nil {
+		v.reads++
+	}
+	if c.sim.cfg.PreWarm {
+		c.recordAccess(e, o, false)
+	}
+}
+
+func (c *cacheRun) write(e *Event, _ int) {
+	cs := c.instances(e.App)
+	owner := c.sim.owner(e.Bucket, e.Key)
+	c.writes.add(e.Size)
+	k := cache.Key{Bucket: e.Bucket, Object: e.Key}
+	for i, cc := range cs {
+		if i != owner {
+			cc.Remove(k)
+		}
+	}
+	cs[owner].Remove(k)
+	fill(cs[owner], e)
+	if c.sim.cfg.PreWarm {
+		c.recordAccess(e, 0, true)
+	}
+}
+
+func (c *cacheRun) result(p Prices) CacheResult {
+	r := CacheResult{
+		Policy:       c.policy.String(),
+		CacheBytes:   c.size,
+		Apps:         len(c.apps),
+		Outcomes:     map[string]Tally{},
+		Writes:       c.writes,
+		StoreGets:    c.gets + c.preWarmGets,
+		StoreBytes:   c.getBytes + c.preWarmBytes,
+		Unloads:      c.unloads,
+		PreWarmGets:  c.preWarmGets,
+		PreWarmBytes: c.preWarmBytes,
+	}
+	if c.sim.cfg.VoteInterval > 0 {
+		v := c.tally
+		r.CacheVotes = &v
+	}
+	for o, t := range c.reads {
+		r.Reads.Count += t.Count
+		r.Reads.Bytes += t.Bytes
+		r.Outcomes[Outcome(o).String()] = t
+	}
+	hits := Tally{c.reads[LocalHit].Count + c.reads[RemoteHit].Count, c.reads[LocalHit].Bytes + c.reads[RemoteHit].Bytes}
+	r.HitRatio = ratio(hits.Count, r.Reads.Count)
+	r.ByteHitRatio = ratio(hits.Bytes, r.Reads.Bytes)
+	for _, cs := range c.apps {
+		for _, cc := range cs {
+			r.Evictions += cc.Stats().Evictions
+		}
+	}
+	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
+	return r
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

@@ -1,0 +1,126 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
+)
+
+// Report is what a replay found, per configuration.
+type Report struct {
+	Events     int64             `json:"events"`
+	Start      time.Time         `json:"start"`
+	End        time.Time         `json:"end"`
+	Instances  int               `json:"instances"`
+	Caches     []CacheResult     `json:"caches"`
+	KeepAlives []KeepAliveResult `json:"keep_alives"`
+}
+
+// CacheResult is one (eviction policy, cache size) over every
+// application's instances.
+type CacheResult struct {
+	Policy     string `json:"policy"`
+	CacheBytes int64  `json:"cache_bytes"` // per instance
+	Apps       int    `json:"apps"`
+	// Reads in all and by Outcome (LH, RH, LM, RM, PT); bytes are those
+	// the reads returned.
+	Reads    Tally            `json:"reads"`
+	Outcomes map[string]Tally `json:"outcomes"`
+	Writes   Tally            `json:"writes"`
+	// HitRatio and ByteHitRatio are the shares of reads, and of their
+	// bytes, that were hits (LH or RH).
+	HitRatio     float64 `json:"hit_ratio"`
+	ByteHitRatio float64 `json:"byte_hit_ratio"`
+	// StoreGets and StoreBytes are the reads the store served (every miss
+	// fetches its whole object; a pass-through, what was asked), pre-warm
+	// fetches included.
+	StoreGets  int64  `json:"store_gets"`
+	StoreBytes int64  `json:"store_bytes"`
+	Evictions  uint64 `json:"evictions"`
+	// With Config.Lifecycle: how many times an application's instances
+	// were unloaded (their caches lost), and with Config.PreWarm, what
+	// pre-warming fetched when they were loaded again.
+	Unloads      int64 `json:"unloads,omitempty"`
+	PreWarmGets  int64 `json:"pre_warm_gets,omitempty"`
+	PreWarmBytes int64 `json:"pre_warm_bytes,omitempty"`
+	// CacheVotes tallies the cache-size scaling policy's votes, with
+	// Config.VoteInterval.
+	CacheVotes *Votes `json:"cache_votes,omitempty"`
+	// CostUSD prices the store's requests (GETs and PUTs).
+	CostUSD float64 `json:"cost_usd"`
+}
+
+// KeepAliveResult is one keep-alive policy over every application.
+type KeepAliveResult struct {
+	Policy         string  `json:"policy"`
+	Apps           int     `json:"apps"`
+	Invocations    int64   `json:"invocations"`
+	ColdStarts     int64   `json:"cold_starts"`
+	ColdStartRatio float64 `json:"cold_start_ratio"`
+	// AppsAlwaysCold counts applications whose every invocation was cold.
+	AppsAlwaysCold int `json:"apps_always_cold"`
+	// WastedGBs is the memory-time of loaded instances running nothing,
+	// in GB-seconds; CostUSD prices it as function memory.
+	WastedGBs float64 `json:"wasted_gb_s"`
+	CostUSD   float64 `json:"cost_usd"`
+}
+
+// WriteTable writes the report as aligned text tables.
+func (r Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(r.Caches) > 0 {
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\t")
+		for _, c := range r.Caches {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t\n",
+				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
+				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD)
+		}
+		fmt.Fprintln(tw)
+	}
+	var invocations int64
+	for _, k := range r.KeepAlives {
+		invocations += k.Invocations
+	}
+	if len(r.KeepAlives) > 0 && invocations == 0 {
+		fmt.Fprintln(tw, "no invocations in the trace: no keep-alive results")
+	}
+	if invocations > 0 {
+		fmt.Fprintln(tw, "keep-alive\tapps\tinvocations\tcold starts\tcold ratio\talways cold\twasted GB-s\tcost USD\t")
+		for _, k := range r.KeepAlives {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f\t%d\t%.1f\t%.6f\t\n",
+				k.Policy, k.Apps, k.Invocations, k.ColdStarts, k.ColdStartRatio, k.AppsAlwaysCold, k.WastedGBs, k.CostUSD)
+		}
+	}
+	return tw.Flush()
+}
+
+// sizeLabel writes a cache size exactly, in binary units or, where
+// shorter (sizes given as 1KB, 128MB), decimal ones.
+func sizeLabel(n int64) string {
+	best := bytesize.Format(n)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}} {
+		if n > 0 && n%u.mult == 0 {
+			if s := strconv.FormatInt(n/u.mult, 10) + u.suffix; len(s) < len(best) {
+				best = s
+			}
+			break
+		}
+	}
+	return best
+}
+
+func (v *Votes) String() string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", v.Up, v.Stay, v.Down)
+}
