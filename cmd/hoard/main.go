@@ -38,6 +38,7 @@ func commands() []command {
 		{"apps", "list the deployed applications and their instances", runApps},
 		{"logs", "show an application's recent invocations with their logs", runLogs},
 		{"load", "send invocations on a schedule (periodic, Poisson, a trace) and summarise their latencies", runLoad},
+		{"pack", "pack a file or directory in the seekable block format; list or extract one", runPack},
 		{"controller", "run the platform's controller", runController},
 		{"agent", "run a node agent", runAgent},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
