@@ -63,10 +63,8 @@ func (r *Reader) Open(name string) (fs.File, error) {
 // children returns the entries directly in dir, sorted by name.
 func (r *Reader) children(dir string) []fs.DirEntry {
 	var out []fs.DirEntry
-	for _, e := range r.toc {
-		if path.Dir(e.Path) == dir {
-			out = append(out, info{e})
-		}
+	for _, i := range r.dirs[dir] {
+		out = append(out, info{r.toc[i]})
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out

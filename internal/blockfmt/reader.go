@@ -71,6 +71,7 @@ type Reader struct {
 	offs      []int64 // per block: offset in the object
 	toc       []Entry
 	byPath    map[string]int
+	dirs      map[string][]int // directory ("." for the root) -> its entries
 	maxFetch  int
 	dec       *zstd.Decoder
 	cacheSize int
@@ -170,6 +171,7 @@ func (r *Reader) parseIndex(index []byte) error {
 	}
 	r.toc = make([]Entry, 0, f.entries)
 	r.byPath = make(map[string]int, f.entries)
+	r.dirs = map[string][]int{}
 	next := int64(0) // files lie end to end, in TOC order
 	for i := 0; i < int(f.entries); i++ {
 		if len(rest) < 2 {
@@ -213,6 +215,7 @@ func (r *Reader) parseIndex(index []byte) error {
 			return formatErr("%s: mode %v has bits besides type and permissions", e.Path, e.Mode)
 		}
 		r.byPath[e.Path] = len(r.toc)
+		r.dirs[path.Dir(e.Path)] = append(r.dirs[path.Dir(e.Path)], len(r.toc))
 		r.toc = append(r.toc, e)
 	}
 	if len(rest) != 0 {

@@ -233,6 +233,7 @@ func (w *Writer) Close() error {
 	}
 	w.flush()
 	w.closed = true
+	defer w.enc.Close()
 	if w.err != nil {
 		return w.err
 	}
@@ -256,6 +257,5 @@ func (w *Writer) Close() error {
 	f.indexLen, f.indexCRC = uint32(len(index)), checksum(index)
 	w.emit(index)
 	w.emit(f.marshal())
-	w.enc.Close()
 	return w.err
 }
