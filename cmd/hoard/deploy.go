@@ -27,7 +27,7 @@ func runDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	for _, dir := range fs.Args() {
-		pkg, err := appspec.Pack(dir)
+		pkg, err := appspec.PackBlocks(dir)
 		if err != nil {
 			return err
 		}

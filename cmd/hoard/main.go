@@ -39,6 +39,7 @@ func commands() []command {
 		{"logs", "show an application's recent invocations with their logs", runLogs},
 		{"sim", "replay a trace or a generated workload through hoard's policies, simulated (hoard sim -h)", runSim},
 		{"load", "send invocations on a schedule (periodic, Poisson, a trace) and summarise their latencies", runLoad},
+		{"pack", "pack a file or directory in the seekable block format; list or extract one", runPack},
 		{"controller", "run the platform's controller", runController},
 		{"agent", "run a node agent", runAgent},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {

@@ -24,7 +24,7 @@ import (
 // and events only naming that application and its buckets. /http/APP/PATH
 // (HTTP triggers) is open, like a function URL; /healthz is open.
 //
-//	POST   /v1/apps                                  body: code package (tar.gz) -> AppInfo
+//	POST   /v1/apps                                  body: code package (block format or tar.gz) -> AppInfo
 //	GET    /v1/apps                                  -> []AppInfo
 //	GET    /v1/apps/{app}                            -> AppInfo with spec, credentials and stats
 //	DELETE /v1/apps/{app}
@@ -161,10 +161,11 @@ func (c *ControllerClient) URL() string { return c.c.base }
 
 func appPath(app string) string { return "/v1/apps/" + url.PathEscape(app) }
 
-// Deploy deploys a code package (appspec.Pack's tar.gz).
+// Deploy deploys a code package (appspec.PackBlocks's block format, or
+// appspec.Pack's tar.gz).
 func (c *ControllerClient) Deploy(ctx context.Context, pkg []byte) (*AppInfo, error) {
 	var info AppInfo
-	if err := c.c.call(ctx, http.MethodPost, "/v1/apps", "application/gzip", pkg, &info); err != nil {
+	if err := c.c.call(ctx, http.MethodPost, "/v1/apps", "application/octet-stream", pkg, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil

@@ -23,11 +23,14 @@ const (
 	MaxPackageFiles  = 10000
 )
 
-// Package is an application's code: a gzipped tar of its directory.
+// Package is an application's code: its directory in the block format
+// (PackBlocks) or, as earlier packages are, a gzipped tar (Pack).
 type Package struct {
 	Spec   *Spec
 	Data   []byte
 	SHA256 string
+	// Format is FormatBlocks or FormatTarGz.
+	Format string
 }
 
 // skipped reports whether a path inside an application directory stays
@@ -108,24 +111,30 @@ func Pack(dir string) (*Package, error) {
 		return nil, fmt.Errorf("%s: the package is %d MiB compressed, more than %d MiB", dir, buf.Len()>>20, MaxPackageBytes>>20)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:])}, nil
+	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:]), Format: FormatTarGz}, nil
 }
 
-// ReadPackage checks a package received over the network: size, that it
-// unpacks safely (without writing anything), and its spec.
+// ReadPackage checks a package received over the network, in either
+// format: size, that it unpacks safely (without writing anything), and
+// its spec.
 func ReadPackage(data []byte) (*Package, error) {
 	if len(data) > MaxPackageBytes {
 		return nil, fmt.Errorf("%w: the package is larger than %d MiB", ErrInvalid, MaxPackageBytes>>20)
 	}
 	var raw []byte
-	err := walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
-		if h.Name == FileName {
-			b, err := io.ReadAll(io.LimitReader(r, MaxSpecBytes+1))
-			raw = b
-			return err
-		}
-		return nil
-	})
+	var err error
+	if format(data) == FormatBlocks {
+		raw, err = readBlocksSpec(data)
+	} else {
+		err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
+			if h.Name == FileName {
+				b, err := io.ReadAll(io.LimitReader(r, MaxSpecBytes+1))
+				raw = b
+				return err
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +146,10 @@ func ReadPackage(data []byte) (*Package, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:])}, nil
+	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data)}, nil
 }
 
-// Unpack extracts a package into dest (created; it must not exist yet, so
+// Unpack extracts a package, in either format, into dest (created; it must not exist yet, so
 // that nothing is mixed with an older version). Only regular files and
 // directories with clean relative names are accepted.
 func Unpack(data []byte, dest string) error {
@@ -152,6 +161,12 @@ func Unpack(data []byte, dest string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if format(data) == FormatBlocks {
+		if err := unpackBlocks(data, tmp); err != nil {
+			return err
+		}
+		return os.Rename(tmp, dest)
+	}
 	hasSpec := false
 	err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
 		hasSpec = hasSpec || h.Name == FileName

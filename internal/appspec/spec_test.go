@@ -171,6 +171,12 @@ func TestBuckets(t *testing.T) {
 }
 
 func TestPackUnpack(t *testing.T) {
+	for format, pack := range map[string]func(string) (*Package, error){FormatTarGz: Pack, FormatBlocks: PackBlocks} {
+		t.Run(format, func(t *testing.T) { testPackUnpack(t, format, pack) })
+	}
+}
+
+func testPackUnpack(t *testing.T, format string, pack func(string) (*Package, error)) {
 	dir := t.TempDir()
 	write := func(name, body string) {
 		p := filepath.Join(dir, name)
@@ -184,12 +190,15 @@ func TestPackUnpack(t *testing.T) {
 	write("lib/util.py", "X = 1\n")
 	write(".git/config", "secret")
 	write("__pycache__/x.pyc", "junk")
-	pkg, err := Pack(dir)
+	pkg, err := pack(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if pkg.Format != format {
+		t.Errorf("format %q", pkg.Format)
+	}
 	again, err := ReadPackage(pkg.Data)
-	if err != nil || again.SHA256 != pkg.SHA256 || again.Spec.Name != "thumbs" {
+	if err != nil || again.SHA256 != pkg.SHA256 || again.Spec.Name != "thumbs" || again.Format != format {
 		t.Fatalf("ReadPackage: %v %+v", err, again)
 	}
 	dest := filepath.Join(t.TempDir(), "code")
@@ -209,7 +218,7 @@ func TestPackUnpack(t *testing.T) {
 	}
 
 	os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
-	if _, err := Pack(dir); err == nil || !strings.Contains(err.Error(), "symbolic") {
+	if _, err := pack(dir); err == nil || !strings.Contains(err.Error(), "symbolic") {
 		t.Errorf("Pack with a symlink: %v", err)
 	}
 }

@@ -366,8 +366,12 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
-	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + ".tar.gz", SHA256: pkg.SHA256}
-	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: "application/gzip"}); err != nil {
+	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256}
+	contentType := "application/octet-stream"
+	if pkg.Format == appspec.FormatTarGz {
+		contentType = "application/gzip"
+	}
+	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
 		return nil, fmt.Errorf("storing the code package: %w", err)
 	}
 	specYAML, err := pkg.Spec.Marshal()

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +23,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/keepalive"
 	"github.com/hoard-io/hoard/internal/scaling"
+	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
 
@@ -518,5 +522,38 @@ func TestScaleLatencyTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestDeployBlockPackage: a package in the block format is accepted and
+// stored as it is, under a key that names its format; the agent unpacks
+// either format (appspec.Unpack).
+func TestDeployBlockPackage(t *testing.T) {
+	ctx := context.Background()
+	c, _, _ := setup(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, appspec.FileName), []byte("name: blocks\nfunctions: {f: {handler: m.h}}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "m.py"), []byte("def h(e, c):\n    return e\n"), 0o644)
+	p, err := appspec.PackBlocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Deploy(ctx, p.Data); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	ref := c.apps["blocks"].rec.Package
+	c.mu.Unlock()
+	if ref.Key != "apps/blocks/"+p.SHA256+".blk" || ref.SHA256 != p.SHA256 {
+		t.Fatalf("stored as %+v", ref)
+	}
+	body, _, _, err := c.cfg.Store.Get(ctx, ref.Bucket, ref.Key, store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	got, _ := io.ReadAll(body)
+	if !bytes.Equal(got, p.Data) {
+		t.Fatalf("stored %d bytes, deployed %d", len(got), len(p.Data))
 	}
 }

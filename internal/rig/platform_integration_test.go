@@ -244,7 +244,7 @@ func (e *env) deploy(t *testing.T, spec string) *api.AppInfo {
 	if err := os.WriteFile(filepath.Join(dir, "fns.py"), []byte(testFns), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pkg, err := appspec.Pack(dir)
+	pkg, err := appspec.PackBlocks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
