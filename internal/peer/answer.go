@@ -97,6 +97,8 @@ func signedAnswerHeader(n string) bool {
 	return slices.Contains(signedObjectHeaders, n)
 }
 
+var newline, colon = []byte{'\n'}, []byte{':'}
+
 // headerValue is a header value as the other end reads it: net/http's
 // server turns line breaks into spaces and its client trims the ends.
 var headerValue = strings.NewReplacer("\r", " ", "\n", " ")
@@ -116,15 +118,20 @@ func (a *Auth) answerMAC(reqSig string, status int, h http.Header) string {
 		}
 	}
 	slices.SortStableFunc(fields, func(x, y field) int { return strings.Compare(x.name, y.name) })
-	m := hmac.New(sha256.New, a.secret)
-	fmt.Fprintf(m, "hoard-peer-answer-v1\n%s\n%d\n", reqSig, status)
-	for _, f := range fields {
-		m.Write([]byte(f.name))
-		m.Write([]byte{':'})
-		m.Write([]byte(f.value))
-		m.Write([]byte{'\n'})
-	}
-	return hex.EncodeToString(m.Sum(nil))
+	return a.withMAC(func(m hash.Hash) {
+		var num [20]byte
+		io.WriteString(m, "hoard-peer-answer-v1\n")
+		io.WriteString(m, reqSig)
+		m.Write(newline)
+		m.Write(strconv.AppendInt(num[:0], int64(status), 10))
+		m.Write(newline)
+		for _, f := range fields {
+			io.WriteString(m, f.name)
+			m.Write(colon)
+			io.WriteString(m, f.value)
+			m.Write(newline)
+		}
+	})
 }
 
 // newBodySum returns the digest of streamed bodies that their trailer MAC
@@ -134,9 +141,16 @@ func newBodySum() hash.Hash { return crc32.New(castagnoli) }
 // bodyMAC is the trailer MAC of a streamed body of n bytes with digest
 // sum (newBodySum), in the answer whose MAC is answerMAC.
 func (a *Auth) bodyMAC(answerMAC string, n int64, sum []byte) string {
-	m := hmac.New(sha256.New, a.secret)
-	fmt.Fprintf(m, "hoard-peer-body-v1\n%s\n%d\n%x", answerMAC, n, sum)
-	return hex.EncodeToString(m.Sum(nil))
+	return a.withMAC(func(m hash.Hash) {
+		var num [20]byte
+		var hx [2 * 64]byte
+		io.WriteString(m, "hoard-peer-body-v1\n")
+		io.WriteString(m, answerMAC)
+		m.Write(newline)
+		m.Write(strconv.AppendInt(num[:0], n, 10))
+		m.Write(newline)
+		m.Write(hx[:hex.Encode(hx[:], sum[:min(len(sum), 64)])])
+	})
 }
 
 // answer writes the signed answers to one verified request.
