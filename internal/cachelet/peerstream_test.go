@@ -3,6 +3,7 @@ package cachelet
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"testing"
 
@@ -87,4 +88,23 @@ func TestOwnerStreamOutlivesEviction(t *testing.T) {
 	if !bytes.Equal(append(first, rest...), data) {
 		t.Fatal("the peer got other bytes than the object's")
 	}
+}
+
+// TestOwnerRemembersTheCRC: an owner computes an entry's CRC32C for the
+// first answer that sends it whole and signs later answers with it; the
+// peers get the right bytes both times.
+func TestOwnerRemembersTheCRC(t *testing.T) {
+	g := newGroup(t, 3)
+	data := object("k", 1, 100<<10)
+	g.put(t, "k", data)
+	g.mustRead(t, 0, "k", data, LocalMiss)
+	e := g.members[0].cache.Get(cache.Key{Bucket: testBucket, Object: "k"})
+	if _, ok := e.CRC32C(); ok {
+		t.Fatal("a CRC before any peer asked")
+	}
+	g.mustRead(t, 1, "k", data, RemoteHit)
+	if got, ok := e.CRC32C(); !ok || got != crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatalf("the owner's entry remembers %x, %v", got, ok)
+	}
+	g.mustRead(t, 2, "k", data, RemoteHit)
 }

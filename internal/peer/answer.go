@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -278,14 +279,32 @@ func (d digestingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// finish sends the body's MAC, once the whole body was sent.
-func (s *streamWriter) finish() error {
+// known says that the body's CRC32C is crc: copyFrom then sends the body
+// without digesting it.
+func (s *streamWriter) known(crc uint32) {
+	s.sum = knownSum(crc)
+}
+
+// knownSum is a CRC32C digest that was computed before: writes to it do
+// nothing.
+type knownSum uint32
+
+func (knownSum) Write(p []byte) (int, error) { return len(p), nil }
+func (k knownSum) Sum(b []byte) []byte       { return binary.BigEndian.AppendUint32(b, uint32(k)) }
+func (k knownSum) Sum32() uint32             { return uint32(k) }
+func (knownSum) Reset()                      {}
+func (knownSum) Size() int                   { return crc32.Size }
+func (knownSum) BlockSize() int              { return 1 }
+
+// finish sends the body's MAC, once the whole body was sent, and returns
+// the body's CRC32C.
+func (s *streamWriter) finish() (uint32, error) {
 	if s.n != s.size {
-		return fmt.Errorf("peer: sent %d bytes of a body of %d", s.n, s.size)
+		return 0, fmt.Errorf("peer: sent %d bytes of a body of %d", s.n, s.size)
 	}
 	var sum [4]byte
 	_, err := io.WriteString(s.a.w, s.a.auth.bodyMAC(s.mac, s.n, s.sum.Sum(sum[:0])))
-	return err
+	return s.sum.Sum32(), err
 }
 
 // verifyAnswer checks resp's status and headers against the MAC for the

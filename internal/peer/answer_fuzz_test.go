@@ -24,7 +24,7 @@ func FuzzStreamedAnswer(f *testing.F) {
 		setInfoHeaders(rec.Header(), store.ObjectInfo{ETag: etag, Size: int64(len(body)), UserMetadata: map[string]string{"m": etag}})
 		sw := answer{w: rec, auth: auth, reqSig: "request-signature"}.stream(int64(len(body)))
 		_, _ = sw.Write(body)
-		if err := sw.finish(); err != nil {
+		if _, err := sw.finish(); err != nil {
 			t.Fatal(err)
 		}
 		resp := rec.Result()

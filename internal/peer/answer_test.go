@@ -217,7 +217,7 @@ func rogue(t *testing.T, secret string, data []byte) string {
 		}
 		sw := answer{w: w, auth: auth, reqSig: r.Header.Get(hdrSignature)}.stream(int64(len(data)))
 		_, _ = sw.Write(data)
-		_ = sw.finish()
+		_, _ = sw.finish()
 	}))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")

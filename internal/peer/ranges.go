@@ -70,7 +70,7 @@ func (s *Server) serveRange(a answer, r *http.Request) {
 		err = fmt.Errorf("store sent %d of %d bytes", sent, n)
 	}
 	if err == nil {
-		err = sw.finish()
+		_, err = sw.finish()
 	}
 	if err != nil {
 		// Headers are out: a missing trailer is the signal.
@@ -98,7 +98,7 @@ func (s *Server) serveProbe(a answer, r *http.Request) {
 		}
 		n -= k
 	}
-	_ = sw.finish()
+	_, _ = sw.finish()
 }
 
 // Range asks the cachelet at addr to download n bytes of bucket/key from

@@ -120,11 +120,18 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	setInfoHeaders(h, obj.Info)
 	h.Set(hdrRead, string(obj.Outcome))
 	sw := a.stream(obj.Info.Size)
+	if obj.HasCRC32C {
+		sw.known(obj.KnownCRC32C)
+	}
 	// Not limited (io.LimitReader would hide the body's WriteTo): a body
 	// longer than announced fails the write past the Content-Length.
 	n, err := sw.copyFrom(obj.Body)
+	var crc uint32
 	if err == nil {
-		err = sw.finish() // the body's size checked
+		crc, err = sw.finish() // the body's size checked
+	}
+	if err == nil && !obj.HasCRC32C && obj.Digested != nil {
+		obj.Digested(crc)
 	}
 	if err != nil {
 		// Headers are out: a short body is the signal, never wrong bytes.

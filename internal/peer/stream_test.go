@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"hash/crc32"
 	"io"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -18,10 +20,15 @@ type bodyOwner struct {
 	fakeOwner
 	info store.ObjectInfo
 	body func() io.ReadCloser
+	fill func(*Object) // when set, completes each answer's Object
 }
 
 func (o *bodyOwner) PeerGet(context.Context, string, string, string) (*Object, error) {
-	return &Object{Info: o.info, Body: o.body(), Outcome: RemoteHit}, nil
+	obj := &Object{Info: o.info, Body: o.body(), Outcome: RemoteHit}
+	if o.fill != nil {
+		o.fill(obj)
+	}
+	return obj, nil
 }
 
 func bodyPair(t *testing.T, o *bodyOwner, tlsOn bool) (*Client, string) {
@@ -162,6 +169,55 @@ func TestAnswerCutMidBody(t *testing.T) {
 		obj.Body.Close()
 		if !errors.Is(err, store.ErrUnavailable) || len(got) >= size {
 			t.Fatalf("%d: cut answer read as %d bytes, %v", size, len(got), err)
+		}
+	}
+}
+
+// TestKnownBodyCRC: an owner that knows its body's CRC32C has it signed
+// without a pass over the body (a wrong one makes the answer fail at the
+// reader, never pass); one that does not is told the CRC the server
+// computed, once the whole body went out.
+func TestKnownBodyCRC(t *testing.T) {
+	data := randomBytes(300 << 10)
+	crc := crc32.Checksum(data, castagnoli)
+	for _, tc := range []struct {
+		name  string
+		known bool
+		value uint32
+		ok    bool
+	}{
+		{"known", true, crc, true},
+		{"known wrong", true, crc ^ 1, false},
+		{"computed", false, 0, true},
+	} {
+		var (
+			mu       sync.Mutex
+			digested []uint32
+		)
+		o := &bodyOwner{fakeOwner: *newFakeOwner(), info: store.ObjectInfo{ETag: "e", Size: int64(len(data))}}
+		o.body = func() io.ReadCloser { return io.NopCloser(bytes.NewReader(data)) }
+		o.fill = func(obj *Object) {
+			obj.KnownCRC32C, obj.HasCRC32C = tc.value, tc.known
+			obj.Digested = func(c uint32) {
+				mu.Lock()
+				digested = append(digested, c)
+				mu.Unlock()
+			}
+		}
+		cl, addr := bodyPair(t, o, false)
+		obj, err := cl.Get(context.Background(), addr, "bkt", "k", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if tc.ok != (err == nil && bytes.Equal(got, data)) || (!tc.ok && !errors.Is(err, ErrAnswerUnauthenticated)) {
+			t.Fatalf("%s: %d bytes, %v", tc.name, len(got), err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if tc.known && len(digested) != 0 || !tc.known && !slices.Equal(digested, []uint32{crc}) {
+			t.Fatalf("%s: owner told %x (CRC %x)", tc.name, digested, crc)
 		}
 	}
 }
