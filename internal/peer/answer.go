@@ -227,7 +227,7 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 
 // directCopy is the body size from which copyFrom hands the body to the
 // connection (see there); smaller bodies go through the server's buffer
-// with the headers and the MAC, in one write.
+// with the headers and the MAC, flushed together when the answer ends.
 const directCopy = 64 << 10
 
 // copyFrom sends r's bytes as the body. A large body goes to the
