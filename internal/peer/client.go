@@ -137,8 +137,8 @@ func (c *Client) do(hc *http.Client, req *http.Request, addr string) (*http.Resp
 	return resp, nil
 }
 
-// streamed checks that a verified 200 answer streams its body (with the
-// trailer MAC) and returns that body, verified as it is read.
+// streamed checks that a verified 200 answer streams its body (followed by
+// its MAC) and returns that body, verified as it is read.
 func (c *Client) streamed(resp *http.Response, addr string, size int64, what string) (*verifiedBody, error) {
 	if resp.Header.Get(hdrAnswerBody) != bodyStreamed {
 		resp.Body.Close()

@@ -105,8 +105,8 @@ func (s *Server) serveProbe(a answer, r *http.Request) {
 // off from the store, provided the object's ETag is still etag, and
 // returns them as a body of exactly n bytes. The body's Read fails (never
 // returns the whole of wrong bytes) when the stream was cut short, arrived
-// damaged or does not match the answer's signature: the trailer's MAC is
-// checked before the last bytes are returned. Errors: store sentinels (store.ErrPreconditionFailed when the
+// damaged or does not match the answer's signature: the MAC that follows it
+// is checked before the last bytes are returned. Errors: store sentinels (store.ErrPreconditionFailed when the
 // object changed), and store.ErrUnavailable when the peer cannot be
 // reached.
 func (c *Client) Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error) {
