@@ -68,6 +68,8 @@ type Entry struct {
 
 	doomed atomic.Bool // a write made this fill obsolete: never admit it
 
+	crc atomic.Uint64 // 1<<32 | CRC32C of the whole object, once known (SetCRC32C)
+
 	// refs counts the references to the bytes (see Acquire); at 0,
 	// pooled chunks go back to pool, unless pinned says that a reader
 	// without a reference (Reader) may still use them.
@@ -190,6 +192,18 @@ func (e *Entry) Info() store.ObjectInfo { return e.info }
 
 // Size is the object's size in bytes (what it charges the budget is Charge).
 func (e *Entry) Size() int64 { return e.size }
+
+// CRC32C returns the CRC32C (Castagnoli) of the whole object, when
+// SetCRC32C recorded it.
+func (e *Entry) CRC32C() (uint32, bool) {
+	v := e.crc.Load()
+	return uint32(v), v != 0
+}
+
+// SetCRC32C records the CRC32C of the whole object, computed by a reader
+// that read all of a complete entry (the bytes do not change once
+// complete), so that later readers needing it skip the pass.
+func (e *Entry) SetCRC32C(sum uint32) { e.crc.Store(1<<32 | uint64(sum)) }
 
 // Complete reports whether every byte is in memory.
 func (e *Entry) Complete() bool { return e.state.Load() == stateDone }

@@ -128,7 +128,15 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 		po = peer.RemoteHit
 	}
 	c.m.peerServed.WithLabelValues(string(po)).Inc()
-	return &peer.Object{Info: info, Body: c.m.track(body, servedForPeer, start), Outcome: po}, nil
+	obj := &peer.Object{Info: info, Body: c.m.track(body, servedForPeer, start), Outcome: po}
+	if e := sv.entry; e != nil {
+		// The answer's MAC covers the body's CRC32C: computed once per
+		// entry (its bytes are final once complete, and a fill that
+		// fails never completes an answer), not once per peer.
+		obj.KnownCRC32C, obj.HasCRC32C = e.CRC32C()
+		obj.Digested = e.SetCRC32C
+	}
+	return obj, nil
 }
 
 // servedForPeer labels reads made on behalf of a peer in the read metrics.

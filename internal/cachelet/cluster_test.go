@@ -69,7 +69,7 @@ type group struct {
 	servers []*httptest.Server
 }
 
-func newGroup(t *testing.T, n int, opts ...func(*Config)) *group {
+func newGroup(t testing.TB, n int, opts ...func(*Config)) *group {
 	t.Helper()
 	st := memstore.New()
 	if err := st.CreateBucket(t.Context(), testBucket, ""); err != nil {

@@ -97,16 +97,15 @@ func (f *forger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(bad)
 		return
 	}
-	h.Set("X-Hoard-Peer-Answer-Body", "stream")
-	h.Set("Trailer", "X-Hoard-Peer-Body-Mac")
+	h.Set("X-Hoard-Peer-Answer-Body", "stream-v2")
 	mac := f.answerMAC(r.Header.Get("X-Hoard-Peer-Signature"), h)
 	h.Set("X-Hoard-Peer-Answer", mac)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(bad)
 	sum := crc32.Checksum(bad, crc32.MakeTable(crc32.Castagnoli))
 	m := hmac.New(sha256.New, []byte(f.secret))
 	fmt.Fprintf(m, "hoard-peer-body-v1\n%s\n%d\n%08x", mac, len(bad), sum)
-	h.Set("X-Hoard-Peer-Body-Mac", hex.EncodeToString(m.Sum(nil)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(bad)
+	_, _ = w.Write([]byte(hex.EncodeToString(m.Sum(nil)))) // the body's MAC follows it
 }
 
 func (f *forger) getInfo(r *http.Request, bucket, key string) (store.ObjectInfo, error) {

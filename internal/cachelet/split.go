@@ -391,7 +391,7 @@ func (s *splitter) waitPeers(ctx context.Context, want int, d time.Duration) []s
 // at addr, and reads from the store itself what the peer could not send
 // (down, cut off, an answer that failed verification): a failed peer
 // costs time, never the download. A peer's bytes are published to readers
-// only once the whole range verified (the answer's trailer MAC is checked
+// only once the whole range verified (the MAC that follows the answer's body is checked
 // before the last bytes are read), so a failed range is read again from
 // the store whole and readers never see bytes it replaced. An object that
 // changed (store.ErrPreconditionFailed) fails the range.

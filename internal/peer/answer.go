@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 // Answers are authenticated like requests. Every answer to a verified
 // request carries
 //
-//	X-Hoard-Peer-Answer-Body: stream | <hex SHA-256 of the whole body>
+//	X-Hoard-Peer-Answer-Body: stream-v2 | <hex SHA-256 of the whole body>
 //	X-Hoard-Peer-Answer:      hex HMAC-SHA256(secret, "hoard-peer-answer-v1" \n
 //	                              request signature \n status \n
 //	                              name:value \n ... (the signed headers))
@@ -33,15 +34,20 @@ import (
 // every X-Amz-* and X-Hoard-* header but the MAC itself: lower-case names,
 // values trimmed, one line per value, sorted by name. Bodies known up front
 // (errors, acknowledgements: small) are covered by their SHA-256 in the
-// signed X-Hoard-Peer-Answer-Body. A streamed body ("stream": objects,
-// ranges, probes) goes chunked and ends with the trailer
+// signed X-Hoard-Peer-Answer-Body. A streamed body ("stream-v2": objects,
+// ranges, probes; its length is the signed X-Hoard-Peer-Size or the
+// request's) is followed, within the answer's Content-Length, by its MAC
 //
-//	X-Hoard-Peer-Body-Mac: hex HMAC-SHA256(secret, "hoard-peer-body-v1" \n
-//	                           answer MAC \n length \n hex CRC32C of the body)
+//	hex HMAC-SHA256(secret, "hoard-peer-body-v1" \n answer MAC \n
+//	                length \n hex CRC32C of the body)
 //
 // which the client checks before it returns the body's last bytes, so a
 // reader of a forged, damaged or cut body sees it end early, never
-// complete.
+// complete. (Format 1, "stream", sent the same MAC as a chunked trailer:
+// a body of a known length needs no chunking, and without it the owner
+// hands its cached chunks to the socket as they lie, see copyFrom, and
+// the client reads them straight into its own entry. An answer in format
+// 1 fails verification here: a miss, never wrong bytes.)
 //
 // Why CRC32C and not SHA-256 under the body's MAC: the MAC is what a
 // member without the secret cannot make, for any body; the digest only has
@@ -57,16 +63,20 @@ import (
 // not verify with ErrAnswerUnauthenticated, which callers treat like an
 // unreachable peer (they read the store). Redirects are not followed.
 
-// Header and trailer names of answers.
+// Header names of answers.
 const (
 	hdrAnswer     = "X-Hoard-Peer-Answer"
 	hdrAnswerBody = "X-Hoard-Peer-Answer-Body"
-	hdrBodyMAC    = "X-Hoard-Peer-Body-Mac"
 )
 
-// bodyStreamed is X-Hoard-Peer-Answer-Body for a body whose digest comes
-// in the trailer.
-const bodyStreamed = "stream"
+// bodyStreamed is X-Hoard-Peer-Answer-Body for a body followed by its MAC
+// (format 2; format 1, "stream", sent the MAC as a chunked trailer, and
+// is refused: the answer then fails verification, a miss).
+const bodyStreamed = "stream-v2"
+
+// bodyMACLen is the length of the MAC that follows a streamed body: hex
+// HMAC-SHA256.
+const bodyMACLen = 2 * sha256.Size
 
 // maxWholeAnswer bounds the bodies of answers that are not streamed
 // (errors, acknowledgements).
@@ -97,6 +107,8 @@ func signedAnswerHeader(n string) bool {
 	return slices.Contains(signedObjectHeaders, n)
 }
 
+var newline, colon = []byte{'\n'}, []byte{':'}
+
 // headerValue is a header value as the other end reads it: net/http's
 // server turns line breaks into spaces and its client trims the ends.
 var headerValue = strings.NewReplacer("\r", " ", "\n", " ")
@@ -116,27 +128,35 @@ func (a *Auth) answerMAC(reqSig string, status int, h http.Header) string {
 		}
 	}
 	slices.SortStableFunc(fields, func(x, y field) int { return strings.Compare(x.name, y.name) })
-	m := hmac.New(sha256.New, a.secret)
-	fmt.Fprintf(m, "hoard-peer-answer-v1\n%s\n%d\n", reqSig, status)
-	for _, f := range fields {
-		m.Write([]byte(f.name))
-		m.Write([]byte{':'})
-		m.Write([]byte(f.value))
-		m.Write([]byte{'\n'})
-	}
-	return hex.EncodeToString(m.Sum(nil))
+	return a.withMAC(func(m hash.Hash) {
+		var num [20]byte
+		io.WriteString(m, "hoard-peer-answer-v1\n")
+		io.WriteString(m, reqSig)
+		m.Write(newline)
+		m.Write(strconv.AppendInt(num[:0], int64(status), 10))
+		m.Write(newline)
+		for _, f := range fields {
+			io.WriteString(m, f.name)
+			m.Write(colon)
+			io.WriteString(m, f.value)
+			m.Write(newline)
+		}
+	})
 }
 
-// newBodySum returns the digest of streamed bodies that their trailer MAC
-// covers: CRC32C (see above why not SHA-256).
-func newBodySum() hash.Hash { return crc32.New(castagnoli) }
-
-// bodyMAC is the trailer MAC of a streamed body of n bytes with digest
-// sum (newBodySum), in the answer whose MAC is answerMAC.
+// bodyMAC is the MAC of a streamed body of n bytes with digest sum (its
+// CRC32C), in the answer whose MAC is answerMAC.
 func (a *Auth) bodyMAC(answerMAC string, n int64, sum []byte) string {
-	m := hmac.New(sha256.New, a.secret)
-	fmt.Fprintf(m, "hoard-peer-body-v1\n%s\n%d\n%x", answerMAC, n, sum)
-	return hex.EncodeToString(m.Sum(nil))
+	return a.withMAC(func(m hash.Hash) {
+		var num [20]byte
+		var hx [2 * 64]byte
+		io.WriteString(m, "hoard-peer-body-v1\n")
+		io.WriteString(m, answerMAC)
+		m.Write(newline)
+		m.Write(strconv.AppendInt(num[:0], n, 10))
+		m.Write(newline)
+		m.Write(hx[:hex.Encode(hx[:], sum[:min(len(sum), 64)])])
+	})
 }
 
 // answer writes the signed answers to one verified request.
@@ -173,13 +193,12 @@ func (a answer) error(err error) {
 	a.whole(status, body)
 }
 
-// stream starts a 200 answer whose body streams with its MAC in the
-// trailer; the caller writes the body to the returned writer and calls
-// its finish once the whole body is written.
-func (a answer) stream() *streamWriter {
+// stream starts a 200 answer whose body of size bytes is followed by its
+// MAC (bodyMACLen bytes); the caller sends the body with copyFrom (or
+// Write) and then calls finish.
+func (a answer) stream(size int64) *streamWriter {
 	h := a.w.Header()
-	h.Del("Content-Length") // chunked, so that the trailer can follow
-	h.Set("Trailer", hdrBodyMAC)
+	h.Set("Content-Length", strconv.FormatInt(size+bodyMACLen, 10))
 	h.Set(hdrAnswerBody, bodyStreamed)
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil
@@ -187,27 +206,105 @@ func (a answer) stream() *streamWriter {
 	mac := a.auth.answerMAC(a.reqSig, http.StatusOK, h)
 	h.Set(hdrAnswer, mac)
 	a.w.WriteHeader(http.StatusOK)
-	return &streamWriter{a: a, mac: mac, sum: newBodySum()}
+	return &streamWriter{a: a, mac: mac, sum: crc32.New(castagnoli), size: size}
 }
 
 // streamWriter digests a streamed answer's body as it is written.
 type streamWriter struct {
-	a   answer
-	mac string
-	sum hash.Hash
-	n   int64
+	a    answer
+	mac  string
+	sum  hash.Hash32
+	size int64 // announced
+	n    int64 // written
 }
 
 func (s *streamWriter) Write(p []byte) (int, error) {
-	s.sum.Write(p)
 	n, err := s.a.w.Write(p)
+	s.sum.Write(p[:n])
 	s.n += int64(n)
 	return n, err
 }
 
-// finish sets the body's MAC trailer.
-func (s *streamWriter) finish() {
-	s.a.w.Header().Set(hdrBodyMAC, s.a.auth.bodyMAC(s.mac, s.n, s.sum.Sum(nil)))
+// directCopy is the body size from which copyFrom hands the body to the
+// connection (see there); smaller bodies go through the server's buffer
+// with the headers and the MAC, flushed together when the answer ends.
+const directCopy = 64 << 10
+
+// copyFrom sends r's bytes as the body. A large body goes to the
+// connection itself: net/http's response hands a body of a known length
+// to the TCP connection's ReadFrom, which calls r's WriteTo with the
+// connection, so that a cache entry's reader writes its chunks straight
+// from the entry to the socket, a chunk a write, no copy through a
+// buffer. The digest is taken of the bytes as they are written.
+func (s *streamWriter) copyFrom(r io.Reader) (int64, error) {
+	if rf, ok := s.a.w.(io.ReaderFrom); ok && s.size >= directCopy {
+		// The headers first, on their own: ReadFrom would otherwise copy
+		// the body's first bytes through a buffer, to send them with
+		// the headers.
+		if err := http.NewResponseController(s.a.w).Flush(); err != nil {
+			return 0, err
+		}
+		return rf.ReadFrom(digesting{r: r, s: s})
+	}
+	return io.Copy(s, r)
+}
+
+// digesting passes a body's bytes to the connection, digesting them on
+// the way, keeping the body's WriteTo.
+type digesting struct {
+	r io.Reader
+	s *streamWriter
+}
+
+func (d digesting) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	d.s.sum.Write(p[:n])
+	d.s.n += int64(n)
+	return n, err
+}
+
+func (d digesting) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(digestingWriter{w: w, s: d.s}, d.r)
+}
+
+type digestingWriter struct {
+	w io.Writer
+	s *streamWriter
+}
+
+func (d digestingWriter) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	d.s.sum.Write(p[:n])
+	d.s.n += int64(n)
+	return n, err
+}
+
+// known says that the body's CRC32C is crc: copyFrom then sends the body
+// without digesting it.
+func (s *streamWriter) known(crc uint32) {
+	s.sum = knownSum(crc)
+}
+
+// knownSum is a CRC32C digest that was computed before: writes to it do
+// nothing.
+type knownSum uint32
+
+func (knownSum) Write(p []byte) (int, error) { return len(p), nil }
+func (k knownSum) Sum(b []byte) []byte       { return binary.BigEndian.AppendUint32(b, uint32(k)) }
+func (k knownSum) Sum32() uint32             { return uint32(k) }
+func (knownSum) Reset()                      {}
+func (knownSum) Size() int                   { return crc32.Size }
+func (knownSum) BlockSize() int              { return 1 }
+
+// finish sends the body's MAC, once the whole body was sent, and returns
+// the body's CRC32C.
+func (s *streamWriter) finish() (uint32, error) {
+	if s.n != s.size {
+		return 0, fmt.Errorf("peer: sent %d bytes of a body of %d", s.n, s.size)
+	}
+	var sum [4]byte
+	_, err := io.WriteString(s.a.w, s.a.auth.bodyMAC(s.mac, s.n, s.sum.Sum(sum[:0])))
+	return s.sum.Sum32(), err
 }
 
 // verifyAnswer checks resp's status and headers against the MAC for the
@@ -253,23 +350,24 @@ func (a *Auth) verifyAnswer(resp *http.Response, reqSig string) (err error) {
 	return nil
 }
 
-// verifiedBody passes exactly remaining bytes of a streamed answer's body
-// and withholds the last read's bytes until the trailer's MAC matched the
-// body's digest: a reader never sees the end of a body that fails.
+// verifiedBody passes exactly size bytes of a streamed answer's body
+// and withholds the last read's bytes until the MAC that follows them
+// matched the body's digest: a reader never sees the end of a body that
+// fails.
 type verifiedBody struct {
 	resp      *http.Response
 	auth      *Auth
 	mac       string // the answer's MAC
 	size      int64
 	remaining int64
-	sum       hash.Hash
+	sum       hash.Hash32
 	checked   bool
 	err       error
 	what      string // "object" or "range", for errors
 }
 
 func newVerifiedBody(a *Auth, resp *http.Response, size int64, what string) *verifiedBody {
-	return &verifiedBody{resp: resp, auth: a, mac: resp.Header.Get(hdrAnswer), size: size, remaining: size, sum: newBodySum(), what: what}
+	return &verifiedBody{resp: resp, auth: a, mac: resp.Header.Get(hdrAnswer), size: size, remaining: size, sum: crc32.New(castagnoli), what: what}
 }
 
 // errShort: a streamed answer ended before its announced size.
@@ -295,8 +393,8 @@ func (b *verifiedBody) Read(p []byte) (int, error) {
 			b.err = fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, b.what, err)
 			return 0, b.err
 		}
-		if errors.Is(err, io.EOF) && b.remaining > 0 {
-			b.err = errShort
+		if errors.Is(err, io.EOF) {
+			b.err = errShort // the MAC, at least, must follow
 			return 0, b.err
 		}
 		if b.remaining > 0 {
@@ -313,18 +411,26 @@ func (b *verifiedBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// end reads past the last byte, where the trailer arrives, and checks it.
+// end reads the MAC that follows the body, checks it, and that nothing
+// follows it.
 func (b *verifiedBody) end() error {
-	var one [1]byte
-	m, err := io.ReadFull(b.resp.Body, one[:])
+	var got [bodyMACLen + 1]byte
+	m, err := io.ReadFull(b.resp.Body, got[:])
 	switch {
-	case m > 0:
+	case m > bodyMACLen:
 		return fmt.Errorf("%w: peer %s longer than announced", store.ErrUnavailable, b.what)
-	case !errors.Is(err, io.EOF):
+	case m < bodyMACLen:
+		if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: %s body without its signature", ErrAnswerUnauthenticated, b.what)
+		}
+		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, b.what, err)
+	case !errors.Is(err, io.ErrUnexpectedEOF):
+		// bodyMACLen bytes then the end: ReadFull says ErrUnexpectedEOF.
 		return fmt.Errorf("%w: peer %s: %v", store.ErrUnavailable, b.what, err)
 	}
-	want := b.auth.bodyMAC(b.mac, b.size, b.sum.Sum(nil))
-	if !hmac.Equal([]byte(b.resp.Trailer.Get(hdrBodyMAC)), []byte(want)) {
+	var sum [4]byte
+	want := b.auth.bodyMAC(b.mac, b.size, b.sum.Sum(sum[:0]))
+	if !hmac.Equal(got[:bodyMACLen], []byte(want)) {
 		return fmt.Errorf("%w: %s body does not match its signature", ErrAnswerUnauthenticated, b.what)
 	}
 	b.checked = true

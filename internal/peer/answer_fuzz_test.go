@@ -22,14 +22,19 @@ func FuzzStreamedAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, pos uint, x byte, etag string, changeETag bool) {
 		rec := httptest.NewRecorder()
 		setInfoHeaders(rec.Header(), store.ObjectInfo{ETag: etag, Size: int64(len(body)), UserMetadata: map[string]string{"m": etag}})
-		sw := answer{w: rec, auth: auth, reqSig: "request-signature"}.stream()
+		sw := answer{w: rec, auth: auth, reqSig: "request-signature"}.stream(int64(len(body)))
 		_, _ = sw.Write(body)
-		sw.finish()
+		if _, err := sw.finish(); err != nil {
+			t.Fatal(err)
+		}
 		resp := rec.Result()
-		sent := bytes.Clone(body)
-		bodyChanged := len(sent) > 0 && x != 0
+		sent := bytes.Clone(rec.Body.Bytes()) // the body, then its MAC
+		if len(sent) != len(body)+bodyMACLen {
+			t.Fatalf("answer of %d bytes for a body of %d", len(sent), len(body))
+		}
+		bodyChanged := len(body) > 0 && x != 0
 		if bodyChanged {
-			sent[pos%uint(len(sent))] ^= x
+			sent[pos%uint(len(body))] ^= x
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(sent))
 		if changeETag {

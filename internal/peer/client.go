@@ -64,6 +64,9 @@ func (c *ClientConfig) Validate() error {
 	return nil
 }
 
+// getReadBuffer is the connection read buffer of fetches (see NewClient).
+const getReadBuffer = 8 << 10
+
 // Client speaks the peer protocol to the other cachelets of one
 // application. Safe for concurrent use.
 type Client struct {
@@ -83,7 +86,7 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 		_ = cfg.Validate()
 	}
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	transport := func(headerTimeout time.Duration) *http.Transport {
+	transport := func(headerTimeout time.Duration, readBuf int) *http.Transport {
 		var tc *tls.Config
 		if cfg.TLS != nil {
 			tc = cfg.TLS.Clone()
@@ -97,10 +100,16 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 			ResponseHeaderTimeout: headerTimeout,
 			DisableCompression:    true,
 			WriteBufferSize:       64 << 10,
-			ReadBufferSize:        64 << 10,
+			ReadBufferSize:        readBuf,
 		}
 	}
-	tr, getT := transport(cfg.ResponseHeaderTimeout), transport(cfg.GetTimeout)
+	// Fetches read objects into the reader's cache entry in reads of up
+	// to a chunk (cache.ChunkSize): a connection buffer smaller than that
+	// lets them go straight from the socket into the entry (bufio.Reader
+	// reads a large read directly once it holds nothing), where a larger
+	// one would take every byte through it, a second copy. It holds the
+	// answer's headers and the chunk framing.
+	tr, getT := transport(cfg.ResponseHeaderTimeout, 64<<10), transport(cfg.GetTimeout, getReadBuffer)
 	scheme := "http://"
 	if cfg.TLS != nil {
 		scheme = "https://"
@@ -128,8 +137,8 @@ func (c *Client) do(hc *http.Client, req *http.Request, addr string) (*http.Resp
 	return resp, nil
 }
 
-// streamed checks that a verified 200 answer streams its body (with the
-// trailer MAC) and returns that body, verified as it is read.
+// streamed checks that a verified 200 answer streams its body (followed by
+// its MAC) and returns that body, verified as it is read.
 func (c *Client) streamed(resp *http.Response, addr string, size int64, what string) (*verifiedBody, error) {
 	if resp.Header.Get(hdrAnswerBody) != bodyStreamed {
 		resp.Body.Close()

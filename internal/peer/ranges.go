@@ -64,10 +64,13 @@ func (s *Server) serveRange(a answer, r *http.Request) {
 	}
 	defer body.Close()
 	a.w.Header().Set("Content-Type", "application/octet-stream")
-	sw := a.stream()
-	sent, err := io.Copy(sw, io.LimitReader(body, n))
+	sw := a.stream(n)
+	sent, err := sw.copyFrom(io.LimitReader(body, n))
 	if err == nil && sent != n {
 		err = fmt.Errorf("store sent %d of %d bytes", sent, n)
+	}
+	if err == nil {
+		_, err = sw.finish()
 	}
 	if err != nil {
 		// Headers are out: a missing trailer is the signal.
@@ -86,7 +89,7 @@ func (s *Server) serveProbe(a answer, r *http.Request) {
 		return
 	}
 	a.w.Header().Set("Content-Type", "application/octet-stream")
-	sw := a.stream()
+	sw := a.stream(n)
 	zeros := make([]byte, 256<<10)
 	for n > 0 {
 		k := min(n, int64(len(zeros)))
@@ -95,15 +98,15 @@ func (s *Server) serveProbe(a answer, r *http.Request) {
 		}
 		n -= k
 	}
-	sw.finish()
+	_, _ = sw.finish()
 }
 
 // Range asks the cachelet at addr to download n bytes of bucket/key from
 // off from the store, provided the object's ETag is still etag, and
 // returns them as a body of exactly n bytes. The body's Read fails (never
 // returns the whole of wrong bytes) when the stream was cut short, arrived
-// damaged or does not match the answer's signature: the trailer's MAC is
-// checked before the last bytes are returned. Errors: store sentinels (store.ErrPreconditionFailed when the
+// damaged or does not match the answer's signature: the MAC that follows it
+// is checked before the last bytes are returned. Errors: store sentinels (store.ErrPreconditionFailed when the
 // object changed), and store.ErrUnavailable when the peer cannot be
 // reached.
 func (c *Client) Range(ctx context.Context, addr, bucket, key, etag string, off, n int64) (io.ReadCloser, error) {

@@ -119,17 +119,25 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	h := a.w.Header()
 	setInfoHeaders(h, obj.Info)
 	h.Set(hdrRead, string(obj.Outcome))
-	sw := a.stream()
-	n, err := io.Copy(sw, obj.Body)
-	if err == nil && n != obj.Info.Size {
-		err = fmt.Errorf("body of %d bytes for an object of %d", n, obj.Info.Size)
+	sw := a.stream(obj.Info.Size)
+	if obj.HasCRC32C {
+		sw.known(obj.KnownCRC32C)
+	}
+	// Not limited (io.LimitReader would hide the body's WriteTo): a body
+	// longer than announced fails the write past the Content-Length.
+	n, err := sw.copyFrom(obj.Body)
+	var crc uint32
+	if err == nil {
+		crc, err = sw.finish() // the body's size checked
+	}
+	if err == nil && !obj.HasCRC32C && obj.Digested != nil {
+		obj.Digested(crc)
 	}
 	if err != nil {
 		// Headers are out: a short body is the signal, never wrong bytes.
 		s.log.Warn("peer get aborted mid-body", "bucket", bucket, "key", key, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	sw.finish()
 }
 
 func (s *Server) put(a answer, r *http.Request, bucket, key string) {

@@ -40,6 +40,15 @@ type Object struct {
 	Info    store.ObjectInfo
 	Body    io.ReadCloser // the whole object; the receiver closes it
 	Outcome Outcome
+
+	// Owners only (the server's side): the body's CRC32C when the owner
+	// knows it already (KnownCRC32C, valid with HasCRC32C), which spares
+	// the server its pass over the body for the answer's MAC; else, when
+	// set, Digested is given the CRC32C the server computed, once the
+	// whole body was sent, to remember for the next answer.
+	KnownCRC32C uint32
+	HasCRC32C   bool
+	Digested    func(crc32c uint32)
 }
 
 // Key names an object.

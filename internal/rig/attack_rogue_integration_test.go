@@ -68,8 +68,8 @@ func rogueMembers(t *testing.T, ctx context.Context, e *env, log *attackLog, a a
 	}
 	captured, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hoard-Peer-Answer") == "" || len(resp.Trailer) == 0 {
-		t.Fatalf("capturing a signed answer: %v %d %v trailer %v", err, resp.StatusCode, resp.Header, resp.Trailer)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hoard-Peer-Answer") == "" || resp.Header.Get("X-Hoard-Peer-Answer-Body") != "stream-v2" {
+		t.Fatalf("capturing a signed answer: %v %d %v", err, resp.StatusCode, resp.Header)
 	}
 	// The captured request, sent again.
 	again := req.Clone(ctx)
