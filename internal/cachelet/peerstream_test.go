@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 )
@@ -98,7 +100,7 @@ func TestOwnerRemembersTheCRC(t *testing.T) {
 	data := object("k", 1, 100<<10)
 	g.put(t, "k", data)
 	g.mustRead(t, 0, "k", data, LocalMiss)
-	e := g.members[0].cache.Get(cache.Key{Bucket: testBucket, Object: "k"})
+	e := cachedEntry(t, g.members[0], cache.Key{Bucket: testBucket, Object: "k"})
 	if _, ok := e.CRC32C(); ok {
 		t.Fatal("a CRC before any peer asked")
 	}
@@ -107,4 +109,20 @@ func TestOwnerRemembersTheCRC(t *testing.T) {
 		t.Fatalf("the owner's entry remembers %x, %v", got, ok)
 	}
 	g.mustRead(t, 2, "k", data, RemoteHit)
+}
+
+// cachedEntry is c's cache entry of k once its fill has admitted it: a
+// reader may have every byte before the filling goroutine adds the entry.
+func cachedEntry(t *testing.T, c *Cachelet, k cache.Key) *cache.Entry {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if e := c.cache.Peek(k); e != nil {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v never admitted to the cache", k)
+		}
+		runtime.Gosched()
+	}
 }
