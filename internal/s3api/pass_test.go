@@ -467,9 +467,14 @@ func TestStoreAnsweredOpsPass(t *testing.T) {
 			[]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"e"</ETag></Part></CompleteMultipartUpload>`)},
 		{"DELETE", "/bkt/k?uploadId=u", "/bkt/k", "uploadId=u", "AbortMultipartUpload", nil},
 		{"DELETE", "/bkt", "/bkt", "", "DeleteBucket", nil},
+		{"PUT", "/bkt/k", "/bkt/k", "", "PutObject", []byte("only if new")},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
-			resp := s.do(t, tc.method, tc.target, tc.body, nil)
+			var hdr map[string]string
+			if tc.op == "PutObject" {
+				hdr = map[string]string{"If-None-Match": "*"} // a conditional write
+			}
+			resp := s.do(t, tc.method, tc.target, tc.body, hdr)
 			rc := <-got
 			if rc.authErr != nil {
 				t.Fatalf("the store refused the request's signature: %v", rc.authErr)

@@ -222,6 +222,12 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 		return op, s.pass
 	case storeAnswered[op] && s.canPass():
 		return op, s.pass
+	case op == "PutObject" && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") && s.canPass():
+		// Only the store judges a condition, and its answer, a 412
+		// with the current object's ETag and Last-Modified included,
+		// is relayed as it is. Not cached: the key is invalidated
+		// before and after, its queued writes delivered first.
+		return op, s.pass
 	}
 	return op, fn
 }
