@@ -238,7 +238,11 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 // store's own rather than rebuilt from its client's results. Their typed
 // handlers answer only in front of a store that cannot (an in-memory
 // store in tests). What the typed path adds stays: grants, invalidation
-// of the keys a request changes, events (pass.go).
+// of the keys a request changes, events (pass.go). A part's body (as
+// any body passed through) is still verified here against the client's
+// signature or trailer checksum as it streams, and cut short on a
+// mismatch: the store must never commit bytes the client did not send,
+// and it cannot check a signature it did not make.
 var storeAnswered = map[string]bool{
 	"GetBucketLocation": true, "HeadBucket": true, "CreateBucket": true, "DeleteBucket": true,
 	"ListObjects": true, "ListObjectsV2": true,

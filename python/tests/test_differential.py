@@ -181,7 +181,7 @@ def check(setup: str, case_id: str, pair: tuple[Target, Target]) -> None:
     if applies and not diffs and not maybe:
         pytest.fail(
             f"{case_id} ({setup}, {STORE_KIND}) is listed in s3_differences.json ({listed.reason}) "
-            "but no longer differs: remove it there and from docs/s3-api.md",
+            "but no longer differs: remove it there and run python/tests/s3_differences_doc.py",
             pytrace=False,
         )
 
