@@ -3,11 +3,13 @@ package s3api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/s3auth"
@@ -31,6 +33,10 @@ type passer interface {
 var errNoPassThrough = apiErr("NotImplemented", http.StatusNotImplemented,
 	"This operation is answered by the object store itself, and the store behind this cache does not take requests passed through.")
 
+// errStoreRefused tells Cachelet.Change that the store answered a
+// request passed through with an error of its own (relayed as it is).
+var errStoreRefused = errors.New("s3api: the store refused the request")
+
 // presignParams are the query parameters of the client's own signature:
 // the store's signature replaces them.
 var presignParams = []string{
@@ -48,6 +54,13 @@ func (s *Server) pass(w http.ResponseWriter, r *http.Request, rq *request) error
 		keys = []string{rq.key}
 	}
 	return s.passWith(w, r, rq, nil, keys)
+}
+
+// changeKinds name the changes of typed operations passed through, for
+// the cachelet's metrics; any other change is cachelet.ChangeOther.
+var changeKinds = map[string]cachelet.ChangeKind{
+	"PutObject": cachelet.ChangePut, "CopyObject": cachelet.ChangeCopy,
+	"CompleteMultipartUpload": cachelet.ChangeComplete, "DeleteObject": cachelet.ChangeDelete,
 }
 
 // uploadOps are the steps of a multipart upload that neither change nor
@@ -76,6 +89,11 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		if capture != nil {
 			err = bodyError(capture, err)
 		}
+		if err == nil && resp.StatusCode/100 != 2 {
+			// Relayed below as it is; a change the store refused is
+			// not counted as one that happened.
+			return errStoreRefused
+		}
 		return err
 	}
 	var err error
@@ -88,7 +106,7 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 				return err
 			}
 		}
-		err = s.cl.Change(ctx, rq.bucket, keys, send)
+		err = s.cl.Change(ctx, rq.bucket, keys, changeKinds[rq.op], send)
 	case uploadOps[rq.op]:
 		err = send()
 	case rq.op == "DeleteBucket":
@@ -106,6 +124,9 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		}
 	default:
 		err = send()
+	}
+	if errors.Is(err, errStoreRefused) {
+		err = nil
 	}
 	if err != nil {
 		return err

@@ -468,6 +468,7 @@ func TestStoreAnsweredOpsPass(t *testing.T) {
 		{"DELETE", "/bkt/k?uploadId=u", "/bkt/k", "uploadId=u", "AbortMultipartUpload", nil},
 		{"DELETE", "/bkt", "/bkt", "", "DeleteBucket", nil},
 		{"PUT", "/bkt/k", "/bkt/k", "", "PutObject", []byte("only if new")},
+		{"DELETE", "/bkt/k", "/bkt/k", "", "DeleteObject", nil},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
 			var hdr map[string]string

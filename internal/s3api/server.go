@@ -248,7 +248,7 @@ var storeAnswered = map[string]bool{
 	"ListObjects": true, "ListObjectsV2": true,
 	"CreateMultipartUpload": true, "UploadPart": true, "ListParts": true,
 	"CompleteMultipartUpload": true, "AbortMultipartUpload": true,
-	"CopyObject": true,
+	"CopyObject": true, "DeleteObject": true,
 }
 
 // canPass reports whether the store takes requests passed through.
