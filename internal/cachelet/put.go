@@ -274,11 +274,12 @@ type ChangeKind string
 
 // The kinds of Change.
 const (
-	ChangePut      ChangeKind = "put"                // an object written whole
-	ChangeCopy     ChangeKind = "copy"               // an object copied onto the key
-	ChangeComplete ChangeKind = "complete_multipart" // a multipart upload completed
-	ChangeDelete   ChangeKind = "delete"             // an object deleted
-	ChangeOther    ChangeKind = "pass"               // any other change (tagging, retention, a versioned delete, ...)
+	ChangePut        ChangeKind = "put"                // an object written whole
+	ChangeCopy       ChangeKind = "copy"               // an object copied onto the key
+	ChangeComplete   ChangeKind = "complete_multipart" // a multipart upload completed
+	ChangeDelete     ChangeKind = "delete"             // an object deleted
+	ChangeDeleteMany ChangeKind = "delete_many"        // objects deleted by one request
+	ChangeOther      ChangeKind = "pass"               // any other change (tagging, retention, a versioned delete, ...)
 )
 
 // Settle delivers the writes of keys of bucket still queued here or at

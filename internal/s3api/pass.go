@@ -61,6 +61,7 @@ func (s *Server) pass(w http.ResponseWriter, r *http.Request, rq *request) error
 var changeKinds = map[string]cachelet.ChangeKind{
 	"PutObject": cachelet.ChangePut, "CopyObject": cachelet.ChangeCopy,
 	"CompleteMultipartUpload": cachelet.ChangeComplete, "DeleteObject": cachelet.ChangeDelete,
+	"DeleteObjects": cachelet.ChangeDeleteMany,
 }
 
 // uploadOps are the steps of a multipart upload that neither change nor

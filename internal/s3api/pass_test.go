@@ -469,6 +469,8 @@ func TestStoreAnsweredOpsPass(t *testing.T) {
 		{"DELETE", "/bkt", "/bkt", "", "DeleteBucket", nil},
 		{"PUT", "/bkt/k", "/bkt/k", "", "PutObject", []byte("only if new")},
 		{"DELETE", "/bkt/k", "/bkt/k", "", "DeleteObject", nil},
+		{"POST", "/bkt?delete", "/bkt", "delete=", "DeleteObjects",
+			[]byte("<Delete><Quiet>true</Quiet><Object><Key>a</Key></Object><Object><Key>b</Key></Object></Delete>")},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
 			var hdr map[string]string
