@@ -256,6 +256,16 @@ func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, kin
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
+	switch kind {
+	case ChangeCopy, ChangeOther:
+		// These may change an object's metadata alone (a copy onto
+		// itself, tagging, retention), keeping its ETag: a copy kept
+		// at any member would pass validation against the owner or
+		// the store, so every member drops its own.
+		for _, k := range keys {
+			c.broadcastInvalidate(ctx, bucket, k)
+		}
+	}
 	c.tellOwners(ctx, bucket, keys...)
 	if kind == "" {
 		kind = ChangeOther
