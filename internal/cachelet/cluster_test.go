@@ -185,6 +185,27 @@ func TestRemoteReadsAreConfirmed(t *testing.T) {
 	}
 }
 
+// TestMetadataChangeDropsEveryCopy: a change passed through that may
+// keep the object's ETag (a copy onto itself, tagging) drops the copies
+// every member keeps, not only the owner's: validation by ETag would pass
+// them with their old metadata.
+func TestMetadataChangeDropsEveryCopy(t *testing.T) {
+	g := newGroup(t, 3, func(c *Config) { c.Members = c.Router.(*staticRouter) })
+	v := object("k", 1, 3000)
+	g.put(t, "k", v)
+	g.mustRead(t, 1, "k", v, RemoteMiss)
+	g.mustRead(t, 1, "k", v, LocalHit)
+	for _, kind := range []ChangeKind{ChangeOther, ChangeCopy} {
+		if err := g.members[2].Change(t.Context(), testBucket, []string{"k"}, kind, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, o, err := g.read(t, 1, "k"); err != nil || o == LocalHit {
+			t.Fatalf("after a %s change elsewhere, cachelet 1 read its own copy (%s, %v)", kind, o, err)
+		}
+		g.mustRead(t, 1, "k", v, LocalHit)
+	}
+}
+
 // TestOwnerDownFallsBackToTheStore: a miss whose owner cannot be reached
 // is served from the store, and counted.
 func TestOwnerDownFallsBackToTheStore(t *testing.T) {

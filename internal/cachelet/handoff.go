@@ -121,10 +121,11 @@ func (c *Cachelet) PeerFlush(ctx context.Context, rev int64) error {
 var errHandoff = fmt.Errorf("%w: ownership handoff in progress", peer.ErrNotOwner)
 
 // broadcastInvalidate tells every other member to drop its copy of a key
-// written straight to the store because its owner could not take it: the
-// owner by this cachelet's ring may not be the owner by theirs.
+// written straight to the store because its owner could not take it (the
+// owner by this cachelet's ring may not be the owner by theirs), or
+// changed in a way their copies' validation cannot see (see Change).
 func (c *Cachelet) broadcastInvalidate(ctx context.Context, bucket, key string) {
-	if c.cfg.Members == nil {
+	if c.cfg.Members == nil || c.cfg.Peers == nil {
 		return
 	}
 	for _, addr := range c.cfg.Members.PeerAddrs() {

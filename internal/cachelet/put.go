@@ -241,8 +241,11 @@ func resultLabel(err error) string {
 // store call: the keys' cached copies and fills in flight are invalidated
 // before and after, the writes of them still queued are delivered first,
 // and their owners are told to drop their copies afterwards. op's error
-// is returned as is.
-func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, op func() error) error {
+// is returned as is. kind names the change in the writes metric:
+// ChangePut, ChangeCopy and ChangeComplete write an object and count as
+// a client's object write in Counters, as Put, Copy and
+// CompleteMultipartUpload do; anything else is ChangeOther.
+func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, kind ChangeKind, op func() error) error {
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
@@ -253,10 +256,41 @@ func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, op 
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
+	switch kind {
+	case ChangeCopy, ChangeOther:
+		// These may change an object's metadata alone (a copy onto
+		// itself, tagging, retention), keeping its ETag: a copy kept
+		// at any member would pass validation against the owner or
+		// the store, so every member drops its own.
+		for _, k := range keys {
+			c.broadcastInvalidate(ctx, bucket, k)
+		}
+	}
 	c.tellOwners(ctx, bucket, keys...)
-	c.m.writes.WithLabelValues("pass", resultLabel(err)).Inc()
+	if kind == "" {
+		kind = ChangeOther
+	}
+	c.m.writes.WithLabelValues(string(kind), resultLabel(err)).Inc()
+	switch kind {
+	case ChangePut, ChangeCopy, ChangeComplete:
+		c.m.countWrite(err)
+	}
 	return err
 }
+
+// ChangeKind names a Change for metrics: the label of the writes metric
+// the typed call of the same operation uses.
+type ChangeKind string
+
+// The kinds of Change.
+const (
+	ChangePut        ChangeKind = "put"                // an object written whole
+	ChangeCopy       ChangeKind = "copy"               // an object copied onto the key
+	ChangeComplete   ChangeKind = "complete_multipart" // a multipart upload completed
+	ChangeDelete     ChangeKind = "delete"             // an object deleted
+	ChangeDeleteMany ChangeKind = "delete_many"        // objects deleted by one request
+	ChangeOther      ChangeKind = "pass"               // any other change (tagging, retention, a versioned delete, ...)
+)
 
 // Settle delivers the writes of keys of bucket still queued here or at
 // the other cachelets (under the owner and local write targets) before a

@@ -485,7 +485,7 @@ func TestChangeInvalidates(t *testing.T) {
 	e.mustRead("k", v1, LocalMiss)
 	e.settle()
 	e.mustRead("k", v1, LocalHit)
-	err := e.c.Change(t.Context(), testBucket, []string{"k", "other"}, func() error {
+	err := e.c.Change(t.Context(), testBucket, []string{"k", "other"}, ChangeOther, func() error {
 		e.storePut("k", v2) // what the store did on the passed request
 		return nil
 	})
@@ -498,10 +498,36 @@ func TestChangeInvalidates(t *testing.T) {
 	e.settle()
 	e.mustRead("k", v2, LocalHit)
 	boom := errors.New("boom")
-	if err := e.c.Change(t.Context(), testBucket, []string{"k"}, func() error { return boom }); !errors.Is(err, boom) {
+	if err := e.c.Change(t.Context(), testBucket, []string{"k"}, ChangeOther, func() error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("Change = %v, want the operation's error", err)
 	}
 	e.mustRead("k", v2, LocalMiss)
+}
+
+// TestChangeCountsObjectWrites: a change that writes an object (a copy,
+// a completion, a PUT passed through) counts as a client's write, as its
+// typed call does; other changes and failed ones do not.
+func TestChangeCountsObjectWrites(t *testing.T) {
+	e := newEnv(t, readLocal)
+	ok := func() error { return nil }
+	for _, tc := range []struct {
+		kind ChangeKind
+		op   func() error
+		want int64
+	}{
+		{ChangeCopy, ok, 1},
+		{ChangeComplete, ok, 1},
+		{ChangePut, ok, 1},
+		{ChangePut, func() error { return errors.New("refused") }, 0},
+		{ChangeDelete, ok, 0},
+		{ChangeOther, ok, 0},
+	} {
+		before := e.c.Counters().Writes
+		_ = e.c.Change(t.Context(), testBucket, []string{"k"}, tc.kind, tc.op)
+		if got := e.c.Counters().Writes - before; got != tc.want {
+			t.Errorf("%s: %d writes counted, want %d", tc.kind, got, tc.want)
+		}
+	}
 }
 
 // TestSettleDeliversQueuedWrites: before a read straight from the store

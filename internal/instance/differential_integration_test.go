@@ -457,7 +457,7 @@ func TestDifferentialSDK(t *testing.T) {
 							c.id, where, strings.Join(diffs, "\n  "))
 					}
 					if len(diffs) == 0 && applies && !maybe {
-						t.Errorf("go/%s is listed in python/tests/s3_differences.json for %s (%s) but no longer differs: remove it there and from docs/s3-api.md",
+						t.Errorf("go/%s is listed in python/tests/s3_differences.json for %s (%s) but no longer differs: remove it there and run python/tests/s3_differences_doc.py",
 							c.id, where, k.Reason)
 					}
 				})

@@ -210,17 +210,19 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 	if err != nil {
 		return err
 	}
-	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
-		return errMalformedXML
-	}
-	if req.versioned() {
-		// Versions are the store's to delete: the request goes as it
-		// is, its keys invalidated around it.
+	if s.canPass() || req.versioned() {
+		// The store deletes and answers (versions are its to delete
+		// anyway), the request as it is, its keys invalidated around
+		// it. A document that does not parse here never goes: the
+		// keys it would delete are not known.
 		keys := make([]string, 0, len(req.Objects))
 		for _, o := range req.Objects {
 			keys = append(keys, o.Key)
 		}
 		return s.passWith(w, r, rq, data, keys)
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
+		return errMalformedXML
 	}
 	res := deleteResult{NS: s3NS}
 	var keys []string

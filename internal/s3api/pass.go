@@ -3,14 +3,17 @@ package s3api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/s3auth"
+	"github.com/hoard-io/hoard/internal/store"
 )
 
 // passer is the store's pass-through: it sends a request as the client
@@ -30,6 +33,10 @@ type passer interface {
 var errNoPassThrough = apiErr("NotImplemented", http.StatusNotImplemented,
 	"This operation is answered by the object store itself, and the store behind this cache does not take requests passed through.")
 
+// errStoreRefused tells Cachelet.Change that the store answered a
+// request passed through with an error of its own (relayed as it is).
+var errStoreRefused = errors.New("s3api: the store refused the request")
+
 // presignParams are the query parameters of the client's own signature:
 // the store's signature replaces them.
 var presignParams = []string{
@@ -43,10 +50,25 @@ var presignParams = []string{
 // and at its owner before and after.
 func (s *Server) pass(w http.ResponseWriter, r *http.Request, rq *request) error {
 	var keys []string
-	if rq.key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if rq.key != "" && r.Method != http.MethodGet && r.Method != http.MethodHead && !uploadOps[rq.op] {
 		keys = []string{rq.key}
 	}
 	return s.passWith(w, r, rq, nil, keys)
+}
+
+// changeKinds name the changes of typed operations passed through, for
+// the cachelet's metrics; any other change is cachelet.ChangeOther.
+var changeKinds = map[string]cachelet.ChangeKind{
+	"PutObject": cachelet.ChangePut, "CopyObject": cachelet.ChangeCopy,
+	"CompleteMultipartUpload": cachelet.ChangeComplete, "DeleteObject": cachelet.ChangeDelete,
+	"DeleteObjects": cachelet.ChangeDeleteMany,
+}
+
+// uploadOps are the steps of a multipart upload that neither change nor
+// read the object itself: they pass through without invalidating or
+// settling its key (completion does, as any write).
+var uploadOps = map[string]bool{
+	"CreateMultipartUpload": true, "UploadPart": true, "ListParts": true, "AbortMultipartUpload": true,
 }
 
 // passWith is pass with the body already read (DeleteObjects parses its
@@ -68,12 +90,33 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		if capture != nil {
 			err = bodyError(capture, err)
 		}
+		if err == nil && resp.StatusCode/100 != 2 {
+			// Relayed below as it is; a change the store refused is
+			// not counted as one that happened.
+			return errStoreRefused
+		}
 		return err
 	}
 	var err error
 	switch {
 	case len(keys) > 0:
-		err = s.cl.Change(ctx, rq.bucket, keys, send)
+		if src := copySourceOf(r); src != nil {
+			// A copy reads its source from the store: the source's
+			// queued writes land first, as for the typed copy.
+			if err = s.cl.Settle(ctx, src.Bucket, src.Key); err != nil {
+				return err
+			}
+		}
+		err = s.cl.Change(ctx, rq.bucket, keys, changeKinds[rq.op], send)
+	case uploadOps[rq.op]:
+		err = send()
+	case rq.op == "DeleteBucket":
+		// The bucket's writes still queued land first: the store
+		// refuses to delete a bucket they would have filled, as it
+		// would without a cache.
+		if err = s.cl.Settle(ctx, rq.bucket); err == nil {
+			err = send()
+		}
 	case rq.key != "":
 		// A read of a key from the store: writes of it still queued
 		// (asynchronous write targets) land first.
@@ -82,6 +125,9 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		}
 	default:
 		err = send()
+	}
+	if errors.Is(err, errStoreRefused) {
+		err = nil
 	}
 	if err != nil {
 		return err
@@ -109,9 +155,27 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		panic(http.ErrAbortHandler)
 	}
 	if resp.StatusCode/100 == 2 && !head.failed() {
+		if rq.op == "DeleteBucket" {
+			// Nothing cached of a deleted bucket may be served.
+			s.cl.DropPrefix(rq.bucket, "")
+		}
 		s.notifyPassed(w, r, rq, resp)
 	}
 	return nil
+}
+
+// copySourceOf is the source of a copy (CopyObject, UploadPartCopy), or
+// nil when r names none that parses.
+func copySourceOf(r *http.Request) *store.CopySource {
+	v := r.Header.Get("x-amz-copy-source")
+	if v == "" {
+		return nil
+	}
+	src, err := parseCopySource(v)
+	if err != nil {
+		return nil
+	}
+	return &src
 }
 
 // headCapture keeps the first bytes of an answer (4 KiB at most) as they

@@ -443,3 +443,86 @@ func TestHeadCaptureFailed(t *testing.T) {
 		t.Error("no capture counts as failed")
 	}
 }
+
+// TestStoreAnsweredOpsPass: in front of a store that takes requests as
+// they are, the typed operations the cache does not serve (bucket
+// operations, listings, multipart uploads) reach it as the client sent
+// them, and its answer comes back as it is.
+func TestStoreAnsweredOpsPass(t *testing.T) {
+	s, got := newPassServer(t, nil)
+	for _, tc := range []struct {
+		method, target, path, query, op string
+		body                            []byte
+	}{
+		{"HEAD", "/bkt", "/bkt", "", "HeadBucket", nil},
+		{"GET", "/bkt?location", "/bkt", "location=", "GetBucketLocation", nil},
+		{"PUT", "/newbkt", "/newbkt", "", "CreateBucket",
+			[]byte("<CreateBucketConfiguration><LocationConstraint>elsewhere</LocationConstraint></CreateBucketConfiguration>")},
+		{"GET", "/bkt?prefix=a", "/bkt", "prefix=a", "ListObjects", nil},
+		{"GET", "/bkt?list-type=2&max-keys=2", "/bkt", "list-type=2&max-keys=2", "ListObjectsV2", nil},
+		{"POST", "/bkt/k?uploads", "/bkt/k", "uploads=", "CreateMultipartUpload", nil},
+		{"PUT", "/bkt/k?partNumber=1&uploadId=u", "/bkt/k", "partNumber=1&uploadId=u", "UploadPart", []byte("part one")},
+		{"GET", "/bkt/k?uploadId=u", "/bkt/k", "uploadId=u", "ListParts", nil},
+		{"POST", "/bkt/k?uploadId=u", "/bkt/k", "uploadId=u", "CompleteMultipartUpload",
+			[]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"e"</ETag></Part></CompleteMultipartUpload>`)},
+		{"DELETE", "/bkt/k?uploadId=u", "/bkt/k", "uploadId=u", "AbortMultipartUpload", nil},
+		{"DELETE", "/bkt", "/bkt", "", "DeleteBucket", nil},
+		{"PUT", "/bkt/k", "/bkt/k", "", "PutObject", []byte("only if new")},
+		{"DELETE", "/bkt/k", "/bkt/k", "", "DeleteObject", nil},
+		{"POST", "/bkt?delete", "/bkt", "delete=", "DeleteObjects",
+			[]byte("<Delete><Quiet>true</Quiet><Object><Key>a</Key></Object><Object><Key>b</Key></Object></Delete>")},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			var hdr map[string]string
+			if tc.op == "PutObject" {
+				hdr = map[string]string{"If-None-Match": "*"} // a conditional write
+			}
+			resp := s.do(t, tc.method, tc.target, tc.body, hdr)
+			rc := <-got
+			if rc.authErr != nil {
+				t.Fatalf("the store refused the request's signature: %v", rc.authErr)
+			}
+			if rc.method != tc.method || rc.path != tc.path || rc.query != tc.query || rc.body != string(tc.body) {
+				t.Errorf("store got %s %q ? %q body %q", rc.method, rc.path, rc.query, rc.body)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Amz-Request-Id") != "STORE" {
+				t.Errorf("answer %d, request id %q", resp.StatusCode, resp.Header.Get("X-Amz-Request-Id"))
+			}
+			if want := "<Store>" + tc.method + " " + tc.query + "</Store>"; tc.method != "HEAD" && string(data) != want {
+				t.Errorf("answer body %q, want %q", data, want)
+			}
+		})
+	}
+}
+
+// TestCompletionPassedThroughNotified: a multipart completion passed
+// through sends its object-created event, sized by the store.
+func TestCompletionPassedThroughNotified(t *testing.T) {
+	rec := &events{}
+	s, got := newPassServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"e-`+r.Method+`"`)
+		if r.Method == http.MethodHead {
+			w.Header().Set("Content-Length", "42")
+			w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		}
+		w.WriteHeader(http.StatusOK)
+	}, func(c *Config) { c.Notifier = rec })
+	resp := s.do(t, "POST", "/bkt/k?uploadId=u", []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"e"</ETag></Part></CompleteMultipartUpload>`), nil)
+	if rc := <-got; rc.method != http.MethodPost {
+		t.Fatalf("store got %s first", rc.method)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("complete: %d", resp.StatusCode)
+	}
+	<-got // the HEAD that describes the object
+	if ev := rec.wait(t, 1); len(ev) != 1 || ev[0].Name != notify.ObjectCreatedCompleteMultipartUpload || ev[0].Size != 42 || ev[0].ETag != "e-HEAD" {
+		t.Fatalf("completion events %+v", ev)
+	}
+	// Parts are not objects yet: no event.
+	s.do(t, "PUT", "/bkt/k?partNumber=1&uploadId=u", []byte("part"), nil)
+	<-got
+	if ev := rec.take(); len(ev) != 0 {
+		t.Fatalf("events for a part: %+v", ev)
+	}
+}

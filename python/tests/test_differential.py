@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+import s3_differences_doc
 from botocore.exceptions import ClientError
 from diff_cases import CASES, Case
 from differential import (
@@ -180,7 +181,7 @@ def check(setup: str, case_id: str, pair: tuple[Target, Target]) -> None:
     if applies and not diffs and not maybe:
         pytest.fail(
             f"{case_id} ({setup}, {STORE_KIND}) is listed in s3_differences.json ({listed.reason}) "
-            "but no longer differs: remove it there and from docs/s3-api.md",
+            "but no longer differs: remove it there and run python/tests/s3_differences_doc.py",
             pytrace=False,
         )
 
@@ -194,16 +195,36 @@ def test_case(request, setup, case_id):
 
 
 def test_differences_are_documented():
-    """Every listed difference names a case and appears in docs/s3-api.md."""
-    doc = (REPO_ROOT / "docs" / "s3-api.md").read_text()
-    section = doc.split("## Differences from the store", 1)
-    assert len(section) == 2, "docs/s3-api.md lacks its 'Differences from the store' section"
+    """Every listed difference names a case, and the list in docs/s3-api.md
+    is the one s3_differences_doc.py makes from s3_differences.json: no case
+    or reason in one that the other lacks."""
     for case_id, d in DIFFERENCES.items():
         client, _, name = case_id.partition("/")
         if client == "boto3":
             assert name in CASES, f"s3_differences.json lists {case_id}, which is no case"
-        assert f"`{case_id}`" in section[1], f"docs/s3-api.md does not list {case_id}"
         assert d.reason, case_id
+    doc = (REPO_ROOT / "docs" / "s3-api.md").read_text()
+    section = doc.split("## Differences from the store", 1)
+    assert len(section) == 2, "docs/s3-api.md lacks its 'Differences from the store' section"
+    documented = s3_differences_doc.documented(section[1])
+    assert documented, "docs/s3-api.md's 'Differences from the store' lacks the generated list"
+    assert documented == s3_differences_doc.generated(), (
+        "docs/s3-api.md's list of differences is not the one s3_differences.json makes: "
+        "run .venv/bin/python python/tests/s3_differences_doc.py"
+    )
+
+
+def test_differences_doc_follows_the_json():
+    """The generated list changes with the JSON: a case added or removed
+    there shows, or stops showing, in the list."""
+    raw = json.loads(s3_differences_doc.JSON_FILE.read_text())
+    extra = dict(raw, **{"boto3/no.such_case": {"reason": "a reason of no other case", "where": ["one/minio"]}})
+    made = s3_differences_doc.generated(extra)
+    assert "| a reason of no other case | `boto3/no.such_case` (one/minio) |" in made
+    assert made != s3_differences_doc.generated(raw)
+    first = sorted(raw)[0]
+    fewer = {k: v for k, v in raw.items() if k != first}
+    assert f"`{first}`" not in s3_differences_doc.generated(fewer)
 
 
 def test_awscli_presigned_get(aws, s3, bucket):
