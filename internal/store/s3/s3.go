@@ -200,13 +200,16 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 			// as a trailer.
 			po.Checksum = ct
 		}
+	} else if size > 0 {
+		// A trailing checksum makes the store's commit depend on the
+		// whole body arriving and matching: an upload cut short (because
+		// the client's body failed verification midway) can never be
+		// committed, whatever a store does with truncated requests
+		// (versitygw commits a body cut short of its Content-Length).
+		// The store then records this CRC32C where the client sent no
+		// checksum: a deliberate difference (docs/s3-api.md).
+		po.Checksum = minio.ChecksumCRC32C
 	}
-	// Without a checksum from the client none is added: the store records
-	// what it records for such uploads (none, or its own default), as it
-	// would without hoard. An upload cut short (the client's body failing
-	// verification midway) still cannot be committed: the body is sent
-	// with its exact Content-Length, and the connection is dropped before
-	// its last byte. What hoard caches it verifies with its own checksum.
 	// UNSIGNED-PAYLOAD: the body is not hashed for the signature. A
 	// signed (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) body would cost a
 	// SHA-256 pass over every byte and arrives aws-chunked, which some
