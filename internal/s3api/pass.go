@@ -137,15 +137,20 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	for k, vs := range resp.Header {
 		h[k] = vs
 	}
+	var src io.Reader = resp.Body
+	if base := clientBase(r, rq.bucket); rq.op == "CompleteMultipartUpload" && resp.StatusCode == http.StatusOK && base != "" {
+		// The object's URL names this cachelet, not the store.
+		src = &locationRewriter{r: resp.Body, base: base}
+		h.Del("Content-Length")
+	}
 	w.WriteHeader(resp.StatusCode)
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	var src io.Reader = resp.Body
 	var head *headCapture
 	if s.cfg.Notifier != nil && (rq.op == "CopyObject" || rq.op == "CompleteMultipartUpload") {
 		// These may fail inside a 200 answer: keep its start to tell.
-		head = &headCapture{r: resp.Body}
+		head = &headCapture{r: src}
 		src = head
 	}
 	if n, err := io.Copy(w, src); err != nil {
