@@ -293,19 +293,26 @@ func (m *memoryOverhead) String() string {
 }
 
 func (m *memoryOverhead) Set(s string) error {
+	n, err := sizeOrOff(s)
+	if err == nil {
+		*m = memoryOverhead(max(n, 0))
+	}
+	return err
+}
+
+// sizeOrOff parses a flag that takes a positive size or "off" (-1).
+func sizeOrOff(s string) (int64, error) {
 	if strings.TrimSpace(s) == "off" {
-		*m = 0
-		return nil
+		return -1, nil
 	}
 	n, err := parseBytes(s)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n <= 0 {
-		return fmt.Errorf("want a positive size or off")
+		return 0, fmt.Errorf("want a positive size or off")
 	}
-	*m = memoryOverhead(n)
-	return nil
+	return n, nil
 }
 
 // poolFlag is --buffer-pool: a size, or off (-1: no pool); 0 is the
@@ -323,17 +330,9 @@ func (p *poolFlag) String() string {
 }
 
 func (p *poolFlag) Set(s string) error {
-	if strings.TrimSpace(s) == "off" {
-		*p = -1
-		return nil
+	n, err := sizeOrOff(s)
+	if err == nil {
+		*p = poolFlag(n)
 	}
-	n, err := parseBytes(s)
-	if err != nil {
-		return err
-	}
-	if n <= 0 {
-		return fmt.Errorf("want a positive size or off")
-	}
-	*p = poolFlag(n)
-	return nil
+	return err
 }

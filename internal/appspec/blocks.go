@@ -3,8 +3,6 @@ package appspec
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -37,70 +35,24 @@ func format(data []byte) string {
 // PackBlocks is Pack in the block format: the same files, checks and
 // limits, an archive whose files can be read one by one.
 func PackBlocks(dir string) (*Package, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, FileName))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	spec, err := Parse(raw)
-	if err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
 	w, err := blockfmt.NewWriter(&buf)
 	if err != nil {
 		return nil, err
 	}
-	var total int64
-	files := 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if skipped(rel) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return w.AddDir(rel, 0o755)
-		case !info.Mode().IsRegular():
-			return fmt.Errorf("%s: only regular files and directories can be deployed (symbolic links and devices are refused)", rel)
-		}
-		total += info.Size()
-		files++
-		if total > MaxUnpackedBytes || files > MaxPackageFiles {
-			return fmt.Errorf("%s: more than %d MiB or %d files; keep data in the store, not in the code", dir, MaxUnpackedBytes>>20, MaxPackageFiles)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return w.AddFile(rel, info.Mode().Perm()|0o444, io.LimitReader(f, info.Size()))
-	})
-	if err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if buf.Len() > MaxPackageBytes {
-		return nil, fmt.Errorf("%s: the package is %d MiB compressed, more than %d MiB", dir, buf.Len()>>20, MaxPackageBytes>>20)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:]), Format: FormatBlocks}, nil
+	return packDir(dir, &buf, blockSink{w}, FormatBlocks)
 }
+
+// blockSink writes the block format's archive.
+type blockSink struct{ w *blockfmt.Writer }
+
+func (b blockSink) dir(rel string, _ fs.FileInfo) error { return b.w.AddDir(rel, 0o755) }
+
+func (b blockSink) file(rel string, info fs.FileInfo, r io.Reader) error {
+	return b.w.AddFile(rel, info.Mode().Perm()|0o444, r)
+}
+
+func (b blockSink) close() error { return b.w.Close() }
 
 // openBlocks checks a package in the block format as untrusted: the
 // format's own checks, the package limits, safe names, and every block's

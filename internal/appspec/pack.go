@@ -41,9 +41,28 @@ func skipped(name string) bool {
 }
 
 // Pack reads DIR/hoard.yaml, checks it, and packs the directory's regular
-// files (not hidden ones, caches or version control) into a package.
-// Symbolic links are refused: a package holds only what is in it.
+// files (not hidden ones, caches or version control) into a package, a
+// gzipped tar (PackBlocks writes the block format). Symbolic links are
+// refused: a package holds only what is in it.
 func Pack(dir string) (*Package, error) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	return packDir(dir, &buf, &tarSink{gz: gz, tw: tar.NewWriter(gz)}, FormatTarGz)
+}
+
+// packSink takes a package's directories and files, in the order the walk
+// finds them, in one format.
+type packSink interface {
+	dir(rel string, info fs.FileInfo) error
+	file(rel string, info fs.FileInfo, r io.Reader) error
+	close() error
+}
+
+// packDir walks dir into sink, whose output is buf, with the checks and
+// limits of every package: the spec parses, only regular files and
+// directories, at most MaxUnpackedBytes in MaxPackageFiles files, at most
+// MaxPackageBytes packed.
+func packDir(dir string, buf *bytes.Buffer, sink packSink, format string) (*Package, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, FileName))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -52,9 +71,6 @@ func Pack(dir string) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
 	var total int64
 	files := 0
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -78,7 +94,7 @@ func Pack(dir string) (*Package, error) {
 		}
 		switch {
 		case d.IsDir():
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: info.ModTime()})
+			return sink.dir(rel, info)
 		case !info.Mode().IsRegular():
 			return fmt.Errorf("%s: only regular files and directories can be deployed (symbolic links and devices are refused)", rel)
 		}
@@ -87,22 +103,15 @@ func Pack(dir string) (*Package, error) {
 		if total > MaxUnpackedBytes || files > MaxPackageFiles {
 			return fmt.Errorf("%s: more than %d MiB or %d files; keep data in the store, not in the code", dir, MaxUnpackedBytes>>20, MaxPackageFiles)
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: int64(info.Mode().Perm() | 0o444), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
-			return err
-		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		_, err = io.CopyN(tw, f, info.Size())
-		return err
+		return sink.file(rel, info, io.LimitReader(f, info.Size()))
 	})
 	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = gz.Close()
+		err = sink.close()
 	}
 	if err != nil {
 		return nil, err
@@ -111,7 +120,32 @@ func Pack(dir string) (*Package, error) {
 		return nil, fmt.Errorf("%s: the package is %d MiB compressed, more than %d MiB", dir, buf.Len()>>20, MaxPackageBytes>>20)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:]), Format: FormatTarGz}, nil
+	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:]), Format: format}, nil
+}
+
+// tarSink writes a gzipped tar.
+type tarSink struct {
+	gz *gzip.Writer
+	tw *tar.Writer
+}
+
+func (t *tarSink) dir(rel string, info fs.FileInfo) error {
+	return t.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: info.ModTime()})
+}
+
+func (t *tarSink) file(rel string, info fs.FileInfo, r io.Reader) error {
+	if err := t.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: int64(info.Mode().Perm() | 0o444), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+		return err
+	}
+	_, err := io.CopyN(t.tw, r, info.Size())
+	return err
+}
+
+func (t *tarSink) close() error {
+	if err := t.tw.Close(); err != nil {
+		return err
+	}
+	return t.gz.Close()
 }
 
 // ReadPackage checks a package received over the network, in either
