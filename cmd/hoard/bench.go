@@ -78,10 +78,10 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.BoolVar(&boto3, "boto3", defPython != "", "also measure through boto3 (store and warm); default on when .venv/bin/python exists")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with boto3, for --boto3")
 	fs.StringVar(&script, "boto3-script", "", "the boto3 script (default <module root>/python/hoard_bench/access_boto3.py)")
-	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
-	fs.StringVar(&redisBin, "redis-server", "", "redis-server binary (default: $PATH, /usr/bin/redis-server)")
-	fs.StringVar(&tmp, "tmp", "", "directory for the run's scratch data (default: the system temp dir)")
-	fs.StringVar(&logLevel, "log-level", "error", "log level of the servers started for the run")
+	minioFlag(fs, &minioBin)
+	redisFlag(fs, &redisBin)
+	tmpFlag(fs, &tmp)
+	serversLogFlag(fs, &logLevel)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -157,9 +157,9 @@ func runBenchConsistency(ctx context.Context, args []string, stdout, stderr io.W
 	fs.DurationVar(&gap, "gap", 0, "pause after each increment (a function's work between requests); counted in e2e, not per-request")
 	fs.StringVar(&settings, "settings", strings.Join(names, ","), "comma-separated consistency settings to run")
 	fs.StringVar(&jsonPath, "json", "", "also write every figure (raw samples, machine info) as JSON to this file")
-	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
-	fs.StringVar(&tmp, "tmp", "", "directory for the run's scratch data (default: the system temp dir)")
-	fs.StringVar(&logLevel, "log-level", "error", "log level of the servers started for the run")
+	minioFlag(fs, &minioBin)
+	tmpFlag(fs, &tmp)
+	serversLogFlag(fs, &logLevel)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&dir, "report", "", "directory to write the report into (required; created if missing)")
 	fs.BoolVar(&render, "render", true, "render index.html and report.md from results.json (needs --python)")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with matplotlib and boto3 (the repository's .venv)")
-	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
+	minioFlag(fs, &minioBin)
 	fs.StringVar(&redisBin, "redis-server", "", "redis-server binary (default: $PATH, /usr/bin/redis-server; left out with a note when missing)")
 	fs.StringVar(&tmp, "tmp", "", "directory for the runs' scratch data (default: the system temp dir)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the servers started for the runs")
@@ -471,4 +471,22 @@ func joinPath(dir, list string) string {
 		return dir
 	}
 	return dir + string(os.PathListSeparator) + list
+}
+
+// The flags every experiment that starts its own servers shares.
+
+func minioFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
+}
+
+func redisFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "redis-server", "", "redis-server binary (default: $PATH, /usr/bin/redis-server)")
+}
+
+func tmpFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "tmp", "", "directory for the run's scratch data (default: the system temp dir)")
+}
+
+func serversLogFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "log-level", "error", "log level of the servers started for the run")
 }

@@ -38,8 +38,8 @@ func runBenchMemory(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&ops, "ops", 600, "requests per variant, reads and writes in the proportion of readers to writers")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the objects' sizes and the clients' choices")
 	fs.StringVar(&hoardBin, "hoard", "", "the hoard binary run as hoard serve (default: this one)")
-	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
-	fs.StringVar(&tmp, "tmp", "", "directory for the run's scratch data (default: the system temp dir)")
+	minioFlag(fs, &minioBin)
+	tmpFlag(fs, &tmp)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}

@@ -39,10 +39,10 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs.BoolVar(&quick, "quick", false, "short run: two connection counts, short points")
 	fs.StringVar(&jsonPath, "json", "", "also write every point (and the machine) as JSON to this file")
 	fs.StringVar(&hoardBin, "hoard", "", "the hoard binary run as `hoard serve` (default: $HOARD_BIN, else this binary)")
-	fs.StringVar(&minioBin, "minio", "", "MinIO binary (default: $HOARD_MINIO_BIN, .tools/bin/minio, $PATH)")
-	fs.StringVar(&redisBin, "redis-server", "", "redis-server binary (default: $PATH, /usr/bin/redis-server)")
-	fs.StringVar(&tmp, "tmp", "", "directory for the run's scratch data (default: the system temp dir)")
-	fs.StringVar(&logLevel, "log-level", "error", "log level of the servers started for the run")
+	minioFlag(fs, &minioBin)
+	redisFlag(fs, &redisBin)
+	tmpFlag(fs, &tmp)
+	serversLogFlag(fs, &logLevel)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
