@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/membership/membershiptest"
+	"github.com/hoard-io/hoard/internal/testaddr"
 )
 
 // testTTL is the shortest lease etcd grants with its default election
@@ -136,12 +136,7 @@ func (b *syncBuffer) String() string {
 }
 
 func TestJoinUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testaddr.Refused(t)
 	r := newRegistry(t, []string{"http://" + addr})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()

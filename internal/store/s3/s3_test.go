@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/testaddr"
 )
 
 func TestClassify(t *testing.T) {
@@ -288,12 +289,7 @@ func TestConfigValidate(t *testing.T) {
 // TestUnavailable: a store nobody listens on fails fast, as ErrUnavailable,
 // on every kind of call.
 func TestUnavailable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // now nothing listens there
+	addr := testaddr.Refused(t)
 
 	st, err := New(Config{Endpoint: "http://" + addr, AccessKey: "ak", SecretKey: "secretkey"}, slog.New(slog.DiscardHandler))
 	if err != nil {
