@@ -62,7 +62,7 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy; owner: ask the key's owner (default: the --consistency setting's, version-check for strong)")
 	fs.BoolVar(&c.noWriteCache, "no-write-cache", def.NoWriteCache, "do not keep the bytes of objects written through the cache")
 	fs.BoolVar(&c.serveStale, "serve-stale-if-error", def.ServeStaleIfError, "serve a cached copy, marked x-hoard-stale, when the store cannot confirm it (instead of 503)")
-	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware or ttl")
+	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu")
 	fs.DurationVar(&c.ttl, "ttl", def.TTL.D(), "with --eviction ttl: how long an object stays cached")
 	fs.StringVar(&c.consistency, "consistency", def.Consistency, "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async")
 }

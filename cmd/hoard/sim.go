@@ -53,7 +53,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.DurationVar(&o.gen.Duration, "duration", 24*time.Hour, "with --generate: the workload's span")
 	fs.Int64Var(&o.gen.MaxEvents, "events", 0, "with --generate: stop after this many events (0: the whole span)")
 	fs.StringVar(&sizes, "cache-sizes", "1KiB,8KiB,64KiB,512KiB,4MiB,32MiB,128MiB", "per-instance cache budgets to compare, comma-separated")
-	fs.StringVar(&policies, "policies", "lru", "eviction policies to compare, comma-separated: lru (owner-lru), size-aware, ttl:<duration>")
+	fs.StringVar(&policies, "policies", "lru", "eviction policies to compare, comma-separated: lru (owner-lru), size-aware, ttl:<duration>, gdsf, s3-fifo, w-tinylfu; all: every one but ttl")
 	fs.StringVar(&keepAlives, "keep-alive", "fixed:10m,histogram", "keep-alive policies to compare, comma-separated: fixed:<duration>, histogram[:<fallback>]")
 	fs.IntVar(&o.cfg.Instances, "instances", 1, "instances per application, objects placed on a ring among them")
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
@@ -86,6 +86,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	o.cfg.Policies = []sim.Eviction{}
 	for _, s := range splitList(policies) {
+		if s == "all" {
+			o.cfg.Policies = append(o.cfg.Policies, sim.UntimedEvictions()...)
+			continue
+		}
 		p, err := sim.ParseEviction(s)
 		if err != nil {
 			return nil, fmt.Errorf("%w: --policies: %v", errUsage, err)

@@ -185,7 +185,8 @@ func (b Buckets) validate() error {
 type CacheSpec struct {
 	// Consistency is one of Faa$T's six settings (cacheconfig.Consistencies).
 	Consistency string `yaml:"consistency,omitempty"`
-	// Eviction is the eviction policy: owner-lru, size-aware or ttl.
+	// Eviction is the eviction policy: owner-lru, size-aware, ttl, gdsf,
+	// s3-fifo or w-tinylfu.
 	Eviction string `yaml:"eviction,omitempty"`
 	// TTL is how long an object stays cached, with eviction ttl.
 	TTL Duration `yaml:"ttl,omitempty"`
@@ -443,7 +444,8 @@ func (c *CacheSpec) validate() error {
 		c.Eviction = string(cacheconfig.PolicyOwnerLRU)
 	}
 	switch cacheconfig.Policy(c.Eviction) {
-	case cacheconfig.PolicyOwnerLRU, cacheconfig.PolicySizeAware:
+	case cacheconfig.PolicyOwnerLRU, cacheconfig.PolicySizeAware, cacheconfig.PolicyGDSF,
+		cacheconfig.PolicyS3FIFO, cacheconfig.PolicyWTinyLFU:
 		if c.TTL != 0 {
 			return invalid("cache: ttl is for eviction ttl, not %s", c.Eviction)
 		}
@@ -452,7 +454,7 @@ func (c *CacheSpec) validate() error {
 			return invalid("cache: eviction ttl needs a ttl (e.g. 10m)")
 		}
 	default:
-		return invalid("cache: eviction %q: want owner-lru, size-aware or ttl", c.Eviction)
+		return invalid("cache: eviction %q: want owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu", c.Eviction)
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultCacheBudget

@@ -34,7 +34,8 @@ type Config struct {
 	OnEvict func(*Entry)
 
 	// Policy picks which entry is evicted when room is needed: one of
-	// PolicyOwnerLRU, PolicySizeAware, PolicyTTL. Default PolicyOwnerLRU.
+	// PolicyOwnerLRU, PolicySizeAware, PolicyTTL, PolicyGDSF, PolicyS3FIFO,
+	// PolicyWTinyLFU. Default PolicyOwnerLRU.
 	Policy Policy
 	// Owns reports whether this cachelet owns k on the application's ring.
 	// The cache asks it once per Add and once per entry on
@@ -92,7 +93,7 @@ func (c *Config) Validate() error {
 		c.Policy = PolicyOwnerLRU
 	}
 	switch c.Policy {
-	case PolicyOwnerLRU, PolicySizeAware, PolicyTTL:
+	case PolicyOwnerLRU, PolicySizeAware, PolicyTTL, PolicyGDSF, PolicyS3FIFO, PolicyWTinyLFU:
 	default:
 		return fmt.Errorf("cache: unknown eviction policy %q (valid: %s)", c.Policy, validPolicies)
 	}
@@ -167,11 +168,12 @@ func New(cfg Config) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	order, err := newOrder(&cfg)
+	c := &Cache{cfg: cfg, items: make(map[Key]*Entry)}
+	order, err := newOrder(&c.cfg) // orders that size their parts read the budget as SetBudget moves it
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{cfg: cfg, items: make(map[Key]*Entry), order: order}
+	c.order = order
 	c.expiry, _ = order.(expirer)
 	if cfg.PoolBytes >= 0 {
 		c.pool = NewBuffers(cfg.poolBytes(cfg.Budget))

@@ -88,14 +88,30 @@ func orderEntries(t *testing.T, o evictionOrder) []*Entry {
 			}
 		}
 	case *ttlOrder:
-		for i, e := range o.heap {
-			if e.idx != i {
-				t.Fatalf("heap[%d] = %v says it is at %d", i, e.key, e.idx)
+		all = heapEntries(t, &o.heap)
+	case *gdsfOrder:
+		all = heapEntries(t, &o.heap)
+		for _, e := range all {
+			if e.freq < 1 || e.prio < 0 {
+				t.Fatalf("%v: uses %d, priority %v", e.key, e.freq, e.prio)
 			}
-			if i > 0 && o.less(i, (i-1)/2) {
-				t.Fatalf("heap[%d] = %v expires before its parent", i, e.key)
+		}
+	case *s3fifoOrder:
+		all = append(listEntries(t, &o.small, classSmall), listEntries(t, &o.main, classMain)...)
+		for _, e := range all {
+			if e.freq > 3 {
+				t.Fatalf("%v: use count %d over 3", e.key, e.freq)
 			}
-			all = append(all, e)
+		}
+		if live := len(o.ghost) - o.ghostHead; live > max(o.main.n, ghostMin) || len(o.ghosts) > live {
+			t.Fatalf("ghost queue: %d slots, %d keys, main holds %d", live, len(o.ghosts), o.main.n)
+		}
+	case *tinyLFUOrder:
+		all = append(listEntries(t, &o.window, classWindow), listEntries(t, &o.arrivals, classArrival)...)
+		all = append(all, listEntries(t, &o.probation, classProbation)...)
+		all = append(all, listEntries(t, &o.protected, classProtected)...)
+		if len(all) != o.entries {
+			t.Fatalf("the lists hold %d entries; the order counts %d", len(all), o.entries)
 		}
 	default:
 		t.Fatalf("orderEntries: unknown order %T", o)
@@ -126,7 +142,7 @@ func TestConfigValidate(t *testing.T) {
 		{cfg: Config{Budget: 100, Policy: PolicyTTL}, wantErr: "needs a positive TTL"},
 		{cfg: Config{Budget: 100, Policy: PolicyTTL, TTL: -time.Second}, wantErr: "needs a positive TTL"},
 		{cfg: Config{Budget: 100, TTL: time.Minute}, wantErr: "TTL is for the ttl policy"},
-		{cfg: Config{Budget: 100, Policy: "lfu"}, wantErr: `unknown eviction policy "lfu" (valid: owner-lru, size-aware, ttl)`},
+		{cfg: Config{Budget: 100, Policy: "lfu"}, wantErr: `unknown eviction policy "lfu" (valid: owner-lru, size-aware, ttl, gdsf, s3-fifo, w-tinylfu)`},
 		{cfg: Config{Budget: 100, Policy: "LRU"}, wantErr: "unknown eviction policy"},
 	} {
 		cfg := tc.cfg
@@ -192,4 +208,40 @@ func TestKeys(t *testing.T) {
 	if len(got) != 2 || got[0].Bucket != "b" || got[1].Bucket != "b" {
 		t.Errorf("Keys = %v; want b/tmp/1 and b/tmp/2", got)
 	}
+}
+
+// heapEntries checks a heap's indexes and order and lists its entries.
+func heapEntries(t *testing.T, h *entryHeap) []*Entry {
+	t.Helper()
+	for i, e := range h.h {
+		if e.idx != i {
+			t.Fatalf("heap[%d] = %v says it is at %d", i, e.key, e.idx)
+		}
+		if i > 0 && h.lessAt(i, (i-1)/2) {
+			t.Fatalf("heap[%d] = %v ranks before its parent", i, e.key)
+		}
+	}
+	return append([]*Entry(nil), h.h...)
+}
+
+// listEntries checks a list's links, classes and byte count and lists its
+// entries.
+func listEntries(t *testing.T, l *entryList, class uint8) []*Entry {
+	t.Helper()
+	var all []*Entry
+	var bytes int64
+	for e := l.head.next; e != &l.head; e = e.next {
+		if e.next.prev != e || e.prev.next != e {
+			t.Fatalf("class %d: broken links at %v", class, e.key)
+		}
+		if e.class != class {
+			t.Fatalf("%v is in class %d's list; its class is %d", e.key, class, e.class)
+		}
+		bytes += e.Size()
+		all = append(all, e)
+	}
+	if len(all) != l.n || bytes != l.bytes {
+		t.Fatalf("class %d: %d entries of %d bytes; the list counts %d of %d", class, len(all), bytes, l.n, l.bytes)
+	}
+	return all
 }

@@ -48,8 +48,10 @@ type Entry struct {
 	prev, next *Entry    // lruClasses: links in the list of class
 	tick       uint64    // lruClasses: last use; ttlOrder: admission
 	class      uint8     // lruClasses: which list
-	idx        int       // ttlOrder: index in the heap
+	idx        int       // ttlOrder, gdsfOrder: index in the heap
 	expires    time.Time // ttlOrder
+	prio       float64   // gdsfOrder: the entry's H value
+	freq       uint32    // gdsfOrder: hits since admission; s3fifoOrder: 0–3
 
 	key  Key
 	info store.ObjectInfo

@@ -26,10 +26,18 @@ const (
 	// expired entry is a miss. When room is needed, the entries closest to
 	// expiry (expired ones first) go first; reads do not extend a life.
 	PolicyTTL = cacheconfig.PolicyTTL
+	// PolicyGDSF is Greedy-Dual-Size-Frequency (gdsfOrder). It ignores
+	// ownership, as do PolicyS3FIFO and PolicyWTinyLFU.
+	PolicyGDSF = cacheconfig.PolicyGDSF
+	// PolicyS3FIFO is S3-FIFO (s3fifoOrder).
+	PolicyS3FIFO = cacheconfig.PolicyS3FIFO
+	// PolicyWTinyLFU is W-TinyLFU (tinyLFUOrder).
+	PolicyWTinyLFU = cacheconfig.PolicyWTinyLFU
 )
 
 // validPolicies lists every Policy, the default first, for error messages.
-const validPolicies = string(PolicyOwnerLRU) + ", " + string(PolicySizeAware) + ", " + string(PolicyTTL)
+const validPolicies = string(PolicyOwnerLRU) + ", " + string(PolicySizeAware) + ", " + string(PolicyTTL) + ", " +
+	string(PolicyGDSF) + ", " + string(PolicyS3FIFO) + ", " + string(PolicyWTinyLFU)
 
 // evictionOrder is what a Policy is made of: it keeps the complete entries
 // in the order they are to be evicted. The Cache decides when to evict (the
@@ -68,7 +76,8 @@ type expirer interface {
 	expired(e *Entry) bool
 }
 
-// newOrder builds the order for a validated config.
+// newOrder builds the order for a validated config, which it may keep and
+// read under the cache's lock.
 func newOrder(cfg *Config) (evictionOrder, error) {
 	switch cfg.Policy {
 	case PolicyOwnerLRU:
@@ -78,6 +87,12 @@ func newOrder(cfg *Config) (evictionOrder, error) {
 		return newLRUClasses(4, func(e *Entry) uint8 { return sizeClass(e, large) }), nil
 	case PolicyTTL:
 		return newTTLOrder(cfg.TTL, cfg.Clock.Now), nil
+	case PolicyGDSF:
+		return newGDSFOrder(), nil
+	case PolicyS3FIFO:
+		return newS3FIFOOrder(), nil
+	case PolicyWTinyLFU:
+		return newTinyLFUOrder(func() int64 { return cfg.Budget }), nil
 	}
 	return nil, fmt.Errorf("cache: unknown eviction policy %q (valid: %s)", cfg.Policy, validPolicies)
 }

@@ -204,8 +204,14 @@ func TestOwnershipChangedWithoutOwns(t *testing.T) {
 		admit(t, c, complete("bk", "a", 10))
 		admit(t, c, complete("bk", "b", 10))
 		c.OwnershipChanged()
-		if got := drain(t, c, &evicted); !slices.Equal(got, []string{"a", "b"}) {
-			t.Errorf("%s: evicted %q, want [a b]", p, got)
+		want := []string{"a", "b"}
+		if p == PolicyWTinyLFU {
+			// b, in the window, loses the contest against a, in the main
+			// space: used as often, the newcomer goes first.
+			want = []string{"b", "a"}
+		}
+		if got := drain(t, c, &evicted); !slices.Equal(got, want) {
+			t.Errorf("%s: evicted %q, want %q", p, got, want)
 		}
 		if s := c.Stats(); s.EvictedOwned != 2 {
 			t.Errorf("%s: stats %+v, want 2 evictions of owned entries", p, s)

@@ -135,10 +135,23 @@ const (
 	// PolicyTTL expires each entry a fixed time after it was added; when
 	// room is needed, the entries closest to expiry go first.
 	PolicyTTL Policy = "ttl"
+	// PolicyGDSF is Greedy-Dual-Size-Frequency: the entry of least
+	// uses per byte goes first, aged by an inflation value. It favours
+	// many small, often read objects (object hit ratio over byte hit
+	// ratio).
+	PolicyGDSF Policy = "gdsf"
+	// PolicyS3FIFO is S3-FIFO: a small FIFO queue that most one-hit
+	// objects leave quickly, a main FIFO queue with reinsertion, and a
+	// ghost queue of recently evicted keys.
+	PolicyS3FIFO Policy = "s3-fifo"
+	// PolicyWTinyLFU is W-TinyLFU: a small LRU window, then a segmented
+	// LRU main space admitting only entries used more often than the one
+	// they would evict, by a count-min sketch of recent uses.
+	PolicyWTinyLFU Policy = "w-tinylfu"
 )
 
 // policies are the eviction policies, the default first.
-var policies = [...]Policy{PolicyOwnerLRU, PolicySizeAware, PolicyTTL}
+var policies = [...]Policy{PolicyOwnerLRU, PolicySizeAware, PolicyTTL, PolicyGDSF, PolicyS3FIFO, PolicyWTinyLFU}
 
 // Policies returns the eviction policies, the default first. The slice is
 // the caller's.

@@ -87,6 +87,18 @@ func (e Eviction) String() string {
 	return string(e.Policy)
 }
 
+// UntimedEvictions returns every eviction policy that needs no argument
+// (all but ttl), the default first.
+func UntimedEvictions() []Eviction {
+	var out []Eviction
+	for _, p := range cacheconfig.Policies() {
+		if p != cache.PolicyTTL {
+			out = append(out, Eviction{Policy: p})
+		}
+	}
+	return out
+}
+
 // ParseEviction reads a policy name as cacheconfig knows it, "ttl:5m"
 // for the TTL policy, or "lru" for owner-lru (plain LRU with one owner).
 func ParseEviction(s string) (Eviction, error) {

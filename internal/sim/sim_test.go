@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,13 +234,21 @@ func TestStepErrors(t *testing.T) {
 }
 
 func TestParsePolicies(t *testing.T) {
-	for in, want := range map[string]string{"lru": "owner-lru", "size-aware": "size-aware", "ttl:5m": "ttl:5m0s"} {
+	for in, want := range map[string]string{"lru": "owner-lru", "size-aware": "size-aware", "ttl:5m": "ttl:5m0s",
+		"gdsf": "gdsf", "s3-fifo": "s3-fifo", "w-tinylfu": "w-tinylfu"} {
 		e, err := ParseEviction(in)
 		if err != nil || e.String() != want {
 			t.Errorf("ParseEviction(%q) = %v, %v; want %s", in, e, err, want)
 		}
 	}
-	for _, bad := range []string{"fifo", "ttl", "ttl:-1s", "lru:3"} {
+	var names []string
+	for _, e := range UntimedEvictions() {
+		names = append(names, e.String())
+	}
+	if got := strings.Join(names, ","); got != "owner-lru,size-aware,gdsf,s3-fifo,w-tinylfu" {
+		t.Errorf("UntimedEvictions = %s", got)
+	}
+	for _, bad := range []string{"fifo", "ttl", "ttl:-1s", "lru:3", "gdsf:2"} {
 		if _, err := ParseEviction(bad); err == nil {
 			t.Errorf("ParseEviction(%q) accepted", bad)
 		}

@@ -37,7 +37,7 @@ NAME_RE = re.compile(r"^[a-z0-9-]{1,40}$")
 SIZE_RE = re.compile(r"^(\d+)(B|KiB|MiB|GiB|KB|MB|GB)$")
 DURATION_RE = re.compile(r"^(\d+)(ms|s|m|h)$")
 CONSISTENCY = {"strong", "owner", "owner-async", "owner-local-read", "local", "local-async"}
-EVICTION = {"owner-lru", "size-aware", "ttl"}
+EVICTION = {"owner-lru", "size-aware", "ttl", "gdsf", "s3-fifo", "w-tinylfu"}
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 MB = 10**6
 
