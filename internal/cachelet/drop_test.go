@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -62,7 +63,7 @@ func TestDropPrefix(t *testing.T) {
 
 // DropPrefix finds the cached keys whatever the eviction policy.
 func TestDropPrefixUnderEveryPolicy(t *testing.T) {
-	for _, p := range []cache.Policy{cache.PolicyOwnerLRU, cache.PolicySizeAware, cache.PolicyTTL} {
+	for _, p := range cacheconfig.Policies() {
 		t.Run(string(p), func(t *testing.T) {
 			e := newEnv(t, func(c *Config) {
 				c.Cache.Policy = p

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
 )
@@ -479,11 +481,24 @@ func TestBrokenFill(t *testing.T) {
 
 // Many objects, read repeatedly from many goroutines: every read is right
 // and the memory tier never holds more than its budget.
+// TestBudgetUnderManyObjects: concurrent readers of more objects than the
+// budget holds get the right bytes under every eviction policy, and the
+// cache stays within its budget.
 func TestBudgetUnderManyObjects(t *testing.T) {
+	for _, p := range cacheconfig.Policies() {
+		t.Run(string(p), func(t *testing.T) { testBudgetUnderManyObjects(t, p) })
+	}
+}
+
+func testBudgetUnderManyObjects(t *testing.T, p cache.Policy) {
 	evicted := 0
 	var mu sync.Mutex
 	e := newEnv(t, func(c *Config) {
 		c.Cache.OnEvict = func(*cache.Entry) { mu.Lock(); evicted++; mu.Unlock() }
+		c.Cache.Policy = p
+		if p == cache.PolicyTTL {
+			c.Cache.TTL = time.Hour
+		}
 	})
 	const objects = 40
 	want := make(map[string][]byte)
