@@ -37,6 +37,7 @@ func commands() []command {
 		{"invoke", "invoke a function or run a pipeline of an application", runInvoke},
 		{"apps", "list the deployed applications and their instances", runApps},
 		{"logs", "show an application's recent invocations with their logs", runLogs},
+		{"dashboard", "print (or --open) a one-time login link to the controller's dashboard", runDashboard},
 		{"sim", "replay a trace or a generated workload through hoard's policies, simulated (hoard sim -h)", runSim},
 		{"load", "send invocations on a schedule (periodic, Poisson, a trace) and summarise their latencies", runLoad},
 		{"pack", "pack a file or directory in the seekable block format; list or extract one", runPack},

@@ -348,6 +348,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			fmt.Fprintf(&banner, "    app %-16s functions %s\n", a.Name, strings.Join(a.Functions, ", "))
 		}
 		fmt.Fprintf(&banner, "  deploy yours: hoard deploy DIR; hoard invoke APP FUNCTION --data '{...}'; hoard apps; hoard logs APP\n")
+		fmt.Fprintf(&banner, "  dashboard:    %s/dashboard/ (log in with the link `hoard dashboard --dir %s` prints)\n", plat.ControllerURL, dir)
 	}
 	logsCmd := "hoard logs"
 	if f.dir != ".hoard" {

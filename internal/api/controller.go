@@ -262,6 +262,23 @@ func (c *ControllerClient) Scaling(ctx context.Context, app string) (ScalingInfo
 	return si, err
 }
 
+// DashboardLogin is a one-time login to the controller's dashboard (POST
+// /v1/dashboard/login, admin token only).
+type DashboardLogin struct {
+	// Path is the login URL's path and query, to append to the
+	// controller's address: opening it once, before Expires, sets the
+	// browser's session cookie.
+	Path    string    `json:"path"`
+	Expires time.Time `json:"expires"`
+}
+
+// DashboardLogin asks for a one-time login link to the dashboard.
+func (c *ControllerClient) DashboardLogin(ctx context.Context) (DashboardLogin, error) {
+	var out DashboardLogin
+	err := c.c.call(ctx, http.MethodPost, "/v1/dashboard/login", "", nil, &out)
+	return out, err
+}
+
 // Vote posts an unrequested scale vote; an urgent one acts at once.
 func (c *ControllerClient) Vote(ctx context.Context, app string, v scaling.Vote) error {
 	return c.c.call(ctx, http.MethodPost, appPath(app)+"/votes", "", v, nil)

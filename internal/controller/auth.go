@@ -23,7 +23,10 @@ import (
 //     application's scaling hints, vote for it and post object-created
 //     events naming it and its buckets; anything else is 403;
 //   - no token, or an unknown one, is 401;
-//   - /healthz and the HTTP triggers (/http/...) are open.
+//   - /healthz and the HTTP triggers (/http/...) are open;
+//   - the dashboard's pages (/dashboard...) check a session cookie
+//     instead (dashboard.go), which only a code from POST
+//     /v1/dashboard/login (admin token) gets.
 //
 // The agents' token is another one altogether: the controller sends it,
 // it never accepts it.
@@ -46,7 +49,7 @@ func scopedApp(ctx context.Context) string {
 func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 	adminAuth := []byte("Bearer " + admin)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || strings.HasPrefix(r.URL.Path, "/http/") {
+		if r.URL.Path == "/healthz" || strings.HasPrefix(r.URL.Path, "/http/") || isDashboardPage(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -78,6 +81,12 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, app)))
 	})
+}
+
+// isDashboardPage reports whether path is the dashboard's, which
+// authenticates by its session cookie.
+func isDashboardPage(path string) bool {
+	return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/")
 }
 
 // appMayCall reports whether app's token may call method path: its own

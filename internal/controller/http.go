@@ -175,6 +175,7 @@ func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 		api.WriteJSON(w, http.StatusOK, map[string]int{"fired": n})
 	})
 	mux.HandleFunc("/http/{app}/{path...}", c.serveHTTPTrigger)
+	newDashboard(c).routes(mux)
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}

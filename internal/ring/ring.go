@@ -263,3 +263,26 @@ func (r *Ring) Contains(id string) bool {
 	_, ok := slices.BinarySearch(r.members, id)
 	return ok
 }
+
+// Shares returns each member's share of the circle, the fraction of
+// objects it owns in expectation, in Members order; nil for an empty ring.
+// Point i owns the arc from point i-1 (exclusive) to itself; the first
+// point also owns the arc past the last one, around the circle.
+func (r *Ring) Shares() []float64 {
+	if len(r.points) == 0 {
+		return nil
+	}
+	shares := make([]float64, len(r.members))
+	const circle = 1 << 64 // as a float64
+	prev := r.points[len(r.points)-1]
+	for i, p := range r.points {
+		shares[r.owners[i]] += float64(p-prev) / circle // wraps around for i == 0
+		prev = p
+	}
+	if len(r.points) == 1 || r.points[0] == r.points[len(r.points)-1] {
+		// Every point at one position: its first member owns the circle.
+		clear(shares)
+		shares[r.owners[0]] = 1
+	}
+	return shares
+}

@@ -3,7 +3,9 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -253,5 +255,35 @@ func TestOwnerDoesNotAllocate(t *testing.T) {
 	r := mustNew(t, Config{}, "a", "b", "c", "d", "e")
 	if n := testing.AllocsPerRun(100, func() { r.Owner("photos", "2024/cat.jpg") }); n != 0 {
 		t.Errorf("Owner allocates %v times per call, want 0", n)
+	}
+}
+
+// TestShares: the shares add up to one, follow the owners of sampled
+// keys, and are 1 for a lone member.
+func TestShares(t *testing.T) {
+	if s := mustNew(t, Config{}).Shares(); s != nil {
+		t.Fatalf("empty ring: shares %v", s)
+	}
+	if s := mustNew(t, Config{}, "solo").Shares(); len(s) != 1 || math.Abs(s[0]-1) > 1e-9 {
+		t.Fatalf("one member: shares %v", s)
+	}
+	r := mustNew(t, Config{}, "a", "b", "c", "d")
+	shares := r.Shares()
+	sum := 0.0
+	for _, s := range shares {
+		sum += s
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		t.Fatalf("shares %v add up to %v", shares, sum)
+	}
+	const n = 200_000
+	owned := map[string]int{}
+	for i := range n {
+		owned[r.Owner("b", strconv.Itoa(i))]++
+	}
+	for i, m := range r.Members() {
+		if got := float64(owned[m]) / n; math.Abs(got-shares[i]) > 0.01 {
+			t.Errorf("%s owns %.4f of sampled keys; its share is %.4f", m, got, shares[i])
+		}
 	}
 }
