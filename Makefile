@@ -111,7 +111,7 @@ test: test-unit test-integration test-e2e test-bench-smoke
 test-unit:
 	$(GO) test -race -count=1 ./...
 
-test-integration: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
+test-integration: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server chromium
 	$(GO) test -tags integration -count=1 -timeout 10m ./...
 
 test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv chromium

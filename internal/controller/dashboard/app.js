@@ -157,7 +157,7 @@
     }
     const max = Math.max(1, ...rates.map((r) => OUTCOMES.reduce((s, [k]) => s + r[k], 0)));
     const nodes = [];
-    const x = (i) => (rates.length <= 1 ? W : (W * i) / (HISTORY - 2));
+    const x = (i) => W - ((rates.length - 1 - i) * W) / (HISTORY - 2); // the newest at the right
     const base = new Array(rates.length).fill(0);
     for (const [k, label, c] of OUTCOMES) {
       if (!rates.some((r) => r[k] > 0)) continue;
@@ -172,16 +172,14 @@
       nodes.push(p);
       top.forEach((v, i) => { base[i] = v; });
     }
-    const label = svg("text", { x: 6, y: 14, "font-size": 12, fill: "#667085" });
-    label.textContent = "max " + max.toFixed(1) + " reads/s";
-    nodes.push(label);
     chart.replaceChildren(...nodes);
     const legend = document.getElementById("legend");
     legend.replaceChildren(...OUTCOMES.map(([, l, c]) => {
       const i = el("i");
       i.style.background = color(c);
       return el("span", {}, i, l);
-    }));
+    }), el("span", { class: "scale" }, "top of the chart: " + max.toFixed(1) + " reads/s over the last " +
+      Math.round(HISTORY * POLL_MS / 60000) + " min"));
   }
 
   function drawApps(st) {
