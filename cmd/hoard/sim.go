@@ -42,7 +42,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		fs.PrintDefaults()
 	}
 	o := &simOptions{}
-	var sizes, policies, keepAlives string
+	var sizes, policies, keepAlives, access string
 	fs.StringVar(&o.trace, "trace", "", "trace file to replay (.gz is read compressed)")
 	fs.StringVar(&o.format, "format", "blob", "the trace's format: blob (Azure blob accesses, 2020), access-log (time,op,key,size[,offset,length,...] CSV), azure-invocations (Azure Functions invocations per function per minute), hoard-records (hoard's saved access metadata, prewarm records in unload order)")
 	fs.StringVar(&o.durations, "durations", "", "with azure-invocations: the function durations file (Average ms per function)")
@@ -60,6 +60,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
 	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the cache-size scaling policy's votes every this often (the controller's round is 5s) and tally them (0: none)")
+	fs.StringVar(&access, "access-model", "", "each read's modelled time by outcome, for the time saved against the store: local=LAT+RATE,remote=LAT+RATE,store=LAT+RATE (default "+sim.DefaultAccessModel.String()+")")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +77,13 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if (o.durations != "" || o.memory != "") && o.format != "azure-invocations" {
 		return nil, fmt.Errorf("%w: --durations and --memory go with --format azure-invocations", errUsage)
+	}
+	if access != "" {
+		m, err := sim.ParseAccessModel(access)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --access-model: %v", errUsage, err)
+		}
+		o.cfg.Access = m
 	}
 	for _, s := range splitList(sizes) {
 		n, err := parseBytes(s)

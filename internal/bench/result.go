@@ -85,6 +85,7 @@ type Reference struct {
 const (
 	CiteFaasT     = "F. Romero, G. I. Chaudhry, Í. Goiri, P. Gopa, P. Batum, N. J. Yadwadkar, R. Fonseca, C. Kozyrakis, R. Bianchini: Faa$T: A Transparent Auto-Scaling Cache for Serverless Applications. ACM SoCC 2021"
 	CiteOFC       = "D. Mvondo, M. Bacou, K. Nguetchouang, L. Ngale, S. Pouget, J. Kouam, R. Lachaize, J. Hwang, T. Wood, D. Hagimont, N. De Palma, B. Batchakui, A. Tchana: OFC: An Opportunistic Caching System for FaaS Platforms. EuroSys 2021"
+	CiteShahrad   = "M. Shahrad, R. Fonseca, Í. Goiri, G. Chaudhry, P. Batum, J. Cooke, E. Laureano, C. Tresness, M. Russinovich, R. Bianchini: Serverless in the Wild: Characterizing and Optimizing the Serverless Workload at a Large Cloud Provider. USENIX ATC 2020"
 	CiteCacheFlow = "Y.-S. Ke, Z.-W. Wu, C.-T. Tsai, S.-H. Lin, J. Chou: CacheFlow: Enhancing Data Flow Efficiency in Serverless Computing by Local Caching. CLOSER 2024, pp. 224-230"
 )
 

@@ -49,6 +49,8 @@ type cacheRun struct {
 
 	votes map[string]*appVotes // with Config.VoteInterval
 	tally Votes
+
+	times map[string]*accessTimes // per application, by Config.Access
 }
 
 // instances returns app's caches, made on its first access.
@@ -132,6 +134,13 @@ func (c *cacheRun) read(e *Event, inst int) {
 		}
 	}
 	c.reads[o].add(n)
+	t := c.times[e.App]
+	if t == nil {
+		t = &accessTimes{}
+		c.times[e.App] = t
+	}
+	t.hoard += c.sim.cfg.Access.seconds(o, n)
+	t.direct += c.sim.cfg.Access.Store.seconds(n)
 	if v := c.votes[e.App]; v != nil {
 		v.reads++
 	}
@@ -188,6 +197,7 @@ func (c *cacheRun) result(p Prices) CacheResult {
 		}
 	}
 	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
+	r.Improvement = improvements(c.times)
 	return r
 }
 

@@ -52,6 +52,9 @@ type CacheResult struct {
 	CacheVotes *Votes `json:"cache_votes,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
 	CostUSD float64 `json:"cost_usd"`
+	// Improvement is the data-access time saved against reading the
+	// store directly, by Config.Access (Faa$T Fig. 11).
+	Improvement *Improvements `json:"improvement,omitempty"`
 }
 
 // KeepAliveResult is one keep-alive policy over every application.
@@ -74,12 +77,16 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(r.Caches) > 0 {
-		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\t")
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\ttime saved\t")
 		for _, c := range r.Caches {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t\n",
+			saved := "-"
+			if c.Improvement != nil && c.Improvement.DirectSeconds > 0 {
+				saved = fmt.Sprintf("%.1f%% (apps' mean %.1f%%)", 100*c.Improvement.Overall, 100*c.Improvement.Mean)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t%s\t\n",
 				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD, saved)
 		}
 		fmt.Fprintln(tw)
 	}

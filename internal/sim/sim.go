@@ -55,7 +55,8 @@ func New(cfg Config) (*Simulator, error) {
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}})
+		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{},
+			times: map[string]*accessTimes{}})
 	}
 	for _, k := range cfg.KeepAlives {
 		if k.Histogram {
