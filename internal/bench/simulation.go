@@ -29,7 +29,7 @@ func simulationExperiment() Experiment {
 		Reproduces: []Reference{refFaasTFig11, refKeepAlive},
 		// Iterations: applications; Sizes[0]: hours of workload.
 		Quick: Options{Iterations: 200, Sizes: []int64{6}},
-		Full:  Options{Iterations: 1000, Sizes: []int64{24}},
+		Full:  Options{Iterations: 400, Sizes: []int64{12}},
 		Run:   runSimulationExperiment,
 	}
 }
