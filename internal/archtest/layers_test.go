@@ -37,7 +37,7 @@ var layers = []struct {
 		"internal/etcdembed", "internal/etcdembed/zapslog", "internal/localstore", "internal/netshape",
 		"internal/peer", "internal/cluster", "internal/writeback", "internal/notify",
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
-		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki",
+		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki", "internal/dashboard",
 	}},
 	// One instance's composition: store client, cachelet, listeners.
 	{"instance", []string{"internal/instance"}},

@@ -4,17 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/dashboard"
 	"github.com/hoard-io/hoard/internal/ring"
 )
 
@@ -30,9 +29,6 @@ import (
 // /dashboard/ but the login needs that cookie. Codes and sessions are
 // kept as SHA-256 digests, a bounded number of each.
 
-//go:embed dashboard
-var dashboardFiles embed.FS
-
 const (
 	dashCodeTTL       = time.Minute
 	dashSessionTTL    = 12 * time.Hour
@@ -42,16 +38,6 @@ const (
 	dashStateMaxAge   = time.Second     // a state this recent is served again
 	dashAgentDeadline = 2 * time.Second // each agent's answer
 )
-
-// dashSecurityHeaders are on every dashboard answer: only the dashboard's
-// own scripts and styles, no framing, no referrer (the login URL carries a
-// code).
-var dashSecurityHeaders = map[string]string{
-	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-	"X-Content-Type-Options":  "nosniff",
-	"Referrer-Policy":         "no-referrer",
-	"X-Frame-Options":         "DENY",
-}
 
 // DashState is what the dashboard shows (GET /dashboard/api/state).
 type DashState struct {
@@ -83,8 +69,8 @@ type DashShare struct {
 	Share  float64 `json:"share"`
 }
 
-// dashboard serves the page, its logins and its state.
-type dashboard struct {
+// dashboardServer serves the page, its logins and its state.
+type dashboardServer struct {
 	c      *Controller
 	static http.Handler
 
@@ -97,18 +83,14 @@ type dashboard struct {
 	stateTime time.Time
 }
 
-func newDashboard(c *Controller) *dashboard {
-	sub, err := fs.Sub(dashboardFiles, "dashboard")
-	if err != nil {
-		panic(err) // the embedded tree is part of the binary
-	}
-	return &dashboard{c: c, static: http.StripPrefix("/dashboard", http.FileServerFS(sub)),
+func newDashboard(c *Controller) *dashboardServer {
+	return &dashboardServer{c: c, static: dashboard.Handler("/dashboard", "platform"),
 		codes: map[[32]byte]time.Time{}, sessions: map[[32]byte]time.Time{}}
 }
 
 // routes registers the dashboard on mux: the code (behind the admin token,
 // like all of /v1/) and the cookie-authenticated pages.
-func (d *dashboard) routes(mux *http.ServeMux) {
+func (d *dashboardServer) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/dashboard/login", d.newCode)
 	mux.HandleFunc("GET /dashboard/login", d.login)
 	mux.HandleFunc("POST /dashboard/logout", d.withSession(d.logout))
@@ -146,7 +128,7 @@ func prune(m map[[32]byte]time.Time, now time.Time, bound int) {
 	}
 }
 
-func (d *dashboard) newCode(w http.ResponseWriter, r *http.Request) {
+func (d *dashboardServer) newCode(w http.ResponseWriter, r *http.Request) {
 	if scopedApp(r.Context()) != "" {
 		api.WriteError(w, http.StatusForbidden, errors.New("forbidden: the dashboard is the admin's"))
 		return
@@ -161,8 +143,8 @@ func (d *dashboard) newCode(w http.ResponseWriter, r *http.Request) {
 }
 
 // login trades a code, once, for a session cookie.
-func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
-	setDashHeaders(w)
+func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
+	dashboard.SetHeaders(w)
 	digest := sha256.Sum256([]byte(r.URL.Query().Get("code")))
 	now := d.c.clk.Now()
 	d.mu.Lock()
@@ -189,7 +171,7 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
 }
 
-func (d *dashboard) logout(w http.ResponseWriter, r *http.Request) {
+func (d *dashboardServer) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(dashCookie); err == nil {
 		digest := sha256.Sum256([]byte(ck.Value))
 		d.mu.Lock()
@@ -201,7 +183,7 @@ func (d *dashboard) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // hasSession reports whether r carries a live session cookie.
-func (d *dashboard) hasSession(r *http.Request) bool {
+func (d *dashboardServer) hasSession(r *http.Request) bool {
 	ck, err := r.Cookie(dashCookie)
 	if err != nil {
 		return false
@@ -214,9 +196,9 @@ func (d *dashboard) hasSession(r *http.Request) bool {
 }
 
 // withSession lets through requests with a live session cookie.
-func (d *dashboard) withSession(next http.HandlerFunc) http.HandlerFunc {
+func (d *dashboardServer) withSession(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		setDashHeaders(w)
+		dashboard.SetHeaders(w)
 		if !d.hasSession(r) {
 			http.Error(w, "not logged in: run `hoard dashboard` for a login link", http.StatusUnauthorized)
 			return
@@ -225,13 +207,7 @@ func (d *dashboard) withSession(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func setDashHeaders(w http.ResponseWriter) {
-	for k, v := range dashSecurityHeaders {
-		w.Header().Set(k, v)
-	}
-}
-
-func (d *dashboard) serveState(w http.ResponseWriter, r *http.Request) {
+func (d *dashboardServer) serveState(w http.ResponseWriter, r *http.Request) {
 	body, err := d.currentState(r.Context())
 	if err != nil {
 		api.WriteError(w, http.StatusServiceUnavailable, err)
@@ -244,7 +220,7 @@ func (d *dashboard) serveState(w http.ResponseWriter, r *http.Request) {
 
 // currentState returns the state as JSON, built at most once a second
 // however many pages poll.
-func (d *dashboard) currentState(ctx context.Context) ([]byte, error) {
+func (d *dashboardServer) currentState(ctx context.Context) ([]byte, error) {
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	now := d.c.clk.Now()

@@ -64,7 +64,7 @@ func TestDashboardLogin(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(b)
 	}
-	for _, p := range []string{"/dashboard/", "/dashboard/app.js", "/dashboard/api/state"} {
+	for _, p := range []string{"/dashboard/", "/dashboard/platform.js", "/dashboard/api/state"} {
 		if status, _, _ := get(p); status != http.StatusUnauthorized {
 			t.Errorf("GET %s without a session: %d, want 401", p, status)
 		}
@@ -85,7 +85,7 @@ func TestDashboardLogin(t *testing.T) {
 
 	_, login := code(admin)
 	status, hdr, page := get(login.Path) // follows the redirect to the page
-	if status != http.StatusOK || !strings.Contains(page, `<script src="app.js"`) {
+	if status != http.StatusOK || !strings.Contains(page, `<script src="platform.js"`) {
 		t.Fatalf("login: %d %q", status, page)
 	}
 	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || hdr.Get("X-Frame-Options") != "DENY" {
@@ -110,7 +110,7 @@ func TestDashboardLogin(t *testing.T) {
 		t.Errorf("a used code: %d, want 401", resp.StatusCode)
 	}
 
-	for _, p := range []string{"/dashboard/app.js", "/dashboard/style.css"} {
+	for _, p := range []string{"/dashboard/platform.js", "/dashboard/style.css"} {
 		if status, _, body := get(p); status != http.StatusOK || len(body) < 100 {
 			t.Errorf("GET %s: %d, %d bytes", p, status, len(body))
 		}

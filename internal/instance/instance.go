@@ -527,6 +527,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("GET /stats", in.serveStats)
+		in.dashboardRoutes(mux)
 		in.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		in.serve(in.metrics, mln)
 	}

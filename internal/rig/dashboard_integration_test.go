@@ -139,6 +139,24 @@ func TestDashboard(t *testing.T) {
 	if n := num("data-errors"); n != 0 {
 		t.Errorf("the page counted %d errors", n)
 	}
+
+	// The cachelet's own page, next to its /metrics.
+	list := e.p.Agent.Instances()
+	if len(list) == 0 || list[0].MetricsURL == "" {
+		t.Fatalf("the agent's instances: %+v", list)
+	}
+	page := strings.TrimSuffix(list[0].MetricsURL, "/metrics") + "/dashboard/"
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#cache .card"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the cachelet's reads", func() bool { return attr("data-loaded") == "1" && num("data-reads") > 0 && num("data-hits") > 0 })
+	who, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#who")))
+	if err != nil || !strings.Contains(who, list[0].ID) {
+		t.Errorf("the cachelet page names %q, want %s (%v)", who, list[0].ID, err)
+	}
+	if n := num("data-errors"); n != 0 {
+		t.Errorf("the cachelet page counted %d errors", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(consoleErrors) > 0 {
