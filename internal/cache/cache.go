@@ -30,7 +30,9 @@ type Config struct {
 	// quick and must not call back into the cache) for each entry evicted
 	// to make room or to fit a budget SetBudget lowered. Removals by
 	// Remove, and expired entries dropped when looked up, are not
-	// evictions.
+	// evictions. It is called before the cache lets go of the entry, so
+	// the entry is complete and Acquire succeeds on it: a callback may
+	// take a reference to keep its bytes (the disk tier's spill).
 	OnEvict func(*Entry)
 
 	// Policy picks which entry is evicted when room is needed: one of
@@ -489,15 +491,15 @@ func (c *Cache) makeRoom(size int64) {
 		if victim == nil {
 			return
 		}
+		if c.cfg.OnEvict != nil {
+			c.cfg.OnEvict(victim) // while the cache still holds it
+		}
 		c.remove(victim)
 		c.stats.Evictions++
 		if victim.owned {
 			c.stats.EvictedOwned++
 		} else {
 			c.stats.EvictedNotOwned++
-		}
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(victim)
 		}
 	}
 }

@@ -111,6 +111,10 @@ type Config struct {
 	// at least a quarter of the overhead whatever ResidentBase says.
 	// Default 0 (instance.Start measures it for `hoard serve`).
 	ResidentBase int64
+	// Disk, when set, is the node's disk tier for this application
+	// (disk.go): owned objects evicted from memory are kept there, and a
+	// memory miss looks there before the store. Default nil: memory only.
+	Disk Disk
 	// Bandwidth, when set, turns on the bandwidth policy (split.go):
 	// large objects are downloaded in byte ranges by several of the
 	// application's cachelets at once. It needs Members and Ranges.
@@ -204,6 +208,8 @@ const (
 	// PassThrough: streamed from the store without being kept (too large
 	// for the memory tier, or no room while other fills hold it).
 	PassThrough Outcome = "pass_through"
+	// DiskHit (disk.go): served from the node's disk tier.
+
 	// StaleHit: served from memory without the store's confirmation,
 	// because the store was unavailable and ServeStaleIfError is on.
 	// Counted with local hits.
@@ -315,6 +321,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		if user != nil {
 			user(e)
 		}
+		c.spill(e)
 	}
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
@@ -359,6 +366,9 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
+	kctx, kcancel := context.WithTimeout(context.Background(), min(diskKeepTimeout, c.cfg.DrainTimeout))
+	c.keepOnDisk(kctx)
+	kcancel()
 	c.keys.close()
 	c.closeValidations()
 	c.stopFills()
@@ -373,4 +383,7 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.keys.invalidate(k)
 	c.cache.Remove(k)
+	if c.cfg.Disk != nil {
+		c.cfg.Disk.Remove(bucket, key)
+	}
 }

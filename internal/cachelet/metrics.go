@@ -123,7 +123,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	for _, d := range []string{"shrink", "raise"} {
 		m.budgetChanges.WithLabelValues(d)
 	}
-	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
+	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough, DiskHit} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
 	}

@@ -154,6 +154,7 @@ type Tier struct {
 	pending  map[string]*job   // spills queued or being written, by name
 	held     int64             // bytes of pending spills
 	degraded time.Time         // memory-only until then
+	settled  *sync.Cond        // on mu: broadcast when a job ends
 
 	queue     chan *job
 	stop      chan struct{}
@@ -182,6 +183,7 @@ func New(cfg Config) (*Tier, error) {
 		queue:   make(chan *job, 1024),
 		stop:    make(chan struct{}),
 	}
+	t.settled = sync.NewCond(&t.mu)
 	t.m = newMetrics(t, cfg.Registerer)
 	t.clean()
 	t.wg.Add(2)
@@ -210,6 +212,15 @@ func (t *Tier) Close() error {
 		}
 	})
 	return nil
+}
+
+// Settle waits until every spill queued so far is written or dropped.
+func (t *Tier) Settle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.pending) > 0 {
+		t.settled.Wait()
+	}
 }
 
 // Stats is a snapshot of the tier as this process sees it.

@@ -89,6 +89,7 @@ func (t *Tier) finish(j *job) {
 		t.held -= j.info.Size
 		j.held = false
 	}
+	t.settled.Broadcast()
 	t.mu.Unlock()
 }
 
