@@ -65,6 +65,13 @@ var configKeys = map[string]string{
 
 	"serve-stale-if-error": "cache.serve_stale_if_error",
 
+	"disk-dir":             "disk.dir",
+	"disk-budget":          "disk.budget",
+	"disk-min-object-size": "disk.min_object_size",
+	"disk-max-age":         "disk.max_age",
+	"disk-clean-interval":  "disk.clean_interval",
+	"disk-fsync":           "disk.fsync",
+
 	"tls":           "tls.local_ca",
 	"tls-cert":      "tls.cert",
 	"tls-key":       "tls.key",

@@ -18,6 +18,7 @@ type diskFlags struct {
 	budget, minSize  byteSize
 	maxAge, interval time.Duration
 	fsync            bool
+	group            bool // the document's: shared with the directory's group
 }
 
 func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
@@ -25,6 +26,7 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
 		def = &control.Disk{}
 	}
 	d.budget, d.minSize = byteSize(def.Budget), byteSize(def.MinObjectSize)
+	d.group = def.Group
 	fs.StringVar(&d.dir, "disk-dir", def.Dir, "the application's disk tier directory on this node, shared by its instances here and kept across restarts (made 0700); empty: memory only")
 	fs.Var(&d.budget, "disk-budget", "with --disk-dir: the most bytes the disk tier's files hold (required)")
 	fs.Var(&d.minSize, "disk-min-object-size", fmt.Sprintf("with --disk-dir: the smallest object worth a file (default %dKiB)", disktier.DefaultMinObjectSize>>10))
@@ -45,7 +47,7 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 		return fmt.Errorf("%w: --disk-dir needs a positive --disk-budget", errUsage)
 	}
 	cfg.Disk = disktier.Config{Dir: d.dir, Budget: int64(d.budget), MinObjectSize: int64(d.minSize),
-		MaxAge: d.maxAge, CleanInterval: d.interval, Fsync: d.fsync}
+		MaxAge: d.maxAge, CleanInterval: d.interval, Fsync: d.fsync, Group: d.group}
 	c := cfg.Disk
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

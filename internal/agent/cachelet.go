@@ -58,6 +58,7 @@ func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *contro
 		Cache:     settings,
 		Control:   ep,
 		TLS:       tls,
+		Disk:      in.disk,
 		LogJSON:   true,
 	}
 	if e := in.req.Etcd; e != nil {
@@ -132,6 +133,11 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	disk, diskGID, err := in.appDisk(in.spec.Name)
+	if err != nil {
+		return err
+	}
+	in.disk = disk
 	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}
@@ -154,6 +160,10 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		// loopback ports above 1024 and is handed its S3 socket; the
 		// agent, root, moves it into its cgroup and signals it.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(in.cacheletUID), Gid: uint32(in.cacheletUID), Groups: []uint32{}}
+		if diskGID != 0 {
+			// Its application's disk tier group, and no other.
+			cmd.SysProcAttr.Credential.Groups = []uint32{uint32(diskGID)}
+		}
 	}
 	if in.net != nil {
 		// The S3 socket in the function's network namespace.

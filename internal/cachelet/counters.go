@@ -55,7 +55,7 @@ type ReadCount struct {
 // Prometheus series (which are costlier to read back).
 type counters struct {
 	localHit, localMiss, remoteHit, remoteMiss, passThrough, diskHit readCounter
-	writes                                                  atomic.Int64
+	writes                                                           atomic.Int64
 	// open is the reads handed to a client whose body is not closed yet:
 	// they count when it is.
 	open atomic.Int64

@@ -132,6 +132,9 @@ type Disk struct {
 	MinObjectSize int64                `json:"min_object_size,omitempty"`
 	MaxAge        cacheconfig.Duration `json:"max_age,omitempty"`
 	Fsync         bool                 `json:"fsync,omitempty"`
+	// Group shares the files with the directory's group: the
+	// application's other instances, which run as uids of their own.
+	Group bool `json:"group,omitempty"`
 }
 
 // Store is the store's endpoint and credentials.

@@ -72,6 +72,12 @@ type Config struct {
 	// Fsync syncs each file before it is renamed into place. Default
 	// false (a torn file fails its checksum and is a miss).
 	Fsync bool
+	// Group shares the tier with the directory's group: the application's
+	// other instances on the node, which run as uids of their own (the
+	// node agent makes the directory theirs, mode 02770). Directories are
+	// made 02770 and files 0640. Default false: 0700 and 0600, for
+	// instances that run as one uid.
+	Group bool
 	// RetryAfter is how long the tier stays memory-only after a write
 	// failed (a full or failing disk). Default 30 s.
 	RetryAfter time.Duration
@@ -169,11 +175,6 @@ func New(cfg Config) (*Tier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, objectsDir), filepath.Join(cfg.Dir, tmpDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("disktier: %w", err)
-		}
-	}
 	t := &Tier{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -183,6 +184,11 @@ func New(cfg Config) (*Tier, error) {
 		queue:   make(chan *job, 1024),
 		stop:    make(chan struct{}),
 	}
+	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, objectsDir), filepath.Join(cfg.Dir, tmpDir)} {
+		if err := t.mkdir(d); err != nil {
+			return nil, fmt.Errorf("disktier: %w", err)
+		}
+	}
 	t.settled = sync.NewCond(&t.mu)
 	t.m = newMetrics(t, cfg.Registerer)
 	t.clean()
@@ -190,6 +196,29 @@ func New(cfg Config) (*Tier, error) {
 	go t.writer()
 	go t.cleaner()
 	return t, nil
+}
+
+// mkdir makes a directory of the tier, shared with its group under
+// Config.Group.
+func (t *Tier) mkdir(d string) error {
+	if !t.cfg.Group {
+		return os.MkdirAll(d, 0o700)
+	}
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return nil // the agent's, or another instance's
+	}
+	if err := os.MkdirAll(d, 0o770); err != nil {
+		return err
+	}
+	if err := os.Chmod(d, 0o770|os.ModeSetgid); err != nil {
+		// Another instance made it meanwhile (and owns it): fine if it
+		// is the group's.
+		if fi, serr := os.Stat(d); serr == nil && fi.Mode().Perm()&0o070 == 0o070 {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // Dir is the tier's directory.

@@ -147,7 +147,7 @@ func (t *Tier) place(j *job, tmp string, size int64) error {
 	if j.cancelled {
 		return errCancelled
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+	if err := t.mkdir(filepath.Dir(final)); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -195,6 +195,11 @@ func (t *Tier) writeTemp(j *job) (string, int64, error) {
 	}
 	if _, err := f.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32())); err != nil {
 		return "", 0, err
+	}
+	if t.cfg.Group {
+		if err := f.Chmod(0o640); err != nil { // readable by the other instances
+			return "", 0, err
+		}
 	}
 	if t.cfg.Fsync {
 		if err := f.Sync(); err != nil {

@@ -37,8 +37,8 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/cluster"
-	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/control"
+	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/notify"

@@ -27,10 +27,10 @@ type Object struct {
 	Size   int64  `json:"size"`
 	// Accesses by type: local hit, remote hit, local miss, remote miss,
 	// and writes of the object as a function's output.
-	LH  int64 `json:"lh,omitempty"`
-	RH  int64 `json:"rh,omitempty"`
-	LM  int64 `json:"lm,omitempty"`
-	RM  int64 `json:"rm,omitempty"`
+	LH int64 `json:"lh,omitempty"`
+	RH int64 `json:"rh,omitempty"`
+	LM int64 `json:"lm,omitempty"`
+	RM int64 `json:"rm,omitempty"`
 	// DH counts reads served from the node's disk tier.
 	DH  int64 `json:"dh,omitempty"`
 	Out int64 `json:"out,omitempty"`
