@@ -27,7 +27,12 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
 	}
 	d.budget, d.minSize = byteSize(def.Budget), byteSize(def.MinObjectSize)
 	d.group = def.Group
-	fs.StringVar(&d.dir, "disk-dir", def.Dir, "the application's disk tier directory on this node, shared by its instances here and kept across restarts (made 0700); empty: memory only")
+	dir := def.Dir
+	if def.DirFD >= 3 {
+		// Inherited open (a jailed cachelet: the path is not walkable).
+		dir = fmt.Sprintf("/proc/self/fd/%d", def.DirFD)
+	}
+	fs.StringVar(&d.dir, "disk-dir", dir, "the application's disk tier directory on this node, shared by its instances here and kept across restarts (made 0700); empty: memory only")
 	fs.Var(&d.budget, "disk-budget", "with --disk-dir: the most bytes the disk tier's files hold (required)")
 	fs.Var(&d.minSize, "disk-min-object-size", fmt.Sprintf("with --disk-dir: the smallest object worth a file (default %dKiB)", disktier.DefaultMinObjectSize>>10))
 	fs.DurationVar(&d.maxAge, "disk-max-age", def.MaxAge.D(), "with --disk-dir: remove files unread this long (default 24h; negative: never)")

@@ -137,6 +137,12 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if disk != nil && diskGID != 0 {
+		disk.DirFD = 3 // ExtraFiles[0], or [1] after the S3 socket
+		if in.net != nil {
+			disk.DirFD = 4
+		}
+	}
 	in.disk = disk
 	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
@@ -168,6 +174,19 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if in.net != nil {
 		// The S3 socket in the function's network namespace.
 		cmd.ExtraFiles = []*os.File{in.net.Listener()}
+	}
+	if disk != nil && diskGID != 0 {
+		// Its disk tier, open: the path runs through the agent's
+		// private directories, which its uid cannot walk.
+		f, err := os.Open(disk.Dir)
+		if err != nil {
+			return fmt.Errorf("the disk tier: %w", err)
+		}
+		defer f.Close() // the child has its own copy once started
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		if in.disk.DirFD != 2+len(cmd.ExtraFiles) {
+			return errors.New("the disk tier's descriptor is not the one its document names")
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the cachelet: %w", err)

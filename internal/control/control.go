@@ -135,6 +135,10 @@ type Disk struct {
 	// Group shares the files with the directory's group: the
 	// application's other instances, which run as uids of their own.
 	Group bool `json:"group,omitempty"`
+	// DirFD, when 3 or more, is the directory inherited open: a cachelet
+	// running as a uid of its own cannot walk the agent's private
+	// directories to Dir, and reaches it through /proc/self/fd instead.
+	DirFD int `json:"dir_fd,omitempty"`
 }
 
 // Store is the store's endpoint and credentials.
