@@ -141,9 +141,11 @@ type Stats struct {
 	EvictedNotOwned uint64
 	EvictedOwned    uint64
 	// Expired counts entries dropped because their TTL had passed when Get
-	// or Peek looked them up (PolicyTTL). Expired entries evicted to make
-	// room count as evictions instead.
+	// or Peek looked them up, or Expire found them (PolicyTTL). Expired
+	// entries evicted to make room count as evictions instead.
 	Expired uint64
+	// Swept counts entries dropped by Sweep.
+	Swept uint64
 }
 
 // Cache is an index of complete entries under a byte budget that also
@@ -234,6 +236,10 @@ func (c *Cache) Get(k Key) *Entry {
 		return nil
 	}
 	c.order.touched(e)
+	if e.reads < ^uint32(0) {
+		e.reads++
+	}
+	e.lastRead = c.cfg.Clock.Now()
 	return e
 }
 
@@ -346,6 +352,7 @@ func (c *Cache) Add(e *Entry) bool {
 	c.bytes += e.Charge()
 	e.inCache = true
 	e.owned = c.owns(e.key)
+	e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
 	c.order.added(e)
 	return true
 }
