@@ -39,6 +39,7 @@ var configKeys = map[string]string{
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",
 	"ttl":                "cache.ttl",
+	"sweep":              "cache.sweep",
 	"consistency":        "cache.consistency",
 	"store-endpoint":     "store.endpoint",
 	"store-access-key":   "store.access_key",
@@ -64,6 +65,8 @@ var configKeys = map[string]string{
 	"log-json":           "log.json",
 
 	"serve-stale-if-error": "cache.serve_stale_if_error",
+	"sweep-min-reads":      "cache.sweep_min_reads",
+	"sweep-idle":           "cache.sweep_idle",
 
 	"disk-dir":             "disk.dir",
 	"disk-budget":          "disk.budget",

@@ -111,6 +111,9 @@ type Config struct {
 	// at least a quarter of the overhead whatever ResidentBase says.
 	// Default 0 (instance.Start measures it for `hoard serve`).
 	ResidentBase int64
+	// Sweep sweeps the memory tier periodically (sweep.go). Default: no
+	// sweep.
+	Sweep SweepConfig
 	// Disk, when set, is the node's disk tier for this application
 	// (disk.go): owned objects evicted from memory are kept there, and a
 	// memory miss looks there before the store. Default nil: memory only.
@@ -191,6 +194,9 @@ func (c *Config) Validate() error {
 	if err := c.validateWrites(); err != nil {
 		return err
 	}
+	if err := c.Sweep.validate(); err != nil {
+		return err
+	}
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
 		return errors.New("cachelet: Router and Peers go together")
 	}
@@ -248,6 +254,8 @@ type Cachelet struct {
 	left    chan struct{}
 
 	wg sync.WaitGroup // fill, persistence and handoff goroutines
+	// sweeping is the sweeper (sweep.go), apart: it runs until Close.
+	sweeping sync.WaitGroup
 
 	// Background persistence: writes queued for the store, and writes
 	// queued for their owner (owner target, async mode).
@@ -347,6 +355,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		// members that owned them: it hands off like any ring change.
 		c.startHandoff()
 	}
+	c.startSweeps()
 	return c, nil
 }
 
@@ -373,6 +382,7 @@ func (c *Cachelet) Close() error {
 	c.closeValidations()
 	c.stopFills()
 	c.wg.Wait()
+	c.sweeping.Wait()
 	return err
 }
 
