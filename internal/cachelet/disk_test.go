@@ -178,3 +178,21 @@ func TestDiskWarmRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskPrewarm: pre-warming takes what the disk tier holds from disk,
+// moving no data from the store.
+func TestDiskPrewarm(t *testing.T) {
+	e, tier := diskEnv(t, t.TempDir())
+	data, keys := diskData(e, 4)
+	e.fillAndEvict(tier, data, keys...)
+	before := e.st.GetCounts()
+	res, err := e.c.Prewarm(t.Context(), []cache.Key{{Bucket: testBucket, Object: "obj-0"}})
+	if err != nil || res.Fetched != 1 {
+		t.Fatalf("prewarm: %+v, %v", res, err)
+	}
+	if after := e.st.GetCounts(); after.FullBodies != before.FullBodies || after.NotModified != before.NotModified+1 {
+		t.Errorf("pre-warming from disk asked the store %+v -> %+v, want one 304", before, after)
+	}
+	e.settle()
+	e.mustRead("obj-0", data["obj-0"], LocalHit)
+}
