@@ -57,7 +57,7 @@ func (a *Agent) loadDiskGroups() error {
 // the directory on first use. Nil when the agent has no disk tier.
 func (in *Instance) appDisk(app string) (*control.Disk, int, error) {
 	a := in.agent
-	if a.cfg.DiskBudget <= 0 {
+	if a.cfg.DiskBudget <= 0 || in.spec.Cache.NoDisk {
 		return nil, 0, nil
 	}
 	if !idRE.MatchString(app) {
@@ -65,6 +65,9 @@ func (in *Instance) appDisk(app string) (*control.Disk, int, error) {
 	}
 	dir := filepath.Join(a.cfg.DiskDir, app)
 	d := &control.Disk{Dir: dir, Budget: a.cfg.DiskBudget}
+	if b := int64(in.spec.Cache.DiskBudget); b > 0 {
+		d.Budget = min(b, d.Budget) // the application's cap
+	}
 	if in.cacheletUID == 0 {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, 0, fmt.Errorf("agent: disk tier: %w", err)

@@ -209,6 +209,11 @@ type CacheSpec struct {
 	Sweep         Duration `yaml:"sweep,omitempty"`
 	SweepMinReads int      `yaml:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `yaml:"sweep_idle,omitempty"`
+	// DiskBudget caps the application's disk tier on each node below the
+	// node's (agent --disk-budget); default: the node's. NoDisk keeps the
+	// application in memory only, wherever nodes have a disk tier.
+	DiskBudget Size `yaml:"disk_budget,omitempty"`
+	NoDisk     bool `yaml:"no_disk,omitempty"`
 }
 
 // ScalingSpec tunes the scale controller's policies for the application.
@@ -464,6 +469,9 @@ func (c *CacheSpec) validate() error {
 	}
 	if err := c.Settings().Validate(); err != nil {
 		return invalid("cache: %v", err)
+	}
+	if c.DiskBudget < 0 || (c.NoDisk && c.DiskBudget != 0) {
+		return invalid("cache: disk_budget %d: want a positive size, and not with no_disk", c.DiskBudget)
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultCacheBudget
