@@ -35,6 +35,9 @@ type Disk interface {
 	Open(bucket, key string) (store.ObjectInfo, io.ReadCloser, error)
 	// Remove drops the object's copy, and any spill of it in progress.
 	Remove(bucket, key string)
+	// RemovePrefix drops the copies of bucket's keys under prefix that
+	// this process knows of (DropPrefix).
+	RemovePrefix(bucket, prefix string) int
 }
 
 // DiskHit: served from the node's disk tier after the store confirmed

@@ -196,3 +196,31 @@ func TestDiskPrewarm(t *testing.T) {
 	e.settle()
 	e.mustRead("obj-0", data["obj-0"], LocalHit)
 }
+
+// TestDiskDropPrefix: dropping a pipeline run's intermediate objects
+// drops their disk copies too, and only theirs.
+func TestDiskDropPrefix(t *testing.T) {
+	e, tier := diskEnv(t, t.TempDir())
+	data := map[string][]byte{}
+	keys := []string{"tmp/run1/a", "tmp/run1/b", "out/c", "out/d"}
+	for _, k := range keys {
+		data[k] = object(k, 1, 200<<10)
+		e.storePut(k, data[k])
+	}
+	e.fillAndEvict(tier, data, keys...) // the first two go to disk
+	if _, _, err := tier.Open(testBucket, "tmp/run1/a"); err != nil {
+		t.Fatalf("tmp/run1/a not on disk: %v", err)
+	}
+	e.c.DropPrefix(testBucket, "tmp/run1/")
+	for _, k := range keys[:2] {
+		if _, _, err := tier.Open(testBucket, k); err == nil {
+			t.Errorf("%s still on disk after the drop", k)
+		}
+	}
+	e.mustRead("tmp/run1/a", data["tmp/run1/a"], LocalMiss)
+	e.settle()
+	tier.Settle()
+	if got := e.c.Counters().Reads.DiskHit.Count; got != 0 {
+		t.Errorf("%d disk hits", got)
+	}
+}

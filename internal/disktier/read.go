@@ -56,7 +56,7 @@ func (t *Tier) Open(bucket, key string) (store.ObjectInfo, io.ReadCloser, error)
 	if !t.idx.Touch(name, now) {
 		t.idx.Put(name, off+h.Size+trailerLen, now) // another instance wrote it
 	}
-	t.known[name] = h.Info.ETag
+	t.known[name] = knownFile{bucket: bucket, key: key, etag: h.Info.ETag}
 	t.mu.Unlock()
 	os.Chtimes(path, now, now) // recency for the other processes' cleaners; best effort
 	t.m.reads.WithLabelValues("hit").Inc()

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,11 +157,11 @@ type Tier struct {
 
 	mu       sync.Mutex
 	idx      *diskindex.Index
-	known    map[string]string // name -> ETag of files this process wrote or verified
-	pending  map[string]*job   // spills queued or being written, by name
-	held     int64             // bytes of pending spills
-	degraded time.Time         // memory-only until then
-	settled  *sync.Cond        // on mu: broadcast when a job ends
+	known    map[string]knownFile // files this process wrote or verified, by name
+	pending  map[string]*job      // spills queued or being written, by name
+	held     int64                // bytes of pending spills
+	degraded time.Time            // memory-only until then
+	settled  *sync.Cond           // on mu: broadcast when a job ends
 
 	queue     chan *job
 	stop      chan struct{}
@@ -179,7 +180,7 @@ func New(cfg Config) (*Tier, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		idx:     diskindex.New(cfg.Budget),
-		known:   map[string]string{},
+		known:   map[string]knownFile{},
 		pending: map[string]*job{},
 		queue:   make(chan *job, 1024),
 		stop:    make(chan struct{}),
@@ -294,6 +295,34 @@ func (t *Tier) Remove(bucket, key string) {
 		j.cancelled = true
 	}
 	t.drop(name, "invalidated")
+}
+
+// knownFile is what a process knows of a file it wrote or read: whose
+// object it holds, and which version.
+type knownFile struct{ bucket, key, etag string }
+
+// RemovePrefix drops the files of bucket's keys under prefix that this
+// process wrote or read (a file only another process touched is not
+// known here: it leaves by LRU or age), and any spill of such keys not yet
+// written. It returns how many files it removed. The node agent's drop of
+// a pipeline run's intermediate objects reaches the disk this way.
+func (t *Tier) RemovePrefix(bucket, prefix string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	match := func(b, k string) bool { return b == bucket && strings.HasPrefix(k, prefix) }
+	for _, j := range t.pending {
+		if match(j.bucket, j.key) {
+			j.cancelled = true
+		}
+	}
+	n := 0
+	for name, f := range t.known {
+		if match(f.bucket, f.key) {
+			t.drop(name, "invalidated")
+			n++
+		}
+	}
+	return n
 }
 
 // drop removes a file and forgets it. Called with mu held.

@@ -63,7 +63,7 @@ func (t *Tier) refuse(j *job, hold bool) string {
 	switch {
 	case t.isDegraded():
 		return "degraded"
-	case t.known[j.name] == j.info.ETag && t.idx.Has(j.name):
+	case t.known[j.name].etag == j.info.ETag && t.idx.Has(j.name):
 		return "known" // on disk already: this copy came from there
 	case t.pending[j.name] != nil:
 		return "busy"
@@ -154,7 +154,7 @@ func (t *Tier) place(j *job, tmp string, size int64) error {
 		return err
 	}
 	t.idx.Put(j.name, size, t.cfg.Clock.Now())
-	t.known[j.name] = j.info.ETag
+	t.known[j.name] = knownFile{bucket: j.bucket, key: j.key, etag: j.info.ETag}
 	for _, name := range t.idx.Over(0) {
 		t.drop(name, "budget")
 	}
