@@ -36,8 +36,8 @@ func (e *env) fillAndEvict(tier *disktier.Tier, data map[string][]byte, keys ...
 	e.t.Helper()
 	for _, k := range keys {
 		e.mustRead(k, data[k], LocalMiss)
+		e.settle() // added in this order: the first ones are evicted
 	}
-	e.settle()
 	tier.Settle()
 }
 
