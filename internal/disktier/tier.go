@@ -225,8 +225,9 @@ func (t *Tier) mkdir(d string) error {
 // Dir is the tier's directory.
 func (t *Tier) Dir() string { return t.cfg.Dir }
 
-// Close stops the writer and the cleaner and waits for them; spills still
-// queued are dropped (their bodies closed). Idempotent.
+// Close stops taking spills, writes those still queued (for at most 5 s;
+// the rest are dropped, their bodies closed), stops the cleaner and waits
+// for both. Idempotent.
 func (t *Tier) Close() error {
 	t.closeOnce.Do(func() {
 		close(t.stop)

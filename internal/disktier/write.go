@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -93,18 +94,35 @@ func (t *Tier) finish(j *job) {
 	t.mu.Unlock()
 }
 
-// writer writes queued spills one at a time until Close.
+// writer writes queued spills one at a time until Close, then what is
+// still queued for at most closeDrain (an instance unloading keeps what
+// it evicted last).
 func (t *Tier) writer() {
 	defer t.wg.Done()
 	for {
 		select {
 		case <-t.stop:
-			return
+			deadline := t.cfg.Clock.Now().Add(closeDrain)
+			for {
+				select {
+				case j := <-t.queue:
+					if t.cfg.Clock.Now().Before(deadline) {
+						t.write(j)
+					} else {
+						t.finish(j)
+					}
+				default:
+					return
+				}
+			}
 		case j := <-t.queue:
 			t.write(j) // its error is counted and logged
 		}
 	}
 }
+
+// closeDrain bounds the writes of what is queued at Close.
+const closeDrain = 5 * time.Second
 
 // errShort: a body ended before its object's size.
 var errShort = errors.New("body shorter than the object")
