@@ -15,7 +15,7 @@ import (
 	"github.com/hoard-io/hoard/internal/store"
 )
 
-func newTier(t *testing.T, dir string, budget int64, opt func(*Config)) *Tier {
+func newTier(t testing.TB, dir string, budget int64, opt func(*Config)) *Tier {
 	t.Helper()
 	cfg := Config{Dir: dir, Budget: budget, MinObjectSize: 1, CleanInterval: time.Hour}
 	if opt != nil {
