@@ -141,6 +141,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzVerify -fuzztime 30s ./internal/s3auth
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime 30s -fuzzminimizetime 2s ./internal/blockfmt
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
+	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
 
 lint: $(TOOLS)/staticcheck venv
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
