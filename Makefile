@@ -131,7 +131,7 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	  test -s "$$tmp/report/index.html" && test -s "$$tmp/report/report.md" && ls "$$tmp"/report/plots/*.png >/dev/null && \
 	  ls "$$tmp"/report/plots/pipelines-*.png >/dev/null && grep -q "Data-transfer time per stage" "$$tmp/report/report.md"
 
-# Short fuzzing of the request parsers, the block format and function-tree
+# Short fuzzing of the request parsers, the block format, the disk tier's files and function-tree
 # states, beyond their seed corpora (the block format's inputs are large:
 # minimizing each new one for the default 60 s would use the time).
 fuzz:

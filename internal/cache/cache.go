@@ -52,6 +52,10 @@ type Config struct {
 	TTL time.Duration
 	// Clock is what TTLs are measured with. Default the system clock.
 	Clock clock.Clock
+	// TrackReads has Get count each entry's reads and stamp the last one,
+	// for Sweep (sweep.go): a clock read per hit. Default false: hits
+	// cost no clock read, and Sweep must not be used.
+	TrackReads bool
 
 	// PoolBytes bounds the free chunks kept for fills and uploads to
 	// reuse (see Buffers, NewEntry, NewBuilder): entries made by
@@ -236,10 +240,12 @@ func (c *Cache) Get(k Key) *Entry {
 		return nil
 	}
 	c.order.touched(e)
-	if e.reads < ^uint32(0) {
-		e.reads++
+	if c.cfg.TrackReads {
+		if e.reads < ^uint32(0) {
+			e.reads++
+		}
+		e.lastRead = c.cfg.Clock.Now()
 	}
-	e.lastRead = c.cfg.Clock.Now()
 	return e
 }
 
@@ -352,7 +358,9 @@ func (c *Cache) Add(e *Entry) bool {
 	c.bytes += e.Charge()
 	e.inCache = true
 	e.owned = c.owns(e.key)
-	e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
+	if c.cfg.TrackReads {
+		e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
+	}
 	c.order.added(e)
 	return true
 }

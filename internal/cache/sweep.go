@@ -31,8 +31,12 @@ var DefaultSweepRule = SweepRule{MinReads: 5, Idle: 30 * time.Minute, MinAge: 30
 // it (as OnEvict: quick, no calls back into the cache; a reference taken
 // there keeps the bytes). It returns how many it dropped and their
 // bytes. Swept entries count in Stats.Swept, not as evictions. It takes
-// one pass over the entries under the cache's lock.
+// one pass over the entries under the cache's lock. It needs
+// Config.TrackReads (without it, it drops nothing).
 func (c *Cache) Sweep(rule SweepRule, each func(*Entry)) (n int, bytes int64) {
+	if !c.cfg.TrackReads {
+		return 0, 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Clock.Now()

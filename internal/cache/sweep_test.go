@@ -10,7 +10,7 @@ import (
 
 func TestSweep(t *testing.T) {
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := newCache(t, Config{Budget: 1 << 20, Clock: fc})
+	c := newCache(t, Config{Budget: 1 << 20, Clock: fc, TrackReads: true})
 	rule := SweepRule{MinReads: 3, Idle: 10 * time.Minute, MinAge: 5 * time.Minute}
 	read := func(k string, n int) {
 		for range n {
@@ -72,6 +72,9 @@ func TestExpire(t *testing.T) {
 	fc.Advance(time.Hour)
 	if n := lru.Expire(); n != 0 {
 		t.Errorf("Expire under owner-lru dropped %d", n)
+	}
+	if n, _ := lru.Sweep(DefaultSweepRule, nil); n != 0 { // no read counts kept: nothing to judge by
+		t.Errorf("Sweep without TrackReads dropped %d", n)
 	}
 	checkAccounting(t, c)
 }

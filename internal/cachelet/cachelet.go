@@ -320,6 +320,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		}
 	}
 	ccfg.Owns = owns
+	ccfg.TrackReads = ccfg.TrackReads || cfg.Sweep.Interval > 0 // read counts for the sweep (sweep.go)
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))
