@@ -124,13 +124,14 @@ test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv chromium
 test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,remote-hit,remote-miss,tcp --boto3=false >/dev/null
 	$(BIN) bench consistency --increments 50 >/dev/null
+	$(BIN) bench disk --objects 6 --size 256KiB --passes 1 --preset local >/dev/null
 	$(BIN) bench throughput --connections 4 --duration 200ms --warmup 50ms --targets bare-http,minio,hoard-local,hoard-strong-hot,hoard-strong-many >/dev/null
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  { $(BIN) bench all --quick --only consistency,pipelines --report "$$tmp/report" >"$$tmp/log" 2>&1 || { cat "$$tmp/log"; exit 1; }; } && \
 	  test -s "$$tmp/report/index.html" && test -s "$$tmp/report/report.md" && ls "$$tmp"/report/plots/*.png >/dev/null && \
 	  ls "$$tmp"/report/plots/pipelines-*.png >/dev/null && grep -q "Data-transfer time per stage" "$$tmp/report/report.md"
 
-# Short fuzzing of the request parsers, the block format and function-tree
+# Short fuzzing of the request parsers, the block format, the disk tier's files and function-tree
 # states, beyond their seed corpora (the block format's inputs are large:
 # minimizing each new one for the default 60 s would use the time).
 fuzz:
@@ -140,6 +141,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzVerify -fuzztime 30s ./internal/s3auth
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime 30s -fuzzminimizetime 2s ./internal/blockfmt
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
+	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
 
 lint: $(TOOLS)/staticcheck venv
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -28,6 +28,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.InsecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.IntVar(&cfg.SandboxUIDBase, "sandbox-uid-base", agent.DefaultSandboxUIDBase, "the first uid (and gid) instances run as; agents sharing a machine need ranges of their own")
 	fs.IntVar(&cfg.SandboxUIDCount, "sandbox-uid-count", agent.DefaultSandboxUIDCount, "how many uids from --sandbox-uid-base (two per instance: its function's and its cachelet's)")
+	fs.Var((*byteSize)(&cfg.DiskBudget), "disk-budget", "give each application a disk tier of this many bytes on this node, in --dir's disk/ (objects evicted from memory kept there, shared by the application's instances on the node and kept across their restarts); default: memory only")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, false)

@@ -25,6 +25,7 @@ var benchmarks = []struct {
 }{
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
+	{"disk", "the disk tier: a working set above the memory budget, store behind a shaped link; memory-only vs disk tier vs a reloaded instance", runBenchDisk},
 	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
 	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},

@@ -39,6 +39,7 @@ var configKeys = map[string]string{
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",
 	"ttl":                "cache.ttl",
+	"sweep":              "cache.sweep",
 	"consistency":        "cache.consistency",
 	"store-endpoint":     "store.endpoint",
 	"store-access-key":   "store.access_key",
@@ -64,6 +65,15 @@ var configKeys = map[string]string{
 	"log-json":           "log.json",
 
 	"serve-stale-if-error": "cache.serve_stale_if_error",
+	"sweep-min-reads":      "cache.sweep_min_reads",
+	"sweep-idle":           "cache.sweep_idle",
+
+	"disk-dir":             "disk.dir",
+	"disk-budget":          "disk.budget",
+	"disk-min-object-size": "disk.min_object_size",
+	"disk-max-age":         "disk.max_age",
+	"disk-clean-interval":  "disk.clean_interval",
+	"disk-fsync":           "disk.fsync",
 
 	"tls":           "tls.local_ca",
 	"tls-cert":      "tls.cert",

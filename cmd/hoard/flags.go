@@ -42,6 +42,8 @@ type cacheFlags struct {
 	eviction          string
 	ttl               time.Duration
 	consistency       string
+	sweep, sweepIdle  time.Duration
+	sweepMinReads     int
 	memoryOverhead    int64 // not a flag: from a configuration document
 }
 
@@ -65,6 +67,9 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu")
 	fs.DurationVar(&c.ttl, "ttl", def.TTL.D(), "with --eviction ttl: how long an object stays cached")
 	fs.StringVar(&c.consistency, "consistency", def.Consistency, "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async")
+	fs.DurationVar(&c.sweep, "sweep", def.SweepInterval.D(), "sweep memory this often (OFC: 300s): objects read fewer than --sweep-min-reads times, or not for --sweep-idle, are dropped (to the disk tier when there is one); default: no sweep")
+	fs.IntVar(&c.sweepMinReads, "sweep-min-reads", def.SweepMinReads, "with --sweep: the fewest reads that keep an object (default 5)")
+	fs.DurationVar(&c.sweepIdle, "sweep-idle", def.SweepIdle.D(), "with --sweep: how long an unread object stays (default 30m)")
 }
 
 // settings is the flags as one document.
@@ -75,6 +80,7 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		Budget: int64(c.budget), MaxObjectSize: int64(c.maxObject),
 		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
 		ServeStaleIfError: c.serveStale,
+		SweepInterval:     cacheconfig.Duration(c.sweep), SweepMinReads: c.sweepMinReads, SweepIdle: cacheconfig.Duration(c.sweepIdle),
 	}
 	if s.Consistency != "" {
 		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {

@@ -54,6 +54,7 @@ type upFlags struct {
 	controllerListen, examples                                string
 	cachelets                                                 int
 	detach, noPlatform, demo, insecureSandbox                 bool
+	diskBudget                                                int64
 	tls                                                       bool
 	demoScale                                                 float64
 	cache                                                     cacheFlags
@@ -89,6 +90,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.controllerListen, "controller-listen", "127.0.0.1:9100", "the platform controller's API address (deploy, invoke, HTTP triggers)")
 	fs.StringVar(&f.examples, "examples", "", "deploy every application under this directory (default: the examples/ of the hoard checkout, if any; \"none\" for none)")
 	fs.BoolVar(&f.noPlatform, "no-platform", false, "run only MinIO, etcd and the cachelets: no controller, no agent, no applications")
+	fs.Var((*byteSize)(&f.diskBudget), "disk-budget", "give each application a disk tier of this many bytes on each node (objects evicted from memory kept on disk, shared by the application's instances on the node); default: memory only")
 	fs.BoolVar(&f.insecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
 	fs.BoolVar(&f.demo, "demo", false, "once up, prepare the examples' data, run a short workload against them and print a report")
 	fs.Float64Var(&f.demoScale, "demo-scale", 1, "with --demo: scale of the examples' data (1 = the papers' sizes)")
@@ -298,7 +300,7 @@ func serveUp(ctx context.Context, dir string, f upFlags, stdout, stderr io.Write
 			EtcdEndpoints: etcd.Endpoints(), EtcdCredentials: root, StoreEndpoint: minio.Endpoint(),
 			StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 			ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreNotifications: true, StoreIdentities: "minio", StoreEventsToken: eventsToken,
-			InsecureSandbox: f.insecureSandbox,
+			InsecureSandbox: f.insecureSandbox, DiskBudget: f.diskBudget,
 		}
 		if pkis != nil {
 			rcfg.TLS = pkis.rig()

@@ -82,7 +82,7 @@ func serveNodes(ctx context.Context, dir string, f upFlags, creds credentials, p
 		Dir: dir, ControllerListener: controllerLn, StorePort: port,
 		StoreAccessKey: creds.StoreAccessKey, StoreSecretKey: creds.StoreSecretKey, Region: f.region,
 		ControllerToken: creds.ControllerToken, AgentToken: creds.AgentToken, StoreLatency: f.storeLatency,
-		EtcdRootPassword: creds.EtcdRootPassword,
+		EtcdRootPassword: creds.EtcdRootPassword, DiskBudget: f.diskBudget,
 	}
 	if pkis != nil {
 		ncfg.TLS = pkis.ca

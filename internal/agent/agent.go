@@ -109,6 +109,12 @@ type Config struct {
 	// TLS, when set, puts the agent's cachelets on TLS (tls.go, ADR
 	// 0017). Default nil: plain HTTP.
 	TLS *TLS
+	// DiskBudget, when positive, gives each application a disk tier on
+	// this node (disk.go) of this many bytes, in DiskDir/APP. Default 0:
+	// memory only.
+	DiskBudget int64
+	// DiskDir holds the applications' disk tiers; default Dir/disk.
+	DiskDir string
 }
 
 // Agent runs instances.
@@ -125,7 +131,11 @@ type Agent struct {
 	instances map[string]*Instance
 	closed    bool
 	uids      map[int]bool // the jail uids in use
-	nextUID   int          // where the search for a free one starts
+	// diskGroups are the applications' disk tier groups (disk.go),
+	// guarded by diskMu.
+	diskMu     sync.Mutex
+	diskGroups map[string]int
+	nextUID    int // where the search for a free one starts
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -158,6 +168,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.Dir, "logs")
+	}
+	if c.DiskDir == "" {
+		c.DiskDir = filepath.Join(c.Dir, "disk")
+	}
+	if c.DiskBudget < 0 {
+		return errors.New("agent: DiskBudget must not be negative")
 	}
 	if c.SandboxUIDBase == 0 {
 		c.SandboxUIDBase = DefaultSandboxUIDBase
@@ -221,6 +237,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}, uids: map[int]bool{}}
 	if err := a.checkIsolation(context.Background()); err != nil {
+		return nil, err
+	}
+	if err := a.loadDiskGroups(); err != nil {
 		return nil, err
 	}
 	return a, nil

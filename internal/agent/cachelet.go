@@ -58,6 +58,7 @@ func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *contro
 		Cache:     settings,
 		Control:   ep,
 		TLS:       tls,
+		Disk:      in.disk,
 		LogJSON:   true,
 	}
 	if e := in.req.Etcd; e != nil {
@@ -132,6 +133,17 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	disk, diskGID, err := in.appDisk(in.spec.Name)
+	if err != nil {
+		return err
+	}
+	if disk != nil && diskGID != 0 {
+		disk.DirFD = 3 // ExtraFiles[0], or [1] after the S3 socket
+		if in.net != nil {
+			disk.DirFD = 4
+		}
+	}
+	in.disk = disk
 	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}
@@ -154,10 +166,27 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		// loopback ports above 1024 and is handed its S3 socket; the
 		// agent, root, moves it into its cgroup and signals it.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(in.cacheletUID), Gid: uint32(in.cacheletUID), Groups: []uint32{}}
+		if diskGID != 0 {
+			// Its application's disk tier group, and no other.
+			cmd.SysProcAttr.Credential.Groups = []uint32{uint32(diskGID)}
+		}
 	}
 	if in.net != nil {
 		// The S3 socket in the function's network namespace.
 		cmd.ExtraFiles = []*os.File{in.net.Listener()}
+	}
+	if disk != nil && diskGID != 0 {
+		// Its disk tier, open: the path runs through the agent's
+		// private directories, which its uid cannot walk.
+		f, err := os.Open(disk.Dir)
+		if err != nil {
+			return fmt.Errorf("the disk tier: %w", err)
+		}
+		defer f.Close() // the child has its own copy once started
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		if in.disk.DirFD != 2+len(cmd.ExtraFiles) {
+			return errors.New("the disk tier's descriptor is not the one its document names")
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the cachelet: %w", err)

@@ -39,6 +39,7 @@ type Instance struct {
 	net                *sandbox.Network // the function's network; nil unjailed (jail.go)
 	uid                int              // the function's uid; 0 unjailed
 	cacheletUID        int              // the cachelet's uid; 0 unjailed (it runs as the agent's)
+	disk               *control.Disk    // the application's disk tier on this node; nil: none
 	jailRoot           string           // where its jail's root is mounted
 	startDur           time.Duration
 

@@ -204,7 +204,7 @@ type InvokeResult struct {
 	Error      *ErrorInfo           `json:"error,omitempty"`
 	Log        string               `json:"log"`
 	DurationMS float64              `json:"duration_ms"`
-	Reads      map[string]ReadCount `json:"reads"` // by access type: local_hit, local_miss, remote_hit, remote_miss, pass_through
+	Reads      map[string]ReadCount `json:"reads"` // by access type: local_hit, local_miss, remote_hit, remote_miss, pass_through, disk_hit
 	// Replaced says the instance's worker died and was replaced.
 	Replaced bool `json:"replaced,omitempty"`
 }

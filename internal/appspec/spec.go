@@ -203,6 +203,18 @@ type CacheSpec struct {
 	// (down, hung, past its deadline), marked x-hoard-stale, instead of
 	// answering 503. Default false.
 	ServeStaleIfError bool `yaml:"serve_stale_if_error,omitempty"`
+	// Sweep, when set, sweeps each cachelet's memory that often (OFC:
+	// 300s): objects read fewer than SweepMinReads times (default 5), or
+	// not read for SweepIdle (default 30m), are dropped, to the node's disk
+	// tier when there is one. Default: no sweep.
+	Sweep         Duration `yaml:"sweep,omitempty"`
+	SweepMinReads int      `yaml:"sweep_min_reads,omitempty"`
+	SweepIdle     Duration `yaml:"sweep_idle,omitempty"`
+	// DiskBudget caps the application's disk tier on each node below the
+	// node's (agent --disk-budget); default: the node's. NoDisk keeps the
+	// application in memory only, wherever nodes have a disk tier.
+	DiskBudget Size `yaml:"disk_budget,omitempty"`
+	NoDisk     bool `yaml:"no_disk,omitempty"`
 }
 
 // ScalingSpec tunes the scale controller's policies for the application.
@@ -233,6 +245,7 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Budget:      int64(c.Budget),
 
 		ServeStaleIfError: c.ServeStaleIfError,
+		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
 	}
 }
 
@@ -455,6 +468,12 @@ func (c *CacheSpec) validate() error {
 		}
 	default:
 		return invalid("cache: eviction %q: want owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu", c.Eviction)
+	}
+	if err := c.Settings().Validate(); err != nil {
+		return invalid("cache: %v", err)
+	}
+	if c.DiskBudget < 0 || (c.NoDisk && c.DiskBudget != 0) {
+		return invalid("cache: disk_budget %d: want a positive size, and not with no_disk", c.DiskBudget)
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultCacheBudget

@@ -25,7 +25,7 @@ var layers = []struct {
 		"internal/bytesize", "internal/ring", "internal/cache", "internal/keepalive",
 		"internal/prewarm", "internal/scaling", "internal/store", "internal/membership",
 		"internal/checksum", "internal/loadgen", "internal/clock", "internal/cachelet/keystate", "internal/cacheconfig",
-		"internal/grant", "internal/sim", "internal/blockfmt", "internal/ftree",
+		"internal/grant", "internal/sim", "internal/blockfmt", "internal/ftree", "internal/diskindex",
 	}},
 	// The parts: adapters to the outside (stores, etcd, the kernel), the
 	// data plane of one cachelet, the platform's wire contract.
@@ -38,6 +38,7 @@ var layers = []struct {
 		"internal/peer", "internal/cluster", "internal/writeback", "internal/notify",
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
 		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki", "internal/dashboard",
+		"internal/disktier",
 	}},
 	// One instance's composition: store client, cachelet, listeners.
 	{"instance", []string{"internal/instance"}},

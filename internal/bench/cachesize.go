@@ -76,7 +76,7 @@ func runCacheSizeExperiment(ctx context.Context, o Options) (*Result, error) {
 		var total, hits int64
 		for k, v := range inv.reads {
 			total += v
-			if k == "local_hit" || k == "remote_hit" {
+			if k == "local_hit" || k == "remote_hit" || k == "disk_hit" {
 				hits += v
 			}
 		}

@@ -144,7 +144,7 @@ func runMacroExperiment(ctx context.Context, o Options) (*Result, error) {
 		a.exec += time.Duration(rec.ExecMS * float64(time.Millisecond))
 		for k, v := range rec.Reads {
 			a.reads += v.Count
-			if k == "local_hit" || k == "remote_hit" {
+			if k == "local_hit" || k == "remote_hit" || k == "disk_hit" {
 				a.hits += v.Count
 			}
 		}

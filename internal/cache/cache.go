@@ -30,7 +30,9 @@ type Config struct {
 	// quick and must not call back into the cache) for each entry evicted
 	// to make room or to fit a budget SetBudget lowered. Removals by
 	// Remove, and expired entries dropped when looked up, are not
-	// evictions.
+	// evictions. It is called before the cache lets go of the entry, so
+	// the entry is complete and Acquire succeeds on it: a callback may
+	// take a reference to keep its bytes (the disk tier's spill).
 	OnEvict func(*Entry)
 
 	// Policy picks which entry is evicted when room is needed: one of
@@ -51,6 +53,10 @@ type Config struct {
 	TTL time.Duration
 	// Clock is what TTLs are measured with. Default the system clock.
 	Clock clock.Clock
+	// TrackReads has Get count each entry's reads and stamp the last one,
+	// for Sweep (sweep.go): a clock read per hit. Default false: hits
+	// cost no clock read, and Sweep must not be used.
+	TrackReads bool
 
 	// PoolBytes bounds the free chunks kept for fills and uploads to
 	// reuse (see Buffers, NewEntry, NewBuilder): entries made by
@@ -140,9 +146,11 @@ type Stats struct {
 	EvictedNotOwned uint64
 	EvictedOwned    uint64
 	// Expired counts entries dropped because their TTL had passed when Get
-	// or Peek looked them up (PolicyTTL). Expired entries evicted to make
-	// room count as evictions instead.
+	// or Peek looked them up, or Expire found them (PolicyTTL). Expired
+	// entries evicted to make room count as evictions instead.
 	Expired uint64
+	// Swept counts entries dropped by Sweep.
+	Swept uint64
 }
 
 // Cache is an index of complete entries under a byte budget that also
@@ -234,6 +242,12 @@ func (c *Cache) Get(k Key) *Entry {
 		return nil
 	}
 	c.order.touched(e)
+	if c.cfg.TrackReads {
+		if e.reads < ^uint32(0) {
+			e.reads++
+		}
+		e.lastRead = c.cfg.Clock.Now()
+	}
 	return e
 }
 
@@ -346,6 +360,9 @@ func (c *Cache) Add(e *Entry) bool {
 	c.bytes += e.Charge()
 	e.inCache = true
 	e.owned = c.owns(e.key)
+	if c.cfg.TrackReads {
+		e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
+	}
 	c.order.added(e)
 	return true
 }
@@ -491,15 +508,15 @@ func (c *Cache) makeRoom(size int64) {
 		if victim == nil {
 			return
 		}
+		if c.cfg.OnEvict != nil {
+			c.cfg.OnEvict(victim) // while the cache still holds it
+		}
 		c.remove(victim)
 		c.stats.Evictions++
 		if victim.owned {
 			c.stats.EvictedOwned++
 		} else {
 			c.stats.EvictedNotOwned++
-		}
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(victim)
 		}
 	}
 }

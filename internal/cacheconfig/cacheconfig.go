@@ -213,7 +213,26 @@ type Settings struct {
 	// serve` takes DefaultMemoryOverhead; elsewhere the limit is left
 	// alone.
 	MemoryLimitOverhead int64 `json:"memory_limit_overhead_bytes,omitempty"`
+	// SweepInterval, when positive, sweeps the memory tier that often
+	// (OFC §6.3: 300 s): entries read fewer than SweepMinReads times, or
+	// not read for SweepIdle, are dropped (to the disk tier when there is
+	// one), an entry facing the count once it has been cached a whole
+	// interval. Default 0: no sweep (pre-warmed objects would be swept
+	// before their first read).
+	SweepInterval Duration `json:"sweep_interval,omitempty"`
+	// SweepMinReads and SweepIdle, with SweepInterval: OFC's 5 reads and
+	// 30 minutes by default.
+	SweepMinReads int      `json:"sweep_min_reads,omitempty"`
+	SweepIdle     Duration `json:"sweep_idle,omitempty"`
 }
+
+// OFC's sweep: every 300 s, objects with fewer than 5 reads or none for
+// 30 minutes (Settings.SweepInterval).
+const (
+	OFCSweepInterval = 300 * time.Second
+	OFCSweepMinReads = 5
+	OFCSweepIdle     = 30 * time.Minute
+)
 
 // DefaultMemoryOverhead is what a `hoard serve` process holds besides its
 // cache's budget, at most, under load: the binary's resident pages (25-35
@@ -257,6 +276,12 @@ func (s Settings) Validate() error {
 	}
 	if s.Budget < 0 || s.MaxObjectSize < 0 || s.MemoryLimitOverhead < 0 || s.LargeObjectSize < 0 {
 		return fmt.Errorf("%w: sizes must not be negative", ErrInvalid)
+	}
+	if s.SweepInterval < 0 || s.SweepMinReads < 0 || s.SweepIdle < 0 {
+		return fmt.Errorf("%w: sweep settings must not be negative", ErrInvalid)
+	}
+	if s.SweepInterval == 0 && (s.SweepMinReads != 0 || s.SweepIdle != 0) {
+		return fmt.Errorf("%w: sweep_min_reads and sweep_idle need a sweep_interval", ErrInvalid)
 	}
 	return nil
 }

@@ -74,6 +74,8 @@ func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now ti
 		e.o.LM++
 	case RemoteMiss:
 		e.o.RM++
+	case DiskHit:
+		e.o.DH++
 	default:
 		return
 	}

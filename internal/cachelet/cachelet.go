@@ -111,6 +111,13 @@ type Config struct {
 	// at least a quarter of the overhead whatever ResidentBase says.
 	// Default 0 (instance.Start measures it for `hoard serve`).
 	ResidentBase int64
+	// Sweep sweeps the memory tier periodically (sweep.go). Default: no
+	// sweep.
+	Sweep SweepConfig
+	// Disk, when set, is the node's disk tier for this application
+	// (disk.go): owned objects evicted from memory are kept there, and a
+	// memory miss looks there before the store. Default nil: memory only.
+	Disk Disk
 	// Bandwidth, when set, turns on the bandwidth policy (split.go):
 	// large objects are downloaded in byte ranges by several of the
 	// application's cachelets at once. It needs Members and Ranges.
@@ -187,6 +194,9 @@ func (c *Config) Validate() error {
 	if err := c.validateWrites(); err != nil {
 		return err
 	}
+	if err := c.Sweep.validate(); err != nil {
+		return err
+	}
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
 		return errors.New("cachelet: Router and Peers go together")
 	}
@@ -204,6 +214,8 @@ const (
 	// PassThrough: streamed from the store without being kept (too large
 	// for the memory tier, or no room while other fills hold it).
 	PassThrough Outcome = "pass_through"
+	// DiskHit (disk.go): served from the node's disk tier.
+
 	// StaleHit: served from memory without the store's confirmation,
 	// because the store was unavailable and ServeStaleIfError is on.
 	// Counted with local hits.
@@ -242,6 +254,8 @@ type Cachelet struct {
 	left    chan struct{}
 
 	wg sync.WaitGroup // fill, persistence and handoff goroutines
+	// sweeping is the sweeper (sweep.go), apart: it runs until Close.
+	sweeping sync.WaitGroup
 
 	// Background persistence: writes queued for the store, and writes
 	// queued for their owner (owner target, async mode).
@@ -306,6 +320,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		}
 	}
 	ccfg.Owns = owns
+	ccfg.TrackReads = ccfg.TrackReads || cfg.Sweep.Interval > 0 // read counts for the sweep (sweep.go)
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))
@@ -315,6 +330,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		if user != nil {
 			user(e)
 		}
+		c.spill(e)
 	}
 	if c.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
@@ -340,6 +356,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		// members that owned them: it hands off like any ring change.
 		c.startHandoff()
 	}
+	c.startSweeps()
 	return c, nil
 }
 
@@ -359,10 +376,14 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
+	kctx, kcancel := context.WithTimeout(context.Background(), min(diskKeepTimeout, c.cfg.DrainTimeout))
+	c.keepOnDisk(kctx)
+	kcancel()
 	c.keys.close()
 	c.closeValidations()
 	c.stopFills()
 	c.wg.Wait()
+	c.sweeping.Wait()
 	return err
 }
 
@@ -373,4 +394,7 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.keys.invalidate(k)
 	c.cache.Remove(k)
+	if c.cfg.Disk != nil {
+		c.cfg.Disk.Remove(bucket, key)
+	}
 }

@@ -124,7 +124,7 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 		return nil, store.ErrNotModified
 	}
 	po := peer.RemoteMiss
-	if outcome == LocalHit {
+	if outcome == LocalHit || outcome == DiskHit {
 		po = peer.RemoteHit
 	}
 	c.m.peerServed.WithLabelValues(string(po)).Inc()

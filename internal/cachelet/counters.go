@@ -41,6 +41,8 @@ type ReadCounters struct {
 	RemoteHit   ReadCount `json:"remote_hit"`
 	RemoteMiss  ReadCount `json:"remote_miss"`
 	PassThrough ReadCount `json:"pass_through"`
+	// DiskHit: served from the node's disk tier (disk.go).
+	DiskHit ReadCount `json:"disk_hit"`
 }
 
 // ReadCount is how many reads of one kind ended and the bytes they sent.
@@ -52,8 +54,8 @@ type ReadCount struct {
 // counters are the atomic counterparts of Counters, updated next to the
 // Prometheus series (which are costlier to read back).
 type counters struct {
-	localHit, localMiss, remoteHit, remoteMiss, passThrough readCounter
-	writes                                                  atomic.Int64
+	localHit, localMiss, remoteHit, remoteMiss, passThrough, diskHit readCounter
+	writes                                                           atomic.Int64
 	// open is the reads handed to a client whose body is not closed yet:
 	// they count when it is.
 	open atomic.Int64
@@ -65,7 +67,7 @@ func (r *readCounter) load() ReadCount {
 	return ReadCount{Count: r.n.Load(), Bytes: r.bytes.Load()}
 }
 
-// read records one finished read; outcomes outside the five (reads for a
+// read records one finished read; outcomes outside the six (reads for a
 // peer) are not counted.
 func (c *counters) read(o Outcome, bytes int64) {
 	var r *readCounter
@@ -80,6 +82,8 @@ func (c *counters) read(o Outcome, bytes int64) {
 		r = &c.remoteMiss
 	case PassThrough:
 		r = &c.passThrough
+	case DiskHit:
+		r = &c.diskHit
 	default:
 		return
 	}
@@ -112,7 +116,7 @@ func (c *Cachelet) Counters() Counters {
 		Reads: ReadCounters{
 			LocalHit: k.localHit.load(), LocalMiss: k.localMiss.load(),
 			RemoteHit: k.remoteHit.load(), RemoteMiss: k.remoteMiss.load(),
-			PassThrough: k.passThrough.load(),
+			PassThrough: k.passThrough.load(), DiskHit: k.diskHit.load(),
 		},
 		Writes:       k.writes.Load(),
 		CacheBytes:   s.Bytes,

@@ -58,7 +58,7 @@ func TestCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wantJSON = `{"reads":{"local_hit":{"count":3,"bytes":6100},"local_miss":{"count":1,"bytes":3000},` +
-		`"remote_hit":{"count":0,"bytes":0},"remote_miss":{"count":0,"bytes":0},"pass_through":{"count":1,"bytes":262145}},` +
+		`"remote_hit":{"count":0,"bytes":0},"remote_miss":{"count":0,"bytes":0},"pass_through":{"count":1,"bytes":262145},"disk_hit":{"count":0,"bytes":0}},` +
 		`"writes":2,"cache_bytes":3500,"cache_objects":2,"budget_bytes":1048576,"evicted_again":0}`
 	if string(data) != wantJSON {
 		t.Fatalf("JSON\n got %s\nwant %s", data, wantJSON)

@@ -39,6 +39,11 @@ func (c *Cachelet) DropPrefix(bucket, prefix string) int {
 	c.wmu.Lock()
 	n := c.keys.dropCached(keys)
 	c.wmu.Unlock()
+	if c.cfg.Disk != nil {
+		// Their disk copies too (those this process wrote or read):
+		// they would only take the room of objects still of use.
+		c.cfg.Disk.RemovePrefix(bucket, prefix)
+	}
 	c.log.Debug("dropped cached objects", "bucket", bucket, "prefix", prefix, "objects", n)
 	return n
 }

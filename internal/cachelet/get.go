@@ -226,6 +226,9 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 			c.log.Debug("owner unavailable, reading from the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
 		}
 	}
+	if sv, handled, err := c.fromDisk(ctx, k, fl); handled {
+		return sv, err
+	}
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
 	if err != nil {

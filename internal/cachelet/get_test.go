@@ -83,8 +83,8 @@ func TestMetricsRegistered(t *testing.T) {
 	e.settle()
 	e.mustRead("k", data, LocalHit)
 	for name, want := range map[string]int{
-		"hoard_cachelet_reads_total":       5, // one series per outcome
-		"hoard_cachelet_read_bytes_total":  5,
+		"hoard_cachelet_reads_total":       6, // one series per outcome
+		"hoard_cachelet_read_bytes_total":  6,
 		"hoard_cachelet_read_seconds":      2,
 		"hoard_cachelet_validations_total": 1,
 		"hoard_cachelet_fills_total":       1,

@@ -29,6 +29,7 @@ type metrics struct {
 	// Budget changes (budget.go).
 	budgetChanges *prometheus.CounterVec // hoard_cachelet_budget_changes_total{direction}
 	budgetEvicted prometheus.Counter     // hoard_cachelet_budget_evicted_bytes_total
+	sweptBytes    prometheus.Counter     // hoard_cache_swept_bytes_total
 
 	peerFallbacks prometheus.Counter
 	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
@@ -116,6 +117,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_budget_changes_total",
 		Help: "Run-time changes of the memory tier's budget (the memory daemon's), by direction: shrink or raise.",
 	}, []string{"direction"})
+	m.sweptBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cache_swept_bytes_total",
+		Help: "Bytes dropped from the memory tier by the periodic sweep.",
+	})
 	m.budgetEvicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_budget_evicted_bytes_total",
 		Help: "Bytes evicted from the memory tier to fit a lowered budget (the memory daemon giving the function memory); also counted in hoard_cache_evicted_bytes_total.",
@@ -123,7 +128,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	for _, d := range []string{"shrink", "raise"} {
 		m.budgetChanges.WithLabelValues(d)
 	}
-	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough} {
+	for _, o := range []Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough, DiskHit} {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
 	}
@@ -147,6 +152,9 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			func() float64 { return float64(c.cache.Stats().EvictedOwned) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_expired_total", Help: "Objects dropped because their TTL ran out."},
 			func() float64 { return float64(c.cache.Stats().Expired) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_swept_total", Help: "Objects dropped by the periodic sweep (too few reads, or idle too long)."},
+			func() float64 { return float64(c.cache.Stats().Swept) }),
+		m.sweptBytes,
 		gauge("hoard_cache_pool_free_bytes", "Bytes of free chunks the buffer pool keeps for fills and uploads to reuse.", func() float64 { return float64(c.cache.BufferStats().FreeBytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_pool_reused_total", Help: "Chunks that fills and uploads took from the buffer pool."},
 			func() float64 { return float64(c.cache.BufferStats().Reused) }),

@@ -88,6 +88,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	if s.MemoryLimitOverhead > 0 {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
+	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
 	return nil
 }
 
@@ -116,6 +117,7 @@ func (c Config) Settings() cacheconfig.Settings {
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 		ServeStaleIfError: c.ServeStaleIfError,
+		SweepInterval:     cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
 	if target == "" {

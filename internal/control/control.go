@@ -113,11 +113,32 @@ type Document struct {
 	TLS *TLSFiles `json:"tls,omitempty"`
 	// Cache is the cache's settings, as the application's spec asks.
 	Cache cacheconfig.Settings `json:"cache"`
+	// Disk is the node's disk tier for the application, as the agent's
+	// per-node setting says; absent: memory only.
+	Disk *Disk `json:"disk,omitempty"`
 	// Control is where and how the agent reaches the cachelet.
 	Control Endpoint `json:"control"`
 	// LogLevel (debug, info, warn, error) and LogJSON shape the log.
 	LogLevel string `json:"log_level,omitempty"`
 	LogJSON  bool   `json:"log_json,omitempty"`
+}
+
+// Disk is a cachelet's disk tier (package disktier): the application's
+// directory on the node, shared by its instances there, and its limits.
+// Zero values take disktier's defaults.
+type Disk struct {
+	Dir           string               `json:"dir"`
+	Budget        int64                `json:"budget"`
+	MinObjectSize int64                `json:"min_object_size,omitempty"`
+	MaxAge        cacheconfig.Duration `json:"max_age,omitempty"`
+	Fsync         bool                 `json:"fsync,omitempty"`
+	// Group shares the files with the directory's group: the
+	// application's other instances, which run as uids of their own.
+	Group bool `json:"group,omitempty"`
+	// DirFD, when 3 or more, is the directory inherited open: a cachelet
+	// running as a uid of its own cannot walk the agent's private
+	// directories to Dir, and reaches it through /proc/self/fd instead.
+	DirFD int `json:"dir_fd,omitempty"`
 }
 
 // Store is the store's endpoint and credentials.
@@ -285,7 +306,7 @@ type Ready struct {
 // since it started (the counters only grow) and its cache's occupancy now.
 type Stats struct {
 	// Reads by how they were served: local_hit, local_miss, remote_hit,
-	// remote_miss, pass_through.
+	// remote_miss, pass_through, disk_hit.
 	Reads map[string]ReadCount `json:"reads"`
 	// Writes counts objects written by the cachelet's clients.
 	Writes       int64 `json:"writes"`

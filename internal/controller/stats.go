@@ -150,7 +150,7 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 			Help:    "api.Invocation latency as callers see it (queueing and cold starts included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, []string{"app", "function"}),
 		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_invocation_read_bytes_total",
-			Help: "Bytes functions read through their cachelet, by access type (local_hit, local_miss, remote_hit, remote_miss, pass_through)."},
+			Help: "Bytes functions read through their cachelet, by access type (local_hit, local_miss, remote_hit, remote_miss, pass_through, disk_hit)."},
 			[]string{"app", "function", "access"}),
 		coldStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_instance_starts_total",
 			Help: "Instances started (cold starts), by result."}, []string{"app", "result"}),

@@ -38,7 +38,7 @@ func (in *Instance) Stats() control.Stats {
 		Reads: map[string]control.ReadCount{
 			"local_hit": control.ReadCount(r.LocalHit), "local_miss": control.ReadCount(r.LocalMiss),
 			"remote_hit": control.ReadCount(r.RemoteHit), "remote_miss": control.ReadCount(r.RemoteMiss),
-			"pass_through": control.ReadCount(r.PassThrough),
+			"pass_through": control.ReadCount(r.PassThrough), "disk_hit": control.ReadCount(r.DiskHit),
 		},
 		Writes: c.Writes, CacheBytes: c.CacheBytes, CacheObjects: c.CacheObjects,
 		BudgetBytes: c.BudgetBytes, EvictedAgain: c.EvictedAgain,

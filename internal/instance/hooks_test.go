@@ -167,7 +167,7 @@ func TestStatsShape(t *testing.T) {
 	var doc map[string]any
 	getJSON(t, in.StatsURL(), &doc)
 	reads, _ := doc["reads"].(map[string]any)
-	for _, k := range []string{"local_hit", "local_miss", "remote_hit", "remote_miss", "pass_through"} {
+	for _, k := range []string{"local_hit", "local_miss", "remote_hit", "remote_miss", "pass_through", "disk_hit"} {
 		r, ok := reads[k].(map[string]any)
 		if !ok || r["count"] != 0.0 || r["bytes"] != 0.0 {
 			t.Errorf("reads.%s = %v", k, reads[k])

@@ -38,6 +38,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/cluster"
 	"github.com/hoard-io/hoard/internal/control"
+	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/notify"
@@ -80,6 +81,11 @@ type Config struct {
 	// an overhead, a zero ResidentBase is this process's file-backed
 	// resident memory (its binary's pages) at Validate.
 	Cachelet cachelet.Config
+	// Disk is the node's disk tier for this application (package
+	// disktier): with a Dir, objects evicted from memory are kept there
+	// and read back on a miss; Logger and Registerer are the instance's.
+	// Default (no Dir): memory only.
+	Disk disktier.Config
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
 	Domains []string
@@ -278,6 +284,7 @@ type Instance struct {
 	metAddr  string
 	reg      *prometheus.Registry
 	notifier *notify.Notifier // nil without Config.NotifyURL
+	disk     *disktier.Tier   // nil without Config.Disk.Dir
 
 	// Set with Config.Registry only.
 	member   *cluster.Member
@@ -312,6 +319,7 @@ type starting struct {
 	cl     *cachelet.Cachelet
 	st     *s3store.Store
 	nt     *notify.Notifier
+	disk   *disktier.Tier
 }
 
 func (s *starting) release() {
@@ -328,6 +336,9 @@ func (s *starting) release() {
 	}
 	if s.cl != nil {
 		_ = s.cl.Close()
+	}
+	if s.disk != nil {
+		_ = s.disk.Close()
 	}
 	if s.st != nil {
 		s.st.Close()
@@ -459,6 +470,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		cfg.Cachelet.Bandwidth = nil // one cachelet has no one to split with
 	}
 
+	if cfg.Disk.Dir != "" {
+		dcfg := cfg.Disk
+		dcfg.Logger, dcfg.Registerer, dcfg.Clock = log.With("component", "disk"), reg, cfg.Cachelet.Clock
+		if in.disk, err = disktier.New(dcfg); err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		s.disk = in.disk
+		cfg.Cachelet.Disk = in.disk
+	}
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)
 	if err != nil {
 		return nil, err
@@ -662,6 +682,9 @@ func (in *Instance) Close(ctx context.Context) error {
 		}
 		in.serving.Wait()
 		errs = append(errs, in.cachelet.Close())
+		if in.disk != nil {
+			errs = append(errs, in.disk.Close()) // after the cachelet kept its memory there
+		}
 		if in.peers != nil {
 			in.peers.Close()
 		}

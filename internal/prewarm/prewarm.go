@@ -27,10 +27,12 @@ type Object struct {
 	Size   int64  `json:"size"`
 	// Accesses by type: local hit, remote hit, local miss, remote miss,
 	// and writes of the object as a function's output.
-	LH  int64 `json:"lh,omitempty"`
-	RH  int64 `json:"rh,omitempty"`
-	LM  int64 `json:"lm,omitempty"`
-	RM  int64 `json:"rm,omitempty"`
+	LH int64 `json:"lh,omitempty"`
+	RH int64 `json:"rh,omitempty"`
+	LM int64 `json:"lm,omitempty"`
+	RM int64 `json:"rm,omitempty"`
+	// DH counts reads served from the node's disk tier.
+	DH  int64 `json:"dh,omitempty"`
 	Out int64 `json:"out,omitempty"`
 	// MeanGapMS is the mean time between reads, in milliseconds (0 with
 	// fewer than two reads).
@@ -39,12 +41,12 @@ type Object struct {
 }
 
 // Reads counts the object's reads of every type.
-func (o *Object) Reads() int64 { return o.LH + o.RH + o.LM + o.RM }
+func (o *Object) Reads() int64 { return o.LH + o.RH + o.LM + o.RM + o.DH }
 
-// HitRate is the share of reads that were hits (local or remote).
+// HitRate is the share of reads that were hits (local, remote or disk).
 func (o *Object) HitRate() float64 {
 	if r := o.Reads(); r > 0 {
-		return float64(o.LH+o.RH) / float64(r)
+		return float64(o.LH+o.RH+o.DH) / float64(r)
 	}
 	return 0
 }
@@ -152,6 +154,7 @@ func Merge(records []Record, now time.Time, window time.Duration) []Object {
 			a.o.RH += o.RH
 			a.o.LM += o.LM
 			a.o.RM += o.RM
+			a.o.DH += o.DH
 			a.o.Out += o.Out
 			if o.MeanGapMS > 0 && o.Reads() > 1 {
 				a.gapSum += o.MeanGapMS * float64(o.Reads()-1)

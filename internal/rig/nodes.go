@@ -60,6 +60,9 @@ type NodesConfig struct {
 	// which starts its cachelets from the same binary); default the
 	// running executable.
 	HoardBin string
+	// DiskBudget, when positive, gives each application a disk tier of
+	// this many bytes on every node (agent.Config.DiskBudget).
+	DiskBudget int64
 	// MinIOBin is the store's binary; default localstore.FindBinary.
 	MinIOBin string
 	// ControllerListener, when set, also serves the controller's API
@@ -370,6 +373,9 @@ func (n *Nodes) startAgent(ctx context.Context, cfg NodesConfig, admin *etcdauth
 		// Agents on one machine never share a uid.
 		"--sandbox-uid-base", strconv.Itoa(uidBase), "--sandbox-uid-count", strconv.Itoa(uidCount))
 	a.cmd.Args = append(a.cmd.Args, tlsArgs...)
+	if cfg.DiskBudget > 0 {
+		a.cmd.Args = append(a.cmd.Args, "--disk-budget", strconv.FormatInt(cfg.DiskBudget, 10))
+	}
 	a.cmd.Env = append(os.Environ(), cfg.AgentEnv...)
 	a.cmd.Stdout, a.cmd.Stderr = lf, lf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

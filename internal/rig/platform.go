@@ -61,6 +61,10 @@ type Config struct {
 	// instances run as (agent.Config); default agent's defaults. Agents
 	// sharing a machine need ranges of their own (agent.NodeUIDs).
 	SandboxUIDBase, SandboxUIDCount int
+	// DiskBudget, when positive, gives each application a disk tier of
+	// this many bytes on the node (agent.Config.DiskBudget). Default 0:
+	// memory only.
+	DiskBudget int64
 	// LogDir is where the agent writes each instance's log (its
 	// cachelet's and its worker's output); default Dir/agent/logs.
 	LogDir string
@@ -261,6 +265,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
+			DiskBudget: cfg.DiskBudget,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/control"
+	"github.com/hoard-io/hoard/internal/disktier"
+	"github.com/hoard-io/hoard/internal/instance"
+)
+
+// diskFlags are `hoard serve`'s disk tier settings (package disktier),
+// defaulting to what a configuration document says (the agent's per-node
+// setting).
+type diskFlags struct {
+	dir              string
+	budget, minSize  byteSize
+	maxAge, interval time.Duration
+	fsync            bool
+	group            bool // the document's: shared with the directory's group
+}
+
+func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
+	if def == nil {
+		def = &control.Disk{}
+	}
+	d.budget, d.minSize = byteSize(def.Budget), byteSize(def.MinObjectSize)
+	d.group = def.Group
+	dir := def.Dir
+	if def.DirFD >= 3 {
+		// Inherited open (a jailed cachelet: the path is not walkable).
+		dir = fmt.Sprintf("/proc/self/fd/%d", def.DirFD)
+	}
+	fs.StringVar(&d.dir, "disk-dir", dir, "the application's disk tier directory on this node, shared by its instances here and kept across restarts (made 0700); empty: memory only")
+	fs.Var(&d.budget, "disk-budget", "with --disk-dir: the most bytes the disk tier's files hold (required)")
+	fs.Var(&d.minSize, "disk-min-object-size", fmt.Sprintf("with --disk-dir: the smallest object worth a file (default %dKiB)", disktier.DefaultMinObjectSize>>10))
+	fs.DurationVar(&d.maxAge, "disk-max-age", def.MaxAge.D(), "with --disk-dir: remove files unread this long (default 24h; negative: never)")
+	fs.DurationVar(&d.interval, "disk-clean-interval", 0, "with --disk-dir: how often the cleaner rescans the directory for budget and age (default 1m)")
+	fs.BoolVar(&d.fsync, "disk-fsync", def.Fsync, "with --disk-dir: fsync each file before renaming it into place (default off: a torn file fails its checksum and is a miss)")
+}
+
+// apply sets cfg's disk tier, checking the flags together.
+func (d *diskFlags) apply(cfg *instance.Config) error {
+	if d.dir == "" {
+		if d.budget != 0 {
+			return fmt.Errorf("%w: --disk-budget needs --disk-dir", errUsage)
+		}
+		return nil
+	}
+	if d.budget <= 0 {
+		return fmt.Errorf("%w: --disk-dir needs a positive --disk-budget", errUsage)
+	}
+	cfg.Disk = disktier.Config{Dir: d.dir, Budget: int64(d.budget), MinObjectSize: int64(d.minSize),
+		MaxAge: d.maxAge, CleanInterval: d.interval, Fsync: d.fsync, Group: d.group}
+	c := cfg.Disk
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
