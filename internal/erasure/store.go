@@ -1,0 +1,154 @@
+package erasure
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+)
+
+// ShardKey names one shard a cachelet holds.
+type ShardKey struct {
+	Bucket, Key, ETag string
+	Index             int
+}
+
+// Shard is one held shard: its manifest and its bytes (all stripes).
+type Shard struct {
+	Key      ShardKey
+	Manifest *Manifest
+	// Encoded is Manifest.Encode(), kept to answer with.
+	Encoded string
+	Data    []byte
+}
+
+// Store holds the shards a cachelet keeps for its application, within a
+// byte budget, evicting the least recently used. Safe for concurrent use;
+// shards handed out are never modified (a Put replaces, never writes in
+// place), so readers may use them after the Store dropped them.
+type Store struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	lru    *list.List // of *Shard, most recent first
+	byKey  map[ShardKey]*list.Element
+	// byObject finds an object's shards, whatever their version.
+	byObject map[[2]string]map[ShardKey]bool
+	evicted  int64
+}
+
+// NewStore returns an empty Store of budget bytes.
+func NewStore(budget int64) *Store {
+	return &Store{budget: budget, lru: list.New(), byKey: map[ShardKey]*list.Element{}, byObject: map[[2]string]map[ShardKey]bool{}}
+}
+
+// Put keeps a shard whose pieces verify against its manifest, evicting
+// older shards to make room. A shard larger than the budget is refused.
+// Errors: ErrCorrupt, ErrBadManifest, and ErrTooLarge.
+func (s *Store) Put(sh *Shard) error {
+	m := sh.Manifest
+	if sh.Key.Index < 0 || sh.Key.Index >= m.Shards() || sh.Key.ETag != m.ETag || int64(len(sh.Data)) != m.ShardSize() {
+		return fmt.Errorf("%w: shard %d of %d bytes", ErrBadManifest, sh.Key.Index, len(sh.Data))
+	}
+	if err := m.Verify(sh.Key.Index, 0, sh.Data); err != nil {
+		return err
+	}
+	n := int64(len(sh.Data))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > s.budget {
+		return fmt.Errorf("%w: %d bytes, budget %d", ErrTooLarge, n, s.budget)
+	}
+	s.drop(sh.Key)
+	for s.used+n > s.budget {
+		old := s.lru.Back().Value.(*Shard)
+		s.drop(old.Key)
+		s.evicted++
+	}
+	s.byKey[sh.Key] = s.lru.PushFront(sh)
+	ok := [2]string{sh.Key.Bucket, sh.Key.Key}
+	if s.byObject[ok] == nil {
+		s.byObject[ok] = map[ShardKey]bool{}
+	}
+	s.byObject[ok][sh.Key] = true
+	s.used += n
+	return nil
+}
+
+// ErrTooLarge: a shard does not fit the store's budget.
+var ErrTooLarge = fmt.Errorf("erasure: shard larger than the shard budget")
+
+func (s *Store) drop(k ShardKey) {
+	el, ok := s.byKey[k]
+	if !ok {
+		return
+	}
+	sh := s.lru.Remove(el).(*Shard)
+	delete(s.byKey, k)
+	ok2 := [2]string{k.Bucket, k.Key}
+	delete(s.byObject[ok2], k)
+	if len(s.byObject[ok2]) == 0 {
+		delete(s.byObject, ok2)
+	}
+	s.used -= int64(len(sh.Data))
+}
+
+// Get returns the shard this store holds of bucket/key at etag (the lowest
+// index when it holds several), or nil.
+func (s *Store) Get(bucket, key, etag string) *Shard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *list.Element
+	for k := range s.byObject[[2]string{bucket, key}] {
+		if k.ETag != etag {
+			continue
+		}
+		if el := s.byKey[k]; best == nil || el.Value.(*Shard).Key.Index < best.Value.(*Shard).Key.Index {
+			best = el
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	s.lru.MoveToFront(best)
+	return best.Value.(*Shard)
+}
+
+// Delete drops every shard of bucket/key whose version is not keep (all
+// of them when keep is ""), and says how many.
+func (s *Store) Delete(bucket, key, keep string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.byObject[[2]string{bucket, key}] {
+		if keep == "" || k.ETag != keep {
+			s.drop(k)
+			n++
+		}
+	}
+	return n
+}
+
+// Keys lists the shards held, least recently used first.
+func (s *Store) Keys() []ShardKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ShardKey, 0, s.lru.Len())
+	for el := s.lru.Back(); el != nil; el = el.Prev() {
+		out = append(out, el.Value.(*Shard).Key)
+	}
+	return out
+}
+
+// Stats is what a Store holds.
+type Stats struct {
+	Shards        int
+	Bytes, Budget int64
+	Evicted       int64
+}
+
+// Stats returns the current figures.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Shards: s.lru.Len(), Bytes: s.used, Budget: s.budget, Evicted: s.evicted}
+}
