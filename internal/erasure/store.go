@@ -2,7 +2,9 @@ package erasure
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 )
 
@@ -152,3 +154,50 @@ func (s *Store) Stats() Stats {
 	defer s.mu.Unlock()
 	return Stats{Shards: s.lru.Len(), Bytes: s.used, Budget: s.budget, Evicted: s.evicted}
 }
+
+// Receive reads a shard of size bytes from body and keeps it (Put): the
+// receiving side of a peer's write. manifest is the object's encoded
+// manifest. The bytes are read whole before they are checked, within the
+// store's budget (a shard larger than the budget is refused before a byte
+// is read). Errors: ErrBadManifest, ErrCorrupt, ErrTooLarge, and body's.
+func (s *Store) Receive(k ShardKey, manifest string, body io.Reader, size int64) error {
+	m, err := ParseManifest(manifest)
+	if err != nil {
+		return err
+	}
+	if k.ETag != m.ETag || size != m.ShardSize() || k.Index < 0 || k.Index >= m.Shards() {
+		return fmt.Errorf("%w: shard %d of %d bytes does not fit the manifest", ErrBadManifest, k.Index, size)
+	}
+	if size > s.Stats().Budget {
+		return fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return err
+	}
+	return s.Put(&Shard{Key: k, Manifest: m, Encoded: manifest, Data: data})
+}
+
+// Pieces returns the index, encoded manifest and pieces [first, end)
+// (end -1: to the last) of the shard held of bucket/key at etag: the
+// serving side of a peer's read. The bytes are the store's, not to be
+// modified. ErrNotHeld when there is none; ErrBadManifest when the
+// stripes are out of range.
+func (s *Store) Pieces(bucket, key, etag string, first, end int) (int, string, []byte, error) {
+	sh := s.Get(bucket, key, etag)
+	if sh == nil {
+		return 0, "", nil, ErrNotHeld
+	}
+	n := sh.Manifest.Stripes()
+	if end < 0 {
+		end = n
+	}
+	if first < 0 || first > end || end > n {
+		return 0, "", nil, fmt.Errorf("%w: stripes [%d, %d) of %d", ErrBadManifest, first, end, n)
+	}
+	c := sh.Manifest.Chunk
+	return sh.Key.Index, sh.Encoded, sh.Data[first*c : end*c], nil
+}
+
+// ErrNotHeld: the store holds no shard of that object version.
+var ErrNotHeld = errors.New("erasure: shard not held")
