@@ -105,6 +105,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cf.registerWith(fs, doc.Cache)
 	overhead := memoryOverhead(cmp.Or(doc.Cache.MemoryLimitOverhead, cacheconfig.DefaultMemoryOverhead))
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
+	var ef erasureFlags
+	ef.register(fs)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	config := configFlag(fs)
@@ -152,6 +154,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer reg.Close()
 		cfg.Registry, cfg.Secret = reg, []byte(peerSecret)
+	}
+	if err := ef.apply(&cfg); err != nil {
+		return err
 	}
 	if doc.S3ListenFD > 0 {
 		if cfg.S3Listener, err = inheritedListener(doc.S3ListenFD); err != nil {

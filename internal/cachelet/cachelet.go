@@ -117,6 +117,10 @@ type Config struct {
 	// Default nil: off.
 	Bandwidth *BandwidthConfig
 
+	// Erasure, when set, keeps large objects as erasure-coded shards
+	// over the application's cachelets (erasure.go). Default nil: off.
+	Erasure *ErasureConfig
+
 	// Optional capabilities of the application's membership and peer
 	// protocol. Each may be nil; Validate fills a nil one from Router
 	// (Members, Revision, Self) or Peers (Ranges) when that value offers
@@ -190,7 +194,17 @@ func (c *Config) Validate() error {
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
 		return errors.New("cachelet: Router and Peers go together")
 	}
-	return c.Cache.Validate()
+	if err := c.Cache.Validate(); err != nil {
+		return err
+	}
+	if c.Erasure != nil {
+		ec := *c.Erasure
+		if err := ec.validate(c); err != nil {
+			return err
+		}
+		c.Erasure = &ec
+	}
+	return nil
 }
 
 // Outcome classifies how a read was served.
@@ -259,6 +273,9 @@ type Cachelet struct {
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
 
+	// The erasure-coded path of large objects; nil when off (erasure.go).
+	ec *ecPath
+
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
 
@@ -298,6 +315,14 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	ccfg := cfg.Cache
+	if cfg.Erasure != nil {
+		if cfg.Erasure.Placer == nil || cfg.Erasure.Peers == nil {
+			return nil, errNoApplication
+		}
+		// The shards held for the application come out of the budget.
+		ccfg.Budget -= cfg.Erasure.Memory
+		c.ec = newECPath(c, *cfg.Erasure, reg)
+	}
 	owns := ccfg.Owns
 	if cfg.Router != nil && owns == nil {
 		owns = func(k cache.Key) bool {
@@ -373,4 +398,7 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.keys.invalidate(k)
 	c.cache.Remove(k)
+	if c.ec != nil {
+		c.ecInvalidate(k)
+	}
 }

@@ -1,0 +1,606 @@
+package cachelet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/erasure"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// The erasure-coded path of large objects [InfiniCache] (ADR 23). An
+// object of at least the threshold is kept as k+r shards on k+r distinct
+// members of the application, not whole in one cachelet's memory:
+//
+//   - fill: the key's owner, reading it from the store (a local or remote
+//     miss), streams it to its reader as a pass-through and, in the
+//     background, reads it again, codes it once and writes the shards to
+//     their holders in parallel (one fill at a time per cachelet);
+//   - read: a cachelet that knows the key is large checks the version
+//     with the store, asks all k+r holders for the stripes covering the
+//     range, decodes from the first k that arrive whole and verified, and
+//     cancels the rest; fewer than k is a miss served by the ordinary path
+//     (the owner or the store), which fills the shards again;
+//   - write: Invalidate (called by every write) drops the key's shards on
+//     their holders; the shards are keyed by the store's ETag, so a
+//     version the store no longer has is never read back in any case.
+//
+// The one hook in the read path is in Get (ecGet) and fetch (ecFill).
+
+// ErasureHit: a read decoded from shards held by the application's
+// cachelets.
+const ErasureHit Outcome = "erasure_hit"
+
+// ShardPeers is the client side of the shard operations (peer.Client).
+type ShardPeers interface {
+	ShardPut(ctx context.Context, addr, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error
+	ShardGet(ctx context.Context, addr, bucket, key, etag string, first, end int) (*peer.Shard, error)
+	ShardDelete(ctx context.Context, addr, bucket, key, keep string) error
+}
+
+// ShardPlacer places shards on the application's members (cluster.Member).
+type ShardPlacer interface {
+	// Place returns the peer addresses of the n members holding shards
+	// 0..n-1 of bucket/key, nil when there are fewer than n members.
+	Place(bucket, key string, n int) []string
+	PeerAddresser
+}
+
+// ErasureConfig turns the erasure-coded path on.
+type ErasureConfig struct {
+	// Coding: k, r, threshold, chunk (erasure.Config's defaults).
+	erasure.Config `yaml:",inline"`
+	// Memory is the byte budget of the shards this cachelet holds for
+	// the application, taken out of Cache.Budget when the cachelet
+	// starts. Default a quarter of Cache.Budget.
+	Memory int64 `yaml:"memory"`
+	// Window is how many stripes one round of shard requests fetches
+	// (the most a read holds decoded at once). Default 4.
+	Window int `yaml:"window"`
+	// Timeout bounds one round of shard requests, and each shard write
+	// of a fill. Default 30 s.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// Placer and Peers: default from Router and Peers (cluster.Member,
+	// peer.Client).
+	Placer ShardPlacer  `yaml:"-"`
+	Peers  ShardPeers   `yaml:"-"`
+	Logger *slog.Logger `yaml:"-"`
+}
+
+func (c *ErasureConfig) validate(cfg *Config) error {
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	if c.Memory < 0 || c.Window < 0 || c.Timeout < 0 {
+		return errors.New("cachelet: erasure memory, window and timeout must not be negative")
+	}
+	if c.Memory == 0 {
+		c.Memory = cfg.Cache.Budget / 4
+	}
+	if c.Memory >= cfg.Cache.Budget {
+		return fmt.Errorf("cachelet: erasure memory %d must be below the cache budget %d", c.Memory, cfg.Cache.Budget)
+	}
+	if c.Window == 0 {
+		c.Window = 4
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.Placer == nil {
+		c.Placer, _ = cfg.Router.(ShardPlacer)
+	}
+	if c.Peers == nil {
+		c.Peers, _ = cfg.Peers.(ShardPeers)
+	}
+	return nil
+}
+
+// errNoApplication: erasure coding without the members to hold shards.
+var errNoApplication = errors.New("cachelet: erasure coding needs an application (a membership that places shards, and the peer protocol)")
+
+// ecPath is a cachelet's erasure-coded path; nil when off.
+type ecPath struct {
+	cfg    ErasureConfig
+	c      *Cachelet
+	shards *erasure.Store
+
+	mu      sync.Mutex
+	large   map[cache.Key]struct{} // keys seen at or above the threshold
+	filling map[cache.Key]bool
+	fillSem chan struct{} // one fill at a time
+
+	reads, fills    *prometheus.CounterVec
+	shardsFetched   *prometheus.CounterVec
+	deletes, stored prometheus.Counter
+}
+
+// maxLargeKeys bounds the set of keys known to be large.
+const maxLargeKeys = 100000
+
+func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]struct{}{},
+		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1)}
+	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
+		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it)."}, []string{"result"})
+	e.fills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_fills_total",
+		Help: "Objects coded into shards and written to their holders, by result: full (all k+r written), degraded (at least k), failed."}, []string{"result"})
+	e.shardsFetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_shard_requests_total",
+		Help: "Shard requests of reads by result: used, late (cancelled once k had arrived), missing, corrupt (did not verify)."}, []string{"result"})
+	e.deletes = prometheus.NewCounter(prometheus.CounterOpts{Name: "hoard_erasure_invalidations_total",
+		Help: "Writes that dropped the shard sets of a large object's older versions."})
+	e.stored = prometheus.NewCounter(prometheus.CounterOpts{Name: "hoard_erasure_shards_received_total",
+		Help: "Shards this cachelet accepted from its peers (verified)."})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_held_bytes",
+		Help: "Bytes of shards this cachelet holds for its application."}, func() float64 { return float64(e.shards.Stats().Bytes) })
+	if reg != nil {
+		reg.MustRegister(e.reads, e.fills, e.shardsFetched, e.deletes, e.stored, held)
+	}
+	return e
+}
+
+func (e *ecPath) knows(k cache.Key) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.large[k]
+	return ok
+}
+
+// saw notes the size of k as a read found it.
+func (e *ecPath) saw(k cache.Key, size int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.cfg.Applies(size) {
+		delete(e.large, k)
+		return
+	}
+	if len(e.large) >= maxLargeKeys {
+		for old := range e.large { // drop any one: a forgotten key is read the ordinary way
+			delete(e.large, old)
+			break
+		}
+	}
+	e.large[k] = struct{}{}
+}
+
+// ecGet serves a read of a key known to be large from its shards. ok
+// false: not served here (not large, not enough members, fewer than k
+// shards), the ordinary path serves it.
+func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange, start time.Time) (_ *Object, ok bool, _ error) {
+	e := c.ec
+	if !e.knows(k) {
+		return nil, false, nil
+	}
+	info, err := c.store.Stat(ctx, k.Bucket, k.Object) // the version check
+	if err != nil {
+		return nil, false, nil // the ordinary path gives the store's answer
+	}
+	if !e.cfg.Applies(info.Size) {
+		e.saw(k, info.Size)
+		return nil, false, nil
+	}
+	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
+	if addrs == nil {
+		return nil, false, nil
+	}
+	obj := &Object{Info: info, Outcome: ErasureHit}
+	off, n := int64(0), info.Size
+	if rng != nil {
+		r, err := ResolveRange(*rng, info.Size)
+		if err != nil {
+			return nil, true, err
+		}
+		obj.Range = &r
+		off, n = r.Start, r.End-r.Start+1
+	}
+	rd := &ecReader{e: e, ctx: context.WithoutCancel(ctx), k: k, info: info, addrs: addrs, off: off, left: n}
+	if err := rd.next(ctx); err != nil {
+		e.reads.WithLabelValues("miss").Inc()
+		c.log.Debug("erasure read missed", "bucket", k.Bucket, "key", k.Object, "err", err)
+		return nil, false, nil
+	}
+	e.reads.WithLabelValues("hit").Inc()
+	c.access.read(k, info.ETag, info.Size, ErasureHit, start)
+	obj.Body = c.m.track(rd, ErasureHit, start)
+	return obj, true, nil
+}
+
+// ecReader streams a range of a sharded object, a window of stripes at a
+// time. A window that cannot be decoded fails the read mid-body: the
+// client sees a short body, never wrong bytes.
+type ecReader struct {
+	e     *ecPath
+	ctx   context.Context
+	k     cache.Key
+	info  store.ObjectInfo
+	addrs []string
+	// manifest is the encoded manifest of the first window: every later
+	// window must decode from the same.
+	manifest  string
+	off, left int64 // the next byte of the object to return, and how many remain
+	buf       []byte
+}
+
+func (r *ecReader) Read(p []byte) (int, error) {
+	if len(r.buf) == 0 {
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		if err := r.next(r.ctx); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func (r *ecReader) Close() error { r.buf, r.left = nil, 0; return nil }
+
+// next fetches and decodes the window holding byte r.off.
+func (r *ecReader) next(ctx context.Context) error {
+	e := r.e
+	m := erasure.NewManifest(e.cfg.Config, r.info.ETag, r.info.Size) // the layout; sums from the holders
+	first, end := m.Covering(r.off, r.left)
+	end = min(end, first+e.cfg.Window)
+	got, err := e.fetchWindow(ctx, r.k, r.info, r.addrs, first, end, r.manifest)
+	if err != nil {
+		return err
+	}
+	r.manifest = got.encoded
+	cd, err := erasure.NewCoder(got.m)
+	if err != nil {
+		return err
+	}
+	out := make([]byte, 0, int64(end-first)*got.m.StripeSize())
+	for s := first; s < end; s++ {
+		pieces := make([][]byte, got.m.Shards())
+		for i, b := range got.pieces {
+			if b != nil {
+				j := (s - first) * got.m.Chunk
+				pieces[i] = b[j : j+got.m.Chunk : j+got.m.Chunk]
+			}
+		}
+		if out, err = cd.Decode(out, s, pieces); err != nil {
+			return err
+		}
+	}
+	lo := r.off - int64(first)*got.m.StripeSize()
+	n := min(int64(len(out))-lo, r.left)
+	r.buf = out[lo : lo+n]
+	r.off += n
+	r.left -= n
+	return nil
+}
+
+// window is what fetchWindow gathered: the manifest and, per shard, its
+// pieces of the window (nil where missing).
+type window struct {
+	m       *erasure.Manifest
+	encoded string
+	pieces  [][]byte
+}
+
+type shardReply struct {
+	index    int
+	manifest string
+	data     []byte
+	err      error
+}
+
+// fetchWindow asks every holder for stripes [first, end) of its shard and
+// returns once k shards with the same manifest (want, when set) arrived
+// verified; the requests still running are cancelled (first-k).
+// erasure.ErrTooFewShards when fewer than k could be had.
+func (e *ecPath) fetchWindow(ctx context.Context, k cache.Key, info store.ObjectInfo, addrs []string, first, end int, want string) (*window, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	replies := make(chan shardReply, len(addrs))
+	self := e.cfg.Placer.PeerAddr()
+	for _, addr := range addrs {
+		go func() { replies <- e.fetchShard(ctx, addr == self, addr, k, info, first, end) }()
+	}
+	groups := map[string]*window{}
+	counts := map[string]int{}
+	for got := 1; got <= len(addrs); got++ {
+		rep := <-replies
+		if rep.err != nil {
+			label := "missing"
+			if errors.Is(rep.err, erasure.ErrCorrupt) || errors.Is(rep.err, erasure.ErrBadManifest) {
+				label = "corrupt"
+				e.c.log.Warn("shard did not verify", "bucket", k.Bucket, "key", k.Object, "err", rep.err)
+			}
+			e.shardsFetched.WithLabelValues(label).Inc()
+			continue
+		}
+		if want != "" && rep.manifest != want {
+			e.shardsFetched.WithLabelValues("corrupt").Inc()
+			continue
+		}
+		w := groups[rep.manifest]
+		if w == nil {
+			m, _ := erasure.ParseManifest(rep.manifest) // parsed once already
+			w = &window{m: m, encoded: rep.manifest, pieces: make([][]byte, m.Shards())}
+			groups[rep.manifest] = w
+		}
+		if w.pieces[rep.index] != nil {
+			continue
+		}
+		w.pieces[rep.index] = rep.data
+		counts[rep.manifest]++
+		e.shardsFetched.WithLabelValues("used").Inc()
+		if counts[rep.manifest] == w.m.Data {
+			cancel()
+			// The rest are late: counted as they come back, off this path.
+			go func(n int) {
+				for range n {
+					<-replies
+					e.shardsFetched.WithLabelValues("late").Inc()
+				}
+			}(len(addrs) - got)
+			return w, nil
+		}
+	}
+	return nil, erasure.ErrTooFewShards
+}
+
+// fetchShard reads stripes [first, end) of the shard a holder keeps of
+// k at info's version and verifies them against the holder's manifest,
+// which must describe info's version.
+func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cache.Key, info store.ObjectInfo, first, end int) shardReply {
+	var rep shardReply
+	if local {
+		var data []byte
+		rep.index, rep.manifest, data, rep.err = e.shards.Pieces(k.Bucket, k.Object, info.ETag, first, end)
+		rep.data = data
+	} else {
+		sh, err := e.cfg.Peers.ShardGet(ctx, addr, k.Bucket, k.Object, info.ETag, first, end)
+		if err != nil {
+			return shardReply{err: err}
+		}
+		defer sh.Body.Close()
+		if sh.Size > int64(end-first)*int64(e.cfg.ChunkSize) {
+			return shardReply{err: fmt.Errorf("%w: %d bytes for %d stripes", erasure.ErrBadManifest, sh.Size, end-first)}
+		}
+		rep.index, rep.manifest = sh.Index, sh.Manifest
+		rep.data = make([]byte, sh.Size)
+		if _, err := io.ReadFull(sh.Body, rep.data); err != nil {
+			return shardReply{err: err}
+		}
+	}
+	if rep.err != nil {
+		return rep
+	}
+	m, err := erasure.ParseManifest(rep.manifest)
+	switch {
+	case err != nil:
+		return shardReply{err: err}
+	case m.ETag != info.ETag || m.Size != info.Size || m.Data != e.cfg.DataShards || m.Parity != e.cfg.ParityShards:
+		return shardReply{err: fmt.Errorf("%w: the holder's manifest describes another object", erasure.ErrBadManifest)}
+	}
+	if err := m.Verify(rep.index, first, rep.data); err != nil {
+		return shardReply{err: err}
+	}
+	if len(rep.data) != (end-first)*m.Chunk {
+		return shardReply{err: fmt.Errorf("%w: short shard", erasure.ErrBadManifest)}
+	}
+	return rep
+}
+
+// ecSharded notes k's size and says whether it is an object the
+// application keeps as shards (large enough, and enough members).
+func (c *Cachelet) ecSharded(k cache.Key, info store.ObjectInfo) bool {
+	e := c.ec
+	e.saw(k, info.Size)
+	return e.cfg.Applies(info.Size) && e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
+}
+
+// ecFill starts coding k into shards in the background when info says it
+// is large and the application has enough members: the caller streams the
+// object it holds through. It reports whether it took the object.
+func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
+	e := c.ec
+	if !c.ecSharded(k, info) {
+		return false
+	}
+	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
+	e.mu.Lock()
+	if e.filling[k] {
+		e.mu.Unlock()
+		return true
+	}
+	select {
+	case e.fillSem <- struct{}{}:
+	default:
+		e.mu.Unlock()
+		return true // another fill runs: this one waits for a later read
+	}
+	e.filling[k] = true
+	e.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.filling, k)
+			e.mu.Unlock()
+			<-e.fillSem
+		}()
+		ctx, cancel := c.fillContext(context.Background())
+		defer cancel()
+		written, err := e.fill(ctx, k, info, addrs)
+		switch {
+		case err != nil || written < e.cfg.DataShards:
+			e.fills.WithLabelValues("failed").Inc()
+			c.log.Warn("erasure fill failed", "bucket", k.Bucket, "key", k.Object, "written", written, "err", err)
+		case written < len(addrs):
+			e.fills.WithLabelValues("degraded").Inc()
+		default:
+			e.fills.WithLabelValues("full").Inc()
+		}
+	}()
+	return true
+}
+
+// fill reads info's version of k from the store, codes it and writes the
+// shards to addrs in parallel; it returns how many were written.
+func (e *ecPath) fill(ctx context.Context, k cache.Key, info store.ObjectInfo, addrs []string) (int, error) {
+	body, _, _, err := e.c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{IfMatch: info.ETag})
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	m := erasure.NewManifest(e.cfg.Config, info.ETag, info.Size)
+	cd, err := erasure.NewCoder(m)
+	if err != nil {
+		return 0, err
+	}
+	shards := make([][]byte, m.Shards())
+	for i := range shards {
+		shards[i] = make([]byte, 0, m.ShardSize())
+	}
+	stripe := make([]byte, m.StripeSize())
+	left := info.Size
+	for s := range m.Stripes() {
+		n := min(left, m.StripeSize())
+		if _, err := io.ReadFull(body, stripe[:n]); err != nil {
+			return 0, fmt.Errorf("reading the object: %w", err)
+		}
+		left -= n
+		pieces, err := cd.Encode(s, stripe[:n])
+		if err != nil {
+			return 0, err
+		}
+		for i, p := range pieces {
+			shards[i] = append(shards[i], p...)
+		}
+	}
+	return e.distribute(ctx, k, m, shards, addrs), nil
+}
+
+// distribute writes shards[i] to addrs[i] (nil shards skipped), in
+// parallel, and returns how many were written.
+func (e *ecPath) distribute(ctx context.Context, k cache.Key, m *erasure.Manifest, shards [][]byte, addrs []string) int {
+	enc := m.Encode()
+	self := e.cfg.Placer.PeerAddr()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := 0
+	for i, addr := range addrs {
+		if shards[i] == nil {
+			continue
+		}
+		wg.Go(func() {
+			var err error
+			if addr == self {
+				err = e.shards.Put(&erasure.Shard{Key: erasure.ShardKey{Bucket: k.Bucket, Key: k.Object, ETag: m.ETag, Index: i},
+					Manifest: m, Encoded: enc, Data: shards[i]})
+			} else {
+				sctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+				err = e.cfg.Peers.ShardPut(sctx, addr, k.Bucket, k.Object, m.ETag, i, enc, bytes.NewReader(shards[i]), int64(len(shards[i])))
+				cancel()
+			}
+			if err != nil {
+				e.c.log.Debug("shard write failed", "bucket", k.Bucket, "key", k.Object, "shard", i, "holder", addr, "err", err)
+				return
+			}
+			mu.Lock()
+			written++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return written
+}
+
+// ecInvalidate drops the shard sets of k on their holders, in the
+// background (bounded by the timeout): a write changed the object.
+func (c *Cachelet) ecInvalidate(k cache.Key) {
+	e := c.ec
+	e.mu.Lock()
+	_, known := e.large[k]
+	delete(e.large, k)
+	e.mu.Unlock()
+	e.shards.Delete(k.Bucket, k.Object, "")
+	if !known {
+		return
+	}
+	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
+	self := e.cfg.Placer.PeerAddr()
+	e.deletes.Inc()
+	for _, addr := range addrs {
+		if addr == self {
+			continue
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(c.stopped, e.cfg.Timeout)
+			defer cancel()
+			if err := e.cfg.Peers.ShardDelete(ctx, addr, k.Bucket, k.Object, ""); err != nil {
+				c.log.Debug("shard delete failed", "bucket", k.Bucket, "key", k.Object, "holder", addr, "err", err)
+			}
+		}()
+	}
+}
+
+// The holder's side (peer.ShardHolder).
+
+// PeerShardPut keeps a shard a peer sends, once verified.
+func (c *Cachelet) PeerShardPut(_ context.Context, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+	if c.ec == nil {
+		return fmt.Errorf("%w: erasure coding is off here", peer.ErrBadRequest)
+	}
+	err := c.ec.shards.Receive(erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}, manifest, body, size)
+	switch {
+	case errors.Is(err, erasure.ErrCorrupt), errors.Is(err, erasure.ErrBadManifest):
+		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
+		return fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
+	case errors.Is(err, erasure.ErrTooLarge):
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	case err == nil:
+		c.ec.stored.Inc()
+	}
+	return err
+}
+
+// PeerShard serves the pieces of a shard this cachelet holds.
+func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first, end int) (int, string, []byte, error) {
+	if c.ec == nil {
+		return 0, "", nil, store.ErrNoSuchKey
+	}
+	i, m, b, err := c.ec.shards.Pieces(bucket, key, etag, first, end)
+	switch {
+	case errors.Is(err, erasure.ErrNotHeld):
+		err = store.ErrNoSuchKey
+	case errors.Is(err, erasure.ErrBadManifest):
+		err = fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
+	}
+	return i, m, b, err
+}
+
+// PeerShardDelete drops the shards of bucket/key but version keep.
+func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, keep string) {
+	if c.ec != nil {
+		c.ec.shards.Delete(bucket, key, keep)
+	}
+}
+
+// ErasureStats is what the erasure path holds (nil when off).
+func (c *Cachelet) ErasureStats() *erasure.Stats {
+	if c.ec == nil {
+		return nil
+	}
+	s := c.ec.shards.Stats()
+	return &s
+}
