@@ -360,6 +360,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
 	}
+	if c.ec != nil {
+		c.wg.Add(1)
+		go c.ec.rebuildLoop()
+	}
 	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the
 		// members that owned them: it hands off like any ring change.

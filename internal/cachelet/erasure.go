@@ -71,6 +71,13 @@ type ErasureConfig struct {
 	// of a fill. Default 30 s.
 	Timeout time.Duration `yaml:"timeout"`
 
+	// RebuildRate bounds the bytes a second this cachelet sends when it
+	// rebuilds shards after a membership change. Default 64 MiB/s.
+	RebuildRate int64 `yaml:"rebuild_rate"`
+	// RebuildDelay is how long a rebuild waits after a membership change,
+	// so that members lost together are rebuilt in one pass. Default 1 s.
+	RebuildDelay time.Duration `yaml:"rebuild_delay"`
+
 	// Placer and Peers: default from Router and Peers (cluster.Member,
 	// peer.Client).
 	Placer ShardPlacer  `yaml:"-"`
@@ -82,8 +89,14 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if err := c.Config.Validate(); err != nil {
 		return err
 	}
-	if c.Memory < 0 || c.Window < 0 || c.Timeout < 0 {
-		return errors.New("cachelet: erasure memory, window and timeout must not be negative")
+	if c.Memory < 0 || c.Window < 0 || c.Timeout < 0 || c.RebuildRate < 0 || c.RebuildDelay < 0 {
+		return errors.New("cachelet: erasure memory, window, timeout and rebuild settings must not be negative")
+	}
+	if c.RebuildRate == 0 {
+		c.RebuildRate = 64 << 20
+	}
+	if c.RebuildDelay == 0 {
+		c.RebuildDelay = time.Second
 	}
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
@@ -106,6 +119,11 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	return nil
 }
 
+// rebuildTime is how long sending n bytes takes at RebuildRate.
+func (c *ErasureConfig) rebuildTime(n int64) time.Duration {
+	return time.Duration(float64(n) / float64(c.RebuildRate) * float64(time.Second))
+}
+
 // errNoApplication: erasure coding without the members to hold shards.
 var errNoApplication = errors.New("cachelet: erasure coding needs an application (a membership that places shards, and the peer protocol)")
 
@@ -119,6 +137,13 @@ type ecPath struct {
 	large   map[cache.Key]struct{} // keys seen at or above the threshold
 	filling map[cache.Key]bool
 	fillSem chan struct{} // one fill at a time
+	// fillMax bounds the coded bytes of an object sharded: a fill and a
+	// rebuild hold them (the cache budget).
+	fillMax int64
+	kick    chan struct{} // a rebuild pass is due
+
+	rebuilds     *prometheus.CounterVec
+	rebuiltBytes prometheus.Counter
 
 	reads, fills    *prometheus.CounterVec
 	shardsFetched   *prometheus.CounterVec
@@ -130,7 +155,8 @@ const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
 	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]struct{}{},
-		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1)}
+		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
+	e.rebuildMetrics(reg)
 	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
 		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it)."}, []string{"result"})
 	e.fills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_fills_total",
@@ -402,7 +428,15 @@ func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cach
 func (c *Cachelet) ecSharded(k cache.Key, info store.ObjectInfo) bool {
 	e := c.ec
 	e.saw(k, info.Size)
-	return e.cfg.Applies(info.Size) && e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
+	return e.cfg.Applies(info.Size) && e.coded(info.Size) <= e.fillMax &&
+		e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
+}
+
+// coded is the bytes of all the shards of an object of size bytes.
+func (e *ecPath) coded(size int64) int64 {
+	chunk := int64(e.cfg.ChunkFor(size))
+	stripe := chunk * int64(e.cfg.DataShards)
+	return (size + stripe - 1) / stripe * chunk * int64(e.cfg.Shards())
 }
 
 // ecFill starts coding k into shards in the background when info says it

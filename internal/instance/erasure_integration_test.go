@@ -5,16 +5,17 @@ package instance_test
 // The erasure-coded path with real processes: eight `hoard serve`
 // cachelets of one application (RS(3+2) over 1 MiB objects and up), MinIO
 // as the store, an embedded etcd. A large object is sharded over five of
-// them; a read with two holders killed decodes from the other three; with
-// a third killed it is a miss served from the store; the bytes are right
-// every time.
+// them; a read with two holders killed decodes from the other three; once
+// they left the ring, their shards are rebuilt onto the two new members of
+// the placement, which then serve reads when two more holders are killed;
+// with a third killed it is a miss served from the store; the bytes are
+// right every time.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -94,9 +95,18 @@ func TestErasureCodedObject(t *testing.T) {
 		byID[p.id] = p
 	}
 	holders := erasure.Place(r, nil, bucket, key, 5)
-	var reader *hoardProc // a cachelet holding no shard: every shard comes over the network
+	// Once the first two holders are gone, the placement on the six left.
+	r6, err := r.Without(holders[0])
+	if err == nil {
+		r6, err = r6.Without(holders[1])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders6 := erasure.Place(r6, nil, bucket, key, 5)
+	var reader *hoardProc // a cachelet holding no shard, before or after: every shard comes over the network
 	for _, p := range procs {
-		if !slices.Contains(holders, p.id) {
+		if !slices.Contains(holders, p.id) && !slices.Contains(holders6, p.id) {
 			reader = p
 			break
 		}
@@ -172,12 +182,55 @@ func TestErasureCodedObject(t *testing.T) {
 	if hits() != 3 || misses() != 0 {
 		t.Fatalf("with two holders killed: hits %v misses %v, want 3 and 0", hits(), misses())
 	}
-	// A third: two shards cannot be decoded; the store serves the read.
-	byID[holders[2]].signal(t, syscall.SIGKILL)
-	<-byID[holders[2]].exited
-	read("read with three holders killed")
-	if hits() != 3 || misses() != 1 {
-		t.Fatalf("with three holders killed: hits %v misses %v, want 3 and 1", hits(), misses())
+
+	// The two leave the ring (lease expiry): the first of the new
+	// placement holding a shard rebuilds the two missing ones onto the
+	// two members that hold none.
+	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return len(got) == n-2 }); !ok {
+		t.Fatal("the killed holders never left the ring")
 	}
-	t.Logf("reader %s, holders %v: %s", reader.id, holders, fmt.Sprint(reader.sample(t, `hoard_erasure_shard_requests_total{result="used"}`)))
+	rebuilt := func() float64 {
+		var sum float64
+		for _, id := range holders6 {
+			sum += byID[id].sample(t, `hoard_erasure_rebuilds_total{result="rebuilt"}`)
+		}
+		return sum
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for rebuilt() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("shards rebuilt: %v, want 2", rebuilt())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var survivors, fresh []string // holders of original shards, and of rebuilt ones
+	for _, id := range holders6 {
+		if byID[id].sample(t, "hoard_erasure_held_bytes") == 0 {
+			t.Fatalf("%s of the new placement %v holds no shard after the rebuild", id, holders6)
+		}
+		if slices.Contains(holders, id) {
+			survivors = append(survivors, id)
+		} else {
+			fresh = append(fresh, id)
+		}
+	}
+	// Two of the three original survivors killed: what is left to decode
+	// is one original shard and the two rebuilt ones.
+	for _, id := range survivors[:2] {
+		byID[id].signal(t, syscall.SIGKILL)
+		<-byID[id].exited
+	}
+	read("read from rebuilt shards")
+	if hits() != 4 || misses() != 0 {
+		t.Fatalf("after the rebuild, two more holders killed: hits %v misses %v, want 4 and 0", hits(), misses())
+	}
+	// A third: two shards cannot be decoded (nor rebuilt); the store
+	// serves the read.
+	byID[survivors[2]].signal(t, syscall.SIGKILL)
+	<-byID[survivors[2]].exited
+	read("read with three holders killed")
+	if hits() != 4 || misses() != 1 {
+		t.Fatalf("with three holders killed: hits %v misses %v, want 4 and 1", hits(), misses())
+	}
+	t.Logf("reader %s, holders %v, after the rebuild %v (rebuilt onto %v)", reader.id, holders, holders6, fresh)
 }
