@@ -45,7 +45,7 @@ const ErasureHit Outcome = "erasure_hit"
 type ShardPeers interface {
 	ShardPut(ctx context.Context, addr, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error
 	ShardGet(ctx context.Context, addr, bucket, key, etag string, first, end int) (*peer.Shard, error)
-	ShardDelete(ctx context.Context, addr, bucket, key, keep string) error
+	ShardDelete(ctx context.Context, addr, bucket, key, etag string) error
 }
 
 // ShardPlacer places shards on the application's members (cluster.Member).
@@ -134,7 +134,7 @@ type ecPath struct {
 	shards *erasure.Store
 
 	mu      sync.Mutex
-	large   map[cache.Key]struct{} // keys seen at or above the threshold
+	large   map[cache.Key]string // keys seen at or above the threshold: the version seen
 	filling map[cache.Key]bool
 	fillSem chan struct{} // one fill at a time
 	// fillMax bounds the coded bytes of an object sharded: a fill and a
@@ -154,7 +154,7 @@ type ecPath struct {
 const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
-	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]struct{}{},
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]string{},
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
 	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
@@ -182,11 +182,11 @@ func (e *ecPath) knows(k cache.Key) bool {
 	return ok
 }
 
-// saw notes the size of k as a read found it.
-func (e *ecPath) saw(k cache.Key, size int64) {
+// saw notes the version and size of k as a read found it.
+func (e *ecPath) saw(k cache.Key, info store.ObjectInfo) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.cfg.Applies(size) {
+	if !e.cfg.Applies(info.Size) {
 		delete(e.large, k)
 		return
 	}
@@ -196,7 +196,7 @@ func (e *ecPath) saw(k cache.Key, size int64) {
 			break
 		}
 	}
-	e.large[k] = struct{}{}
+	e.large[k] = info.ETag
 }
 
 // ecGet serves a read of a key known to be large from its shards. ok
@@ -212,7 +212,7 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 		return nil, false, nil // the ordinary path gives the store's answer
 	}
 	if !e.cfg.Applies(info.Size) {
-		e.saw(k, info.Size)
+		e.saw(k, info)
 		return nil, false, nil
 	}
 	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
@@ -427,7 +427,7 @@ func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cach
 // application keeps as shards (large enough, and enough members).
 func (c *Cachelet) ecSharded(k cache.Key, info store.ObjectInfo) bool {
 	e := c.ec
-	e.saw(k, info.Size)
+	e.saw(k, info)
 	return e.cfg.Applies(info.Size) && e.coded(info.Size) <= e.fillMax &&
 		e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
 }
@@ -562,13 +562,15 @@ func (e *ecPath) distribute(ctx context.Context, k cache.Key, m *erasure.Manifes
 func (c *Cachelet) ecInvalidate(k cache.Key) {
 	e := c.ec
 	e.mu.Lock()
-	_, known := e.large[k]
+	etag, known := e.large[k]
 	delete(e.large, k)
 	e.mu.Unlock()
-	e.shards.Delete(k.Bucket, k.Object, "")
 	if !known {
 		return
 	}
+	// Only the version last seen: a write's new version may be sharded
+	// by the time a delete arrives, and must stay.
+	e.shards.Delete(k.Bucket, k.Object, etag)
 	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
 	self := e.cfg.Placer.PeerAddr()
 	e.deletes.Inc()
@@ -581,7 +583,7 @@ func (c *Cachelet) ecInvalidate(k cache.Key) {
 			defer c.wg.Done()
 			ctx, cancel := context.WithTimeout(c.stopped, e.cfg.Timeout)
 			defer cancel()
-			if err := e.cfg.Peers.ShardDelete(ctx, addr, k.Bucket, k.Object, ""); err != nil {
+			if err := e.cfg.Peers.ShardDelete(ctx, addr, k.Bucket, k.Object, etag); err != nil {
 				c.log.Debug("shard delete failed", "bucket", k.Bucket, "key", k.Object, "holder", addr, "err", err)
 			}
 		}()
@@ -623,10 +625,10 @@ func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first,
 	return i, m, b, err
 }
 
-// PeerShardDelete drops the shards of bucket/key but version keep.
-func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, keep string) {
+// PeerShardDelete drops the shards of bucket/key at version etag ("": all).
+func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, etag string) {
 	if c.ec != nil {
-		c.ec.shards.Delete(bucket, key, keep)
+		c.ec.shards.Delete(bucket, key, etag)
 	}
 }
 

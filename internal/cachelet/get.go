@@ -84,7 +84,7 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 	}
 	e, body, info, outcome := sv.entry, sv.body, sv.objectInfo(), sv.outcome
 	if c.ec != nil {
-		c.ec.saw(k, info.Size) // the next read of a large object goes to its shards
+		c.ec.saw(k, info) // the next read of a large object goes to its shards
 	}
 	c.access.read(k, info.ETag, info.Size, outcome, start)
 	if outcome == LocalHit {

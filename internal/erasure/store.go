@@ -115,14 +115,14 @@ func (s *Store) Get(bucket, key, etag string) *Shard {
 	return best.Value.(*Shard)
 }
 
-// Delete drops every shard of bucket/key whose version is not keep (all
-// of them when keep is ""), and says how many.
-func (s *Store) Delete(bucket, key, keep string) int {
+// Delete drops the shards of bucket/key at version etag (of every version
+// when etag is ""), and says how many.
+func (s *Store) Delete(bucket, key, etag string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for k := range s.byObject[[2]string{bucket, key}] {
-		if keep == "" || k.ETag != keep {
+		if etag == "" || k.ETag == etag {
 			s.drop(k)
 			n++
 		}

@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -172,6 +173,49 @@ func TestErasureCodedObject(t *testing.T) {
 		t.Fatalf("erasure hits %v after a ranged read, want 2", hits())
 	}
 
+	// A write through the cachelets: the next read has the new bytes,
+	// the old version's shards are dropped and the new one is sharded.
+	want = make([]byte, len(want))
+	_, _ = rand.Read(want)
+	if _, err := reader.client.PutObject(ctx, bucket, key, bytes.NewReader(want), int64(len(want)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	read("read after a write")
+	fills := func() float64 {
+		var sum float64
+		for _, p := range procs {
+			sum += p.sample(t, `hoard_erasure_fills_total{result="full"}`)
+		}
+		return sum
+	}
+	// The writer shards what it wrote; the old version's shards are
+	// dropped in the background.
+	const shardBytes = 17 * 64 << 10 // 17 stripes of 64 KiB per shard
+	oneShardEach := func() (string, bool) {
+		for _, id := range holders {
+			if got := byID[id].sample(t, "hoard_erasure_held_bytes"); got != shardBytes {
+				return fmt.Sprintf("holder %s holds %v bytes of shards, want one shard (%d)", id, got, shardBytes), false
+			}
+		}
+		return "", true
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		why, ok := oneShardEach()
+		if ok && fills() >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the write (%v fills): %s\n%s", fills(), why, reader.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	read("read of the new version")
+	if hits() != 3 {
+		t.Fatalf("erasure hits %v after a read of the new version, want 3", hits())
+	}
+	m0 := misses() // reads while the new version was being sharded
+
 	// Two holders (the owner among them) killed: three shards are left,
 	// enough to decode.
 	for _, id := range holders[:2] {
@@ -179,8 +223,8 @@ func TestErasureCodedObject(t *testing.T) {
 		<-byID[id].exited
 	}
 	read("read with two holders killed")
-	if hits() != 3 || misses() != 0 {
-		t.Fatalf("with two holders killed: hits %v misses %v, want 3 and 0", hits(), misses())
+	if hits() != 4 || misses() != m0 {
+		t.Fatalf("with two holders killed: hits %v misses %v, want 4 and %v", hits(), misses(), m0)
 	}
 
 	// The two leave the ring (lease expiry): the first of the new
@@ -221,16 +265,16 @@ func TestErasureCodedObject(t *testing.T) {
 		<-byID[id].exited
 	}
 	read("read from rebuilt shards")
-	if hits() != 4 || misses() != 0 {
-		t.Fatalf("after the rebuild, two more holders killed: hits %v misses %v, want 4 and 0", hits(), misses())
+	if hits() != 5 || misses() != m0 {
+		t.Fatalf("after the rebuild, two more holders killed: hits %v misses %v, want 5 and %v", hits(), misses(), m0)
 	}
 	// A third: two shards cannot be decoded (nor rebuilt); the store
 	// serves the read.
 	byID[survivors[2]].signal(t, syscall.SIGKILL)
 	<-byID[survivors[2]].exited
 	read("read with three holders killed")
-	if hits() != 4 || misses() != 1 {
-		t.Fatalf("with three holders killed: hits %v misses %v, want 4 and 1", hits(), misses())
+	if hits() != 5 || misses() != m0+1 {
+		t.Fatalf("with three holders killed: hits %v misses %v, want 5 and %v", hits(), misses(), m0+1)
 	}
 	t.Logf("reader %s, holders %v, after the rebuild %v (rebuilt onto %v)", reader.id, holders, holders6, fresh)
 }

@@ -33,9 +33,9 @@ type ShardHolder interface {
 	// to the last). The bytes are the holder's and must not be modified.
 	// store.ErrNoSuchKey when it holds none.
 	PeerShard(ctx context.Context, bucket, key, etag string, first, end int) (index int, manifest string, pieces []byte, err error)
-	// PeerShardDelete drops the shards of bucket/key of every version but
-	// keep ("" drops all).
-	PeerShardDelete(ctx context.Context, bucket, key, keep string)
+	// PeerShardDelete drops the shards of bucket/key at version etag (""
+	// drops every version).
+	PeerShardDelete(ctx context.Context, bucket, key, etag string)
 }
 
 // MaxShardBytes bounds one shard written to a peer.
@@ -107,7 +107,7 @@ func (s *Server) serveShard(a answer, r *http.Request) {
 			panic(http.ErrAbortHandler) // headers are out: a short body is the signal
 		}
 	case http.MethodDelete:
-		h.PeerShardDelete(r.Context(), bucket, key, q.Get("keep"))
+		h.PeerShardDelete(r.Context(), bucket, key, etag)
 		a.whole(http.StatusNoContent, nil)
 	default:
 		a.error(ErrBadRequest)
@@ -197,10 +197,10 @@ func (c *Client) ShardGet(ctx context.Context, addr, bucket, key, etag string, f
 }
 
 // ShardDelete asks the cachelet at addr to drop its shards of bucket/key
-// of every version but keep ("": all).
-func (c *Client) ShardDelete(ctx context.Context, addr, bucket, key, keep string) error {
+// at version etag ("": of every version).
+func (c *Client) ShardDelete(ctx context.Context, addr, bucket, key, etag string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete,
-		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, "", "keep", keep), nil)
+		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, etag), nil)
 	if err != nil {
 		return err
 	}

@@ -41,8 +41,8 @@ func (o shardOwner) PeerShard(_ context.Context, bucket, key, etag string, first
 	return i, m, b, err
 }
 
-func (o shardOwner) PeerShardDelete(_ context.Context, bucket, key, keep string) {
-	o.shards.Delete(bucket, key, keep)
+func (o shardOwner) PeerShardDelete(_ context.Context, bucket, key, etag string) {
+	o.shards.Delete(bucket, key, etag)
 }
 
 // coded returns an object coded RS(4+2) in 1 KiB chunks: its manifest
@@ -115,7 +115,10 @@ func TestShardPutGetDelete(t *testing.T) {
 	if _, err := cl.ShardGet(ctx, addr, "b", "k", "v1", 2, 9); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("stripes past the end: %v", err)
 	}
-	if err := cl.ShardDelete(ctx, addr, "b", "k", ""); err != nil {
+	if err := cl.ShardDelete(ctx, addr, "b", "k", "v0"); err != nil || owner.shards.Stats().Shards != 1 {
+		t.Fatalf("delete of another version: %v, %d shards left", err, owner.shards.Stats().Shards)
+	}
+	if err := cl.ShardDelete(ctx, addr, "b", "k", "v1"); err != nil {
 		t.Fatal(err)
 	}
 	if owner.shards.Stats().Shards != 0 {
