@@ -145,6 +145,12 @@ type ecPath struct {
 	rebuilds     *prometheus.CounterVec
 	rebuiltBytes prometheus.Counter
 
+	// Risk (erasure_risk.go), under mu.
+	lastMembers  map[string]bool
+	losses       []time.Time
+	lastRebuild  time.Duration
+	memberLosses prometheus.Counter
+
 	reads, fills    *prometheus.CounterVec
 	shardsFetched   *prometheus.CounterVec
 	deletes, stored prometheus.Counter
@@ -157,6 +163,7 @@ func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPat
 	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]string{},
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
+	e.riskMetrics(reg)
 	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
 		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it)."}, []string{"result"})
 	e.fills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_fills_total",

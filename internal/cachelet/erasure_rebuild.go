@@ -43,12 +43,17 @@ func (e *ecPath) rebuildLoop() {
 		case <-e.kick:
 		default:
 		}
+		start := e.c.clock.Now()
 		e.rebuildAll(e.c.stopped)
+		e.mu.Lock()
+		e.lastRebuild = e.c.clock.Now().Sub(start)
+		e.mu.Unlock()
 	}
 }
 
 // changed asks for a rebuild pass (the ring changed).
 func (e *ecPath) changed() {
+	e.noteMembers()
 	select {
 	case e.kick <- struct{}{}:
 	default:

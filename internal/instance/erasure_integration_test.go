@@ -247,6 +247,10 @@ func TestErasureCodedObject(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The two losses make the risk visible.
+	if l, p := reader.sample(t, "hoard_erasure_member_losses_total"), reader.sample(t, "hoard_erasure_loss_probability"); l != 2 || p <= 0 || p >= 1 {
+		t.Fatalf("after two members lost: losses %v, loss probability %v; want 2 and a probability", l, p)
+	}
 	var survivors, fresh []string // holders of original shards, and of rebuilt ones
 	for _, id := range holders6 {
 		if byID[id].sample(t, "hoard_erasure_held_bytes") == 0 {
