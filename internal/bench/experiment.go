@@ -92,6 +92,7 @@ func Experiments() []Experiment {
 		functionsExperiment(),
 		cacheSizeExperiment(),
 		bandwidthExperiment(),
+		erasureExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),
