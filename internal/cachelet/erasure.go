@@ -165,7 +165,7 @@ func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPat
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
 	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
-		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it)."}, []string{"result"})
+		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it), fallback (a later window had fewer than k: the store served the rest)."}, []string{"result"})
 	e.fills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_fills_total",
 		Help: "Objects coded into shards and written to their holders, by result: full (all k+r written), degraded (at least k), failed."}, []string{"result"})
 	e.shardsFetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_shard_requests_total",
@@ -262,15 +262,30 @@ type ecReader struct {
 	manifest  string
 	off, left int64 // the next byte of the object to return, and how many remain
 	buf       []byte
+	// rest is the store's body of the rest of the range, once a window
+	// could not be decoded.
+	rest io.ReadCloser
 }
 
 func (r *ecReader) Read(p []byte) (int, error) {
+	if r.rest != nil {
+		return r.rest.Read(p)
+	}
 	if len(r.buf) == 0 {
 		if r.left == 0 {
 			return 0, io.EOF
 		}
 		if err := r.next(r.ctx); err != nil {
-			return 0, err
+			// The shards of a later window are gone (or damaged): the
+			// store serves the rest, pinned to the version read so far.
+			r.e.reads.WithLabelValues("fallback").Inc()
+			rng := &store.ByteRange{Start: r.off, End: r.off + r.left - 1}
+			body, _, _, serr := r.e.c.store.Get(r.ctx, r.k.Bucket, r.k.Object, store.GetOptions{Range: rng, IfMatch: r.info.ETag})
+			if serr != nil {
+				return 0, fmt.Errorf("%w (the store: %v)", err, serr)
+			}
+			r.rest = body
+			return r.rest.Read(p)
 		}
 	}
 	n := copy(p, r.buf)
@@ -278,7 +293,13 @@ func (r *ecReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *ecReader) Close() error { r.buf, r.left = nil, 0; return nil }
+func (r *ecReader) Close() error {
+	r.buf, r.left = nil, 0
+	if r.rest != nil {
+		return r.rest.Close()
+	}
+	return nil
+}
 
 // next fetches and decodes the window holding byte r.off.
 func (r *ecReader) next(ctx context.Context) error {
