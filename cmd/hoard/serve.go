@@ -106,7 +106,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	overhead := memoryOverhead(cmp.Or(doc.Cache.MemoryLimitOverhead, cacheconfig.DefaultMemoryOverhead))
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
 	var ef erasureFlags
-	ef.register(fs)
+	ef.register(fs, doc.Cache.Erasure)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	config := configFlag(fs)

@@ -3,9 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/instance"
 )
@@ -18,8 +17,15 @@ type erasureFlags struct {
 	chunk             byteSize
 }
 
-func (f *erasureFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.shards, "erasure", "off", "with --etcd-endpoints: keep objects of at least --erasure-threshold as K data + R parity Reed-Solomon shards on K+R distinct cachelets of the application, e.g. 10+2; off: no erasure coding")
+// register registers the flags with def's values as their defaults (a
+// configuration document's, which the agent writes from the spec).
+func (f *erasureFlags) register(fs *flag.FlagSet, def *cacheconfig.Erasure) {
+	shards := "off"
+	if def != nil {
+		shards = fmt.Sprintf("%d+%d", def.DataShards, def.ParityShards)
+		f.threshold, f.memory, f.chunk = byteSize(def.Threshold), byteSize(def.Memory), byteSize(def.Chunk)
+	}
+	fs.StringVar(&f.shards, "erasure", shards, "with --etcd-endpoints: keep objects of at least --erasure-threshold as K data + R parity Reed-Solomon shards on K+R distinct cachelets of the application, e.g. 10+2; off: no erasure coding")
 	fs.Var(&f.threshold, "erasure-threshold", "with --erasure: the smallest object sharded (default 10MB)")
 	fs.Var(&f.memory, "erasure-memory", "with --erasure: the memory for shards held for the application, taken out of --budget (default: budget/4)")
 	fs.Var(&f.chunk, "erasure-chunk", "with --erasure: the most bytes of one shard per stripe, what a ranged read fetches at least per shard (default 1MiB)")
@@ -30,11 +36,9 @@ func (f *erasureFlags) apply(cfg *instance.Config) error {
 	if f.shards == "off" || f.shards == "" {
 		return nil
 	}
-	k, r, ok := strings.Cut(f.shards, "+")
-	kn, err1 := strconv.Atoi(k)
-	rn, err2 := strconv.Atoi(r)
-	if !ok || err1 != nil || err2 != nil || kn < 1 || rn < 1 {
-		return fmt.Errorf("%w: --erasure %q: want K+R with K, R >= 1 (e.g. 10+2), or off", errUsage, f.shards)
+	kn, rn, err := cacheconfig.ParseShards(f.shards)
+	if err != nil {
+		return fmt.Errorf("%w: --erasure: %v (or off)", errUsage, err)
 	}
 	if cfg.Registry == nil {
 		return fmt.Errorf("%w: --erasure needs an application (--etcd-endpoints)", errUsage)

@@ -3,11 +3,13 @@ package cachelet
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -185,5 +187,24 @@ func TestErasureThreshold(t *testing.T) {
 		if s := c.ErasureStats(); s.Shards != 0 {
 			t.Fatalf("a small object sharded: %+v", s)
 		}
+	}
+}
+
+func TestErasureSettings(t *testing.T) {
+	want := &cacheconfig.Erasure{DataShards: 4, ParityShards: 2, Threshold: 1 << 20, Memory: 8 << 20, Chunk: 64 << 10}
+	var c Config
+	if err := c.ApplySettings(cacheconfig.Settings{Erasure: want}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Settings().Erasure; got == nil || *got != *want {
+		t.Fatalf("round trip: %+v, want %+v", got, want)
+	}
+	if err := c.ApplySettings(cacheconfig.Settings{Erasure: &cacheconfig.Erasure{DataShards: 4}}); err == nil {
+		t.Fatal("no parity shards accepted")
+	}
+	// A cachelet on its own has no one to hold shards.
+	c = Config{Cache: cache.Config{Budget: 1 << 20}, Erasure: &ErasureConfig{}}
+	if _, err := New(c, nil, nil, nil); !errors.Is(err, errNoApplication) {
+		t.Fatalf("alone: %v", err)
 	}
 }

@@ -88,6 +88,12 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	if s.MemoryLimitOverhead > 0 {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
+	c.Erasure = nil
+	if e := s.Erasure; e != nil {
+		c.Erasure = &ErasureConfig{Memory: e.Memory}
+		c.Erasure.DataShards, c.Erasure.ParityShards = e.DataShards, e.ParityShards
+		c.Erasure.Threshold, c.Erasure.ChunkSize = e.Threshold, int(e.Chunk)
+	}
 	return nil
 }
 
@@ -116,6 +122,10 @@ func (c Config) Settings() cacheconfig.Settings {
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 		ServeStaleIfError: c.ServeStaleIfError,
+	}
+	if e := c.Erasure; e != nil {
+		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,
+			Threshold: e.Threshold, Memory: e.Memory, Chunk: int64(e.ChunkSize)}
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
 	if target == "" {
