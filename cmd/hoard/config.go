@@ -56,6 +56,7 @@ var configKeys = map[string]string{
 	"store-listen":       "store.listen",
 	"app":                "membership.app",
 	"id":                 "membership.id",
+	"node":               "membership.node",
 	"etcd-endpoints":     "membership.etcd_endpoints",
 	"peer-listen":        "peer.listen",
 	"peer-advertise":     "peer.advertise",

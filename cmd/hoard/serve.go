@@ -89,6 +89,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.BodyRateGrace, "body-rate-grace", 0, "how long a request body may run before --body-min-rate applies (default 10s)")
 	fs.StringVar(&domains, "domains", "", "comma-separated base domains for virtual-host style requests (bucket.DOMAIN)")
 	fs.StringVar(&cfg.App, "app", or(doc.App, env("HOARD_APP", "default")), "with --etcd-endpoints: the application whose ring this cachelet joins (env HOARD_APP)")
+	fs.StringVar(&cfg.Node, "node", doc.Node, "with --etcd-endpoints: the name of this machine, which the other cachelets read to place erasure-coded shards on distinct nodes first (default: none)")
 	fs.StringVar(&cfg.ID, "id", doc.ID, "with --etcd-endpoints: this cachelet's member ID (default: <app>-<random>)")
 	fs.StringVar(&cfg.PeerListen, "peer-listen", or(doc.PeerListen, "127.0.0.1:0"), "with --etcd-endpoints: peer protocol address, reachable by the other cachelets (or see --peer-advertise)")
 	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise", "", "with --etcd-endpoints: HOST:PORT the other cachelets dial to reach this one's peer listener, when that is not --peer-listen's address (NAT, a Kubernetes Service, a proxy, a wildcard listener); default: the peer listener's address")
