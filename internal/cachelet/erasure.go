@@ -236,8 +236,10 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 		obj.Range = &r
 		off, n = r.Start, r.End-r.Start+1
 	}
-	rd := &ecReader{e: e, ctx: context.WithoutCancel(ctx), k: k, info: info, addrs: addrs, off: off, left: n}
-	if err := rd.next(ctx); err != nil {
+	rd := &ecReader{e: e, k: k, info: info, addrs: addrs, off: off, left: n}
+	rd.ctx, rd.cancel = context.WithCancel(ctx)
+	if err := rd.next(); err != nil {
+		rd.Close()
 		e.reads.WithLabelValues("miss").Inc()
 		c.log.Debug("erasure read missed", "bucket", k.Bucket, "key", k.Object, "err", err)
 		return nil, false, nil
@@ -249,14 +251,15 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 }
 
 // ecReader streams a range of a sharded object, a window of stripes at a
-// time. A window that cannot be decoded fails the read mid-body: the
-// client sees a short body, never wrong bytes.
+// time, fetching the next window while the current one is read. A later
+// window that cannot be decoded has the store serve the rest.
 type ecReader struct {
-	e     *ecPath
-	ctx   context.Context
-	k     cache.Key
-	info  store.ObjectInfo
-	addrs []string
+	e      *ecPath
+	ctx    context.Context // the read's; cancelled by Close
+	cancel context.CancelFunc
+	k      cache.Key
+	info   store.ObjectInfo
+	addrs  []string
 	// manifest is the encoded manifest of the first window: every later
 	// window must decode from the same.
 	manifest  string
@@ -265,6 +268,18 @@ type ecReader struct {
 	// rest is the store's body of the rest of the range, once a window
 	// could not be decoded.
 	rest io.ReadCloser
+	// ahead delivers the window at off, fetched in the background; nil
+	// when none is under way.
+	ahead chan decoded
+}
+
+// decoded is a window of stripes fetched and decoded: the object's bytes
+// of stripes [first, ...), and the manifest they decoded with.
+type decoded struct {
+	first   int
+	out     []byte
+	encoded string
+	err     error
 }
 
 func (r *ecReader) Read(p []byte) (int, error) {
@@ -275,7 +290,7 @@ func (r *ecReader) Read(p []byte) (int, error) {
 		if r.left == 0 {
 			return 0, io.EOF
 		}
-		if err := r.next(r.ctx); err != nil {
+		if err := r.next(); err != nil {
 			// The shards of a later window are gone (or damaged): the
 			// store serves the rest, pinned to the version read so far.
 			r.e.reads.WithLabelValues("fallback").Inc()
@@ -293,7 +308,13 @@ func (r *ecReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Close ends the read and waits for the window being fetched, if any.
 func (r *ecReader) Close() error {
+	r.cancel()
+	if r.ahead != nil {
+		<-r.ahead
+		r.ahead = nil
+	}
 	r.buf, r.left = nil, 0
 	if r.rest != nil {
 		return r.rest.Close()
@@ -301,20 +322,57 @@ func (r *ecReader) Close() error {
 	return nil
 }
 
-// next fetches and decodes the window holding byte r.off.
-func (r *ecReader) next(ctx context.Context) error {
-	e := r.e
-	m := erasure.NewManifest(e.cfg.Config, r.info.ETag, r.info.Size) // the layout; sums from the holders
-	first, end := m.Covering(r.off, r.left)
-	end = min(end, first+e.cfg.Window)
-	got, err := e.fetchWindow(ctx, r.k, r.info, r.addrs, first, end, r.manifest)
-	if err != nil {
-		return err
+// next makes the window holding byte r.off the one read, and starts
+// fetching the one after.
+func (r *ecReader) next() error {
+	var d decoded
+	if r.ahead != nil {
+		d = <-r.ahead
+		r.ahead = nil
+	} else {
+		first, end := r.span()
+		d = r.window(r.ctx, first, end, r.manifest)
 	}
-	r.manifest = got.encoded
+	if d.err != nil {
+		return d.err
+	}
+	r.manifest = d.encoded
+	lo := r.off - int64(d.first)*r.stripe()
+	n := min(int64(len(d.out))-lo, r.left)
+	r.buf = d.out[lo : lo+n]
+	r.off += n
+	r.left -= n
+	if r.left > 0 {
+		first, end := r.span()
+		ch, want := make(chan decoded, 1), r.manifest
+		r.ahead = ch
+		go func() { ch <- r.window(r.ctx, first, end, want) }()
+	}
+	return nil
+}
+
+// stripe is the bytes of the object in one stripe.
+func (r *ecReader) stripe() int64 {
+	return int64(r.e.cfg.DataShards) * int64(r.e.cfg.ChunkFor(r.info.Size))
+}
+
+// span is the window of stripes holding byte r.off: at most Window.
+func (r *ecReader) span() (first, end int) {
+	ss := r.stripe()
+	first, end = int(r.off/ss), int((r.off+r.left-1)/ss)+1
+	return first, min(end, first+r.e.cfg.Window)
+}
+
+// window fetches stripes [first, end) from the holders and decodes them.
+// It only reads r's fixed fields, so it may run beside Read.
+func (r *ecReader) window(ctx context.Context, first, end int, want string) decoded {
+	got, err := r.e.fetchWindow(ctx, r.k, r.info, r.addrs, first, end, want)
+	if err != nil {
+		return decoded{err: err}
+	}
 	cd, err := erasure.NewCoder(got.m)
 	if err != nil {
-		return err
+		return decoded{err: err}
 	}
 	out := make([]byte, 0, int64(end-first)*got.m.StripeSize())
 	for s := first; s < end; s++ {
@@ -326,15 +384,10 @@ func (r *ecReader) next(ctx context.Context) error {
 			}
 		}
 		if out, err = cd.Decode(out, s, pieces); err != nil {
-			return err
+			return decoded{err: err}
 		}
 	}
-	lo := r.off - int64(first)*got.m.StripeSize()
-	n := min(int64(len(out))-lo, r.left)
-	r.buf = out[lo : lo+n]
-	r.off += n
-	r.left -= n
-	return nil
+	return decoded{first: first, out: out, encoded: got.encoded}
 }
 
 // window is what fetchWindow gathered: the manifest and, per shard, its
@@ -439,8 +492,10 @@ func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cach
 	switch {
 	case err != nil:
 		return shardReply{err: err}
-	case m.ETag != info.ETag || m.Size != info.Size || m.Data != e.cfg.DataShards || m.Parity != e.cfg.ParityShards:
-		return shardReply{err: fmt.Errorf("%w: the holder's manifest describes another object", erasure.ErrBadManifest)}
+	case m.ETag != info.ETag || m.Size != info.Size || m.Data != e.cfg.DataShards || m.Parity != e.cfg.ParityShards || m.Chunk != e.cfg.ChunkFor(info.Size):
+		// Another version, or another layout (a member configured
+		// otherwise): the reader's offsets would not hold.
+		return shardReply{err: fmt.Errorf("%w: the holder's manifest describes another object or layout", erasure.ErrBadManifest)}
 	}
 	if err := m.Verify(rep.index, first, rep.data); err != nil {
 		return shardReply{err: err}
