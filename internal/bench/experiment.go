@@ -93,6 +93,7 @@ func Experiments() []Experiment {
 		cacheSizeExperiment(),
 		bandwidthExperiment(),
 		erasureExperiment(),
+		erasureAvailabilityExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

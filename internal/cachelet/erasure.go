@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,10 +152,15 @@ type ecPath struct {
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 
+	counts struct{ hits, misses, fallbacks, rebuilt atomic.Int64 } // ErasureCounters
+
 	reads, fills    *prometheus.CounterVec
 	shardsFetched   *prometheus.CounterVec
 	deletes, stored prometheus.Counter
 }
+
+// maxPendingFills bounds the fills waiting for their turn.
+const maxPendingFills = 64
 
 // maxLargeKeys bounds the set of keys known to be large.
 const maxLargeKeys = 100000
@@ -241,10 +247,12 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 	if err := rd.next(); err != nil {
 		rd.Close()
 		e.reads.WithLabelValues("miss").Inc()
+		e.counts.misses.Add(1)
 		c.log.Debug("erasure read missed", "bucket", k.Bucket, "key", k.Object, "err", err)
 		return nil, false, nil
 	}
 	e.reads.WithLabelValues("hit").Inc()
+	e.counts.hits.Add(1)
 	c.access.read(k, info.ETag, info.Size, ErasureHit, start)
 	obj.Body = c.m.track(rd, ErasureHit, start)
 	return obj, true, nil
@@ -294,6 +302,7 @@ func (r *ecReader) Read(p []byte) (int, error) {
 			// The shards of a later window are gone (or damaged): the
 			// store serves the rest, pinned to the version read so far.
 			r.e.reads.WithLabelValues("fallback").Inc()
+			r.e.counts.fallbacks.Add(1)
 			rng := &store.ByteRange{Start: r.off, End: r.off + r.left - 1}
 			body, _, _, serr := r.e.c.store.Get(r.ctx, r.k.Bucket, r.k.Object, store.GetOptions{Range: rng, IfMatch: r.info.ETag})
 			if serr != nil {
@@ -532,15 +541,10 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 	}
 	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
 	e.mu.Lock()
-	if e.filling[k] {
+	if e.filling[k] || len(e.filling) >= maxPendingFills {
+		// Under way already, or too many waiting: a later read asks again.
 		e.mu.Unlock()
 		return true
-	}
-	select {
-	case e.fillSem <- struct{}{}:
-	default:
-		e.mu.Unlock()
-		return true // another fill runs: this one waits for a later read
 	}
 	e.filling[k] = true
 	e.mu.Unlock()
@@ -551,8 +555,14 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 			e.mu.Lock()
 			delete(e.filling, k)
 			e.mu.Unlock()
-			<-e.fillSem
 		}()
+		// One fill codes at a time (it holds the coded object).
+		select {
+		case e.fillSem <- struct{}{}:
+		case <-c.stopped.Done():
+			return
+		}
+		defer func() { <-e.fillSem }()
 		ctx, cancel := c.fillContext(context.Background())
 		defer cancel()
 		written, err := e.fill(ctx, k, info, addrs)
@@ -713,6 +723,25 @@ func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, etag string) 
 	if c.ec != nil {
 		c.ec.shards.Delete(bucket, key, etag)
 	}
+}
+
+// ErasureCounters counts a cachelet's erasure-coded reads and rebuilds.
+type ErasureCounters struct {
+	// Hits: reads decoded from shards; Misses: reads that found fewer
+	// than k (served the ordinary way); Fallbacks: reads whose later
+	// window did (the store served the rest).
+	Hits, Misses, Fallbacks int64
+	// Rebuilt: shards this cachelet rebuilt and wrote to a new holder.
+	Rebuilt int64
+}
+
+// ErasureCounters returns the counts so far (zero when off).
+func (c *Cachelet) ErasureCounters() ErasureCounters {
+	if c.ec == nil {
+		return ErasureCounters{}
+	}
+	n := &c.ec.counts
+	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load()}
 }
 
 // ErasureStats is what the erasure path holds (nil when off).

@@ -154,6 +154,7 @@ func (e *ecPath) rebuildOne(ctx context.Context, sk erasure.ShardKey) {
 			e.c.log.Debug("erasure rebuild: shard write failed", "bucket", sk.Bucket, "key", sk.Key, "shard", idx, "holder", targets[j], "err", err)
 		} else {
 			e.rebuilds.WithLabelValues("rebuilt").Inc()
+			e.counts.rebuilt.Add(1)
 			e.rebuiltBytes.Add(float64(len(out[j])))
 		}
 		e.pace(ctx, int64(len(out[j])))
