@@ -89,6 +89,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.BodyRateGrace, "body-rate-grace", 0, "how long a request body may run before --body-min-rate applies (default 10s)")
 	fs.StringVar(&domains, "domains", "", "comma-separated base domains for virtual-host style requests (bucket.DOMAIN)")
 	fs.StringVar(&cfg.App, "app", or(doc.App, env("HOARD_APP", "default")), "with --etcd-endpoints: the application whose ring this cachelet joins (env HOARD_APP)")
+	fs.StringVar(&cfg.Node, "node", doc.Node, "with --etcd-endpoints: the name of this machine, which the other cachelets read to place erasure-coded shards on distinct nodes first (default: none)")
 	fs.StringVar(&cfg.ID, "id", doc.ID, "with --etcd-endpoints: this cachelet's member ID (default: <app>-<random>)")
 	fs.StringVar(&cfg.PeerListen, "peer-listen", or(doc.PeerListen, "127.0.0.1:0"), "with --etcd-endpoints: peer protocol address, reachable by the other cachelets (or see --peer-advertise)")
 	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise", "", "with --etcd-endpoints: HOST:PORT the other cachelets dial to reach this one's peer listener, when that is not --peer-listen's address (NAT, a Kubernetes Service, a proxy, a wildcard listener); default: the peer listener's address")
@@ -107,6 +108,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
 	var df diskFlags
 	df.register(fs, doc.Disk)
+	var ef erasureFlags
+	ef.register(fs, doc.Cache.Erasure)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	config := configFlag(fs)
@@ -157,6 +160,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer reg.Close()
 		cfg.Registry, cfg.Secret = reg, []byte(peerSecret)
+	}
+	if err := ef.apply(&cfg); err != nil {
+		return err
 	}
 	if doc.S3ListenFD > 0 {
 		if cfg.S3Listener, err = inheritedListener(doc.S3ListenFD); err != nil {

@@ -43,7 +43,7 @@ func (in *Instance) document(ep control.Endpoint, tls *control.TLSFiles) *contro
 	settings.MemoryLimitOverhead = cacheconfig.DefaultMemoryOverhead
 	d := &control.Document{
 		Version: control.DocumentVersion,
-		App:     spec.Name, ID: in.req.ID, Region: a.cfg.Region,
+		App:     spec.Name, ID: in.req.ID, Node: a.cfg.ID, Region: a.cfg.Region,
 		Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", PeerListen: net.JoinHostPort(a.cfg.PeerHost, "0"),
 		EtcdEndpoints: a.cfg.EtcdEndpoints,
 		AccessKey:     in.req.Credentials.AccessKey, SecretKey: in.req.Credentials.SecretKey,

@@ -215,6 +215,21 @@ type CacheSpec struct {
 	// application in memory only, wherever nodes have a disk tier.
 	DiskBudget Size `yaml:"disk_budget,omitempty"`
 	NoDisk     bool `yaml:"no_disk,omitempty"`
+	// Erasure keeps the application's large objects as Reed-Solomon
+	// shards over its instances' cachelets (InfiniCache). Default: off.
+	Erasure *ErasureSpec `yaml:"erasure,omitempty"`
+}
+
+// ErasureSpec is an application's erasure coding of large objects.
+type ErasureSpec struct {
+	// Shards is "K+R": K data and R parity shards on K+R distinct
+	// instances; an object survives the loss of any R. Default "10+2".
+	Shards string `yaml:"shards,omitempty"`
+	// Threshold is the smallest object sharded. Default 10MB.
+	Threshold Size `yaml:"threshold,omitempty"`
+	// Memory is what each cachelet keeps of shards for the application,
+	// out of the cache budget. Default a quarter of the budget.
+	Memory Size `yaml:"memory,omitempty"`
 }
 
 // ScalingSpec tunes the scale controller's policies for the application.
@@ -246,7 +261,17 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 
 		ServeStaleIfError: c.ServeStaleIfError,
 		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
+		Erasure: c.Erasure.settings(),
 	}
+}
+
+// settings is e as the cachelet's settings (validated: Shards parses).
+func (e *ErasureSpec) settings() *cacheconfig.Erasure {
+	if e == nil {
+		return nil
+	}
+	k, r, _ := cacheconfig.ParseShards(e.Shards)
+	return &cacheconfig.Erasure{DataShards: k, ParityShards: r, Threshold: int64(e.Threshold), Memory: int64(e.Memory)}
 }
 
 // Function is one function of the application.
@@ -469,6 +494,9 @@ func (c *CacheSpec) validate() error {
 	default:
 		return invalid("cache: eviction %q: want owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu", c.Eviction)
 	}
+	if e := c.Erasure; e != nil && e.Shards == "" {
+		e.Shards = "10+2"
+	}
 	if err := c.Settings().Validate(); err != nil {
 		return invalid("cache: %v", err)
 	}
@@ -480,6 +508,14 @@ func (c *CacheSpec) validate() error {
 	}
 	if c.Budget < MinCacheBudget || c.Budget > MaxMemory {
 		return invalid("cache: budget %s: want %s to %s", bytesize.Format(int64(c.Budget)), bytesize.Format(MinCacheBudget), bytesize.Format(MaxMemory))
+	}
+	if e := c.Erasure; e != nil {
+		if _, _, err := cacheconfig.ParseShards(e.Shards); err != nil {
+			return invalid("cache: erasure: %v", err)
+		}
+		if e.Threshold < 0 || e.Memory < 0 || e.Memory >= c.Budget {
+			return invalid("cache: erasure: threshold must not be negative, memory below the budget")
+		}
 	}
 	return nil
 }

@@ -92,6 +92,8 @@ func Experiments() []Experiment {
 		functionsExperiment(),
 		cacheSizeExperiment(),
 		bandwidthExperiment(),
+		erasureExperiment(),
+		erasureAvailabilityExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -224,6 +225,49 @@ type Settings struct {
 	// 30 minutes by default.
 	SweepMinReads int      `json:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `json:"sweep_idle,omitempty"`
+	// Erasure, when set, keeps large objects as Reed-Solomon shards over
+	// the application's cachelets (cachelet.ErasureConfig). Default nil:
+	// off.
+	Erasure *Erasure `json:"erasure,omitempty"`
+}
+
+// Erasure is an application's erasure coding of large objects: K data
+// and R parity shards on K+R distinct cachelets (InfiniCache).
+type Erasure struct {
+	DataShards   int `json:"data_shards"`
+	ParityShards int `json:"parity_shards"`
+	// Threshold is the smallest object sharded, in bytes; 0: 10 MB.
+	Threshold int64 `json:"threshold_bytes,omitempty"`
+	// Memory is the bytes of shards a cachelet holds for the
+	// application, out of its budget; 0: a quarter of the budget.
+	Memory int64 `json:"memory_bytes,omitempty"`
+	// Chunk is the most bytes of one shard per stripe; 0: 1 MiB.
+	Chunk int64 `json:"chunk_bytes,omitempty"`
+}
+
+// MaxErasureShards bounds K+R.
+const MaxErasureShards = 64
+
+// ParseShards reads "K+R" (e.g. "10+2"), K and R at least 1, K+R at most
+// MaxErasureShards.
+func ParseShards(s string) (k, r int, err error) {
+	ks, rs, ok := strings.Cut(s, "+")
+	k, err1 := strconv.Atoi(ks)
+	r, err2 := strconv.Atoi(rs)
+	if !ok || err1 != nil || err2 != nil || k < 1 || r < 1 || k+r > MaxErasureShards {
+		return 0, 0, fmt.Errorf("%w: shards %q: want K+R with K, R >= 1 and K+R <= %d (e.g. 10+2)", ErrInvalid, s, MaxErasureShards)
+	}
+	return k, r, nil
+}
+
+func (e *Erasure) validate() error {
+	if e.DataShards < 1 || e.ParityShards < 1 || e.DataShards+e.ParityShards > MaxErasureShards {
+		return fmt.Errorf("%w: erasure %d+%d: want K, R >= 1 and K+R <= %d", ErrInvalid, e.DataShards, e.ParityShards, MaxErasureShards)
+	}
+	if e.Threshold < 0 || e.Memory < 0 || e.Chunk < 0 {
+		return fmt.Errorf("%w: erasure sizes must not be negative", ErrInvalid)
+	}
+	return nil
 }
 
 // OFC's sweep: every 300 s, objects with fewer than 5 reads or none for
@@ -282,6 +326,9 @@ func (s Settings) Validate() error {
 	}
 	if s.SweepInterval == 0 && (s.SweepMinReads != 0 || s.SweepIdle != 0) {
 		return fmt.Errorf("%w: sweep_min_reads and sweep_idle need a sweep_interval", ErrInvalid)
+	}
+	if s.Erasure != nil {
+		return s.Erasure.validate()
 	}
 	return nil
 }

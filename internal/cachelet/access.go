@@ -68,7 +68,7 @@ func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now ti
 	switch o {
 	case LocalHit, StaleHit:
 		e.o.LH++
-	case RemoteHit:
+	case RemoteHit, ErasureHit:
 		e.o.RH++
 	case LocalMiss, PassThrough:
 		e.o.LM++

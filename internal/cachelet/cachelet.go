@@ -124,6 +124,10 @@ type Config struct {
 	// Default nil: off.
 	Bandwidth *BandwidthConfig
 
+	// Erasure, when set, keeps large objects as erasure-coded shards
+	// over the application's cachelets (erasure.go). Default nil: off.
+	Erasure *ErasureConfig
+
 	// Optional capabilities of the application's membership and peer
 	// protocol. Each may be nil; Validate fills a nil one from Router
 	// (Members, Revision, Self) or Peers (Ranges) when that value offers
@@ -200,7 +204,17 @@ func (c *Config) Validate() error {
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
 		return errors.New("cachelet: Router and Peers go together")
 	}
-	return c.Cache.Validate()
+	if err := c.Cache.Validate(); err != nil {
+		return err
+	}
+	if c.Erasure != nil {
+		ec := *c.Erasure
+		if err := ec.validate(c); err != nil {
+			return err
+		}
+		c.Erasure = &ec
+	}
+	return nil
 }
 
 // Outcome classifies how a read was served.
@@ -273,6 +287,9 @@ type Cachelet struct {
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
 
+	// The erasure-coded path of large objects; nil when off (erasure.go).
+	ec *ecPath
+
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
 
@@ -312,6 +329,14 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	ccfg := cfg.Cache
+	if cfg.Erasure != nil {
+		if cfg.Erasure.Placer == nil || cfg.Erasure.Peers == nil {
+			return nil, errNoApplication
+		}
+		// The shards held for the application come out of the budget.
+		ccfg.Budget -= cfg.Erasure.Memory
+		c.ec = newECPath(c, *cfg.Erasure, reg)
+	}
 	owns := ccfg.Owns
 	if cfg.Router != nil && owns == nil {
 		owns = func(k cache.Key) bool {
@@ -350,6 +375,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.toOwner, err = writeback.New(writeback.Config{Sink: ownerSink{c}, Permanent: permanent,
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
+	}
+	if c.ec != nil {
+		c.wg.Add(1)
+		go c.ec.rebuildLoop()
 	}
 	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the
@@ -396,5 +425,8 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	c.cache.Remove(k)
 	if c.cfg.Disk != nil {
 		c.cfg.Disk.Remove(bucket, key)
+	}
+	if c.ec != nil {
+		c.ecInvalidate(k)
 	}
 }

@@ -44,6 +44,9 @@ const (
 //
 // Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
+	if c.ec != nil {
+		c.ec.changed() // shards of departed members are rebuilt
+	}
 	if c.cfg.ownerMode() {
 		c.startHandoff()
 		return

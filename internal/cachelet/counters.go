@@ -76,7 +76,7 @@ func (c *counters) read(o Outcome, bytes int64) {
 		r = &c.localHit
 	case LocalMiss:
 		r = &c.localMiss
-	case RemoteHit:
+	case RemoteHit, ErasureHit:
 		r = &c.remoteHit
 	case RemoteMiss:
 		r = &c.remoteMiss

@@ -70,6 +70,11 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 			return nil, err
 		}
 	}
+	if c.ec != nil {
+		if obj, ok, err := c.ecGet(ctx, k, rng, start); ok {
+			return obj, err
+		}
+	}
 	sv, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
@@ -78,6 +83,9 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 		return nil, err
 	}
 	e, body, info, outcome := sv.entry, sv.body, sv.objectInfo(), sv.outcome
+	if c.ec != nil {
+		c.ec.saw(k, info) // the next read of a large object goes to its shards
+	}
 	c.access.read(k, info.ETag, info.Size, outcome, start)
 	if outcome == LocalHit {
 		c.notePrewarmHit(k)
@@ -235,12 +243,22 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		cancel()
 		return served{}, err
 	}
+	if c.ec != nil {
+		c.ecFill(k, info) // a large object is sharded in the background
+	}
 	body = splittable{cancelOnClose{ReadCloser: body, cancel: cancel}}
 	return c.installed(k, body, info, fl)
 }
 
 // installed installs a store answer and says how the read is served.
 func (c *Cachelet) installed(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (served, error) {
+	if c.ec != nil && c.ecSharded(k, info) {
+		// Its shards hold it: not kept whole as well.
+		if sb, ok := body.(splittable); ok {
+			body = sb.ReadCloser
+		}
+		return served{body: body, info: info, outcome: PassThrough}, nil
+	}
 	e, pass, err := c.install(k, body, info, fl)
 	switch {
 	case err != nil:

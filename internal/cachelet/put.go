@@ -24,6 +24,10 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 		if err == nil {
 			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
+		if err == nil && c.ec != nil && size >= 0 {
+			// A large object written is sharded at once (erasure.go).
+			c.ecFill(cache.Key{Bucket: bucket, Object: key}, store.ObjectInfo{Bucket: bucket, Key: key, ETag: res.ETag, Size: size})
+		}
 	}()
 	if opts.IfMatch != "" || opts.IfNoneMatch != "" {
 		// Only the store can judge a condition, and only against every

@@ -89,6 +89,12 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
 	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
+	c.Erasure = nil
+	if e := s.Erasure; e != nil {
+		c.Erasure = &ErasureConfig{Memory: e.Memory}
+		c.Erasure.DataShards, c.Erasure.ParityShards = e.DataShards, e.ParityShards
+		c.Erasure.Threshold, c.Erasure.ChunkSize = e.Threshold, int(e.Chunk)
+	}
 	return nil
 }
 
@@ -118,6 +124,10 @@ func (c Config) Settings() cacheconfig.Settings {
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 		ServeStaleIfError: c.ServeStaleIfError,
 		SweepInterval:     cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
+	}
+	if e := c.Erasure; e != nil {
+		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,
+			Threshold: e.Threshold, Memory: e.Memory, Chunk: int64(e.ChunkSize)}
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
 	if target == "" {

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/ring"
 )
@@ -42,6 +43,10 @@ type Config struct {
 	// S3Addr is the host:port of the member's S3 front (informational:
 	// shown to operators). Optional.
 	S3Addr string
+	// Node names the machine the member runs on, which the other members
+	// read to place an object's erasure-coded shards on distinct nodes.
+	// Optional.
+	Node string
 	// Registry is the membership store. Required. The Member does not
 	// close it.
 	Registry membership.Registry
@@ -122,7 +127,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	sess, err := cfg.Registry.Join(ctx, membership.Member{
-		ID: cfg.ID, App: cfg.App, PeerAddr: cfg.PeerAddr, S3Addr: cfg.S3Addr,
+		ID: cfg.ID, App: cfg.App, PeerAddr: cfg.PeerAddr, S3Addr: cfg.S3Addr, Meta: nodeMeta(cfg.Node),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: join %s/%s: %w", cfg.App, cfg.ID, err)
@@ -208,7 +213,7 @@ func (m *Member) rejoin(ctx context.Context) (membership.Session, error) {
 	jctx, cancel := context.WithTimeout(ctx, rejoinMaxBackoff)
 	defer cancel()
 	return m.cfg.Registry.Join(jctx, membership.Member{
-		ID: m.cfg.ID, App: m.cfg.App, PeerAddr: m.cfg.PeerAddr, S3Addr: m.cfg.S3Addr,
+		ID: m.cfg.ID, App: m.cfg.App, PeerAddr: m.cfg.PeerAddr, S3Addr: m.cfg.S3Addr, Meta: nodeMeta(m.cfg.Node),
 	})
 }
 
@@ -293,6 +298,40 @@ func (m *Member) PeerAddrs() []string {
 		if mem.ID != m.cfg.ID {
 			out = append(out, mem.PeerAddr)
 		}
+	}
+	return out
+}
+
+// MetaNode is the member metadata key naming its node.
+const MetaNode = "node"
+
+func nodeMeta(node string) map[string]string {
+	if node == "" {
+		return nil
+	}
+	return map[string]string{MetaNode: node}
+}
+
+// Place implements the cachelet's ShardPlacer: the peer addresses of the
+// n members holding shards 0..n-1 of bucket/key (erasure.Place: distinct
+// members, distinct nodes first where members name theirs), nil when the
+// application has fewer than n members or this member claims nothing.
+func (m *Member) Place(bucket, key string, n int) []string {
+	if m.Lost() {
+		return nil
+	}
+	v := m.view.Load()
+	nodes := make(map[string]string, len(v.members))
+	for _, mem := range v.members {
+		nodes[mem.ID] = mem.Meta[MetaNode]
+	}
+	ids := erasure.Place(v.ring, func(id string) string { return nodes[id] }, bucket, key, n)
+	if ids == nil {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = v.addrs[id]
 	}
 	return out
 }

@@ -66,6 +66,9 @@ type Document struct {
 	// member ID there.
 	App string `json:"app"`
 	ID  string `json:"id"`
+	// Node names the agent's machine (erasure-coded shards go to
+	// distinct nodes first). Optional.
+	Node string `json:"node,omitempty"`
 	// Region clients sign for; default us-east-1.
 	Region string `json:"region,omitempty"`
 	// Listen, MetricsListen and PeerListen are the listeners' addresses;

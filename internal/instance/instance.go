@@ -153,6 +153,10 @@ type Config struct {
 	// a proxy, or a listener bound to a wildcard. The host may be a name;
 	// the port must be explicit (1-65535).
 	PeerAdvertise string
+	// Node names the machine this instance runs on, which the other
+	// members read to place erasure-coded shards on distinct nodes.
+	// Optional.
+	Node string
 	// PeerTLS and PeerClientTLS, when set, carry the peer protocol over
 	// mutual TLS: the peer listener's configuration (pki.ServerConfig
 	// with pki.AppOrPlatform(App): a caller must present a certificate of
@@ -442,7 +446,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			in.peerAdv = in.peerAddr
 		}
 		in.member, err = cluster.Join(ctx, cluster.Config{
-			App: cfg.App, ID: cfg.ID, PeerAddr: in.peerAdv, S3Addr: in.s3Addr,
+			App: cfg.App, ID: cfg.ID, PeerAddr: in.peerAdv, S3Addr: in.s3Addr, Node: cfg.Node,
 			Registry: cfg.Registry, Ring: cfg.Ring, Logger: log.With("component", "cluster"),
 			// Runs on the cluster's watch goroutine, possibly before the
 			// cachelet exists: a change then is already reflected in the

@@ -40,6 +40,8 @@ const (
 	hdrRead      = "X-Hoard-Read"
 	hdrPersist   = "X-Hoard-Peer-Persist"
 	hdrRevision  = "X-Hoard-Peer-Revision"
+	hdrManifest  = "X-Hoard-Shard-Manifest" // erasure.Manifest.Encode()
+	hdrIndex     = "X-Hoard-Shard-Index"
 )
 
 // Authentication errors. The server answers all of them with 403 and the
@@ -123,7 +125,7 @@ func (a *Auth) signature(req *http.Request) string {
 			req.Method, req.URL.EscapedPath(), req.URL.RawQuery,
 			req.Header.Get(hdrApp), req.Header.Get(hdrDate), req.Header.Get(hdrNonce),
 			req.Header.Get(hdrSize), req.Header.Get(hdrPersist), req.Header.Get(hdrRevision), req.Header.Get("If-None-Match"),
-			req.Header.Get("Range"),
+			req.Header.Get("Range"), req.Header.Get(hdrManifest),
 		} {
 			io.WriteString(m, s)
 			m.Write(newline)

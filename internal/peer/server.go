@@ -90,6 +90,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveRange(a, r)
 		return
 	}
+	if r.URL.Path == "/v1/shard" {
+		s.serveShard(a, r)
+		return
+	}
 	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
 		s.serveProbe(a, r)
 		return

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/instance"
+)
+
+// erasureFlags are serve's settings of the erasure-coded path of large
+// objects (ADR 0023).
+type erasureFlags struct {
+	shards            string // "K+R" or "off"
+	threshold, memory byteSize
+	chunk             byteSize
+}
+
+// register registers the flags with def's values as their defaults (a
+// configuration document's, which the agent writes from the spec).
+func (f *erasureFlags) register(fs *flag.FlagSet, def *cacheconfig.Erasure) {
+	shards := "off"
+	if def != nil {
+		shards = fmt.Sprintf("%d+%d", def.DataShards, def.ParityShards)
+		f.threshold, f.memory, f.chunk = byteSize(def.Threshold), byteSize(def.Memory), byteSize(def.Chunk)
+	}
+	fs.StringVar(&f.shards, "erasure", shards, "with --etcd-endpoints: keep objects of at least --erasure-threshold as K data + R parity Reed-Solomon shards on K+R distinct cachelets of the application, e.g. 10+2; off: no erasure coding")
+	fs.Var(&f.threshold, "erasure-threshold", "with --erasure: the smallest object sharded (default 10MB)")
+	fs.Var(&f.memory, "erasure-memory", "with --erasure: the memory for shards held for the application, taken out of --budget (default: budget/4)")
+	fs.Var(&f.chunk, "erasure-chunk", "with --erasure: the most bytes of one shard per stripe, what a ranged read fetches at least per shard (default 1MiB)")
+}
+
+// apply sets cfg's erasure coding from the flags.
+func (f *erasureFlags) apply(cfg *instance.Config) error {
+	if f.shards == "off" || f.shards == "" {
+		return nil
+	}
+	kn, rn, err := cacheconfig.ParseShards(f.shards)
+	if err != nil {
+		return fmt.Errorf("%w: --erasure: %v (or off)", errUsage, err)
+	}
+	if cfg.Registry == nil {
+		return fmt.Errorf("%w: --erasure needs an application (--etcd-endpoints)", errUsage)
+	}
+	ec := &cachelet.ErasureConfig{Memory: int64(f.memory)}
+	ec.DataShards, ec.ParityShards = kn, rn
+	ec.Threshold, ec.ChunkSize = int64(f.threshold), int(f.chunk)
+	cfg.Cachelet.Erasure = ec
+	return nil
+}

@@ -1,0 +1,82 @@
+package cachelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hoard-io/hoard/internal/erasure"
+	"github.com/hoard-io/hoard/internal/peer"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// The holder's side (peer.ShardHolder).
+
+// PeerShardPut keeps a shard a peer sends, once verified.
+func (c *Cachelet) PeerShardPut(_ context.Context, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+	if c.ec == nil {
+		return fmt.Errorf("%w: erasure coding is off here", peer.ErrBadRequest)
+	}
+	err := c.ec.shards.Receive(erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}, manifest, body, size)
+	switch {
+	case errors.Is(err, erasure.ErrCorrupt), errors.Is(err, erasure.ErrBadManifest):
+		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
+		return fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
+	case errors.Is(err, erasure.ErrTooLarge):
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	case err == nil:
+		c.ec.stored.Inc()
+	}
+	return err
+}
+
+// PeerShard serves the pieces of a shard this cachelet holds.
+func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first, end int) (int, string, []byte, error) {
+	if c.ec == nil {
+		return 0, "", nil, store.ErrNoSuchKey
+	}
+	i, m, b, err := c.ec.shards.Pieces(bucket, key, etag, first, end)
+	switch {
+	case errors.Is(err, erasure.ErrNotHeld):
+		err = store.ErrNoSuchKey
+	case errors.Is(err, erasure.ErrBadManifest):
+		err = fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
+	}
+	return i, m, b, err
+}
+
+// PeerShardDelete drops the shards of bucket/key at version etag ("": all).
+func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, etag string) {
+	if c.ec != nil {
+		c.ec.shards.Delete(bucket, key, etag)
+	}
+}
+
+// ErasureCounters counts a cachelet's erasure-coded reads and rebuilds.
+type ErasureCounters struct {
+	// Hits: reads decoded from shards; Misses: reads that found fewer
+	// than k (served the ordinary way); Fallbacks: reads whose later
+	// window did (the store served the rest).
+	Hits, Misses, Fallbacks int64
+	// Rebuilt: shards this cachelet rebuilt and wrote to a new holder.
+	Rebuilt int64
+}
+
+// ErasureCounters returns the counts so far (zero when off).
+func (c *Cachelet) ErasureCounters() ErasureCounters {
+	if c.ec == nil {
+		return ErasureCounters{}
+	}
+	n := &c.ec.counts
+	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load()}
+}
+
+// ErasureStats is what the erasure path holds (nil when off).
+func (c *Cachelet) ErasureStats() *erasure.Stats {
+	if c.ec == nil {
+		return nil
+	}
+	s := c.ec.shards.Stats()
+	return &s
+}

@@ -1,0 +1,210 @@
+package cachelet
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/erasure"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// placeRouter places an object's shards on the first n members.
+type placeRouter struct{ *staticRouter }
+
+func (r placeRouter) Place(_, _ string, n int) []string {
+	if len(r.all) < n {
+		return nil
+	}
+	return r.all[:n]
+}
+
+// newECGroup is six cachelets with RS(3+2) over objects of 64 KiB and up
+// (4 KiB chunks): members 0-4 hold the shards, member 5 none.
+func newECGroup(t *testing.T) *group {
+	t.Helper()
+	return newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		c.Router = placeRouter{c.Router.(*staticRouter)}
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10}, Memory: 1 << 20}
+	})
+}
+
+// waitShards waits until each holder holds one shard of the object.
+func (g *group) waitShards(t *testing.T, etag string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for _, c := range g.members[:5] {
+			if c.ec.shards.Get(testBucket, "big", etag) != nil {
+				n++
+			}
+		}
+		if n == 5 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 shards held", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// corrupt flips a bit of the shard member i holds (behind the store's
+// back, as a memory fault or a rogue member would).
+func (g *group) corrupt(t *testing.T, i int, etag string, at int) {
+	t.Helper()
+	sh := g.members[i].ec.shards.Get(testBucket, "big", etag)
+	if sh == nil {
+		t.Fatalf("member %d holds no shard", i)
+	}
+	sh.Data[at] ^= 0x40
+}
+
+func (g *group) readRange(t *testing.T, i int, off, end int64) ([]byte, Outcome) {
+	t.Helper()
+	obj, err := g.members[i].Get(t.Context(), testBucket, "big", &store.ByteRange{Start: off, End: end})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, obj.Outcome
+}
+
+func TestErasureReadsNeverWrongBytes(t *testing.T) {
+	g := newECGroup(t)
+	want := make([]byte, 300_001) // 25 stripes of 12 KiB, the last partial
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+
+	// The first read goes to the owner (member 0), which shards it.
+	g.mustRead(t, 5, "big", want, PassThrough) // streamed, not kept whole
+	g.waitShards(t, info.ETag)
+	if g.members[0].ec.coded(int64(len(want))) != 25*5*4096 {
+		t.Fatalf("coded size %d", g.members[0].ec.coded(int64(len(want))))
+	}
+	g.mustRead(t, 5, "big", want, ErasureHit)
+	if got, o := g.readRange(t, 5, 50_000, 123_456); o != ErasureHit || !bytes.Equal(got, want[50_000:123_457]) {
+		t.Fatalf("ranged read: outcome %s, equal %v", o, bytes.Equal(got, want[50_000:123_457]))
+	}
+	if got, o := g.readRange(t, 5, -10, -1); o != ErasureHit || !bytes.Equal(got, want[len(want)-10:]) {
+		t.Fatalf("suffix read: outcome %s", o)
+	}
+
+	// Two holders' shards damaged: they do not verify, the other three
+	// decode.
+	const mid = 12 * 4096 // stripe 12, in the read's fourth window
+	g.corrupt(t, 0, info.ETag, mid)
+	g.corrupt(t, 3, info.ETag, mid)
+	g.mustRead(t, 5, "big", want, ErasureHit)
+	// A third: the windows before stripe 12 decode, the store serves the
+	// rest, never the damaged bytes.
+	g.corrupt(t, 4, info.ETag, mid)
+	g.mustRead(t, 5, "big", want, ErasureHit)
+	if v := toFloat64(g.members[5].ec.reads.WithLabelValues("fallback")); v != 1 {
+		t.Fatalf("fallbacks to the store mid-read: %v, want 1", v)
+	}
+	// Damaged from the first stripe: a miss, served the ordinary way (the
+	// owner, which reads the store).
+	for _, i := range []int{0, 3, 4} {
+		g.corrupt(t, i, info.ETag, 0)
+	}
+	got, o, err := g.read(t, 5, "big")
+	if err != nil || !bytes.Equal(got, want) || o == ErasureHit {
+		t.Fatalf("three damaged shards: outcome %s, err %v, equal %v", o, err, bytes.Equal(got, want))
+	}
+
+	// A new version in the store: the old shards are never read back.
+	want2 := bytes.Repeat([]byte("new version "), 30_000)
+	g.put(t, "big", want2)
+	got, o, err = g.read(t, 5, "big")
+	if err != nil || !bytes.Equal(got, want2) || o == ErasureHit {
+		t.Fatalf("after a change in the store: outcome %s, err %v, equal %v", o, err, bytes.Equal(got, want2))
+	}
+}
+
+func TestErasureWriteDropsOldShards(t *testing.T) {
+	g := newECGroup(t)
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	// Written through member 5: sharded at once.
+	res, err := g.members[5].Put(t.Context(), testBucket, "big", bytes.NewReader(want), int64(len(want)), store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.waitShards(t, res.ETag)
+	g.mustRead(t, 5, "big", want, ErasureHit)
+	// A second write through member 5 drops the first version's shards.
+	want2 := make([]byte, 200_000)
+	_, _ = rand.Read(want2)
+	res2, err := g.members[5].Put(t.Context(), testBucket, "big", bytes.NewReader(want2), int64(len(want2)), store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.waitShards(t, res2.ETag)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		old := 0
+		for _, c := range g.members[:5] {
+			if c.ec.shards.Get(testBucket, "big", res.ETag) != nil {
+				old++
+			}
+		}
+		if old == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d holders still hold the old version's shards", old)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.mustRead(t, 5, "big", want2, ErasureHit)
+}
+
+// Small objects never take the erasure path.
+func TestErasureThreshold(t *testing.T) {
+	g := newECGroup(t)
+	small := bytes.Repeat([]byte{7}, 1000)
+	g.put(t, "small", small)
+	g.mustRead(t, 5, "small", small, RemoteMiss)
+	g.mustRead(t, 5, "small", small, LocalHit)
+	if g.members[5].ec.knows(cache.Key{Bucket: testBucket, Object: "small"}) {
+		t.Fatal("a small object noted as large")
+	}
+	for _, c := range g.members {
+		if s := c.ErasureStats(); s.Shards != 0 {
+			t.Fatalf("a small object sharded: %+v", s)
+		}
+	}
+}
+
+func TestErasureSettings(t *testing.T) {
+	want := &cacheconfig.Erasure{DataShards: 4, ParityShards: 2, Threshold: 1 << 20, Memory: 8 << 20, Chunk: 64 << 10}
+	var c Config
+	if err := c.ApplySettings(cacheconfig.Settings{Erasure: want}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Settings().Erasure; got == nil || *got != *want {
+		t.Fatalf("round trip: %+v, want %+v", got, want)
+	}
+	if err := c.ApplySettings(cacheconfig.Settings{Erasure: &cacheconfig.Erasure{DataShards: 4}}); err == nil {
+		t.Fatal("no parity shards accepted")
+	}
+	// A cachelet on its own has no one to hold shards.
+	c = Config{Cache: cache.Config{Budget: 1 << 20}, Erasure: &ErasureConfig{}}
+	if _, err := New(c, nil, nil, nil); !errors.Is(err, errNoApplication) {
+		t.Fatalf("alone: %v", err)
+	}
+}

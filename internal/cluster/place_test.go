@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+)
+
+// Shards go to distinct nodes first, as the members name theirs.
+func TestPlaceOnDistinctNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		var ms []*Member
+		for i := range 6 {
+			id := fmt.Sprintf("m%d", i)
+			m, err := Join(t.Context(), Config{App: "app", ID: id, PeerAddr: id + ":7000", Registry: f.reg, Node: fmt.Sprintf("node%d", i%3)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close(context.Background()) })
+			ms = append(ms, m)
+		}
+		synctest.Wait()
+		nodeOf := map[string]string{}
+		for _, mem := range ms[0].Members() {
+			nodeOf[mem.PeerAddr] = mem.Meta[MetaNode]
+		}
+		for k := range 20 {
+			key := fmt.Sprintf("key-%d", k)
+			got := ms[0].Place("b", key, 3)
+			seen := map[string]bool{}
+			for _, addr := range got {
+				if seen[nodeOf[addr]] {
+					t.Fatalf("%s: shards %v put two on %s", key, got, nodeOf[addr])
+				}
+				seen[nodeOf[addr]] = true
+			}
+			if fmt.Sprint(ms[5].Place("b", key, 3)) != fmt.Sprint(got) {
+				t.Fatalf("%s: members disagree on the placement", key)
+			}
+		}
+		if ms[0].Place("b", "k", 7) != nil {
+			t.Fatal("7 shards placed on 6 members")
+		}
+	})
+}
