@@ -21,7 +21,8 @@
 // (Put, Delete, Copy, ...), consistency.go holds the owner and local write
 // targets' buffered writes and their background persistence, cluster.go
 // the peer protocol's owner side, handoff.go ownership handoffs on ring
-// changes, split.go the bandwidth policy's split downloads, drop.go bulk
+// changes, split.go the bandwidth policy's split downloads, pages.go
+// ranges kept in pages, drop.go bulk
 // drops, access.go access metadata and pre-warming, budget.go run-time
 // budget changes, counters.go and metrics.go what is counted.
 package cachelet
@@ -77,6 +78,11 @@ type Config struct {
 	// FillTimeout bounds one download from the store into memory, which
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
+	// PageSize is the size of the pages that ranges of objects not cached
+	// whole are fetched and kept in (pages.go, ADR 0021). Default
+	// DefaultPageSize; negative turns pages off (a ranged read of an
+	// uncached object then fetches the whole object).
+	PageSize int64
 	// WriteTarget and WriteMode: where a write must land before Put
 	// returns (see cacheconfig.Consistencies). Default WriteStore, WriteSync.
 	WriteTarget WriteTarget
@@ -176,6 +182,12 @@ func (c *Config) Validate() error {
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
 	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.PageSize > 0 && (c.PageSize < 4<<10 || c.PageSize > 64<<20) {
+		return fmt.Errorf("cachelet: page size %d out of range (4 KiB to 64 MiB, or negative for none)", c.PageSize)
+	}
 	c.Clock = clock.Or(c.Clock)
 	c.capabilities()
 	if c.DrainTimeout == 0 {
@@ -259,6 +271,9 @@ type Cachelet struct {
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
 
+	// The page index and page fills (pages.go).
+	pages *pages
+
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
 
@@ -297,6 +312,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.split, err = newSplitter(cfg, st, log, reg); err != nil {
 		return nil, err
 	}
+	c.pages = newPages(cfg.PageSize, reg)
 	ccfg := cfg.Cache
 	owns := ccfg.Owns
 	if cfg.Router != nil && owns == nil {
@@ -360,6 +376,7 @@ func (c *Cachelet) Close() error {
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
 	c.keys.close()
+	c.pages.close()
 	c.closeValidations()
 	c.stopFills()
 	c.wg.Wait()
@@ -373,4 +390,5 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	c.keys.invalidate(k)
 	c.cache.Remove(k)
+	c.pages.forget(k)
 }

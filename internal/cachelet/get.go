@@ -70,6 +70,9 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 			return nil, err
 		}
 	}
+	if rng != nil && c.rangeUsesPages(k) {
+		return c.getRange(ctx, k, *rng, start)
+	}
 	sv, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
