@@ -26,6 +26,7 @@ var benchmarks = []struct {
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
 	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
+	{"ranges", "random 1-8 MiB ranges of large objects behind a shaped store link: hoard cold and warm against the store", runBenchRanges},
 	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }
