@@ -35,6 +35,7 @@ var configKeys = map[string]string{
 	"max-object-size":    "cache.max_object_size",
 	"memory-overhead":    "cache.memory_overhead",
 	"buffer-pool":        "cache.buffer_pool",
+	"page-size":          "cache.page_size",
 	"read-mode":          "cache.read_mode",
 	"no-write-cache":     "cache.no_write_cache",
 	"eviction":           "cache.eviction",
