@@ -39,6 +39,7 @@ func runBenchRanges(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.Var(&page, "page-size", "hoard's page size")
 	fs.Var(&budget, "budget", "hoard's cache budget")
 	fs.Var(&maxObj, "max-object", "the largest object hoard keeps whole (smaller than the objects, so only pages keep them)")
+	fs.BoolVar(&cfg.WholeToo, "whole-too", false, "also measure ranges without pages of objects small enough to keep whole (each cold read fetches its whole object: slow)")
 	fs.StringVar(&cfg.Preset, "preset", "faast", "the store link's shaping (a netshape preset: faast, ofc, local)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the objects and the ranges")
 	minioFlag(fs, &cfg.MinIOBinary)

@@ -45,6 +45,9 @@ type RangesConfig struct {
 	// Budget is hoard's cache budget; default 512 MiB. Objects larger
 	// than MaxObject (default 64 MiB) are never kept whole.
 	Budget, MaxObject int64
+	// WholeToo also measures the whole-object path of objects small
+	// enough to keep (the budget is raised to MaxSize for it).
+	WholeToo bool
 	// Preset names the store link's shaping (netshape); default "faast".
 	Preset string
 	// MinIOBinary; default localstore.FindBinary("minio").
@@ -119,6 +122,7 @@ const (
 	RangesWarm    = "hoard warm"
 	RangesLocal   = "hoard warm, local"
 	RangesNoPages = "hoard cold, no pages"
+	RangesWhole   = "hoard cold, no pages, kept whole"
 )
 
 type rangeRead struct {
@@ -214,12 +218,12 @@ func RunRanges(ctx context.Context, cfg RangesConfig) (*RangesReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := func(mode cachelet.ReadMode, pageSize int64) (*instance.Instance, *minio.Core, error) {
+	start := func(mode cachelet.ReadMode, pageSize, maxObject int64) (*instance.Instance, *minio.Core, error) {
 		in, err := instance.Start(ctx, instance.Config{
 			MetricsListen: "off", Region: benchRegion, AccessKey: clientKey, SecretKey: clientSec,
 			Store: s3store.Config{Endpoint: endpoint, AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey(), Region: benchRegion},
 			Cachelet: cachelet.Config{ReadMode: mode, PageSize: pageSize,
-				Cache: cache.Config{Budget: cfg.Budget, MaxObjectSize: cfg.MaxObject}},
+				Cache: cache.Config{Budget: max(cfg.Budget, maxObject), MaxObjectSize: maxObject}},
 		}, cfg.Log)
 		if err != nil {
 			return nil, nil, err
@@ -256,7 +260,7 @@ func RunRanges(ctx context.Context, cfg RangesConfig) (*RangesReport, error) {
 
 	// Strong (the default), with pages: cold interleaved with the store
 	// direct, then warm.
-	in, core, err := start(cachelet.ReadVersionCheck, cfg.PageSize)
+	in, core, err := start(cachelet.ReadVersionCheck, cfg.PageSize, cfg.MaxObject)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +290,7 @@ func RunRanges(ctx context.Context, cfg RangesConfig) (*RangesReport, error) {
 	target(RangesWarm, "hoard strong, the same ranges again: pages in memory, one conditional GET each", &wp, b2-b1)
 
 	// Local: pages filled untimed, then read without asking the store.
-	lin, lcore, err := start(cachelet.ReadLocal, cfg.PageSize)
+	lin, lcore, err := start(cachelet.ReadLocal, cfg.PageSize, cfg.MaxObject)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +311,7 @@ func RunRanges(ctx context.Context, cfg RangesConfig) (*RangesReport, error) {
 	closeIn(lin)
 
 	// Before pages: a ranged read of an object too large to keep whole.
-	nin, ncore, err := start(cachelet.ReadVersionCheck, -1)
+	nin, ncore, err := start(cachelet.ReadVersionCheck, -1, cfg.MaxObject)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +325,26 @@ func RunRanges(ctx context.Context, cfg RangesConfig) (*RangesReport, error) {
 		}
 	}
 	target(RangesNoPages, "hoard strong without pages (as before them): the object is too large to keep, so a whole GET is opened for its size, then the range asked for", &np, -1)
+	closeIn(nin)
+
+	// Before pages, an object small enough to keep: the read waits while
+	// the whole object downloads up to its range.
+	if cfg.WholeToo {
+		win, wcore, err := start(cachelet.ReadVersionCheck, -1, cfg.MaxSize)
+		if err != nil {
+			return nil, err
+		}
+		defer closeIn(win)
+		say("cold without pages, objects kept whole")
+		var wp pass
+		for _, r := range reads {
+			win.Cachelet().Invalidate(benchBucket, rangeKey(r.obj))
+			if err := read(wcore, r, &wp); err != nil {
+				return nil, fmt.Errorf("bench: ranges: hoard without pages, kept whole: %w", err)
+			}
+		}
+		target(RangesWhole, "hoard strong without pages (as before them), objects small enough to keep: the whole object is fetched, and the read waits until it arrives up to the range", &wp, -1)
+	}
 	return rep, nil
 }
 
