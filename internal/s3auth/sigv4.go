@@ -3,7 +3,6 @@ package s3auth
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -81,14 +80,14 @@ func (v *Verifier) verifyV4Header(r *http.Request, q query, rest string) (*authR
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, p.date, p.region, p.service)
+	key := v.keys.get(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, p, key, amzDate, scope, payload, false) {
 		return nil, ErrSignatureDoesNotMatch
 	}
 	return &authResult{
 		method: V4Header, accessKey: p.accessKey, payloadHash: payload,
-		signingKey: key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
 	}, nil
 }
 
@@ -182,14 +181,14 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, p.date, p.region, p.service)
+	key := v.keys.get(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, &p, key, amzDate, scope, payload, true) {
 		return nil, ErrSignatureDoesNotMatch
 	}
 	return &authResult{
 		method: V4Presigned, accessKey: p.accessKey, payloadHash: payload,
-		signingKey: key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
 	}, nil
 }
 
@@ -333,37 +332,19 @@ func checkSignedHeaders(r *http.Request, signed []string) error {
 // the path on the wire is spelled differently (a client that leaves "+" or
 // "!" unescaped signs what it sends), that spelling is tried too. Both name
 // the same key, so accepting either grants nothing extra.
-func v4Matches(r *http.Request, q query, p *v4Params, key []byte, amzDate, scope, payload string, presigned bool) bool {
+func v4Matches(r *http.Request, q query, p *v4Params, key *sigKey, amzDate, scope, payload string, presigned bool) bool {
 	headers := canonicalHeaders(r, p.signedHeaders)
 	cq := q.canonical(presigned)
 	want := []byte(p.signature)
 	primary := encodePath(r.URL.Path)
-	if hmac.Equal(want, []byte(v4Signature(key, r.Method, primary, cq, headers, p.signedRaw, payload, amzDate, scope))) {
+	if sig := key.v4Signature(r.Method, primary, cq, headers, p.signedRaw, payload, amzDate, scope); hmac.Equal(want, sig[:]) {
 		return true
 	}
 	if raw := r.URL.EscapedPath(); raw != "" && raw != primary {
-		return hmac.Equal(want, []byte(v4Signature(key, r.Method, raw, cq, headers, p.signedRaw, payload, amzDate, scope)))
+		sig := key.v4Signature(r.Method, raw, cq, headers, p.signedRaw, payload, amzDate, scope)
+		return hmac.Equal(want, sig[:])
 	}
 	return false
-}
-
-// v4Signature returns hex(HMAC(key, string-to-sign)) for one canonical
-// request.
-func v4Signature(key []byte, method, uri, query, headers, signed, payload, amzDate, scope string) string {
-	h := sha256.New()
-	for _, s := range [...]string{method, "\n", uri, "\n", query, "\n", headers, "\n", signed, "\n", payload} {
-		h.Write([]byte(s))
-	}
-	var sum [sha256.Size]byte
-	var crHex [2 * sha256.Size]byte
-	hex.Encode(crHex[:], h.Sum(sum[:0]))
-
-	m := hmac.New(sha256.New, key)
-	for _, s := range [...]string{v4Algorithm, "\n", amzDate, "\n", scope, "\n"} {
-		m.Write([]byte(s))
-	}
-	m.Write(crHex[:])
-	return hex.EncodeToString(m.Sum(sum[:0]))
 }
 
 // signingKey derives the SigV4 key for one day, region and service.
