@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
-	"io"
 	"sync"
 )
 
@@ -47,29 +46,40 @@ func (c *sigKeys) get(secret, date, region, service string) *sigKey {
 	return k
 }
 
-// canonicalHashes hash canonical requests; a hash holds nothing once
-// Reset, so one pool serves every Verifier.
-var canonicalHashes = sync.Pool{New: func() any { return sha256.New() }}
+// scratch is one signature check's working memory: a hash of canonical
+// requests (which holds nothing once Reset) and buffers. One pool serves
+// every Verifier.
+type scratch struct {
+	h       hash.Hash
+	buf     []byte
+	headers []byte // the canonical headers
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{h: sha256.New()} }}
 
 // v4Signature returns hex(HMAC(key, string-to-sign)) for one canonical
-// request, without allocating.
-func (k *sigKey) v4Signature(method, uri, query, headers, signed, payload, amzDate, scope string) [2 * sha256.Size]byte {
-	h := canonicalHashes.Get().(hash.Hash)
-	h.Reset()
-	for _, s := range [...]string{method, "\n", uri, "\n", query, "\n", headers, "\n", signed, "\n", payload} {
-		_, _ = io.WriteString(h, s)
-	}
+// request (its headers in sc.headers), without allocating.
+func (k *sigKey) v4Signature(sc *scratch, method, uri, query, signed, payload, amzDate, scope string) [2 * sha256.Size]byte {
+	b := append(sc.buf[:0], method...)
+	b = append(append(b, '\n'), uri...)
+	b = append(append(b, '\n'), query...)
+	b = append(append(b, '\n'), sc.headers...)
+	b = append(append(b, '\n'), signed...)
+	b = append(append(b, '\n'), payload...)
+	sc.h.Reset()
+	sc.h.Write(b)
 	var sum [sha256.Size]byte
 	var hexed [2 * sha256.Size]byte
-	hex.Encode(hexed[:], h.Sum(sum[:0]))
-	canonicalHashes.Put(h)
+	hex.Encode(hexed[:], sc.h.Sum(sum[:0]))
 
+	b = append(b[:0], v4Algorithm...)
+	b = append(append(b, '\n'), amzDate...)
+	b = append(append(b, '\n'), scope...)
+	b = append(append(b, '\n'), hexed[:]...)
+	sc.buf = b
 	m := k.macs.Get().(hash.Hash)
 	m.Reset()
-	for _, s := range [...]string{v4Algorithm, "\n", amzDate, "\n", scope, "\n"} {
-		_, _ = io.WriteString(m, s)
-	}
-	m.Write(hexed[:])
+	m.Write(b)
 	hex.Encode(hexed[:], m.Sum(sum[:0]))
 	k.macs.Put(m)
 	return hexed
