@@ -249,3 +249,80 @@ func TestPageSizeValidated(t *testing.T) {
 		}
 	}
 }
+
+// With the store down, cached pages are not served as confirmed under
+// strong: the read fails, or is a marked stale hit where
+// ServeStaleIfError is on; under ReadLocal they are served.
+func TestPagesWithTheStoreDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*Config)
+		want Outcome // "" : the read fails with ErrUnavailable
+	}{
+		{"strong", nil, ""},
+		{"strong, stale if error", func(c *Config) { c.ServeStaleIfError = true }, StaleHit},
+		{"local", readLocal, LocalHit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, big := pagesEnv(t, tc.opt)
+			e.readRange("big", big, 100, 2*testPage, LocalMiss)
+			e.settle()
+			e.st.SetDown(true)
+			got, obj, err := e.read("big", &store.ByteRange{Start: 100, End: 2 * testPage})
+			if tc.want == "" {
+				if !errors.Is(err, store.ErrUnavailable) {
+					t.Fatalf("read with the store down = %v, want ErrUnavailable", err)
+				}
+			} else if err != nil || obj.Outcome != tc.want || !bytes.Equal(got, big[100:2*testPage+1]) {
+				t.Fatalf("read with the store down = %v, %v; want %s and the right bytes", err, obj, tc.want)
+			}
+			// Pages not cached: a miss the store cannot answer.
+			if _, _, err := e.read("big", &store.ByteRange{Start: 10 * testPage, End: 11 * testPage}); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("cold read with the store down = %v, want ErrUnavailable", err)
+			}
+			e.st.SetDown(false)
+			e.readRange("big", big, 10*testPage, 11*testPage, LocalMiss)
+		})
+	}
+}
+
+// Close while a page fill is held mid-body: the fill is cancelled and
+// waited for, its reader gets an error (never short bytes as whole), and
+// nothing stays reserved; later page reads fill nothing.
+func TestCloseDuringAPageFill(t *testing.T) {
+	e, big := pagesEnv(t, nil)
+	hold := e.st.HoldBody(testBucket, "big", testPage+10)
+	obj, err := e.c.Get(t.Context(), testBucket, "big", &store.ByteRange{Start: 0, End: 3*testPage - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold.Reached()
+	done := make(chan error, 1)
+	go func() { done <- e.c.Close() }()
+	var buf bytes.Buffer
+	_, rerr := buf.ReadFrom(obj.Body)
+	obj.Body.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	hold.Release()
+	if rerr == nil {
+		t.Fatal("a read cut off by Close ended without an error")
+	}
+	if !bytes.Equal(buf.Bytes(), big[:buf.Len()]) {
+		t.Fatal("bytes before the error differ")
+	}
+	if s := e.c.Stats(); s.Reserved != 0 {
+		t.Errorf("stats after Close = %+v, want nothing reserved", s)
+	}
+	// After Close nothing more is filled: a read either streams (its
+	// store request may also be cancelled) or fails.
+	before := e.c.Stats()
+	got, obj, err := e.read("big", &store.ByteRange{Start: 5 * testPage, End: 6 * testPage})
+	if err == nil && (obj.Outcome != PassThrough || !bytes.Equal(got, big[5*testPage:6*testPage+1])) {
+		t.Fatalf("read after Close = %s, %d bytes", obj.Outcome, len(got))
+	}
+	if s := e.c.Stats(); s.Objects != before.Objects || s.Reserved != 0 {
+		t.Errorf("stats went from %+v to %+v after Close", before, s)
+	}
+}
