@@ -319,12 +319,12 @@ func (c *Cachelet) newPages(k cache.Key, info store.ObjectInfo, got store.ByteRa
 	}
 	for off := got.Start; off <= got.End; off += ps {
 		n := min(ps, info.Size-off)
-		if !c.cache.Reserve(c.cache.Charge(n)) {
+		if !c.cache.Reserve(c.cache.PageCharge(n)) {
 			undo()
 			return nil
 		}
 		pinfo.Size = n
-		entries = append(entries, c.cache.NewEntry(pageKey(k, info.ETag, off/ps), pinfo))
+		entries = append(entries, c.cache.NewPageEntry(pageKey(k, info.ETag, off/ps), pinfo))
 	}
 	p := c.pages
 	p.mu.Lock()

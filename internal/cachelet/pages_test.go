@@ -193,9 +193,18 @@ func TestBrokenPageFill(t *testing.T) {
 
 // Readers of overlapping ranges at once, some of them after writes behind
 // the cachelet's back, each get one version's bytes: the pages they read
-// never mix versions, and the budget holds.
+// never mix versions, pages whose chunks come from the pool are never
+// reused under a reader, and the budget holds.
 func TestConcurrentPageReads(t *testing.T) {
-	e, _ := pagesEnv(t, func(c *Config) { c.Cache.Budget, c.Cache.MaxObjectSize = 12*testPage, 4*testPage })
+	for _, ps := range []int64{testPage, cache.ChunkSize} {
+		t.Run(fmt.Sprint(ps), func(t *testing.T) { concurrentPageReads(t, ps) })
+	}
+}
+
+func concurrentPageReads(t *testing.T, ps int64) {
+	e, _ := pagesEnv(t, func(c *Config) {
+		c.PageSize, c.Cache.Budget, c.Cache.MaxObjectSize = ps, 12*ps, 4*ps
+	})
 	n := 4*testMaxSize + 1000
 	versions := make([][]byte, 4)
 	for v := range versions {
@@ -211,7 +220,7 @@ func TestConcurrentPageReads(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 40 {
 				start := rnd.Int64N(int64(n - 1))
-				end := min(start+rnd.Int64N(3*testPage), int64(n-1))
+				end := min(start+rnd.Int64N(3*ps), int64(n-1))
 				got, _, err := e.read("big", &store.ByteRange{Start: start, End: end})
 				if err != nil {
 					errc <- err
@@ -238,6 +247,9 @@ func TestConcurrentPageReads(t *testing.T) {
 	}
 	e.settle()
 	e.checkBudget()
+	if ps%cache.ChunkSize == 0 && e.c.cache.BufferStats().Reused == 0 {
+		t.Error("no page reused a pooled chunk")
+	}
 }
 
 // Bad page sizes are refused.
