@@ -170,7 +170,25 @@ func releaseAll(es []*cache.Entry) {
 
 // getRange serves a ranged read through pages (see the top of the file).
 func (c *Cachelet) getRange(ctx context.Context, k cache.Key, req store.ByteRange, start time.Time) (*Object, error) {
+	obj, err := c.pageRead(ctx, k, req, start, true)
+	if errors.Is(err, errSpanShort) {
+		// A span chosen for the size the index knew missed the range
+		// of the object as it is now: ask for the range as for an
+		// object never seen.
+		obj, err = c.pageRead(ctx, k, req, start, false)
+		if errors.Is(err, errSpanShort) {
+			c.m.readErrors.Inc()
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+	}
+	return obj, err
+}
+
+// pageRead is one try of getRange; useIndex says whether it may trust the
+// size the page index knows to choose the span.
+func (c *Cachelet) pageRead(ctx context.Context, k cache.Key, req store.ByteRange, start time.Time, useIndex bool) (*Object, error) {
 	info, known, gen := c.pages.lookup(k)
+	known = known && useIndex
 	var r store.ByteRange
 	var err error
 	if known {
@@ -223,6 +241,10 @@ func (c *Cachelet) getRange(ctx context.Context, k cache.Key, req store.ByteRang
 	return c.fillPages(k, req, body, ninfo, got, start)
 }
 
+// errSpanShort: the store's answer does not hold the range, because the
+// object changed size since its span was chosen.
+var errSpanShort = errors.New("cachelet: the store's answer does not cover the range")
+
 // rangeFailed ends a page read the store refused.
 func (c *Cachelet) rangeFailed(k cache.Key, err error) error {
 	switch {
@@ -268,9 +290,10 @@ func (c *Cachelet) fillPages(k cache.Key, req store.ByteRange, body io.ReadClose
 		return nil, err
 	}
 	if r.Start < got.Start || r.End > got.End {
+		// The object changed size since the span was chosen for the
+		// size known before: the caller asks again.
 		body.Close()
-		c.m.readErrors.Inc()
-		return nil, fmt.Errorf("%w: the store answered bytes %d-%d for a read of %d-%d", store.ErrUnavailable, got.Start, got.End, r.Start, r.End)
+		return nil, errSpanShort
 	}
 	ps := c.pages.size
 	aligned := got.Start%ps == 0 && ((got.End+1)%ps == 0 || got.End == info.Size-1)

@@ -338,3 +338,25 @@ func TestCloseDuringAPageFill(t *testing.T) {
 		t.Errorf("stats went from %+v to %+v after Close", before, s)
 	}
 }
+
+// An object that changes size behind the cachelet: the span chosen for
+// the size known before misses the new version's range, and the read
+// asks again instead of failing or serving short.
+func TestPagesOfAnObjectThatChangesSize(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.PageSize = testPage })
+	all := &store.ByteRange{Start: 0, End: 1 << 30}
+	for i, size := range []int{5, 4, 9, 3 * testPage, testPage + 7, 2} {
+		data := object("k", i, size)
+		e.storePut("k", data)
+		for range 2 { // changed, then a hit
+			got, obj, err := e.read("k", all)
+			if err != nil || !bytes.Equal(got, data) || obj.Info.Size != int64(size) {
+				t.Fatalf("version %d (%d bytes): read %d bytes, %v, %v", i, size, len(got), err, obj)
+			}
+		}
+		e.settle()
+	}
+	if n := toFloat64(e.c.m.readErrors); n != 0 {
+		t.Errorf("%v read errors", n)
+	}
+}
