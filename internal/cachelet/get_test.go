@@ -110,7 +110,8 @@ func TestMetricsRegistered(t *testing.T) {
 }
 
 func TestRangesServedFromMemory(t *testing.T) {
-	e := newEnv(t, nil)
+	// One page holds the whole object.
+	e := newEnv(t, func(c *Config) { c.PageSize = 256 << 10 })
 	const size = 200 << 10
 	data := object("r", 1, size)
 	e.storePut("r", data)

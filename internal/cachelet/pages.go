@@ -33,7 +33,7 @@ import (
 // fills (pages.close) before it waits for the running ones.
 
 // DefaultPageSize is the size of a page when Config.PageSize is 0.
-const DefaultPageSize = 256 << 10
+const DefaultPageSize = 128 << 10
 
 // pageIndexMax bounds the page index: past it, an arbitrary key is
 // forgotten (its pages are found again by the next read that asks the
