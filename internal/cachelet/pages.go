@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,6 +171,9 @@ func releaseAll(es []*cache.Entry) {
 
 // getRange serves a ranged read through pages (see the top of the file).
 func (c *Cachelet) getRange(ctx context.Context, k cache.Key, req store.ByteRange, start time.Time) (*Object, error) {
+	if strings.IndexByte(k.Object, 0) >= 0 {
+		return nil, errNULKey
+	}
 	obj, err := c.pageRead(ctx, k, req, start, true)
 	if errors.Is(err, errSpanShort) {
 		// A span chosen for the size the index knew missed the range

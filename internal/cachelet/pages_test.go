@@ -360,3 +360,31 @@ func TestPagesOfAnObjectThatChangesSize(t *testing.T) {
 		t.Errorf("%v read errors", n)
 	}
 }
+
+// A page's name is no object's: reads of it, whole or ranged, here or by
+// a peer, find nothing, even while the page is cached.
+func TestPageNamesAreNotKeys(t *testing.T) {
+	e, big := pagesEnv(t, readLocal)
+	e.readRange("big", big, 0, 10, LocalMiss)
+	e.settle()
+	info, ok, _ := e.c.pages.lookup(cache.Key{Bucket: testBucket, Object: "big"})
+	if !ok {
+		t.Fatal("no page index entry")
+	}
+	name := pageKey(cache.Key{Bucket: testBucket, Object: "big"}, info.ETag, 0).Object
+	if e.c.cache.Peek(cache.Key{Bucket: testBucket, Object: name}) == nil {
+		t.Fatal("the page is not cached under its name")
+	}
+	if _, _, err := e.read(name, nil); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("whole read of a page's name = %v, want ErrNoSuchKey", err)
+	}
+	if _, _, err := e.read(name, &store.ByteRange{Start: 0, End: 5}); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("ranged read of a page's name = %v, want ErrNoSuchKey", err)
+	}
+	if _, err := e.c.Stat(t.Context(), testBucket, name); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("stat of a page's name = %v, want ErrNoSuchKey", err)
+	}
+	if _, err := e.c.PeerGet(t.Context(), testBucket, name, ""); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("peer read of a page's name = %v, want ErrNoSuchKey", err)
+	}
+}
