@@ -27,6 +27,7 @@ var benchmarks = []struct {
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
 	{"disk", "the disk tier: a working set above the memory budget, store behind a shaped link; memory-only vs disk tier vs a reloaded instance", runBenchDisk},
 	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
+	{"ranges", "random 1-8 MiB ranges of large objects behind a shaped store link: hoard cold and warm against the store", runBenchRanges},
 	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }

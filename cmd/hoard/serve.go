@@ -112,6 +112,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ef.register(fs, doc.Cache.Erasure)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
+	var pageSize poolFlag // a size, or off (-1), as --buffer-pool
+	fs.Var(&pageSize, "page-size", "ranged reads of objects not cached whole fetch and keep whole pages of this size (4KiB to 64MiB; default 128KiB); off: ranges fetch the whole object")
 	config := configFlag(fs)
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -130,6 +132,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Cachelet.MemoryLimitOverhead = int64(overhead)
 	cfg.Cachelet.Cache.PoolBytes = int64(pool)
+	cfg.Cachelet.PageSize = int64(pageSize)
 	for _, d := range strings.Split(domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.Domains = append(cfg.Domains, strings.ToLower(d))

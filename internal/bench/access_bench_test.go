@@ -23,13 +23,21 @@ import (
 //
 //	go test -run XXX -bench 4KiB ./internal/bench
 
-func BenchmarkGetStore4KiB(b *testing.B)     { benchGet(b, "store") }
-func BenchmarkGetWarm4KiB(b *testing.B)      { benchGet(b, cachelet.ReadVersionCheck) }
-func BenchmarkGetWarmLocal4KiB(b *testing.B) { benchGet(b, cachelet.ReadLocal) }
-func BenchmarkGetCold4KiB(b *testing.B)      { benchGet(b, "cold") }
+func BenchmarkGetStore4KiB(b *testing.B)     { benchGet(b, "store", 4<<10) }
+func BenchmarkGetWarm4KiB(b *testing.B)      { benchGet(b, cachelet.ReadVersionCheck, 4<<10) }
+func BenchmarkGetWarmLocal4KiB(b *testing.B) { benchGet(b, cachelet.ReadLocal, 4<<10) }
+func BenchmarkGetCold4KiB(b *testing.B)      { benchGet(b, "cold", 4<<10) }
 
-func benchGet(b *testing.B, mode cachelet.ReadMode) {
-	const size = 4 << 10
+// The miss path at larger sizes, next to the store direct (profile with
+// -cpuprofile / -memprofile):
+//
+//	go test -run XXX -bench 'Get(Store|Cold)(1|16)MiB' ./internal/bench
+func BenchmarkGetStore1MiB(b *testing.B)  { benchGet(b, "store", 1<<20) }
+func BenchmarkGetCold1MiB(b *testing.B)   { benchGet(b, "cold", 1<<20) }
+func BenchmarkGetStore16MiB(b *testing.B) { benchGet(b, "store", 16<<20) }
+func BenchmarkGetCold16MiB(b *testing.B)  { benchGet(b, "cold", 16<<20) }
+
+func benchGet(b *testing.B, mode cachelet.ReadMode, size int64) {
 	ctx := context.Background()
 	srv, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(b.TempDir(), "data"), Logger: slog.New(slog.DiscardHandler)})
 	if errors.Is(err, localstore.ErrBinaryNotFound) {

@@ -173,6 +173,46 @@ func TestReleaseGivesChunksBack(t *testing.T) {
 	p.Release()
 }
 
+// Pages that are whole chunks are pooled whatever their size; a page
+// that is not (an object's last) is held as Charge and NewEntry hold it.
+func TestPagesArePooled(t *testing.T) {
+	c, err := New(Config{Budget: 8 * MinPooled, PoolBytes: 8 * MinPooled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		size   int64
+		pooled bool
+	}{{ChunkSize, true}, {4 * ChunkSize, true}, {ChunkSize + 1, false}, {100, false}, {MinPooled + 1, true}} {
+		charge := c.PageCharge(tc.size)
+		if !c.Reserve(charge) {
+			t.Fatalf("no room for %d", tc.size)
+		}
+		e := c.NewPageEntry(Key{"b", "page"}, store.ObjectInfo{Size: tc.size})
+		if e.Charge() != charge || (e.chunks != nil) != tc.pooled {
+			t.Errorf("page of %d: charge %d (reserved %d), pooled %v; want pooled %v", tc.size, e.Charge(), charge, e.chunks != nil, tc.pooled)
+		}
+		data := chunkPattern(1, 1, int(tc.size))
+		if _, err := e.ReadFrom(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.Bytes(); !bytes.Equal(got, data) {
+			t.Errorf("page of %d reads back wrong", tc.size)
+		}
+		if !c.Add(e) {
+			t.Fatal("not added")
+		}
+		e.Release()
+		c.Remove(Key{"b", "page"})
+	}
+	if s := c.Stats(); s.Reserved != 0 || s.Bytes != 0 {
+		t.Errorf("stats %+v, want nothing held", s)
+	}
+	if c.BufferStats().Reused == 0 {
+		t.Error("no page reused a pooled chunk")
+	}
+}
+
 // A Builder takes memory as bytes arrive, refuses more than announced,
 // and its entry reads back what was written, in chunks or not.
 func TestBuilder(t *testing.T) {

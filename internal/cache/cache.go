@@ -218,6 +218,31 @@ func (c *Cache) NewEntry(k Key, info store.ObjectInfo) *Entry {
 	return NewEntry(k, info)
 }
 
+// PageCharge and NewPageEntry are Charge and NewEntry for a page of a
+// larger object: a page that is a whole number of chunks is held in
+// chunks from the pool whatever its size (nothing of its last chunk is
+// unused), so pages evicted give their memory to the next fills instead
+// of to the collector.
+func (c *Cache) PageCharge(size int64) int64 {
+	if c.pooledPage(size) {
+		return size
+	}
+	return c.Charge(size)
+}
+
+// NewPageEntry: see PageCharge; the caller must have reserved
+// PageCharge(info.Size).
+func (c *Cache) NewPageEntry(k Key, info store.ObjectInfo) *Entry {
+	if c.pooledPage(info.Size) {
+		return NewPooledEntry(c.pool, k, info)
+	}
+	return c.NewEntry(k, info)
+}
+
+func (c *Cache) pooledPage(size int64) bool {
+	return c.pool != nil && size > 0 && size%ChunkSize == 0 && size <= c.cfg.MaxObjectSize
+}
+
 // BufferStats returns the pool's counters (zero without a pool).
 func (c *Cache) BufferStats() BufferStats {
 	if c.pool == nil {

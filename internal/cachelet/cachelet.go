@@ -21,7 +21,8 @@
 // (Put, Delete, Copy, ...), consistency.go holds the owner and local write
 // targets' buffered writes and their background persistence, cluster.go
 // the peer protocol's owner side, handoff.go ownership handoffs on ring
-// changes, split.go the bandwidth policy's split downloads, drop.go bulk
+// changes, split.go the bandwidth policy's split downloads, pages.go
+// ranges kept in pages, drop.go bulk
 // drops, access.go access metadata and pre-warming, budget.go run-time
 // budget changes, counters.go and metrics.go what is counted.
 package cachelet
@@ -77,6 +78,11 @@ type Config struct {
 	// FillTimeout bounds one download from the store into memory, which
 	// outlives the request that started it. Default 10 minutes.
 	FillTimeout time.Duration
+	// PageSize is the size of the pages that ranges of objects not cached
+	// whole are fetched and kept in (pages.go, ADR 0021). Default
+	// DefaultPageSize; negative turns pages off (a ranged read of an
+	// uncached object then fetches the whole object).
+	PageSize int64
 	// WriteTarget and WriteMode: where a write must land before Put
 	// returns (see cacheconfig.Consistencies). Default WriteStore, WriteSync.
 	WriteTarget WriteTarget
@@ -187,6 +193,12 @@ func (c *Config) Validate() error {
 	if c.FillTimeout < 0 {
 		return errors.New("cachelet: fill timeout must be positive")
 	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.PageSize > 0 && (c.PageSize < 4<<10 || c.PageSize > 64<<20) {
+		return fmt.Errorf("cachelet: page size %d out of range (4 KiB to 64 MiB, or negative for none)", c.PageSize)
+	}
 	c.Clock = clock.Or(c.Clock)
 	c.capabilities()
 	if c.DrainTimeout == 0 {
@@ -289,6 +301,8 @@ type Cachelet struct {
 
 	// The erasure-coded path of large objects; nil when off (erasure.go).
 	ec *ecPath
+	// The page index and page fills (pages.go).
+	pages *pages
 
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
@@ -328,6 +342,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.split, err = newSplitter(cfg, st, log, reg); err != nil {
 		return nil, err
 	}
+	c.pages = newPages(cfg.PageSize, reg)
 	ccfg := cfg.Cache
 	if cfg.Erasure != nil {
 		if cfg.Erasure.Placer == nil || cfg.Erasure.Peers == nil {
@@ -409,6 +424,7 @@ func (c *Cachelet) Close() error {
 	c.keepOnDisk(kctx)
 	kcancel()
 	c.keys.close()
+	c.pages.close()
 	c.closeValidations()
 	c.stopFills()
 	c.wg.Wait()
@@ -429,4 +445,5 @@ func (c *Cachelet) Invalidate(bucket, key string) {
 	if c.ec != nil {
 		c.ecInvalidate(k)
 	}
+	c.pages.forget(k)
 }

@@ -48,7 +48,7 @@ const DiskHit Outcome = "disk_hit"
 // one this cachelet reads from the store itself (it owns the key, or is
 // alone), complete and not made obsolete by a write.
 func (c *Cachelet) spillWorthy(e *cache.Entry) bool {
-	return c.cfg.Disk != nil && (c.cfg.Router == nil || e.Owned()) && e.Complete() && !e.Doomed()
+	return c.cfg.Disk != nil && (c.cfg.Router == nil || e.Owned()) && e.Complete() && !e.Doomed() && !isPage(e.Key())
 }
 
 // spill is the cache's OnEvict hook: called under the cache's lock while

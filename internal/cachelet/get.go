@@ -3,7 +3,9 @@ package cachelet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -75,6 +77,9 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 			return obj, err
 		}
 	}
+	if rng != nil && c.rangeUsesPages(k) {
+		return c.getRange(ctx, k, *rng, start)
+	}
 	sv, err := c.acquire(ctx, k, true)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoSuchKey) && !errors.Is(err, store.ErrNoSuchBucket) {
@@ -124,6 +129,9 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 	return obj, nil
 }
 
+// errNULKey answers a read of a key holding a NUL.
+var errNULKey = fmt.Errorf("%w: keys never hold NUL", store.ErrNoSuchKey)
+
 // ErrObjectChanged: the object changed in the store between the two
 // requests of one streamed ranged read.
 // It surfaces as a retryable 503, which is what it is.
@@ -170,6 +178,11 @@ func (s served) close() {
 // peer never does: the owner answers from memory or the store). Any
 // goroutine may call it.
 func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served, error) {
+	if strings.IndexByte(k.Object, 0) >= 0 {
+		// No key holds a NUL (the S3 front refuses them): such a name
+		// is a page's (pages.go), never an object's, whoever asks.
+		return served{}, errNULKey
+	}
 	r := c.keys.beginRead(k)
 
 	switch {
@@ -312,6 +325,9 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 // otherwise the store does, and a cached copy it contradicts is dropped.
 func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
 	k := cache.Key{Bucket: bucket, Object: key}
+	if strings.IndexByte(key, 0) >= 0 {
+		return store.ObjectInfo{}, errNULKey
+	}
 	e := c.cache.Peek(k)
 	if e != nil && c.cfg.ReadMode == ReadLocal {
 		return e.Info(), nil

@@ -112,19 +112,21 @@ func TestMetricsRegistered(t *testing.T) {
 }
 
 func TestRangesServedFromMemory(t *testing.T) {
-	e := newEnv(t, nil)
+	// One page holds the whole object.
+	e := newEnv(t, func(c *Config) { c.PageSize = 256 << 10 })
 	const size = 200 << 10
 	data := object("r", 1, size)
 	e.storePut("r", data)
 
-	// A ranged cold read fetches the whole object once and serves the
-	// range from the entry being filled.
+	// A ranged cold read fetches its page (here the whole object, which
+	// is smaller than a page) once, as a range, and serves the range from
+	// the page being filled.
 	got, obj, err := e.read("r", &store.ByteRange{Start: 10, End: 19})
 	if err != nil || !bytes.Equal(got, data[10:20]) || obj.Outcome != LocalMiss {
 		t.Fatalf("cold ranged read = %d bytes, %v, %s", len(got), err, obj.Outcome)
 	}
 	e.settle()
-	e.wantGets(memstore.GetCounts{Total: 1, Bodies: 1, FullBodies: 1})
+	e.wantGets(memstore.GetCounts{Total: 1, Bodies: 1, Ranged: 1})
 
 	for _, tc := range []struct {
 		name       string
@@ -381,8 +383,9 @@ func TestSingleFlightAnyInterleaving(t *testing.T) {
 	}
 }
 
-// Objects larger than MaxObjectSize stream through, whole or ranged, and
-// nothing of them is kept.
+// Objects larger than MaxObjectSize stream through whole, and nothing of
+// them is kept; a range of one is fetched as a range, once, and kept in
+// pages (pages.go).
 func TestLargeObjectsPassThrough(t *testing.T) {
 	e := newEnv(t, nil)
 	big := object("big", 1, testMaxSize+1)
@@ -390,31 +393,35 @@ func TestLargeObjectsPassThrough(t *testing.T) {
 	for range 2 {
 		e.mustRead("big", big, PassThrough)
 	}
+	e.settle()
+	if s := e.c.Stats(); s.Objects != 0 || s.Bytes != 0 || s.Reserved != 0 {
+		t.Errorf("stats = %+v, want nothing kept", s)
+	}
 	r := store.ByteRange{Start: 1000, End: 1999}
 	got, obj, err := e.read("big", &r)
-	if err != nil || obj.Outcome != PassThrough || !bytes.Equal(got, big[1000:2000]) {
+	if err != nil || obj.Outcome != LocalMiss || !bytes.Equal(got, big[1000:2000]) {
 		t.Fatalf("ranged read = %d bytes, %v, %v", len(got), err, obj)
 	}
 	if obj.Range == nil || *obj.Range != r {
 		t.Errorf("range = %v, want %+v", obj.Range, r)
 	}
 	e.settle()
-	if s := e.c.Stats(); s.Objects != 0 || s.Bytes != 0 || s.Reserved != 0 {
-		t.Errorf("stats = %+v, want nothing kept", s)
+	if s := e.c.Stats(); s.Objects != 1 || s.Bytes != DefaultPageSize || s.Reserved != 0 {
+		t.Errorf("stats = %+v, want the first page kept", s)
 	}
-	if g := e.st.GetCounts(); g.FullBodies != 3 || g.Ranged != 1 {
-		t.Errorf("store Gets %+v: want 3 full (the ranged read asks once whole for the size), 1 ranged", g)
+	if g := e.st.GetCounts(); g.Total != 3 || g.FullBodies != 2 || g.Ranged != 1 {
+		t.Errorf("store Gets %+v: want 2 full and 1 ranged (the ranged read asks once, for its page)", g)
 	}
-	if e.reads(PassThrough) != 3 {
-		t.Errorf("reads{pass_through} = %v, want 3", e.reads(PassThrough))
+	if e.reads(PassThrough) != 2 {
+		t.Errorf("reads{pass_through} = %v, want 2", e.reads(PassThrough))
 	}
 }
 
-// A streamed ranged read is pinned to the version its first request saw:
-// if the object changes between the two requests, the read fails with
-// ErrObjectChanged instead of mixing versions.
+// Without pages, a streamed ranged read is pinned to the version its
+// first request saw: if the object changes between the two requests, the
+// read fails with ErrObjectChanged instead of mixing versions.
 func TestPassThroughRangeAcrossAnOverwrite(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(c *Config) { c.PageSize = -1 })
 	e.storePut("big", object("big", 1, testMaxSize+1))
 	hold := e.st.HoldGet(testBucket, "big")
 	errc := make(chan error, 1)

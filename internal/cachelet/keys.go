@@ -65,6 +65,14 @@ func (s *keyState) beginRead(k cache.Key) keystate.Read[*cache.Entry, *flight] {
 	}
 }
 
+// holds reports whether k has a fill or a write in flight (keystate's
+// Holds).
+func (s *keyState) holds(k cache.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t.Holds(k)
+}
+
 // endFlight ends a cold read's flight that ended with err, and readies it
 // for its joiners (the caller then closes fl.done).
 func (s *keyState) endFlight(k cache.Key, fl *flight, err error) {

@@ -173,8 +173,9 @@ type linEnv struct {
 
 // linCluster is one application's cachelets under one setting.
 type linCluster struct {
-	ins []*instance.Instance
-	cs  []*minio.Client
+	ins    []*instance.Instance
+	cs     []*minio.Client
+	ranged bool // reads are ranged GETs (readRange)
 }
 
 func startLinCluster(t *testing.T, env *linEnv, c cachelet.Consistency) *linCluster {
@@ -224,12 +225,34 @@ func startLinMember(ctx context.Context, env *linEnv, c cachelet.Consistency, ap
 	}
 	cfg.Cachelet.Cache.Budget = 16 << 20
 	c.Apply(&cfg.Cachelet)
+	// Ranged reads meet pages more often where writes are not kept whole.
+	cfg.Cachelet.DisableWriteCaching = strings.HasSuffix(c.Name, "-ranged")
 	in, err := instance.Start(ctx, cfg, env.log.With("cachelet", i, "setting", c.Name))
 	if err != nil {
 		_ = reg.Close()
 		return nil, nil, err
 	}
 	return in, func(ctx context.Context) error { return errors.Join(in.Close(ctx), reg.Close()) }, nil
+}
+
+// pageReads sums hoard_cachelet_page_reads_total{result} over the
+// cachelets.
+func (lc *linCluster) pageReads(result string) float64 {
+	var n float64
+	for _, in := range lc.ins {
+		mfs, _ := in.Registry().Gather()
+		for _, mf := range mfs {
+			if mf.GetName() != "hoard_cachelet_page_reads_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == result {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // ringsAgree says whether every cachelet sees all of them in its ring.
@@ -318,7 +341,7 @@ func runRegisterWorkload(t *testing.T, lc *linCluster, bucket string, keys []str
 					continue
 				}
 				call := rec.now()
-				v, err := readValue(ctx, cl, bucket, key)
+				v, err := readRange(ctx, cl, bucket, key, lc.ranged)
 				ret := rec.now()
 				if err != nil {
 					rec.fail("client %d get %s: %v", client, key, err) // a failed read says nothing
@@ -335,7 +358,19 @@ func runRegisterWorkload(t *testing.T, lc *linCluster, bucket string, keys []str
 
 // readValue GETs the register's value; a missing object is "".
 func readValue(ctx context.Context, c *minio.Client, bucket, key string) (string, error) {
-	obj, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	return readRange(ctx, c, bucket, key, false)
+}
+
+// readRange is readValue, with a ranged GET of the whole value when
+// ranged is set.
+func readRange(ctx context.Context, c *minio.Client, bucket, key string, ranged bool) (string, error) {
+	var opts minio.GetObjectOptions
+	if ranged {
+		if err := opts.SetRange(0, 1<<30); err != nil {
+			return "", err
+		}
+	}
+	obj, err := c.GetObject(ctx, bucket, key, opts)
 	if err != nil {
 		return "", err
 	}
@@ -439,14 +474,19 @@ func TestLinearizability(t *testing.T) {
 	env := &linEnv{store: srv, etcd: etcd,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 
-	for _, name := range []string{"strong", "owner", "owner-local-read"} {
+	// strong-ranged is strong whose reads are ranged (bytes=0-, the
+	// whole value): served from pages (ADR 0021) where no whole copy is
+	// cached, and from the whole copy where one is.
+	for _, name := range []string{"strong", "strong-ranged", "owner", "owner-local-read"} {
 		strong := name != "owner-local-read"
 		t.Run(name, func(t *testing.T) {
-			c, err := cachelet.ParseConsistency(name)
+			c, err := cachelet.ParseConsistency(strings.TrimSuffix(name, "-ranged"))
 			if err != nil {
 				t.Fatal(err)
 			}
+			c.Name = name
 			lc := startLinCluster(t, env, c)
+			lc.ranged = strings.HasSuffix(name, "-ranged")
 			bucket := "lin-" + name
 			if err := lc.cs[0].MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
 				t.Fatalf("make bucket: %v", err)
@@ -471,6 +511,13 @@ func TestLinearizability(t *testing.T) {
 			rec := runRegisterWorkload(t, lc, bucket, keys, owners, seed)
 			for _, e := range rec.errs {
 				t.Errorf("request failed: %s", e)
+			}
+			if lc.ranged {
+				hits, filled := lc.pageReads("hit"), lc.pageReads("filled")
+				t.Logf("%s: page reads: %v hits, %v filled", name, hits, filled)
+				if hits == 0 || filled == 0 {
+					t.Errorf("%s: no read went through pages (%v hits, %v filled)", name, hits, filled)
+				}
 			}
 
 			start := time.Now()

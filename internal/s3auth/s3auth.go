@@ -135,6 +135,8 @@ type Verifier struct {
 	bufReaders  sync.Pool // *bufio.Reader over aws-chunked bodies
 	bufioSize   int
 	maxChunkLen int
+
+	keys sigKeys // derived signing keys (keys.go)
 }
 
 // Validate checks the config and fills in the defaults (MaxSkew, Clock);

@@ -3,7 +3,6 @@ package s3auth
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -81,14 +80,14 @@ func (v *Verifier) verifyV4Header(r *http.Request, q query, rest string) (*authR
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, p.date, p.region, p.service)
+	key := v.keys.get(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, p, key, amzDate, scope, payload, false) {
 		return nil, ErrSignatureDoesNotMatch
 	}
 	return &authResult{
 		method: V4Header, accessKey: p.accessKey, payloadHash: payload,
-		signingKey: key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
 	}, nil
 }
 
@@ -182,14 +181,14 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, p.date, p.region, p.service)
+	key := v.keys.get(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, &p, key, amzDate, scope, payload, true) {
 		return nil, ErrSignatureDoesNotMatch
 	}
 	return &authResult{
 		method: V4Presigned, accessKey: p.accessKey, payloadHash: payload,
-		signingKey: key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
 	}, nil
 }
 
@@ -333,37 +332,21 @@ func checkSignedHeaders(r *http.Request, signed []string) error {
 // the path on the wire is spelled differently (a client that leaves "+" or
 // "!" unescaped signs what it sends), that spelling is tried too. Both name
 // the same key, so accepting either grants nothing extra.
-func v4Matches(r *http.Request, q query, p *v4Params, key []byte, amzDate, scope, payload string, presigned bool) bool {
-	headers := canonicalHeaders(r, p.signedHeaders)
+func v4Matches(r *http.Request, q query, p *v4Params, key *sigKey, amzDate, scope, payload string, presigned bool) bool {
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	sc.headers = appendCanonicalHeaders(sc.headers[:0], r, p.signedHeaders)
 	cq := q.canonical(presigned)
 	want := []byte(p.signature)
 	primary := encodePath(r.URL.Path)
-	if hmac.Equal(want, []byte(v4Signature(key, r.Method, primary, cq, headers, p.signedRaw, payload, amzDate, scope))) {
+	if sig := key.v4Signature(sc, r.Method, primary, cq, p.signedRaw, payload, amzDate, scope); hmac.Equal(want, sig[:]) {
 		return true
 	}
 	if raw := r.URL.EscapedPath(); raw != "" && raw != primary {
-		return hmac.Equal(want, []byte(v4Signature(key, r.Method, raw, cq, headers, p.signedRaw, payload, amzDate, scope)))
+		sig := key.v4Signature(sc, r.Method, raw, cq, p.signedRaw, payload, amzDate, scope)
+		return hmac.Equal(want, sig[:])
 	}
 	return false
-}
-
-// v4Signature returns hex(HMAC(key, string-to-sign)) for one canonical
-// request.
-func v4Signature(key []byte, method, uri, query, headers, signed, payload, amzDate, scope string) string {
-	h := sha256.New()
-	for _, s := range [...]string{method, "\n", uri, "\n", query, "\n", headers, "\n", signed, "\n", payload} {
-		h.Write([]byte(s))
-	}
-	var sum [sha256.Size]byte
-	var crHex [2 * sha256.Size]byte
-	hex.Encode(crHex[:], h.Sum(sum[:0]))
-
-	m := hmac.New(sha256.New, key)
-	for _, s := range [...]string{v4Algorithm, "\n", amzDate, "\n", scope, "\n"} {
-		m.Write([]byte(s))
-	}
-	m.Write(crHex[:])
-	return hex.EncodeToString(m.Sum(sum[:0]))
 }
 
 // signingKey derives the SigV4 key for one day, region and service.
@@ -380,26 +363,44 @@ func hmacSHA256(key []byte, data string) []byte {
 	return m.Sum(nil)
 }
 
-// canonicalHeaders renders "name:value\n" for each signed header in the
-// order the client listed them, which is the order it signed them in.
-func canonicalHeaders(r *http.Request, signed []string) string {
-	var b strings.Builder
+// appendCanonicalHeaders appends "name:value\n" for each signed header
+// in the order the client listed them, which is the order it signed them
+// in.
+func appendCanonicalHeaders(b []byte, r *http.Request, signed []string) []byte {
 	for _, name := range signed {
-		b.WriteString(name)
-		b.WriteByte(':')
+		b = append(b, name...)
+		b = append(b, ':')
 		for i, val := range headerValues(r, name) {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
-			b.WriteString(trimAll(val))
+			b = appendTrimmed(b, val)
 		}
-		b.WriteByte('\n')
+		b = append(b, '\n')
 	}
-	return b.String()
+	return b
 }
 
-// headerValues finds a signed header's values. net/http moves Host and
-// Transfer-Encoding out of Header, so those come from the request fields.
+// appendTrimmed appends s trimmed of spaces and tabs at both ends, with
+// runs of spaces inside collapsed to one.
+func appendTrimmed(b []byte, s string) []byte {
+	s = strings.Trim(s, " \t")
+	prevSpace := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ' ' {
+			if prevSpace {
+				continue
+			}
+			prevSpace = true
+		} else {
+			prevSpace = false
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
 func headerValues(r *http.Request, name string) []string {
 	switch name {
 	case "host":
@@ -421,28 +422,7 @@ func headerValues(r *http.Request, name string) []string {
 
 // trimAll trims surrounding spaces and collapses runs of spaces, the
 // "Trimall" of the SigV4 specification.
-func trimAll(s string) string {
-	s = strings.Trim(s, " \t")
-	if !strings.Contains(s, "  ") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	prevSpace := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' {
-			if prevSpace {
-				continue
-			}
-			prevSpace = true
-		} else {
-			prevSpace = false
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+func trimAll(s string) string { return string(appendTrimmed(nil, s)) }
 
 // query is a decoded query string in wire order. It is parsed by hand
 // because url.ParseQuery drops pairs containing ";" and loses order.

@@ -155,6 +155,14 @@ func (t *Table[K, E, F]) tidy(k K, s *key[E, F]) {
 // ended, which tests check to find leaks.
 func (t *Table[K, E, F]) Len() int { return len(t.keys) }
 
+// Holds reports whether k has an answer being filled or a write the
+// store may not have yet: what a read of k would serve ahead of the store.
+func (t *Table[K, E, F]) Holds(k K) bool {
+	var ze E
+	s := t.keys[k]
+	return s != nil && (s.filling != ze || s.pending != ze || s.unpersisted != ze)
+}
+
 // BeginRead decides how a read of k is served. cached is the memory
 // tier's copy (zero: none), which wins; then the answer being filled; then
 // a write the store does not have yet (newer than anything the store could

@@ -43,6 +43,7 @@ import (
 //	ringchange             BeginHandoff: "handoff ID"
 //	handoffdone ID         EndHandoff: "newest" or "superseded"
 //	handoff                HandingOff: "running ID" or "idle"
+//	holds K                Holds: "holds" or "-"
 //	state K                the key's state, or "-" when it has none
 //	len                    keys with state
 func TestScripts(t *testing.T) {
@@ -190,6 +191,11 @@ func (s *script) run(args []string) (string, error) {
 			return fmt.Sprintf("running %d", id), nil
 		}
 		return "idle", nil
+	case "holds":
+		if t.Holds(args[0]) {
+			return "holds", nil
+		}
+		return "-", nil
 	case "state":
 		return s.state(args[0]), nil
 	case "len":
