@@ -25,7 +25,7 @@ var layers = []struct {
 		"internal/bytesize", "internal/ring", "internal/cache", "internal/keepalive",
 		"internal/prewarm", "internal/scaling", "internal/store", "internal/membership",
 		"internal/checksum", "internal/loadgen", "internal/clock", "internal/cachelet/keystate", "internal/cacheconfig",
-		"internal/grant", "internal/sim", "internal/blockfmt", "internal/ftree",
+		"internal/grant", "internal/sim", "internal/blockfmt", "internal/ftree", "internal/predict",
 	}},
 	// The parts: adapters to the outside (stores, etcd, the kernel), the
 	// data plane of one cachelet, the platform's wire contract.
