@@ -30,6 +30,7 @@ type Instance struct {
 	dir, code, logPath string
 	logFile            *os.File
 	box                *sandbox.Sandbox
+	fn                 *sandbox.Function // the function's own cgroup in box; nil where there is none (sizing.go)
 	cachelet           *exec.Cmd
 	cacheletDone       chan struct{}
 	ctl                *control.Client // the cachelet's control API; set under mu (control())
@@ -48,6 +49,7 @@ type Instance struct {
 	// whether it is current. Guarded by invokeMu (cachelet.go).
 	stats   control.Stats
 	statsOK bool
+	sz      sizing // guarded by invokeMu
 
 	mu          sync.Mutex
 	state       string
@@ -96,6 +98,13 @@ func (in *Instance) load(ctx context.Context) error {
 		return fmt.Errorf("making the sandbox: %w", err)
 	}
 	in.box = box
+	in.sz.base = box.Limit()
+	switch fn, err := box.Function(box.Limit()); {
+	case err == nil:
+		in.fn = fn
+	case !errors.Is(err, sandbox.ErrNotSupported):
+		return fmt.Errorf("making the function's cgroup: %w", err)
+	}
 	if err := in.prepareJail(); err != nil {
 		return fmt.Errorf("making the function's jail: %w", err)
 	}
@@ -183,19 +192,60 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	a := in.agent
 	res := &api.InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
 	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
-	oomBefore, _ := in.box.OOMKills()
+	booked := int64(fn.Memory)
+	res.Memory = in.size(ctx, booked, req.MemoryLimit)
+	oomBefore := in.oomKills()
 	start := time.Now()
 	event := req.Event
 	if len(event) == 0 {
 		event = []byte("{}")
 	}
-	wres, werr := w.Invoke(ctx, worker.Request{
+	wreq := worker.Request{
 		RequestID: req.RequestID, Function: req.Function, Handler: fn.Handler, Event: event,
 		Timeout: fn.Timeout.D(), MemoryLimitMB: int(fn.Memory >> 20),
-	})
+	}
+	var wres *worker.Result
+	var werr error
+	if res.Memory.Sized {
+		stop := make(chan struct{})
+		lent := in.watch(stop, booked)
+		wres, werr = w.Invoke(ctx, wreq)
+		close(stop)
+		res.Memory.Raised = <-lent
+	} else {
+		wres, werr = w.Invoke(ctx, wreq)
+	}
+	res.Memory.Peak = in.peak()
+	var crash *worker.CrashError
+	if res.Memory.Sized && errors.As(werr, &crash) && in.oomKills() > oomBefore {
+		// Killed under the predicted size: run again at the booked size,
+		// with a new worker, once.
+		a.log.Info("sizing: killed for memory under the predicted size; running again at the booked size",
+			"instance", in.req.ID, "function", req.Function, "limit", bytesize.Format(res.Memory.Limit), "peak", bytesize.Format(res.Memory.Peak))
+		a.m.oomRetries.Inc()
+		<-w.Done()
+		nw, err := in.startWorker(context.WithoutCancel(ctx))
+		if err == nil {
+			in.mu.Lock()
+			in.worker = nw
+			in.mu.Unlock()
+			w = nw
+			in.unsize(ctx)
+			res.Memory.Retried, res.Memory.Sized, res.Memory.CacheGiven = true, false, 0
+			res.Memory.Limit = in.box.Limit()
+			if in.fn != nil {
+				_ = in.fn.ResetPeak()
+			}
+			oomBefore = in.oomKills()
+			start = time.Now()
+			wres, werr = w.Invoke(ctx, wreq)
+			res.Memory.Peak = max(res.Memory.Peak, in.peak())
+		} else {
+			a.log.Error("replacing a worker killed for memory failed", "instance", in.req.ID, "err", err)
+		}
+	}
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1e3
 	var timeout *worker.TimeoutError
-	var crash *worker.CrashError
 	switch {
 	case werr == nil:
 		res.OK, res.Result, res.Log = wres.OK, wres.Payload, wres.Log
@@ -208,7 +258,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 		a.m.failures.WithLabelValues("timeout").Inc()
 	case errors.As(werr, &crash):
 		res.Log = crash.Log
-		if oom, _ := in.box.OOMKills(); oom > oomBefore {
+		if in.oomKills() > oomBefore {
 			split := fmt.Sprintf("%s booked + %s cache", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
 			if in.spec.Cache.Shared {
 				split = fmt.Sprintf("%s booked, shared with a cache of up to %s", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))

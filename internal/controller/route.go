@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/predict"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
 
@@ -38,6 +39,13 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		return nil, errors.New("the event is not valid JSON")
 	}
 	rec := &api.Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: c.clk.Now()}
+	fm := c.model(ctx, appName, function)
+	var fs predict.Features
+	class := -1
+	if fm != nil {
+		fs = features(event)
+		rec.Predicted, class = fm.limit(fs)
+	}
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
@@ -48,7 +56,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		rec.Cold = rec.Cold || cold
 		rec.QueueMS = ms(c.clk.Now().Sub(rec.Start))
-		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
+		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event, MemoryLimit: rec.Predicted})
 		if err != nil {
 			c.drop(a, in, "invocation failed: "+err.Error())
 			if attempt == 0 && ctx.Err() == nil {
@@ -59,8 +67,10 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		c.release(a, in)
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
+		rec.Memory = res.Memory
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
+		c.observe(a, function, fm, fs, class, rec)
 		return rec, nil
 	}
 }

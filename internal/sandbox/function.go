@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // Function is the function's own memory cgroup inside a sandbox (OFC's
@@ -115,4 +117,11 @@ func (f *Function) ResetPeak() error {
 func (f *Function) OOMKills() (n uint64, err error) {
 	err = f.do(func(cg childGroup) error { n, err = cg.childOOMKills(f.full); return err })
 	return n, err
+}
+
+// Add moves a process into the function cgroup.
+func (f *Function) Add(pid int) error {
+	return f.do(func(childGroup) error {
+		return os.WriteFile(f.CgroupProcs(), []byte(strconv.Itoa(pid)), 0)
+	})
 }
