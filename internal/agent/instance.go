@@ -153,7 +153,7 @@ func (in *Instance) Info() api.InstanceInfo {
 		info.MemoryLimit, info.Enforced = box.Limit(), box.Enforced()
 		info.MemoryUsage, _ = box.Usage()
 		info.MemoryWorkingSet, _ = box.WorkingSet()
-		info.OOMKills, _ = box.OOMKills()
+		info.OOMKills = in.oomKills() // the function's cgroup's with the sandbox's
 	}
 	info.MemoryDaemon = in.memoryInfo()
 	return info

@@ -83,6 +83,7 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		return mem
 	}
 	a := in.agent
+	in.returnLoan() // the last invocation's
 	want := in.sz.base + in.sz.lent // unsized: the function may use the whole sandbox, as without prediction
 	if pred > 0 && pred < booked {
 		want = pred
@@ -104,7 +105,6 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		cur, _ = in.fn.Limit()
 	}
 	in.setCacheExtra(ctx, max(booked-cur, 0))
-	in.returnLoan()
 	mem.Limit, mem.Sized = cur, cur < in.sz.base
 	mem.CacheGiven = in.sz.extra
 	if err := in.fn.ResetPeak(); err != nil {

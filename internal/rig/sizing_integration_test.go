@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
@@ -86,20 +87,7 @@ func TestSizing(t *testing.T) {
 	deployFns(t, e, sizingSpec, sizingFns)
 	const booked = 256 << 20
 	c := e.p.Controller
-	var rec *api.Invocation
-	sizes := []int{4, 12, 20}
-	for i := 0; ; i++ {
-		if i == 80 {
-			t.Fatalf("no mature prediction after %d invocations: %+v", i, modelOf(t, c))
-		}
-		rec = invoke(t, c, "sz", "work", map[string]any{"mb": sizes[i%3], "kind": "a", "grow": 0, "burst": 0})
-		if !rec.OK || rec.Memory == nil || rec.Memory.Peak == 0 {
-			t.Fatalf("invocation %d: ok %v, memory %+v, error %+v", i, rec.OK, rec.Memory, rec.Error)
-		}
-		if rec.Predicted > 0 && i%3 == 0 {
-			break
-		}
-	}
+	rec := untilSized(t, c, 80)
 	if e.p.Agent.SandboxMode() != "cgroup1" {
 		return
 	}
@@ -115,11 +103,19 @@ func TestSizing(t *testing.T) {
 	}
 
 	// Slowly past the prediction: lent from the slack pool.
+	trainings := modelOf(t, c).Trainings
 	rec = invoke(t, c, "sz", "work", map[string]any{"mb": 4, "kind": "a", "grow": 80, "burst": 0})
 	if !rec.OK || rec.Memory == nil || !rec.Memory.Sized || rec.Memory.Raised == 0 || rec.Memory.Retried {
 		t.Fatalf("growing past the prediction: ok %v, memory %+v, error %+v", rec.OK, rec.Memory, rec.Error)
 	}
 	t.Logf("grew past the prediction: %+v", rec.Memory)
+
+	// The under-prediction is among the newest invocations the model is
+	// judged on, and more than one interval short: it may have lost its
+	// maturity. Ordinary invocations bring it back. (The under-prediction
+	// retrains the model at once, in the background: wait for it.)
+	eventually(t, "a retraining after the under-prediction", 10*time.Second, func() bool { return modelOf(t, c).Trainings > trainings })
+	untilSized(t, c, 40)
 
 	// A burst past the prediction and the slack: killed, run again at
 	// the booked size, and a success for the caller.
@@ -156,6 +152,24 @@ func TestSizing(t *testing.T) {
 	if !matured {
 		t.Error("no event says the model matured")
 	}
+}
+
+// untilSized invokes work with ordinary arguments until one (of the
+// smallest) is sized by a mature prediction, at most n times.
+func untilSized(t *testing.T, c *controller.Controller, n int) *api.Invocation {
+	t.Helper()
+	sizes := []int{4, 12, 20}
+	for i := 0; i < n; i++ {
+		rec := invoke(t, c, "sz", "work", map[string]any{"mb": sizes[i%3], "kind": "a", "grow": 0, "burst": 0})
+		if !rec.OK || rec.Memory == nil || rec.Memory.Peak == 0 {
+			t.Fatalf("invocation %d: ok %v, memory %+v, error %+v", i, rec.OK, rec.Memory, rec.Error)
+		}
+		if rec.Predicted > 0 && i%3 == 0 {
+			return rec
+		}
+	}
+	t.Fatalf("no mature prediction after %d invocations: %+v", n, modelOf(t, c))
+	return nil
 }
 
 // scrapeText reads a metrics page behind a bearer token.
