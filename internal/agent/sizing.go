@@ -83,7 +83,7 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		return mem
 	}
 	a := in.agent
-	in.returnLoan() // the last invocation's
+	in.returnLoan()                 // the last invocation's
 	want := in.sz.base + in.sz.lent // unsized: the function may use the whole sandbox, as without prediction
 	if pred > 0 && pred < booked {
 		want = pred
