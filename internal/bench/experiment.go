@@ -95,6 +95,7 @@ func Experiments() []Experiment {
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),
+		predictionExperiment(),
 	}
 }
 

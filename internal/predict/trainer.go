@@ -33,7 +33,7 @@ type Config struct {
 	// after an under-prediction): 20.
 	RetrainEvery int
 	// MaxDepth of the tree: 24. MinLeaf: the fewest samples on each side
-	// of a split: 1.
+	// of a split: 3 (fewer overfits noisy peaks; more needs more invocations to split on, `hoard bench all --only prediction`).
 	MaxDepth, MinLeaf int
 }
 
@@ -63,7 +63,7 @@ func (c *Config) Validate() error {
 	deff(&c.UnderWeight, 4)
 	def(&c.RetrainEvery, 20)
 	def(&c.MaxDepth, 24)
-	def(&c.MinLeaf, 1)
+	def(&c.MinLeaf, 3)
 	switch {
 	case c.MinInvocations < 1:
 		return fmt.Errorf("predict: min invocations %d, want at least 1", c.MinInvocations)
