@@ -387,6 +387,14 @@ func (in *Instance) teardown(reason string) {
 		}
 	}
 	in.releaseJail()
+	// What the slack pool lent the sandbox goes back with it.
+	in.invokeMu.Lock()
+	if in.sz.lent > 0 {
+		in.agent.slack.give(in.sz.lent)
+		in.agent.m.slackFree.Set(float64(in.agent.slack.Free()))
+		in.sz.lent = 0
+	}
+	in.invokeMu.Unlock()
 	if in.logFile != nil {
 		in.logFile.Close()
 	}
