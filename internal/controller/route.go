@@ -49,11 +49,13 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
+	bucket, key, _ := inputObject(event)
 	for attempt := 0; ; attempt++ {
-		in, cold, err := c.acquire(ctx, a)
+		in, cold, route, err := c.acquireFor(ctx, a, bucket, key)
 		if err != nil {
 			return nil, err
 		}
+		rec.Route = route
 		rec.Cold = rec.Cold || cold
 		rec.QueueMS = ms(c.clk.Now().Sub(rec.Start))
 		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event, MemoryLimit: rec.Predicted})
@@ -81,11 +83,30 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 // a warm one if any, else one started now (cold) while the application
 // has fewer than max_instances, else the first to become idle.
 func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
+	in, cold, _, err := c.acquireFor(ctx, a, "", "")
+	return in, cold, err
+}
+
+// acquireFor is acquire for an invocation whose input is bucket/key
+// (bucket "" for none): an idle instance is chosen for the data
+// (locality.go); it also says why the instance was chosen.
+func (c *Controller) acquireFor(ctx context.Context, a *app, bucket, key string) (*inst, bool, string, error) {
+	in, cold, route, err := c.acquireRoute(ctx, a, bucket, key)
+	if err == nil {
+		c.m.routes.WithLabelValues(a.rec.Name, route).Inc()
+	}
+	return in, cold, route, err
+}
+
+func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key string) (*inst, bool, string, error) {
 	c.mu.Lock()
-	if in := a.idle(); in != nil {
+	if in, route, why := a.idleForInput(bucket, key); in != nil {
 		in.busy = true
+		if why != "" {
+			a.event(c.clk.Now(), "route", "%s", why)
+		}
 		c.mu.Unlock()
-		return in, false, nil
+		return in, false, route, nil
 	}
 	if a.current()+a.starting < a.spec.MaxInstances {
 		a.starting++
@@ -96,17 +117,17 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 		a.starting--
 		if err != nil {
 			c.mu.Unlock()
-			return nil, false, err
+			return nil, false, "", err
 		}
 		if c.apps[a.rec.Name] != a {
 			c.mu.Unlock()
 			c.unload(in, "application removed")
-			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+			return nil, false, "", fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
 		}
 		in.busy = true
 		a.instances[in.id] = in
 		c.mu.Unlock()
-		return in, true, nil
+		return in, true, routeStarted, nil
 	}
 	w := &waiter{ch: make(chan *inst, 1)}
 	a.waiters = append(a.waiters, w)
@@ -114,16 +135,16 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 	select {
 	case in, ok := <-w.ch:
 		if !ok {
-			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+			return nil, false, "", fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
 		}
-		return in, false, nil
+		return in, false, routeQueued, nil
 	case <-ctx.Done():
 		c.mu.Lock()
 		for i, x := range a.waiters {
 			if x == w {
 				a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
 				c.mu.Unlock()
-				return nil, false, ctx.Err()
+				return nil, false, "", ctx.Err()
 			}
 		}
 		c.mu.Unlock()
@@ -131,7 +152,7 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 		if in, ok := <-w.ch; ok {
 			c.release(a, in)
 		}
-		return nil, false, ctx.Err()
+		return nil, false, "", ctx.Err()
 	}
 }
 

@@ -146,6 +146,7 @@ type metrics struct {
 	cacheGiven   *prometheus.CounterVec
 	modelMature  *prometheus.GaugeVec
 	trainSeconds prometheus.Histogram
+	routes       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
@@ -192,7 +193,11 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 		trainSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hoard_memory_model_train_seconds",
 			Help: "Time to retrain one function's memory model.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}),
 	}
+	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_route_decisions_total",
+		Help: "Instances chosen for invocations, by reason: owner (idle, its cachelet owns the input), owner-node (idle, on the owner's node), warm (the most recently used idle one), started, queued."},
+		[]string{"app", "reason"})
 	if reg != nil {
+		reg.MustRegister(m.routes)
 		reg.MustRegister(m.predictions, m.oomRetries, m.cacheGiven, m.modelMature, m.trainSeconds)
 		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads, m.votes, m.decisions)
 		reg.MustRegister(m.invocations, m.seconds, m.readBytes, m.coldStarts, m.coldStartSeconds, m.unloads, m.triggers, m.pipelines, m.dropped,
