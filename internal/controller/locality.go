@@ -22,7 +22,10 @@ const (
 	routeOwnerNode = "owner-node" // an idle instance on the owner's node
 	routeWarm      = "warm"       // the most recently used idle instance
 	routeStarted   = "started"    // none idle: one started
-	routeQueued    = "queued"     // none idle, none may start: the first to be released
+	// routeStartedOwnerNode: none idle; one started on the node of the
+	// cachelet that owns the input.
+	routeStartedOwnerNode = "started-owner-node"
+	routeQueued           = "queued" // none idle, none may start: the first to be released
 )
 
 // inputObject is the object an event names as its input: top-level
@@ -61,6 +64,29 @@ func inputObject(event json.RawMessage) (bucket, key string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// ownerNode is the agent of the instance whose cachelet owns bucket/key,
+// and that instance; "" without an input or an owner. The caller holds
+// c.mu.
+func (a *app) ownerNode(bucket, key string) (agent, owner string) {
+	if bucket == "" {
+		return "", ""
+	}
+	ids := make([]string, 0, len(a.instances))
+	byID := map[string]*inst{}
+	for _, in := range a.instances {
+		if in.rev == a.rec.Package.SHA256 && !in.orphan {
+			ids = append(ids, in.id)
+			byID[in.id] = in
+		}
+	}
+	r, err := ring.New(ring.Config{}, ids)
+	if err != nil || r.Len() == 0 {
+		return "", ""
+	}
+	in := byID[r.Owner(bucket, key)]
+	return in.agentID, in.id
 }
 
 // idleForInput picks an idle instance of the deployed version for an input

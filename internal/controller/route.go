@@ -111,8 +111,9 @@ func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key strin
 	if a.current()+a.starting < a.spec.MaxInstances {
 		a.starting++
 		req := c.startRequest(a)
+		near, owner := a.ownerNode(bucket, key)
 		c.mu.Unlock()
-		in, err := c.start(ctx, req)
+		in, err := c.startNear(ctx, req, near)
 		c.mu.Lock()
 		a.starting--
 		if err != nil {
@@ -126,8 +127,13 @@ func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key strin
 		}
 		in.busy = true
 		a.instances[in.id] = in
+		route := routeStarted
+		if near != "" && in.agentID == near {
+			route = routeStartedOwnerNode
+			a.event(c.clk.Now(), "route", "started %s on node %s, where %s owns the input %s/%s", in.id, near, owner, bucket, key)
+		}
 		c.mu.Unlock()
-		return in, true, routeStarted, nil
+		return in, true, route, nil
 	}
 	w := &waiter{ch: make(chan *inst, 1)}
 	a.waiters = append(a.waiters, w)
@@ -232,7 +238,14 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 // start asks an agent, chosen by place, to load an instance. An agent
 // that cannot be reached (a node lost, its registration not expired yet)
 // is passed over for the next choice.
-func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, err error) {
+func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
+	return c.startNear(ctx, req, "")
+}
+
+// startNear is start placing the instance on agent near when it is
+// registered (the node of the cachelet that owns the invocation's input),
+// by place's rule otherwise.
+func (c *Controller) startNear(ctx context.Context, req api.StartRequest, near string) (_ *inst, err error) {
 	if c.cfg.EtcdUsers != nil {
 		creds, err := c.cfg.EtcdUsers.AddInstance(ctx, req.App, req.ID)
 		if err != nil {
@@ -253,7 +266,7 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, 
 		return nil, errors.New("no node agent is registered")
 	}
 	for {
-		in, ag, err := c.startOn(ctx, agents, req)
+		in, ag, err := c.startOn(ctx, agents, req, near)
 		var uerr *url.Error
 		if err == nil || !errors.As(err, &uerr) || len(agents) == 1 || ctx.Err() != nil {
 			return in, err
@@ -264,7 +277,7 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, 
 }
 
 // startOn places an instance among agents and starts it there.
-func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest) (*inst, api.Registration, error) {
+func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest, near string) (*inst, api.Registration, error) {
 	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, a := range c.apps {
@@ -281,7 +294,7 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 			}
 		}
 	}
-	ag := place(agents, ofApp, total)
+	ag := place(agents, ofApp, total, near)
 	a := c.apps[req.App]
 	if a != nil {
 		if a.placing == nil {
@@ -327,7 +340,12 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 // nodes), then the least loaded (fewest instances of any application),
 // then the first by ID. Instances being started count where they are
 // going. ofApp and total are per agent ID; agents is not empty.
-func place(agents []api.Registration, ofApp, total map[string]int) api.Registration {
+func place(agents []api.Registration, ofApp, total map[string]int, near string) api.Registration {
+	for _, ag := range agents {
+		if near != "" && ag.ID == near {
+			return ag
+		}
+	}
 	best := agents[0]
 	for _, ag := range agents[1:] {
 		a, b := ofApp[ag.ID], ofApp[best.ID]
