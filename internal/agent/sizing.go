@@ -153,11 +153,14 @@ func (in *Instance) setCacheExtra(ctx context.Context, n int64) {
 		}
 	}
 	in.sz.extra = n
+	if err == nil {
+		budget = res.Budget
+	}
 	in.mu.Lock()
 	d := in.mem
 	in.mu.Unlock()
 	if d != nil {
-		d.setExtra(n, res.Budget)
+		d.setExtra(n, budget)
 	}
 }
 
