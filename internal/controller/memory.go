@@ -41,10 +41,70 @@ type fnModel struct {
 	mature   bool // as last announced in the application's events
 }
 
-// models are the controller's, by app/function.
+// models are the controller's, by app/function, and the input sizes it
+// looked up lately.
 type models struct {
 	mu sync.Mutex
 	m  map[string]*fnModel
+
+	sizes     map[string]sizeSeen // app + "\x00" + bucket + "/" + key
+	sizeOrder []string            // oldest first, for the bound
+}
+
+type sizeSeen struct {
+	size int64
+	at   time.Time
+}
+
+// Input sizes: an event naming an input object in a bucket the
+// application was granted gets its size as the feature "input.size",
+// from the store's metadata (a HEAD, at most inputSizeTimeout; a failure
+// or a timeout leaves the feature out, which the model treats as a doubt
+// if it splits on it). Sizes are remembered for inputSizeTTL, at most
+// maxInputSizes of them.
+const (
+	inputSizeTimeout = 250 * time.Millisecond
+	inputSizeTTL     = 30 * time.Second
+	maxInputSizes    = 4096
+)
+
+// inputSize is bucket/key's size for application a, if a may read the
+// bucket and the store answers in time.
+func (c *Controller) inputSize(ctx context.Context, a *app, bucket, key string) (int64, bool) {
+	c.mu.Lock()
+	granted := a.spec.Buckets.Set().Allows(bucket, false)
+	c.mu.Unlock()
+	if !granted {
+		return 0, false
+	}
+	id := a.rec.Name + "\x00" + bucket + "/" + key
+	now := c.clk.Now()
+	c.models.mu.Lock()
+	if s, ok := c.models.sizes[id]; ok && now.Sub(s.at) < inputSizeTTL {
+		c.models.mu.Unlock()
+		return s.size, true
+	}
+	c.models.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, inputSizeTimeout)
+	info, err := c.cfg.Store.Stat(sctx, bucket, key)
+	cancel()
+	if err != nil || info.Size < 0 {
+		return 0, false
+	}
+	c.models.mu.Lock()
+	if c.models.sizes == nil {
+		c.models.sizes = map[string]sizeSeen{}
+	}
+	if _, ok := c.models.sizes[id]; !ok {
+		c.models.sizeOrder = append(c.models.sizeOrder, id)
+	}
+	c.models.sizes[id] = sizeSeen{size: info.Size, at: now}
+	for len(c.models.sizeOrder) > maxInputSizes {
+		delete(c.models.sizes, c.models.sizeOrder[0])
+		c.models.sizeOrder = c.models.sizeOrder[1:]
+	}
+	c.models.mu.Unlock()
+	return info.Size, true
 }
 
 func modelKey(app, function string) string { return app + "/" + function }
@@ -343,4 +403,13 @@ func s3EventSize(records []any) (float64, bool) {
 		}
 	}
 	return sum, found
+}
+
+func hasFeature(fs predict.Features, name string) bool {
+	for _, f := range fs {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -42,14 +42,19 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	fm := c.model(ctx, appName, function)
 	var fs predict.Features
 	class := -1
+	bucket, key, _ := inputObject(event)
 	if fm != nil {
 		fs = features(event)
+		if bucket != "" && !hasFeature(fs, "input.size") {
+			if n, ok := c.inputSize(ctx, a, bucket, key); ok && len(fs) < predict.MaxFeatures {
+				fs = append(fs, predict.Num("input.size", float64(n)))
+			}
+		}
 		rec.Predicted, class = fm.limit(fs)
 	}
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
-	bucket, key, _ := inputObject(event)
 	for attempt := 0; ; attempt++ {
 		in, cold, route, err := c.acquireFor(ctx, a, bucket, key)
 		if err != nil {
