@@ -120,7 +120,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		a.instances[r.PathValue("id")] = api.StateIdle
 		a.mu.Unlock()
 		api.WriteJSON(w, http.StatusOK, api.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
-			Reads: map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}},
+			Reads:  map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}},
 			Memory: &api.InvocationMemory{Booked: 512 << 20, Limit: max(req.MemoryLimit, 512<<20), Sized: req.MemoryLimit > 0, Peak: ev.Peak}})
 	})
 	a.srv = httptest.NewServer(api.RequireToken("tok", mux))
