@@ -96,6 +96,7 @@ func Experiments() []Experiment {
 		pipelinesExperiment(),
 		throughputExperiment(),
 		predictionExperiment(),
+		localityExperiment(),
 	}
 }
 

@@ -95,6 +95,10 @@ type Config struct {
 	// DisablePrediction gives every invocation its booked memory and
 	// learns nothing. Default false.
 	DisablePrediction bool
+	// DisableDataRouting routes invocations to the most recently used
+	// idle instance and places new ones by load alone, whatever input
+	// their events name (locality.go); for comparisons. Default false.
+	DisableDataRouting bool
 	// Clock tells the time of records, events, idle times and keep-alive;
 	// default the system clock. (The scan and vote loops tick on the
 	// runtime's timers.)

@@ -56,7 +56,11 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
 	for attempt := 0; ; attempt++ {
-		in, cold, route, err := c.acquireFor(ctx, a, bucket, key)
+		rb, rk := bucket, key
+		if c.cfg.DisableDataRouting {
+			rb, rk = "", ""
+		}
+		in, cold, route, err := c.acquireFor(ctx, a, rb, rk)
 		if err != nil {
 			return nil, err
 		}

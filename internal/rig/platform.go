@@ -105,6 +105,9 @@ type Config struct {
 	Prediction        predict.Config
 	DisablePrediction bool
 	SlackPool         int64
+	// DisableDataRouting is the controller's
+	// (controller.Config.DisableDataRouting).
+	DisableDataRouting bool
 }
 
 // TLS is the platform's TLS: each role's files, and how the agent's
@@ -311,7 +314,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, AgentTLS: agentClientTLS,
-			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg, Prediction: cfg.Prediction, DisablePrediction: cfg.DisablePrediction}
+			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg, Prediction: cfg.Prediction, DisablePrediction: cfg.DisablePrediction,
+			DisableDataRouting: cfg.DisableDataRouting}
 		if cfg.EtcdCredentials.Username == etcdauth.Root {
 			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
 		}
