@@ -131,7 +131,7 @@ func runPredictionExperiment(ctx context.Context, o Options) (*Result, error) {
 	nTest := max(o.Iterations, 100)
 	iv := predict.DefaultInterval
 	say := func(format string, args ...any) { fmt.Fprintf(o.Env.progress(), "prediction: "+format+"\n", args...) }
-	table := Table{ID: "accuracy", Title: "Accuracy per function and training size (hoard's CART | the same-run baseline)",
+	table := Table{ID: "accuracy", Title: "Accuracy per function and training size (hoard's CART / the same-run baseline)",
 		Columns: []string{"function", "trained on", "mature", "exact", "exact or over", "within one", "covered", "booked memory saved"}}
 	avg := map[int]*predictionScore{}
 	baseAvg := map[int]*predictionScore{}
@@ -186,7 +186,7 @@ func runPredictionExperiment(ctx context.Context, o Options) (*Result, error) {
 				p[0].covered += p[1].covered / float64(len(fns))
 				p[0].saved += p[1].saved / float64(len(fns))
 			}
-			pct := func(a, b float64) string { return fmt.Sprintf("%.1f%% | %.1f%%", 100*a, 100*b) }
+			pct := func(a, b float64) string { return fmt.Sprintf("%.1f%% / %.1f%%", 100*a, 100*b) }
 			table.Rows = append(table.Rows, []string{f.name, fmt.Sprint(n), fmt.Sprint(s.mature),
 				pct(s.exact, b.exact), pct(s.eo, b.eo), pct(s.within1, b.within1), pct(s.covered, b.covered), pct(s.saved, b.saved)})
 			say("%s after %d: exact %.1f%%, exact-or-over %.1f%% (baseline %.1f%%, %.1f%%), mature %v",
