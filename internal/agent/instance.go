@@ -60,7 +60,8 @@ type Instance struct {
 	tornDown    bool
 	done        chan struct{}
 
-	mem           *memoryDaemon // nil without one (memory.go)
+	mem           *memoryDaemon         // nil without one (memory.go)
+	lastMem       *api.InvocationMemory // the last invocation's sizing (sizing.go)
 	prewarm       api.PrewarmStatus
 	caBundle      string             // the CA bundle (PEM) functions trust their cachelet by; "" without TLS
 	cacheCounters api.CacheCounters  // as of the last stats read
@@ -156,6 +157,15 @@ func (in *Instance) Info() api.InstanceInfo {
 		info.OOMKills = in.oomKills() // the function's cgroup's with the sandbox's
 	}
 	info.MemoryDaemon = in.memoryInfo()
+	if in.fn != nil {
+		info.FunctionLimit, _ = in.fn.Limit()
+	}
+	in.mu.Lock()
+	if in.lastMem != nil {
+		m := *in.lastMem
+		info.LastMemory = &m
+	}
+	in.mu.Unlock()
 	return info
 }
 
@@ -275,6 +285,10 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
 	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
+	last := *res.Memory
+	in.mu.Lock()
+	in.lastMem = &last
+	in.mu.Unlock()
 	// A worker that died (timeout, OOM, crash) is replaced; the instance
 	// keeps its cachelet and what it caches.
 	next := api.StateIdle

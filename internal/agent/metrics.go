@@ -12,6 +12,9 @@ type metrics struct {
 	slackRaises prometheus.Counter
 	slackFree   prometheus.Gauge
 	oomRetries  prometheus.Counter
+	// resizeSeconds: the time of a resize before an invocation (the
+	// function's cgroup and the cache's budget).
+	resizeSeconds prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,8 +44,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		oomRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hoard_agent_oom_retries_total", Help: "Invocations killed for memory under a predicted size and run again at the booked size.",
 		}),
+		resizeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hoard_agent_resize_seconds", Help: "Time to resize a function's cgroup and its instance's cache budget before an invocation, when they changed.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
 	}
 	if reg != nil {
+		reg.MustRegister(m.resizeSeconds)
 		reg.MustRegister(m.starts, m.startSeconds, m.failures, m.sized, m.cacheGiven, m.slackRaises, m.slackFree, m.oomRetries)
 	}
 	return m

@@ -83,6 +83,8 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		return mem
 	}
 	a := in.agent
+	start := time.Now()
+	extraBefore, lentBefore := in.sz.extra, in.sz.lent
 	in.returnLoan()                 // the last invocation's
 	want := in.sz.base + in.sz.lent // unsized: the function may use the whole sandbox, as without prediction
 	if pred > 0 && pred < booked {
@@ -105,6 +107,11 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		cur, _ = in.fn.Limit()
 	}
 	in.setCacheExtra(ctx, max(booked-cur, 0))
+	if changed := want != cur || in.sz.extra != extraBefore || in.sz.lent != lentBefore; changed {
+		took := time.Since(start)
+		mem.ResizeMS = float64(took.Microseconds()) / 1e3
+		a.m.resizeSeconds.Observe(took.Seconds())
+	}
 	mem.Limit, mem.Sized = cur, cur < in.sz.base
 	mem.CacheGiven = in.sz.extra
 	if err := in.fn.ResetPeak(); err != nil {

@@ -139,6 +139,11 @@ type InstanceInfo struct {
 	// MemoryDaemon is what the instance's memory daemon did; absent when
 	// the agent runs without one.
 	MemoryDaemon *MemoryDaemonInfo `json:"memory_daemon,omitempty"`
+	// FunctionLimit is the function's own cgroup's limit now (0 where
+	// functions are not sized apart from their instance); LastMemory how
+	// the last invocation was sized and what it used.
+	FunctionLimit int64             `json:"function_limit,omitempty"`
+	LastMemory    *InvocationMemory `json:"last_memory,omitempty"`
 }
 
 // MemoryDaemonInfo is the state of an instance's memory daemon (memory.go),
@@ -206,6 +211,9 @@ type InvocationMemory struct {
 	// Retried: killed for memory under the predicted limit, the
 	// invocation ran again at the booked size; the result is that run's.
 	Retried bool `json:"retried,omitempty"`
+	// ResizeMS is what resizing the function and the cache took before
+	// the invocation ran (0 when nothing changed).
+	ResizeMS float64 `json:"resize_ms,omitempty"`
 }
 
 // ErrorInfo is why an invocation failed. Type is the exception's class

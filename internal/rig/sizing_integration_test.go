@@ -101,6 +101,10 @@ func TestSizing(t *testing.T) {
 	if want := int64(32<<20) + m.CacheGiven; info.Cache.BudgetBytes != want {
 		t.Fatalf("the cache's budget is %d, want its own 32 MiB + %d given", info.Cache.BudgetBytes, m.CacheGiven)
 	}
+	if info.FunctionLimit != m.Limit || info.LastMemory == nil || info.LastMemory.Limit != m.Limit || m.ResizeMS <= 0 {
+		t.Fatalf("the agent shows function limit %d, last %+v; resize %.2f ms", info.FunctionLimit, info.LastMemory, m.ResizeMS)
+	}
+	t.Logf("resizing the function to its first prediction (and the cache's budget) took %.2f ms", m.ResizeMS)
 
 	// Slowly past the prediction: lent from the slack pool.
 	trainings := modelOf(t, c).Trainings
