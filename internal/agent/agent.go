@@ -230,8 +230,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}, uids: map[int]bool{}}
 	slack := max(cfg.SlackPool, 0)
-	a.slack = &slackPool{size: slack, free: slack}
+	a.slack = &slackPool{size: slack, free: slack, configured: slack}
 	a.m.slackFree.Set(float64(slack))
+	a.m.slackSize.Set(float64(slack))
 	if err := a.checkIsolation(context.Background()); err != nil {
 		return nil, err
 	}

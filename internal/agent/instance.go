@@ -204,6 +204,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
 	booked := int64(fn.Memory)
 	res.Memory = in.size(ctx, booked, req.MemoryLimit)
+	predictedLimit := res.Memory.Limit
 	oomBefore := in.oomKills()
 	start := time.Now()
 	event := req.Event
@@ -285,6 +286,12 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
 	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
+	if m := res.Memory; m.Sized || m.Retried {
+		// What the prediction left out, for the slack pool's size: the
+		// peak over the limit it started under (a retry's whole peak
+		// above the predicted limit).
+		a.m.slackSize.Set(float64(a.slack.observe(m.Peak - predictedLimit)))
+	}
 	last := *res.Memory
 	in.mu.Lock()
 	in.lastMem = &last

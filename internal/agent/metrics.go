@@ -11,6 +11,7 @@ type metrics struct {
 	cacheGiven  prometheus.Counter
 	slackRaises prometheus.Counter
 	slackFree   prometheus.Gauge
+	slackSize   prometheus.Gauge
 	oomRetries  prometheus.Counter
 	// resizeSeconds: the time of a resize before an invocation (the
 	// function's cgroup and the cache's budget).
@@ -41,6 +42,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		slackFree: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hoard_agent_slack_free_bytes", Help: "What the node's slack pool can lend now.",
 		}),
+		slackSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hoard_agent_slack_size_bytes", Help: "The node's slack pool's size, re-estimated from what sized invocations needed beyond their prediction.",
+		}),
 		oomRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hoard_agent_oom_retries_total", Help: "Invocations killed for memory under a predicted size and run again at the booked size.",
 		}),
@@ -50,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.resizeSeconds)
+		reg.MustRegister(m.resizeSeconds, m.slackSize)
 		reg.MustRegister(m.starts, m.startSeconds, m.failures, m.sized, m.cacheGiven, m.slackRaises, m.slackFree, m.oomRetries)
 	}
 	return m

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,10 +38,42 @@ const (
 	sizingStep = 16 << 20
 )
 
-// slackPool is a node's memory to lend. Safe for concurrent use.
+// slackPool is a node's memory to lend. Safe for concurrent use. Its
+// size follows the memory churn observed (OFC: re-estimated): twice the
+// 95th percentile of what sized invocations needed beyond their
+// predicted limit, over the last slackWindow of them, never below the
+// configured size nor above slackMaxFactor times it.
 type slackPool struct {
 	mu         sync.Mutex
 	size, free int64
+	configured int64
+	overs      []int64 // the last slackWindow overshoots, oldest first
+}
+
+const (
+	slackWindow    = 200
+	slackMaxFactor = 8
+)
+
+// observe records what a sized invocation needed beyond its limit (0 if
+// nothing) and re-estimates the pool's size; it returns the new size.
+func (p *slackPool) observe(over int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.overs = append(p.overs, max(over, 0))
+	if len(p.overs) > slackWindow {
+		p.overs = p.overs[len(p.overs)-slackWindow:]
+	}
+	sorted := slices.Clone(p.overs)
+	slices.Sort(sorted)
+	p95 := sorted[(len(sorted)*95)/100]
+	if len(sorted) < 20 {
+		p95 = sorted[len(sorted)-1] // few samples: the largest
+	}
+	size := min(max(p.configured, 2*p95), slackMaxFactor*p.configured)
+	p.free += size - p.size // may go below 0 while loans are out
+	p.size = size
+	return size
 }
 
 // take lends up to n bytes; it returns what it lent.
