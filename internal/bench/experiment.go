@@ -97,6 +97,7 @@ func Experiments() []Experiment {
 		throughputExperiment(),
 		predictionExperiment(),
 		localityExperiment(),
+		memMacroExperiment(),
 	}
 }
 
