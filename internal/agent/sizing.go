@@ -128,18 +128,19 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		return mem
 	}
 	if want != cur {
-		// Shrinking first takes back what the cache was given; growing
-		// gives it after the function shrank (a limit the kernel cannot
-		// reclaim to fails, and the function keeps what it has).
+		// A function's limit that grows first takes back what the cache
+		// was given; one that shrinks gives the cache more only once the
+		// kernel has taken it (a limit it cannot reclaim to fails, and
+		// the function keeps what it has).
 		if want > cur {
-			in.setCacheExtra(ctx, max(booked-want, 0))
+			in.setCacheExtra(ctx, in.cacheShare(booked, want))
 		}
 		if err := in.fn.SetLimit(want); err != nil {
 			a.log.Debug("sizing: the function's limit stays", "instance", in.req.ID, "want", want, "have", cur, "err", err)
 		}
 		cur, _ = in.fn.Limit()
 	}
-	in.setCacheExtra(ctx, max(booked-cur, 0))
+	in.setCacheExtra(ctx, in.cacheShare(booked, cur))
 	if changed := want != cur || in.sz.extra != extraBefore || in.sz.lent != lentBefore; changed {
 		took := time.Since(start)
 		mem.ResizeMS = float64(took.Microseconds()) / 1e3
@@ -157,6 +158,18 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		a.m.sized.WithLabelValues("booked").Inc()
 	}
 	return mem
+}
+
+// cacheShare is what the cache gets on top of its budget while the
+// function's limit is limit: the booked memory above it; with
+// cache.shared, where the budget already lives inside the booked memory,
+// only what that leaves above the budget.
+func (in *Instance) cacheShare(booked, limit int64) int64 {
+	given := booked - limit
+	if in.spec.Cache.Shared {
+		given -= int64(in.spec.Cache.Budget)
+	}
+	return max(given, 0)
 }
 
 // unsize gives the function the whole sandbox again, and the cache its

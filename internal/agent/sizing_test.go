@@ -1,6 +1,10 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/hoard-io/hoard/internal/appspec"
+)
 
 // TestSlackPool: loans never exceed what is free, and returns never grow
 // the pool past its size.
@@ -62,5 +66,26 @@ func TestSlackReestimated(t *testing.T) {
 	}
 	if p.size != 100*mib {
 		t.Errorf("one outlier in 100 moved the size to %d MiB", p.size/mib)
+	}
+}
+
+// TestCacheShare: the cache gets the booked memory above the function's
+// limit; a shared cache only what is left above its own budget.
+func TestCacheShare(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		shared              bool
+		budget, limit, want int64
+	}{
+		{false, 32 * mib, 48 * mib, 208 * mib},
+		{false, 32 * mib, 300 * mib, 0},
+		{true, 100 * mib, 48 * mib, 108 * mib},
+		{true, 250 * mib, 48 * mib, 0},
+	} {
+		in := &Instance{spec: &appspec.Spec{}}
+		in.spec.Cache.Shared, in.spec.Cache.Budget = tc.shared, appspec.Size(tc.budget)
+		if got := in.cacheShare(256*mib, tc.limit); got != tc.want {
+			t.Errorf("%+v: %d MiB, want %d", tc, got/mib, tc.want/mib)
+		}
 	}
 }
