@@ -60,13 +60,40 @@ type sizeSeen struct {
 // application was granted gets its size as the feature "input.size",
 // from the store's metadata (a HEAD, at most inputSizeTimeout; a failure
 // or a timeout leaves the feature out, which the model treats as a doubt
-// if it splits on it). Sizes are remembered for inputSizeTTL, at most
+// if it splits on it). The HEAD is on the invocation's path only when the
+// function's mature model splits on the size; otherwise the invocation
+// uses a size remembered from before, if any, and the size is looked up
+// after it, for training. Sizes are remembered for inputSizeTTL, at most
 // maxInputSizes of them.
 const (
 	inputSizeTimeout = 250 * time.Millisecond
 	inputSizeTTL     = 30 * time.Second
 	maxInputSizes    = 4096
 )
+
+// cachedInputSize is bucket/key's size for application a if it was looked
+// up lately (no I/O).
+func (c *Controller) cachedInputSize(a *app, bucket, key string) (int64, bool) {
+	id := a.rec.Name + "\x00" + bucket + "/" + key
+	c.models.mu.Lock()
+	defer c.models.mu.Unlock()
+	if s, ok := c.models.sizes[id]; ok && c.clk.Now().Sub(s.at) < inputSizeTTL {
+		return s.size, true
+	}
+	return 0, false
+}
+
+// needs says whether the function's mature model splits on the feature,
+// so that a prediction without it would be a doubt.
+func (fm *fnModel) needs(feature string) bool {
+	if fm == nil {
+		return false
+	}
+	fm.mu.Lock()
+	m := fm.model
+	fm.mu.Unlock()
+	return m != nil && m.Maturity().Mature && m.Uses(feature)
+}
 
 // inputSize is bucket/key's size for application a, if a may read the
 // bucket and the store answers in time.
@@ -193,11 +220,28 @@ func (fm *fnModel) limit(fs predict.Features) (int64, int) {
 
 // observe feeds an invocation's outcome to its function's model and, when
 // a retraining is due, trains it in the background.
-func (c *Controller) observe(a *app, function string, fm *fnModel, fs predict.Features, class int, rec *api.Invocation) {
+func (c *Controller) observe(a *app, function string, fm *fnModel, fs predict.Features, class int, rec *api.Invocation, bucket, key string) {
 	mem := rec.Memory
 	if fm == nil || mem == nil || mem.Peak <= 0 {
 		return
 	}
+	// Off the invocation's path: the input's size, when the invocation
+	// went without it, is looked up for training now.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if bucket != "" && !hasFeature(fs, "input.size") && len(fs) < predict.MaxFeatures {
+			if n, ok := c.inputSize(c.ctx, a, bucket, key); ok {
+				fs = append(fs, predict.Num("input.size", float64(n)))
+			}
+		}
+		c.learn(a, function, fm, fs, class, mem)
+	}()
+}
+
+// learn feeds one invocation to its function's trainer and starts a
+// retraining when one is due.
+func (c *Controller) learn(a *app, function string, fm *fnModel, fs predict.Features, class int, mem *api.InvocationMemory) {
 	fm.mu.Lock()
 	due, err := fm.trainer.Observe(fs, mem.Peak, class)
 	if err != nil {
@@ -243,11 +287,7 @@ func (c *Controller) observe(a *app, function string, fm *fnModel, fs predict.Fe
 	if !start {
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.train(a, function, fm)
-	}()
+	c.train(a, function, fm) // already off the invocation's path
 }
 
 // train retrains a function's model, records the change of maturity in

@@ -45,8 +45,12 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	bucket, key, _ := inputObject(event)
 	if fm != nil {
 		fs = features(event)
-		if bucket != "" && !hasFeature(fs, "input.size") {
-			if n, ok := c.inputSize(ctx, a, bucket, key); ok && len(fs) < predict.MaxFeatures {
+		if bucket != "" && !hasFeature(fs, "input.size") && len(fs) < predict.MaxFeatures {
+			n, ok := c.cachedInputSize(a, bucket, key)
+			if !ok && fm.needs("input.size") {
+				n, ok = c.inputSize(ctx, a, bucket, key)
+			}
+			if ok {
 				fs = append(fs, predict.Num("input.size", float64(n)))
 			}
 		}
@@ -81,7 +85,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		rec.Memory = res.Memory
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
-		c.observe(a, function, fm, fs, class, rec)
+		c.observe(a, function, fm, fs, class, rec, bucket, key)
 		return rec, nil
 	}
 }

@@ -311,6 +311,20 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// Uses says whether the tree splits on the named feature anywhere.
+func (m *Model) Uses(name string) bool {
+	i := m.slot(name)
+	if i < 0 {
+		return false
+	}
+	for _, n := range m.nodes {
+		if n.f == i {
+			return true
+		}
+	}
+	return false
+}
+
 // FeatureNames lists the model's features, sorted.
 func (m *Model) FeatureNames() []string {
 	out := make([]string, len(m.features))

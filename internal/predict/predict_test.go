@@ -188,6 +188,9 @@ func TestDoubt(t *testing.T) {
 	if lim, ok := m.Limit(Features{Cat("kind", "b")}); !ok || lim != 14*16*mib {
 		t.Errorf("b: %d %v", lim, ok)
 	}
+	if !m.Uses("kind") || m.Uses("nope") {
+		t.Errorf("Uses: kind %v, nope %v", m.Uses("kind"), m.Uses("nope"))
+	}
 	for _, fs := range []Features{{Cat("kind", "c")}, {}, {Num("kind", 1)}} {
 		if k, ok := m.Predict(fs); ok {
 			t.Errorf("%+v predicted %d", fs, k)
