@@ -105,6 +105,9 @@ type ModelInfo struct {
 	UnderWithinOne float64 `json:"under_within_one"`
 	Nodes          int     `json:"nodes"`
 	Trainings      int64   `json:"trainings"`
+	// TrainedOn is how many invocations the model in use was trained
+	// after (Observed counts those learned since, too).
+	TrainedOn int `json:"trained_on"`
 	// Predicted counts invocations the model sized; Retries those killed
 	// for memory and run again at the booked size; UnderPredicted those
 	// that used more than the predicted interval.

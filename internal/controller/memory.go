@@ -306,6 +306,7 @@ func (c *Controller) train(a *app, function string, fm *fnModel) {
 	fm.model = m
 	fm.training = false
 	fm.info.Trainings++
+	fm.info.TrainedOn = fm.trainer.Observed()
 	fm.info.Observed, fm.info.Samples, fm.info.Mature = fm.trainer.Observed(), fm.trainer.Samples(), mt.Mature
 	fm.info.Evaluated, fm.info.Nodes = mt.Evaluated, m.Nodes()
 	fm.info.Exact, fm.info.ExactOrOver, fm.info.UnderWithinOne = mt.ExactShare(), mt.ExactOrOverShare(), mt.UnderWithinOneShare()
