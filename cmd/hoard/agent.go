@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/bytesize"
 	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
 )
@@ -30,6 +31,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.SandboxUIDCount, "sandbox-uid-count", agent.DefaultSandboxUIDCount, "how many uids from --sandbox-uid-base (two per instance: its function's and its cachelet's)")
 	fs.Var((*byteSize)(&cfg.DiskBudget), "disk-budget", "give each application a disk tier of this many bytes on this node, in --dir's disk/ (objects evicted from memory kept there, shared by the application's instances on the node and kept across their restarts); default: memory only")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	slack := fs.String("slack-pool", "100MiB", "memory the node lends running invocations that outgrow their predicted size (0: none)")
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, false)
 	issuer := fs.String("tls-issuer", "", "with --tls-cert: a CA directory (ca.crt, ca.key mode 0600; an intermediate CA of the operator's, say) the agent issues its cachelets' certificates from")
@@ -39,6 +41,14 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := secrets(); err != nil {
 		return err
+	}
+	n, err := bytesize.Parse(*slack)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%w: --slack-pool %q: want a size such as 100MiB, or 0", errUsage, *slack)
+	}
+	cfg.SlackPool = n
+	if n == 0 {
+		cfg.SlackPool = -1 // none
 	}
 	if err := etcd(); err != nil {
 		return err

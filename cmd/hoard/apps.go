@@ -9,6 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // runApps lists the deployed applications.
@@ -17,6 +20,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	client := clientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	memory := fs.Bool("memory", false, "print each function's memory model: maturity, accuracy, predicted against used memory, memory given to the cache, retries")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -27,6 +31,9 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	apps, err := c.Apps(ctx)
 	if err != nil {
 		return err
+	}
+	if *memory {
+		return printModels(ctx, c, apps, *asJSON, stdout)
 	}
 	if *asJSON {
 		out, _ := json.MarshalIndent(apps, "", "  ")
@@ -44,6 +51,49 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d (%d busy)\t%d\t%s\n", a.Name, a.Version, strings.Join(a.Functions, ","),
 			strings.Join(a.Pipelines, ","), a.Triggers, len(a.Instances), busy, a.Invocations, a.DeployedAt.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+// printModels prints the functions' memory models (OFC's opportunistic
+// memory): what `hoard apps --memory` shows.
+func printModels(ctx context.Context, c *api.ControllerClient, apps []api.AppInfo, asJSON bool, stdout io.Writer) error {
+	type row struct {
+		App      string         `json:"app"`
+		Function string         `json:"function"`
+		Model    *api.ModelInfo `json:"model"`
+	}
+	var rows []row
+	for _, a := range apps {
+		st, err := c.Stats(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		for _, fn := range a.Functions {
+			rows = append(rows, row{a.Name, fn, st[fn].Model})
+		}
+	}
+	if asJSON {
+		out, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APP\tFUNCTION\tOBSERVED\tMATURE\tEXACT\tEXACT-OR-OVER\tSIZED\tPREDICTED (MEAN)\tUSED (MEAN)\tCACHE GIVEN\tUNDER\tRETRIES")
+	for _, r := range rows {
+		m := r.Model
+		if m == nil {
+			fmt.Fprintf(tw, "%s\t%s\t0\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.App, r.Function)
+			continue
+		}
+		mean := func(n int64) string {
+			if m.Predicted == 0 {
+				return "-"
+			}
+			return bytesize.Format(n / m.Predicted)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%.0f%%\t%.0f%%\t%d\t%s\t%s\t%s\t%d\t%d\n", r.App, r.Function, m.Observed, m.Mature,
+			100*m.Exact, 100*m.ExactOrOver, m.Predicted, mean(m.PredictedBytes), mean(m.PeakBytes), bytesize.Format(m.CacheGivenBytes), m.UnderPredicted, m.Retries)
 	}
 	return tw.Flush()
 }

@@ -25,6 +25,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.StoreIdentities, "store-identities", envDefault("HOARD_STORE_IDENTITIES", ""), `where each application's own store identity comes from: "minio" (a MinIO user per application, made with the --store keys, MinIO's root or an admin's) or "file:PATH" (keys the operator made, per application; env HOARD_STORE_IDENTITIES)`)
 	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&cfg.DisablePrediction, "no-prediction", false, "give every invocation its booked memory: no memory models, no sized sandboxes")
+	fs.IntVar(&cfg.Prediction.MinInvocations, "prediction-min-invocations", 100, "invocations a function's memory model must have seen before its predictions size sandboxes")
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, true)
 	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key")

@@ -106,6 +106,10 @@ type Config struct {
 	// its CPU time, in CPUs; default DefaultFunctionCPUs.
 	FunctionPIDs int64
 	FunctionCPUs float64
+	// SlackPool is the memory the node lends invocations that outgrow
+	// their predicted size (sizing.go); default DefaultSlackPool, a
+	// negative value none.
+	SlackPool int64
 	// TLS, when set, puts the agent's cachelets on TLS (tls.go, ADR
 	// 0017). Default nil: plain HTTP.
 	TLS *TLS
@@ -126,6 +130,8 @@ type Agent struct {
 	codeMu sync.Mutex // one code download at a time
 
 	jailed bool // functions run jailed (jail.go); set by New
+
+	slack *slackPool // lent to invocations that outgrow their predicted size
 
 	mu        sync.Mutex
 	instances map[string]*Instance
@@ -165,6 +171,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 60 * time.Second
+	}
+	if c.SlackPool == 0 {
+		c.SlackPool = DefaultSlackPool
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.Dir, "logs")
@@ -236,6 +245,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	a := &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}, uids: map[int]bool{}}
+	slack := max(cfg.SlackPool, 0)
+	a.slack = &slackPool{size: slack, free: slack, configured: slack}
+	a.m.slackFree.Set(float64(slack))
+	a.m.slackSize.Set(float64(slack))
 	if err := a.checkIsolation(context.Background()); err != nil {
 		return nil, err
 	}
@@ -457,7 +470,11 @@ func (in *Instance) startWorker(ctx context.Context) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := in.box.Add(w.Pid()); err != nil {
+	add := in.box.Add
+	if in.fn != nil {
+		add = in.fn.Add
+	}
+	if err := add(w.Pid()); err != nil {
 		w.Kill()
 		return nil, fmt.Errorf("moving the worker into its sandbox: %w", err)
 	}

@@ -30,6 +30,7 @@ type Instance struct {
 	dir, code, logPath string
 	logFile            *os.File
 	box                *sandbox.Sandbox
+	fn                 *sandbox.Function // the function's own cgroup in box; nil where there is none (sizing.go)
 	cachelet           *exec.Cmd
 	cacheletDone       chan struct{}
 	ctl                *control.Client // the cachelet's control API; set under mu (control())
@@ -49,6 +50,7 @@ type Instance struct {
 	// whether it is current. Guarded by invokeMu (cachelet.go).
 	stats   control.Stats
 	statsOK bool
+	sz      sizing // guarded by invokeMu
 
 	mu          sync.Mutex
 	state       string
@@ -59,7 +61,8 @@ type Instance struct {
 	tornDown    bool
 	done        chan struct{}
 
-	mem           *memoryDaemon // nil without one (memory.go)
+	mem           *memoryDaemon         // nil without one (memory.go)
+	lastMem       *api.InvocationMemory // the last invocation's sizing (sizing.go)
 	prewarm       api.PrewarmStatus
 	caBundle      string             // the CA bundle (PEM) functions trust their cachelet by; "" without TLS
 	cacheCounters api.CacheCounters  // as of the last stats read
@@ -97,6 +100,13 @@ func (in *Instance) load(ctx context.Context) error {
 		return fmt.Errorf("making the sandbox: %w", err)
 	}
 	in.box = box
+	in.sz.base = box.Limit()
+	switch fn, err := box.Function(box.Limit()); {
+	case err == nil:
+		in.fn = fn
+	case !errors.Is(err, sandbox.ErrNotSupported):
+		return fmt.Errorf("making the function's cgroup: %w", err)
+	}
 	if err := in.prepareJail(); err != nil {
 		return fmt.Errorf("making the function's jail: %w", err)
 	}
@@ -145,9 +155,18 @@ func (in *Instance) Info() api.InstanceInfo {
 		info.MemoryLimit, info.Enforced = box.Limit(), box.Enforced()
 		info.MemoryUsage, _ = box.Usage()
 		info.MemoryWorkingSet, _ = box.WorkingSet()
-		info.OOMKills, _ = box.OOMKills()
+		info.OOMKills = in.oomKills() // the function's cgroup's with the sandbox's
 	}
 	info.MemoryDaemon = in.memoryInfo()
+	if in.fn != nil {
+		info.FunctionLimit, _ = in.fn.Limit()
+	}
+	in.mu.Lock()
+	if in.lastMem != nil {
+		m := *in.lastMem
+		info.LastMemory = &m
+	}
+	in.mu.Unlock()
 	return info
 }
 
@@ -184,19 +203,61 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	a := in.agent
 	res := &api.InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
 	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
-	oomBefore, _ := in.box.OOMKills()
+	booked := int64(fn.Memory)
+	res.Memory = in.size(ctx, booked, req.MemoryLimit)
+	predictedLimit := res.Memory.Limit
+	oomBefore := in.oomKills()
 	start := time.Now()
 	event := req.Event
 	if len(event) == 0 {
 		event = []byte("{}")
 	}
-	wres, werr := w.Invoke(ctx, worker.Request{
+	wreq := worker.Request{
 		RequestID: req.RequestID, Function: req.Function, Handler: fn.Handler, Event: event,
 		Timeout: fn.Timeout.D(), MemoryLimitMB: int(fn.Memory >> 20),
-	})
+	}
+	var wres *worker.Result
+	var werr error
+	if res.Memory.Sized {
+		stop := make(chan struct{})
+		lent := in.watch(stop, booked)
+		wres, werr = w.Invoke(ctx, wreq)
+		close(stop)
+		res.Memory.Raised = <-lent
+	} else {
+		wres, werr = w.Invoke(ctx, wreq)
+	}
+	res.Memory.Peak = in.peak()
+	var crash *worker.CrashError
+	if res.Memory.Sized && errors.As(werr, &crash) && in.oomKills() > oomBefore {
+		// Killed under the predicted size: run again at the booked size,
+		// with a new worker, once.
+		a.log.Info("sizing: killed for memory under the predicted size; running again at the booked size",
+			"instance", in.req.ID, "function", req.Function, "limit", bytesize.Format(res.Memory.Limit), "peak", bytesize.Format(res.Memory.Peak))
+		a.m.oomRetries.Inc()
+		<-w.Done()
+		nw, err := in.startWorker(context.WithoutCancel(ctx))
+		if err == nil {
+			in.mu.Lock()
+			in.worker = nw
+			in.mu.Unlock()
+			w = nw
+			in.unsize(ctx)
+			res.Memory.Retried, res.Memory.Sized, res.Memory.CacheGiven = true, false, 0
+			res.Memory.Limit = in.box.Limit()
+			if in.fn != nil {
+				_ = in.fn.ResetPeak()
+			}
+			oomBefore = in.oomKills()
+			start = time.Now()
+			wres, werr = w.Invoke(ctx, wreq)
+			res.Memory.Peak = max(res.Memory.Peak, in.peak())
+		} else {
+			a.log.Error("replacing a worker killed for memory failed", "instance", in.req.ID, "err", err)
+		}
+	}
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1e3
 	var timeout *worker.TimeoutError
-	var crash *worker.CrashError
 	switch {
 	case werr == nil:
 		res.OK, res.Result, res.Log = wres.OK, wres.Payload, wres.Log
@@ -209,7 +270,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 		a.m.failures.WithLabelValues("timeout").Inc()
 	case errors.As(werr, &crash):
 		res.Log = crash.Log
-		if oom, _ := in.box.OOMKills(); oom > oomBefore {
+		if in.oomKills() > oomBefore {
 			split := fmt.Sprintf("%s booked + %s cache", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
 			if in.spec.Cache.Shared {
 				split = fmt.Sprintf("%s booked, shared with a cache of up to %s", bytesize.Format(int64(fn.Memory)), bytesize.Format(int64(in.spec.Cache.Budget)))
@@ -226,6 +287,16 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
 	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
+	if m := res.Memory; m.Sized || m.Retried {
+		// What the prediction left out, for the slack pool's size: the
+		// peak over the limit it started under (a retry's whole peak
+		// above the predicted limit).
+		a.m.slackSize.Set(float64(a.slack.observe(m.Peak - predictedLimit)))
+	}
+	last := *res.Memory
+	in.mu.Lock()
+	in.lastMem = &last
+	in.mu.Unlock()
 	// A worker that died (timeout, OOM, crash) is replaced; the instance
 	// keeps its cachelet and what it caches.
 	next := api.StateIdle
@@ -338,6 +409,14 @@ func (in *Instance) teardown(reason string) {
 		}
 	}
 	in.releaseJail()
+	// What the slack pool lent the sandbox goes back with it.
+	in.invokeMu.Lock()
+	if in.sz.lent > 0 {
+		in.agent.slack.give(in.sz.lent)
+		in.agent.m.slackFree.Set(float64(in.agent.slack.Free()))
+		in.sz.lent = 0
+	}
+	in.invokeMu.Unlock()
 	if in.logFile != nil {
 		in.logFile.Close()
 	}

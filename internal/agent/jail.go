@@ -169,7 +169,11 @@ func (in *Instance) jail() (*sandbox.Jail, error) {
 		if err != nil {
 			return nil, err
 		}
-		cgroups = append([]string{in.box.CgroupProcs()}, tasks...)
+		procs := in.box.CgroupProcs()
+		if in.fn != nil {
+			procs = in.fn.CgroupProcs()
+		}
+		cgroups = append([]string{procs}, tasks...)
 	}
 	files := map[string]string{jailAWSConfig: awsConfig, jailAWSCredentials: ""}
 	if in.caBundle != "" {

@@ -107,6 +107,18 @@ type memoryDaemon struct {
 
 	mu   sync.Mutex
 	info api.MemoryDaemonInfo
+	// extra is what the sizing of the invocation gave the cache on top of
+	// configured (sizing.go): the budget the daemon raises back to is
+	// configured + extra.
+	extra int64
+}
+
+// setExtra changes what the cache has on top of its configured budget.
+func (d *memoryDaemon) setExtra(n int64, budget int64) {
+	d.mu.Lock()
+	d.extra = n
+	d.info.CacheBudget = budget
+	d.mu.Unlock()
 }
 
 // startMemoryDaemon starts the instance's memory daemon, unless the agent
@@ -223,6 +235,7 @@ func (d *memoryDaemon) check(ctx context.Context, now time.Time) bool {
 	d.mu.Lock()
 	d.info.PeakUsage = max(d.info.PeakUsage, usage)
 	budget := d.info.CacheBudget
+	configured := d.configured + d.extra
 	d.mu.Unlock()
 
 	high := usage >= share(limit, memoryHigh)
@@ -234,7 +247,7 @@ func (d *memoryDaemon) check(ctx context.Context, now time.Time) bool {
 		d.calmSince = now
 	}
 	calm := low && now.Sub(d.calmSince) >= memoryCalm
-	if !(high && budget > 0) && !(calm && budget < d.configured) {
+	if !(high && budget > 0) && !(calm && budget < configured) {
 		return true
 	}
 	cacheBytes, current, err := d.cacheStats(ctx)
@@ -245,7 +258,7 @@ func (d *memoryDaemon) check(ctx context.Context, now time.Time) bool {
 		return true
 	}
 	budget = current // the cachelet's word
-	nb := nextBudget(usage, limit, cacheBytes, budget, d.configured)
+	nb := nextBudget(usage, limit, cacheBytes, budget, configured)
 	if nb == budget {
 		d.mu.Lock()
 		d.info.CacheBudget = budget

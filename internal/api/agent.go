@@ -139,6 +139,11 @@ type InstanceInfo struct {
 	// MemoryDaemon is what the instance's memory daemon did; absent when
 	// the agent runs without one.
 	MemoryDaemon *MemoryDaemonInfo `json:"memory_daemon,omitempty"`
+	// FunctionLimit is the function's own cgroup's limit now (0 where
+	// functions are not sized apart from their instance); LastMemory how
+	// the last invocation was sized and what it used.
+	FunctionLimit int64             `json:"function_limit,omitempty"`
+	LastMemory    *InvocationMemory `json:"last_memory,omitempty"`
 }
 
 // MemoryDaemonInfo is the state of an instance's memory daemon (memory.go),
@@ -178,6 +183,37 @@ type InvokeRequest struct {
 	RequestID string          `json:"request_id"`
 	Function  string          `json:"function"`
 	Event     json.RawMessage `json:"event"`
+	// MemoryLimit is the memory the function gets for this invocation
+	// when a mature model predicted it (one interval above the predicted
+	// one, OFC §5.3.1); 0 means the memory it booked. The agent gives
+	// the booked memory above it to the instance's cache, and runs the
+	// invocation again at the booked size if it is killed for memory.
+	MemoryLimit int64 `json:"memory_limit,omitempty"`
+}
+
+// InvocationMemory is how an invocation's memory was sized and used.
+type InvocationMemory struct {
+	// Booked is what the function booked; Limit what it started under
+	// (Booked, or the prediction); Sized says the limit was the
+	// function's own (a function cgroup), not only the instance's.
+	Booked int64 `json:"booked"`
+	Limit  int64 `json:"limit"`
+	Sized  bool  `json:"sized"`
+	// Peak is the most memory the function's cgroup held during the
+	// invocation (0 when not measured).
+	Peak int64 `json:"peak"`
+	// CacheGiven is what the cache's budget got on top of its own for
+	// the invocation (Booked − Limit).
+	CacheGiven int64 `json:"cache_given,omitempty"`
+	// Raised is what the node's slack pool lent the function while it
+	// ran, as it neared its limit.
+	Raised int64 `json:"raised,omitempty"`
+	// Retried: killed for memory under the predicted limit, the
+	// invocation ran again at the booked size; the result is that run's.
+	Retried bool `json:"retried,omitempty"`
+	// ResizeMS is what resizing the function and the cache took before
+	// the invocation ran (0 when nothing changed).
+	ResizeMS float64 `json:"resize_ms,omitempty"`
 }
 
 // ErrorInfo is why an invocation failed. Type is the exception's class
@@ -207,6 +243,8 @@ type InvokeResult struct {
 	Reads      map[string]ReadCount `json:"reads"` // by access type: local_hit, local_miss, remote_hit, remote_miss, pass_through, disk_hit
 	// Replaced says the instance's worker died and was replaced.
 	Replaced bool `json:"replaced,omitempty"`
+	// Memory is how the invocation was sized and what it used.
+	Memory *InvocationMemory `json:"memory,omitempty"`
 }
 
 // DropRequest drops an application's cached objects under a prefix.

@@ -85,6 +85,40 @@ type Invocation struct {
 	ExecMS    float64              `json:"exec_ms"`  // the function alone
 	QueueMS   float64              `json:"queue_ms"` // waiting for an instance (a cold start included)
 	Reads     map[string]ReadCount `json:"reads,omitempty"`
+	// Memory is how the agent sized the invocation and what it used;
+	// Predicted is the memory the function's model gave it (0: none, the
+	// model is not mature or could not place the invocation).
+	Memory    *InvocationMemory `json:"memory,omitempty"`
+	Predicted int64             `json:"predicted,omitempty"`
+	// Route is why the invocation ran where it did.
+	Route string `json:"route,omitempty"`
+}
+
+// ModelInfo is a function's memory model as `hoard apps` shows it.
+type ModelInfo struct {
+	Observed       int     `json:"observed"`
+	Samples        int     `json:"samples"`
+	Mature         bool    `json:"mature"`
+	Evaluated      int     `json:"evaluated"`
+	Exact          float64 `json:"exact"`         // share of held-out invocations predicted in their interval
+	ExactOrOver    float64 `json:"exact_or_over"` // ... in it or above
+	UnderWithinOne float64 `json:"under_within_one"`
+	Nodes          int     `json:"nodes"`
+	Trainings      int64   `json:"trainings"`
+	// TrainedOn is how many invocations the model in use was trained
+	// after (Observed counts those learned since, too).
+	TrainedOn int `json:"trained_on"`
+	// Predicted counts invocations the model sized; Retries those killed
+	// for memory and run again at the booked size; UnderPredicted those
+	// that used more than the predicted interval.
+	Predicted      int64 `json:"predicted"`
+	Retries        int64 `json:"retries"`
+	UnderPredicted int64 `json:"under_predicted"`
+	// PredictedBytes and PeakBytes sum the sized invocations' limits and
+	// peaks; CacheGivenBytes what their caches got.
+	PredictedBytes  int64 `json:"predicted_bytes"`
+	PeakBytes       int64 `json:"peak_bytes"`
+	CacheGivenBytes int64 `json:"cache_given_bytes"`
 }
 
 // PipelineRun is the outcome of one run of a pipeline.
@@ -112,6 +146,9 @@ type FuncStats struct {
 	P50MS       float64              `json:"p50_ms"`
 	P99MS       float64              `json:"p99_ms"`
 	Reads       map[string]ReadCount `json:"reads"`
+	// Model is the function's memory model; nil before its first
+	// invocation was observed.
+	Model *ModelInfo `json:"model,omitempty"`
 }
 
 // Selection is what a pre-warm chose.

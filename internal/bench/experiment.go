@@ -99,6 +99,9 @@ func Experiments() []Experiment {
 		throughputExperiment(),
 		simulationExperiment(),
 		diskExperiment(),
+		predictionExperiment(),
+		localityExperiment(),
+		memMacroExperiment(),
 	}
 }
 

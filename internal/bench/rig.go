@@ -42,7 +42,7 @@ const (
 
 // startRig starts the platform with the store behind the named netshape
 // preset ("local": unshaped).
-func startRig(ctx context.Context, env Env, preset string) (_ *benchRig, err error) {
+func startRig(ctx context.Context, env Env, preset string, opts ...func(*rig.Config)) (_ *benchRig, err error) {
 	if env.ModuleRoot == "" {
 		return nil, errors.New("the repository root (for examples/) is unknown")
 	}
@@ -98,7 +98,7 @@ func startRig(ctx context.Context, env Env, preset string) (_ *benchRig, err err
 	if err != nil {
 		return nil, err
 	}
-	r.p, err = rig.Start(sctx, rig.Config{
+	rcfg := rig.Config{
 		Controller: true, ControllerListener: ln, Agent: true, Dir: r.tmp,
 		EtcdEndpoints: etcd.Endpoints(), StoreEndpoint: endpoint, StoreAccessKey: rigStoreAccessKey, StoreSecretKey: rigStoreSecretKey,
 		ControllerToken: "bench-controller-token", AgentToken: "bench-agent-token", StoreIdentities: "minio",
@@ -108,7 +108,11 @@ func startRig(ctx context.Context, env Env, preset string) (_ *benchRig, err err
 		// unjailed. What the jail costs is measured on its own
 		// (BenchmarkJail, docs/benchmarks.md).
 		Unjailed: true,
-	}, log)
+	}
+	for _, o := range opts {
+		o(&rcfg)
+	}
+	r.p, err = rig.Start(sctx, rcfg, log)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -30,6 +30,7 @@ import (
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/keepalive"
+	"github.com/hoard-io/hoard/internal/predict"
 	"github.com/hoard-io/hoard/internal/scaling"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -86,6 +87,18 @@ type Config struct {
 	// the same write notified twice (by a cachelet and by the store) runs
 	// its triggers once; default 10 minutes.
 	DedupWindow time.Duration
+	// Prediction configures the functions' memory models (memory.go):
+	// intervals, maturity, training; default predict's (OFC's: 16 MiB
+	// intervals in [0, 2 GiB], mature after 100 invocations at 90%
+	// exact-or-over).
+	Prediction predict.Config
+	// DisablePrediction gives every invocation its booked memory and
+	// learns nothing. Default false.
+	DisablePrediction bool
+	// DisableDataRouting routes invocations to the most recently used
+	// idle instance and places new ones by load alone, whatever input
+	// their events name (locality.go); for comparisons. Default false.
+	DisableDataRouting bool
 	// Clock tells the time of records, events, idle times and keep-alive;
 	// default the system clock. (The scan and vote loops tick on the
 	// runtime's timers.)
@@ -111,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if c.VoteInterval == 0 {
 		c.VoteInterval = 5 * time.Second
+	}
+	if err := c.Prediction.Validate(); err != nil {
+		return fmt.Errorf("controller: %w", err)
 	}
 	c.Clock = clock.Or(c.Clock)
 	return nil
@@ -157,6 +173,8 @@ type Controller struct {
 	mu   sync.Mutex
 	apps map[string]*app
 	seen map[string]time.Time // dedup of object-created events
+
+	models models // the functions' memory models (memory.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -216,7 +234,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, clk: cfg.Clock, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
-		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS)}
+		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS), models: models{m: map[string]*fnModel{}}}
 	c.m = newMetrics(cfg.Registerer, c)
 	if err := c.load(ctx); err != nil {
 		return nil, err
@@ -441,6 +459,7 @@ func (c *Controller) Remove(ctx context.Context, name string) error {
 	if _, err := c.cfg.Etcd.Delete(ctx, EtcdApps+name); err != nil {
 		return err
 	}
+	c.forgetModels(ctx, name)
 	c.mu.Lock()
 	delete(c.apps, name)
 	list := make([]*inst, 0, len(a.instances))

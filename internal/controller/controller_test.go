@@ -46,6 +46,8 @@ type fakeAgent struct {
 	lastStore           api.StoreKeys // the store identity of the last start
 	// etcd is the etcd user of the last instance started.
 	etcd atomic.Pointer[api.EtcdCredentials]
+	// lastLimit is the memory_limit of the last invocation.
+	lastLimit atomic.Int64
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -107,16 +109,19 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 		a.instances[r.PathValue("id")] = api.StateBusy
 		a.mu.Unlock()
 		var ev struct {
-			MS int             `json:"ms"`
-			X  json.RawMessage `json:"x"`
+			MS   int             `json:"ms"`
+			X    json.RawMessage `json:"x"`
+			Peak int64           `json:"peak"` // the memory the invocation "uses"
 		}
 		json.Unmarshal(req.Event, &ev)
+		a.lastLimit.Store(req.MemoryLimit)
 		time.Sleep(time.Duration(ev.MS) * time.Millisecond)
 		a.mu.Lock()
 		a.instances[r.PathValue("id")] = api.StateIdle
 		a.mu.Unlock()
 		api.WriteJSON(w, http.StatusOK, api.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
-			Reads: map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}}})
+			Reads:  map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}},
+			Memory: &api.InvocationMemory{Booked: 512 << 20, Limit: max(req.MemoryLimit, 512<<20), Sized: req.MemoryLimit > 0, Peak: ev.Peak}})
 	})
 	a.srv = httptest.NewServer(api.RequireToken("tok", mux))
 	t.Cleanup(a.srv.Close)

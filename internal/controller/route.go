@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/predict"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
 
@@ -38,17 +39,39 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		return nil, errors.New("the event is not valid JSON")
 	}
 	rec := &api.Invocation{RequestID: randHex(16), App: appName, Function: function, Trigger: trigger, Start: c.clk.Now()}
+	fm := c.model(ctx, appName, function)
+	var fs predict.Features
+	class := -1
+	bucket, key, _ := inputObject(event)
+	if fm != nil {
+		fs = features(event)
+		if bucket != "" && !hasFeature(fs, "input.size") && len(fs) < predict.MaxFeatures {
+			n, ok := c.cachedInputSize(a, bucket, key)
+			if !ok && fm.needs("input.size") {
+				n, ok = c.inputSize(ctx, a, bucket, key)
+			}
+			if ok {
+				fs = append(fs, predict.Num("input.size", float64(n)))
+			}
+		}
+		rec.Predicted, class = fm.limit(fs)
+	}
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
 	for attempt := 0; ; attempt++ {
-		in, cold, err := c.acquire(ctx, a)
+		rb, rk := bucket, key
+		if c.cfg.DisableDataRouting {
+			rb, rk = "", ""
+		}
+		in, cold, route, err := c.acquireFor(ctx, a, rb, rk)
 		if err != nil {
 			return nil, err
 		}
+		rec.Route = route
 		rec.Cold = rec.Cold || cold
 		rec.QueueMS = ms(c.clk.Now().Sub(rec.Start))
-		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event})
+		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event, MemoryLimit: rec.Predicted})
 		if err != nil {
 			c.drop(a, in, "invocation failed: "+err.Error())
 			if attempt == 0 && ctx.Err() == nil {
@@ -59,8 +82,10 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		c.release(a, in)
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
+		rec.Memory = res.Memory
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
+		c.observe(a, function, fm, fs, class, rec, bucket, key)
 		return rec, nil
 	}
 }
@@ -71,32 +96,57 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 // a warm one if any, else one started now (cold) while the application
 // has fewer than max_instances, else the first to become idle.
 func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
+	in, cold, _, err := c.acquireFor(ctx, a, "", "")
+	return in, cold, err
+}
+
+// acquireFor is acquire for an invocation whose input is bucket/key
+// (bucket "" for none): an idle instance is chosen for the data
+// (locality.go); it also says why the instance was chosen.
+func (c *Controller) acquireFor(ctx context.Context, a *app, bucket, key string) (*inst, bool, string, error) {
+	in, cold, route, err := c.acquireRoute(ctx, a, bucket, key)
+	if err == nil {
+		c.m.routes.WithLabelValues(a.rec.Name, route).Inc()
+	}
+	return in, cold, route, err
+}
+
+func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key string) (*inst, bool, string, error) {
 	c.mu.Lock()
-	if in := a.idle(); in != nil {
+	if in, route, why := a.idleForInput(bucket, key); in != nil {
 		in.busy = true
+		if why != "" {
+			a.event(c.clk.Now(), "route", "%s", why)
+		}
 		c.mu.Unlock()
-		return in, false, nil
+		return in, false, route, nil
 	}
 	if a.current()+a.starting < a.spec.MaxInstances {
 		a.starting++
 		req := c.startRequest(a)
+		near, owner := a.ownerNode(bucket, key)
 		c.mu.Unlock()
-		in, err := c.start(ctx, req)
+		in, err := c.startNear(ctx, req, near)
 		c.mu.Lock()
 		a.starting--
 		if err != nil {
 			c.mu.Unlock()
-			return nil, false, err
+			return nil, false, "", err
 		}
 		if c.apps[a.rec.Name] != a {
 			c.mu.Unlock()
 			c.unload(in, "application removed")
-			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+			return nil, false, "", fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
 		}
 		in.busy = true
 		a.instances[in.id] = in
+		route := routeStarted
+		if near != "" && in.agentID == near {
+			route = routeStartedOwnerNode
+			a.event(c.clk.Now(), "route", "started %s on node %s, where %s owns the input %s/%s", in.id, near, owner, bucket, key)
+		}
 		c.mu.Unlock()
-		return in, true, nil
+		return in, true, route, nil
 	}
 	w := &waiter{ch: make(chan *inst, 1)}
 	a.waiters = append(a.waiters, w)
@@ -104,16 +154,16 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 	select {
 	case in, ok := <-w.ch:
 		if !ok {
-			return nil, false, fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
+			return nil, false, "", fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
 		}
-		return in, false, nil
+		return in, false, routeQueued, nil
 	case <-ctx.Done():
 		c.mu.Lock()
 		for i, x := range a.waiters {
 			if x == w {
 				a.waiters = append(a.waiters[:i], a.waiters[i+1:]...)
 				c.mu.Unlock()
-				return nil, false, ctx.Err()
+				return nil, false, "", ctx.Err()
 			}
 		}
 		c.mu.Unlock()
@@ -121,7 +171,7 @@ func (c *Controller) acquire(ctx context.Context, a *app) (*inst, bool, error) {
 		if in, ok := <-w.ch; ok {
 			c.release(a, in)
 		}
-		return nil, false, ctx.Err()
+		return nil, false, "", ctx.Err()
 	}
 }
 
@@ -201,7 +251,14 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 // start asks an agent, chosen by place, to load an instance. An agent
 // that cannot be reached (a node lost, its registration not expired yet)
 // is passed over for the next choice.
-func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, err error) {
+func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
+	return c.startNear(ctx, req, "")
+}
+
+// startNear is start placing the instance on agent near when it is
+// registered (the node of the cachelet that owns the invocation's input),
+// by place's rule otherwise.
+func (c *Controller) startNear(ctx context.Context, req api.StartRequest, near string) (_ *inst, err error) {
 	if c.cfg.EtcdUsers != nil {
 		creds, err := c.cfg.EtcdUsers.AddInstance(ctx, req.App, req.ID)
 		if err != nil {
@@ -222,7 +279,7 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, 
 		return nil, errors.New("no node agent is registered")
 	}
 	for {
-		in, ag, err := c.startOn(ctx, agents, req)
+		in, ag, err := c.startOn(ctx, agents, req, near)
 		var uerr *url.Error
 		if err == nil || !errors.As(err, &uerr) || len(agents) == 1 || ctx.Err() != nil {
 			return in, err
@@ -233,7 +290,7 @@ func (c *Controller) start(ctx context.Context, req api.StartRequest) (_ *inst, 
 }
 
 // startOn places an instance among agents and starts it there.
-func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest) (*inst, api.Registration, error) {
+func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest, near string) (*inst, api.Registration, error) {
 	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, a := range c.apps {
@@ -250,7 +307,7 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 			}
 		}
 	}
-	ag := place(agents, ofApp, total)
+	ag := place(agents, ofApp, total, near)
 	a := c.apps[req.App]
 	if a != nil {
 		if a.placing == nil {
@@ -296,7 +353,12 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 // nodes), then the least loaded (fewest instances of any application),
 // then the first by ID. Instances being started count where they are
 // going. ofApp and total are per agent ID; agents is not empty.
-func place(agents []api.Registration, ofApp, total map[string]int) api.Registration {
+func place(agents []api.Registration, ofApp, total map[string]int, near string) api.Registration {
+	for _, ag := range agents {
+		if near != "" && ag.ID == near {
+			return ag
+		}
+	}
 	best := agents[0]
 	for _, ag := range agents[1:] {
 		a, b := ofApp[ag.ID], ofApp[best.ID]

@@ -89,7 +89,7 @@ func (c *Controller) Stats(appName string) (map[string]api.FuncStats, error) {
 			reads[k] = v
 		}
 		out[name] = api.FuncStats{Invocations: fs.n, Errors: fs.errors, ColdStarts: fs.cold,
-			P50MS: quantile(s, 0.50), P99MS: quantile(s, 0.99), Reads: reads}
+			P50MS: quantile(s, 0.50), P99MS: quantile(s, 0.99), Reads: reads, Model: c.modelInfo(a.rec.Name, name)}
 	}
 	return out, nil
 }
@@ -140,6 +140,13 @@ type metrics struct {
 	preloads         *prometheus.CounterVec
 	votes            *prometheus.CounterVec
 	decisions        *prometheus.CounterVec
+	// memory prediction (memory.go)
+	predictions  *prometheus.CounterVec
+	oomRetries   *prometheus.CounterVec
+	cacheGiven   *prometheus.CounterVec
+	modelMature  *prometheus.GaugeVec
+	trainSeconds prometheus.Histogram
+	routes       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
@@ -174,8 +181,24 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 			Help: "Pre-loads scheduled by the keep-alive policy (hybrid histogram) ahead of an expected invocation."}, []string{"app"}),
 		prewarmObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_prewarm_selected_objects_total",
 			Help: "Objects selected for pre-warming."}, []string{"app"}),
+		predictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_memory_predictions_total",
+			Help: "Invocations by how their measured peak compares with the memory model's prediction: exact, over, under, or unsized (no mature prediction)."},
+			[]string{"app", "function", "outcome"}),
+		oomRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_memory_oom_retries_total",
+			Help: "Invocations killed for memory under their predicted size and run again at the booked size."}, []string{"app", "function"}),
+		cacheGiven: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_memory_cache_given_bytes_total",
+			Help: "Booked memory above the predicted size given to caches, summed over invocations."}, []string{"app", "function"}),
+		modelMature: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hoard_memory_model_mature",
+			Help: "1 when the function's memory model is mature (its predictions size invocations), else 0."}, []string{"app", "function"}),
+		trainSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hoard_memory_model_train_seconds",
+			Help: "Time to retrain one function's memory model.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}),
 	}
+	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_route_decisions_total",
+		Help: "Instances chosen for invocations, by reason: owner (idle, its cachelet owns the input), owner-node (idle, on the owner's node), warm (the most recently used idle one), started, queued."},
+		[]string{"app", "reason"})
 	if reg != nil {
+		reg.MustRegister(m.routes)
+		reg.MustRegister(m.predictions, m.oomRetries, m.cacheGiven, m.modelMature, m.trainSeconds)
 		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads, m.votes, m.decisions)
 		reg.MustRegister(m.invocations, m.seconds, m.readBytes, m.coldStarts, m.coldStartSeconds, m.unloads, m.triggers, m.pipelines, m.dropped,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_instances", Help: "Instances loaded, all applications."}, func() float64 {

@@ -27,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/pki"
+	"github.com/hoard-io/hoard/internal/predict"
 	"github.com/hoard-io/hoard/internal/sandbox"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -102,6 +103,15 @@ type Config struct {
 	// TLS, when set, puts the platform's listeners and clients on TLS
 	// (ADR 0017). Default nil: plain HTTP.
 	TLS *TLS
+	// Prediction configures the controller's memory models
+	// (controller.Config.Prediction); DisablePrediction turns them off.
+	// SlackPool is the agent's (agent.Config.SlackPool).
+	Prediction        predict.Config
+	DisablePrediction bool
+	SlackPool         int64
+	// DisableDataRouting is the controller's
+	// (controller.Config.DisableDataRouting).
+	DisableDataRouting bool
 }
 
 // TLS is the platform's TLS: each role's files, and how the agent's
@@ -264,7 +274,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			StoreEndpoint: cfg.StoreEndpoint,
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
-			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
+			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount, SlackPool: cfg.SlackPool,
 			DiskBudget: cfg.DiskBudget,
 		}
 		if t := cfg.TLS; t != nil {
@@ -309,7 +319,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, AgentTLS: agentClientTLS,
-			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg}
+			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg, Prediction: cfg.Prediction, DisablePrediction: cfg.DisablePrediction,
+			DisableDataRouting: cfg.DisableDataRouting}
 		if cfg.EtcdCredentials.Username == etcdauth.Root {
 			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
 		}

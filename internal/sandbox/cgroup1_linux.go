@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -162,4 +163,64 @@ func (g *v1Group) remove() error {
 		return nil
 	}
 	return g.cg.Delete()
+}
+
+// makeChild makes a memory cgroup below this one with a hard limit (and,
+// with swap accounting, no swap). It inherits use_hierarchy, so the
+// parent's limit bounds it too.
+func (g *v1Group) makeChild(name string, limit int64) (string, error) {
+	full := filepath.Join(g.full, name)
+	if err := os.Mkdir(full, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	tune(g.b.log, filepath.Join(full, "memory.swappiness"), "0")
+	if err := g.childSetLimit(full, limit); err != nil {
+		_ = os.Remove(full)
+		return "", err
+	}
+	return full, nil
+}
+
+// childSetLimit writes memory.limit_in_bytes (and memsw, in the order
+// that keeps memsw >= limit).
+func (g *v1Group) childSetLimit(full string, limit int64) error {
+	lim := filepath.Join(full, "memory.limit_in_bytes")
+	files := []string{lim}
+	if g.b.memsw {
+		cur, err := readInt(lim)
+		if err != nil {
+			return err
+		}
+		sw := filepath.Join(full, "memory.memsw.limit_in_bytes")
+		files = []string{lim, sw}
+		if limit > cur {
+			files = []string{sw, lim}
+		}
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f, []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *v1Group) childLimit(full string) (int64, error) {
+	return readInt(filepath.Join(full, "memory.limit_in_bytes"))
+}
+
+func (g *v1Group) childUsage(full string) (int64, error) {
+	return readInt(filepath.Join(full, "memory.usage_in_bytes"))
+}
+
+func (g *v1Group) childPeak(full string) (int64, error) {
+	return readInt(filepath.Join(full, "memory.max_usage_in_bytes"))
+}
+
+func (g *v1Group) childResetPeak(full string) error {
+	return os.WriteFile(filepath.Join(full, "memory.max_usage_in_bytes"), []byte("0"), 0)
+}
+
+func (g *v1Group) childOOMKills(full string) (uint64, error) {
+	return readKey(filepath.Join(full, "memory.oom_control"), "oom_kill")
 }

@@ -274,6 +274,8 @@ type Sandbox struct {
 	pids    []int // mode "none": the processes added, for Usage
 	// taskDirs are the v1 pids and cpu cgroups LimitTasks made.
 	taskDirs []string
+	// fn is the function's cgroup, once Function made it.
+	fn *Function
 }
 
 // Name is the name the sandbox was created with.
@@ -483,6 +485,18 @@ func (s *Sandbox) SetLimit(limit int64) error {
 	return nil
 }
 
+// removeFunction removes the (empty) function cgroup, if any.
+func (s *Sandbox) removeFunction() error {
+	if s.fn == nil {
+		return nil
+	}
+	if err := os.Remove(s.fn.full); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	s.fn = nil
+	return nil
+}
+
 // Delete kills the processes left in the sandbox (SIGKILL), waits up to
 // DeleteTimeout for them to leave it, and removes the cgroup. The killed
 // processes' parents still have to reap them (exec.Cmd.Wait). If processes
@@ -535,7 +549,10 @@ func (s *Sandbox) deleteGroup() error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for {
-		err := s.g.remove()
+		err := s.removeFunction()
+		if err == nil {
+			err = s.g.remove()
+		}
 		if err == nil {
 			return nil
 		}
