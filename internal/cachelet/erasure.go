@@ -170,6 +170,10 @@ func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPat
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
+	// The members already there when the cachelet is built: the ring may
+	// have formed before it, with no change left to tell it of them, and a
+	// departure must count against them.
+	e.noteMembers()
 	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_reads_total",
 		Help: "Reads of large objects by result: hit (decoded from shards), miss (fewer than k shards: the ordinary path served it), fallback (a later window had fewer than k: the store served the rest)."}, []string{"result"})
 	e.fills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_erasure_fills_total",
