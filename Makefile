@@ -25,15 +25,20 @@ MINIO_VERSION       := v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_VERSION   := v1.8.0
 STATICCHECK_VERSION := v0.8.2
 TOXIPROXY_VERSION   := v2.12.0
+HELM_VERSION        := v3.22.0
+KUBERNETES_VERSION  := v1.37.2
 
 export HOARD_MINIO_BIN     := $(TOOLS)/minio
 export HOARD_VERSITYGW_BIN := $(TOOLS)/versitygw
 export HOARD_TOXIPROXY_BIN := $(TOOLS)/toxiproxy-server
 export HOARD_BIN           := $(BIN)
+export HOARD_HELM_BIN      := $(TOOLS)/helm
+export HOARD_KUBE_APISERVER_BIN := $(TOOLS)/kube-apiserver
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
 
 .PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis chromium clean fuzz
+.PHONY: helm kube-apiserver images helm-lint test-kube
 
 build: $(BIN)
 
@@ -71,6 +76,51 @@ $(TOOLS)/toxiproxy-server:
 
 tools: $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
 
+# --- Kubernetes (docs/kubernetes.md, ADR 25) ----------------------------------
+
+# helm renders and lints the chart (deploy/helm/hoard). Its ldflags are
+# those of helm's own release build: its version, and the Kubernetes
+# version helm template assumes without a cluster.
+$(TOOLS)/helm:
+	@mkdir -p $(TOOLS)
+	@echo ">> building helm $(HELM_VERSION) into $(TOOLS) (once)"
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install -ldflags '-s -w \
+	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37' \
+	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# kube-apiserver, built from the pinned Kubernetes source (the module in
+# deploy/k8s pins its staging modules); rebuilt when that module changes.
+# About 4 minutes of CPU, once.
+$(TOOLS)/kube-apiserver: deploy/k8s/go.mod deploy/k8s/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> building kube-apiserver $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '-s -w \
+	  -X k8s.io/component-base/version.gitVersion=$(KUBERNETES_VERSION) \
+	  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37' \
+	  -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+helm: $(TOOLS)/helm
+kube-apiserver: $(TOOLS)/kube-apiserver
+
+# The images, as OCI archives in out/images (deploy/images/build.sh):
+# hoard (static) and hoard-worker (Debian's python3, boto3, the agent).
+# IMAGE_TAG and IMAGE_REPO name them; SOURCE_DATE_EPOCH dates them.
+images: venv
+	GO=$(GO) PIP=$(VENV)/bin/pip deploy/images/build.sh $(ROOT)/out/images
+
+helm-lint: $(TOOLS)/helm
+	$(TOOLS)/helm lint --strict deploy/helm/hoard
+	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/platform-values.yaml
+	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/sidecar-values.yaml
+
+# The chart on a real control plane: etcd and kube-apiserver, every
+# object applied server-side with dry-run (deploy/kubetest).
+test-kube: helm-lint $(TOOLS)/kube-apiserver
+	$(GO) test -tags kube -count=1 -timeout 5m ./deploy/kubetest
+	cd deploy/images && $(GO) test -count=1 ./...
+
 # Redis is the in-memory baseline of the benchmarks.
 redis:
 	@command -v redis-server >/dev/null || { \
@@ -106,7 +156,7 @@ down: $(BIN)
 
 # --- tests --------------------------------------------------------------------
 
-test: test-unit test-integration test-e2e test-bench-smoke
+test: test-unit test-integration test-e2e test-bench-smoke test-kube
 
 test-unit:
 	$(GO) test -race -count=1 ./...
