@@ -81,25 +81,23 @@ tools: $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
 # helm renders and lints the chart (deploy/helm/hoard). Its ldflags are
 # those of helm's own release build: its version, and the Kubernetes
 # version helm template assumes without a cluster.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
 $(TOOLS)/helm:
 	@mkdir -p $(TOOLS)
 	@echo ">> building helm $(HELM_VERSION) into $(TOOLS) (once)"
-	cd /tmp && GOBIN=$(TOOLS) $(GO) install -ldflags '-s -w \
-	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
-	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
-	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37' \
-	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # kube-apiserver, built from the pinned Kubernetes source (the module in
 # deploy/k8s pins its staging modules); rebuilt when that module changes.
 # About 4 minutes of CPU, once.
+KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBERNETES_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 $(TOOLS)/kube-apiserver: deploy/k8s/go.mod deploy/k8s/go.sum
 	@mkdir -p $(TOOLS)
 	@echo ">> building kube-apiserver $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
-	cd deploy/k8s && $(GO) build -trimpath -ldflags '-s -w \
-	  -X k8s.io/component-base/version.gitVersion=$(KUBERNETES_VERSION) \
-	  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37' \
-	  -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 helm: $(TOOLS)/helm
 kube-apiserver: $(TOOLS)/kube-apiserver

@@ -131,8 +131,7 @@ func run(args []string, stdout io.Writer) error {
 func build(s spec, out string) (v1.Hash, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	for _, dir := range s.Layers {
-		dir := dir
+	for i, dir := range s.Layers {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return v1.Hash{}, fmt.Errorf("--layer %s: not a directory", dir)
 		}
@@ -151,7 +150,7 @@ func build(s spec, out string) (v1.Hash, error) {
 		}
 		img, err = mutate.Append(img, mutate.Addendum{
 			Layer:   layer,
-			History: v1.History{Created: v1.Time{Time: s.Epoch}, CreatedBy: "hoard images: " + filepath.Base(dir)},
+			History: v1.History{Created: v1.Time{Time: s.Epoch}, CreatedBy: fmt.Sprintf("hoard images: layer %d", i+1)},
 		})
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("layer %s: %w", dir, err)
