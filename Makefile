@@ -189,11 +189,14 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime 30s -fuzzminimizetime 2s ./internal/blockfmt
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
 
-lint: $(TOOLS)/staticcheck venv
-	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+lint: $(TOOLS)/staticcheck venv helm-lint
+	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags kube ./deploy/kubetest
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/staticcheck -tags kube ./deploy/kubetest
+	cd deploy/images && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 	$(VENV)/bin/ruff check python examples
 	$(VENV)/bin/ruff format --check python examples
 
