@@ -38,7 +38,7 @@ export HOARD_KUBE_APISERVER_BIN := $(TOOLS)/kube-apiserver
 GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
 
 .PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis chromium clean fuzz
-.PHONY: helm kube-apiserver images helm-lint test-kube
+.PHONY: helm kube-apiserver kubelet images helm-lint test-kube test-cluster
 
 build: $(BIN)
 
@@ -99,8 +99,24 @@ $(TOOLS)/kube-apiserver: deploy/k8s/go.mod deploy/k8s/go.sum
 	@echo ">> building kube-apiserver $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
 	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
+$(TOOLS)/kubelet: deploy/k8s/go.mod deploy/k8s/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> building kubelet $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# containerd, runc and the CNI plugins from Debian for the single-node
+# cluster, unpacked into .tools/debian (nothing installed, no service).
+CLUSTER_DEBS := containerd=1.6.20~ds1-1+deb12u3 runc=1.1.5+ds1-1+deb12u1 containernetworking-plugins=1.1.1+ds1-3+b5
+DEBIAN_ROOT  := $(abspath $(TOOLS)/../debian)
+$(DEBIAN_ROOT)/.stamp:
+	@mkdir -p $(DEBIAN_ROOT)/debs
+	cd $(DEBIAN_ROOT)/debs && apt-get download -qq -o APT::Sandbox::User=root $(CLUSTER_DEBS)
+	for d in $(DEBIAN_ROOT)/debs/*.deb; do dpkg-deb -x "$$d" $(DEBIAN_ROOT)/root; done
+	@touch $@
+
 helm: $(TOOLS)/helm
 kube-apiserver: $(TOOLS)/kube-apiserver
+kubelet: $(TOOLS)/kubelet
 
 # The images, as OCI archives in out/images (deploy/images/build.sh):
 # hoard (static) and hoard-worker (Debian's python3, boto3, the agent).
@@ -116,8 +132,15 @@ helm-lint: $(TOOLS)/helm
 # The chart on a real control plane: etcd and kube-apiserver, every
 # object applied server-side with dry-run (deploy/kubetest).
 test-kube: helm-lint $(TOOLS)/kube-apiserver
-	$(GO) test -tags kube -count=1 -timeout 5m ./deploy/kubetest
+	$(GO) test -tags kube -count=1 -timeout 5m -run 'TestChart' ./deploy/kubetest
 	cd deploy/images && $(GO) test -count=1 ./...
+
+# A single-node cluster (docs/kubernetes.md): etcd, kube-apiserver, kubelet,
+# containerd and runc, the images imported from out/images; a pod of both
+# images runs to completion. Needs root; not part of make test.
+test-cluster: $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(DEBIAN_ROOT)/.stamp images
+	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
+	  $(GO) test -tags kube -count=1 -timeout 8m -run 'TestCluster' -v ./deploy/kubetest
 
 # Redis is the in-memory baseline of the benchmarks.
 redis:

@@ -4,6 +4,8 @@
 #   hoard.tar         the static hoard binary, CA bundle, /etc/passwd and
 #                     /tmp, running as uid 65532: the controller and the
 #                     sidecar cachelet
+#   pause.tar         the pod sandbox's process, for clusters that cannot
+#                     pull the upstream pause image (the single-node cluster)
 #   hoard-worker.tar  Debian's python3 with boto3 and the hoard_worker
 #                     package, plus the same hoard binary: the node agent,
 #                     which runs the functions' workers
@@ -114,6 +116,10 @@ cp -r "$root/python/hoard_worker" "$worker/usr/lib/hoard/python/"
 find "$worker" -name __pycache__ -prune -exec rm -rf {} +
 
 (cd "$here" && "$GO" build -o "$stage/images" .)
+mkdir -p "$stage/pause"
+(cd "$here" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -buildid=" -o "$stage/pause/pause" ./pause)
+"$stage/images" --out "$out/pause.tar" --name "$IMAGE_REPO/pause:$IMAGE_TAG" \
+	--layer "$stage/pause" --entrypoint /pause --user 65535:65535
 "$stage/images" --out "$out/hoard.tar" --name "$IMAGE_REPO/hoard:$IMAGE_TAG" \
 	--layer "$base" --layer "$stage/hoard" \
 	--owner /var/lib/hoard=65532:65532 --owner /run/hoard=65532:65532 \

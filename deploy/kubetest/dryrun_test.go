@@ -52,6 +52,11 @@ const namespace = "hoard"
 type apiserver struct {
 	url    string
 	client *http.Client
+	// The CA that signs the server's and its clients' certificates, and
+	// the directory of the server's files.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
+	dir   string
 	// resources maps apiVersion/kind to its REST path segment and scope,
 	// from the server's discovery.
 	mu        sync.Mutex
@@ -304,7 +309,7 @@ func startAPIServer(t *testing.T) *apiserver {
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+		"--authorization-mode=Node,RBAC",
 		// As kubeadm, EKS, GKE and AKS run it: privileged pods are a
 		// namespace's Pod Security level's to allow or refuse.
 		"--allow-privileged=true",
@@ -330,6 +335,7 @@ func startAPIServer(t *testing.T) *apiserver {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	api := &apiserver{
+		ca: ca, caKey: caKey, dir: dir,
 		url: fmt.Sprintf("https://127.0.0.1:%d", port),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			RootCAs:      pool,

@@ -1,0 +1,274 @@
+//go:build kube
+
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCluster runs a single-node cluster (make test-cluster; root): the
+// embedded etcd, kube-apiserver and kubelet built from the pinned source,
+// Debian's containerd and runc, the images imported from the archives
+// `make images` writes (no registry), and a pod of both images that must
+// run to completion and say what it ran. It needs $HOARD_KUBELET_BIN,
+// $HOARD_DEBIAN_ROOT (containerd, runc, the CNI plugins unpacked) and
+// $HOARD_IMAGES (hoard.tar, hoard-worker.tar, pause.tar).
+func TestCluster(t *testing.T) {
+	kubelet := bin(t, "HOARD_KUBELET_BIN")
+	debian := os.Getenv("HOARD_DEBIAN_ROOT")
+	images := os.Getenv("HOARD_IMAGES")
+	if debian == "" || images == "" {
+		t.Fatal("$HOARD_DEBIAN_ROOT and $HOARD_IMAGES are required: run make test-cluster")
+	}
+	api := startAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// The state lives outside t.TempDir: containerd's and the kubelet's
+	// trees hold files the test's cleanup must not race with; removed at
+	// the end.
+	dir, err := os.MkdirTemp("", "hoard-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The kubelet bind-mounts its root directory, and containerd
+		// its sandboxes' shm: undo what is left under dir, deepest first.
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		var mounts []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+				mounts = append(mounts, f[4])
+			}
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
+		for _, m := range mounts {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmounting %s: %v", m, err)
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	path := filepath.Join(debian, "usr/bin") + ":" + filepath.Join(debian, "usr/sbin") + ":" + os.Getenv("PATH")
+
+	// containerd, with its CRI plugin. restrict_oom_score_adj: where the
+	// machine withholds CAP_SYS_RESOURCE (containers, CI), runc cannot
+	// lower the sandbox's OOM score, and sandboxes fail to start without it.
+	sock := filepath.Join(dir, "containerd.sock")
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/hoard-io/pause:dev"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+`, filepath.Join(dir, "containerd"), filepath.Join(dir, "containerd-state"), sock, filepath.Join(debian, "usr/lib/cni"), filepath.Join(dir, "cni"))
+	writeFile(t, filepath.Join(dir, "containerd.toml"), conf)
+	containerd := start(ctx, t, "containerd", path, filepath.Join(debian, "usr/bin/containerd"), "--config", filepath.Join(dir, "containerd.toml"))
+	waitFor(t, "containerd's socket", time.Minute, containerd, func() bool { _, err := os.Stat(sock); return err == nil })
+
+	// The images, from their archives.
+	ctr := filepath.Join(debian, "usr/bin/ctr")
+	for _, name := range []string{"pause.tar", "hoard.tar", "hoard-worker.tar"} {
+		out, err := exec.CommandContext(ctx, ctr, "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter", "native", filepath.Join(images, name)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images import %s: %v\n%s", name, err, out)
+		}
+	}
+
+	// The kubelet, signed in as the node.
+	node := "hoard-node"
+	cert, key := issue(t, api.ca, api.caKey, "system:node:"+node, []string{"system:nodes"}, nil, x509.ExtKeyUsageClientAuth)
+	pemFile(t, filepath.Join(dir, "node.crt"), "CERTIFICATE", cert.Raw)
+	keyFile(t, filepath.Join(dir, "node.key"), key)
+	serving, servingKey := issue(t, api.ca, api.caKey, node, nil, []net.IP{net.ParseIP("127.0.0.1")}, x509.ExtKeyUsageServerAuth)
+	pemFile(t, filepath.Join(dir, "kubelet.crt"), "CERTIFICATE", serving.Raw)
+	keyFile(t, filepath.Join(dir, "kubelet.key"), servingKey)
+	writeFile(t, filepath.Join(dir, "kubeconfig"), fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: node, user: {client-certificate: %q, client-key: %q}}]
+contexts: [{name: c, context: {cluster: c, user: node}}]
+current-context: c
+`, api.url, filepath.Join(api.dir, "ca.crt"), filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")))
+	// failCgroupV1 false: the kubelet refuses cgroup v1 hosts unless told;
+	// cgroupsPerQOS false: no QoS tree of cgroups (a container's host
+	// may not let the kubelet make one).
+	writeFile(t, filepath.Join(dir, "kubelet.yaml"), fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: %q}}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+tlsCertFile: %q
+tlsPrivateKeyFile: %q
+address: 127.0.0.1
+port: %d
+healthzPort: %d
+readOnlyPort: 0
+resolvConf: ""
+podLogsDir: %q
+`, filepath.Join(api.dir, "ca.crt"), sock, filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key"), freePort(t), freePort(t), filepath.Join(dir, "pods")))
+	klet := start(ctx, t, "kubelet", path, kubelet, "--config", filepath.Join(dir, "kubelet.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+		"--hostname-override", node, "--root-dir", filepath.Join(dir, "kubelet"), "--node-ip", nodeIP(t))
+	waitFor(t, "the node's registration", 2*time.Minute, klet, func() bool {
+		return api.get(t, "/api/v1/nodes/"+node) == http.StatusOK
+	})
+
+	// A pod of both images: the static hoard, and the worker image's
+	// Python with boto3 and hoard_worker, as the agent runs them.
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "images", "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName": node, "hostNetwork": true, "restartPolicy": "Never", "automountServiceAccountToken": false,
+			"containers": []any{
+				map[string]any{"name": "hoard", "image": "docker.io/hoard-io/hoard:dev", "imagePullPolicy": "Never", "args": []string{"version"}},
+				map[string]any{"name": "worker", "image": "docker.io/hoard-io/hoard-worker:dev", "imagePullPolicy": "Never",
+					"command": []string{"/usr/bin/python3", "-c", "import os, sys; sys.path.insert(0, os.environ['HOARD_WORKER_PATH']); import boto3, hoard_worker; print('boto3', boto3.__version__, 'uid', os.getuid())"}},
+			},
+		},
+	}
+	// (No controller-manager makes the namespace's default ServiceAccount,
+	// which admission requires of every pod.)
+	api.create(t, "/api/v1/namespaces/default/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "default"}})
+	api.create(t, "/api/v1/namespaces/default/pods", pod)
+	var phase string
+	waitFor(t, "the pod to finish", 3*time.Minute, klet, func() bool {
+		code, body := api.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/images", "", nil)
+		if code != http.StatusOK {
+			return false
+		}
+		var p struct {
+			Status struct {
+				Phase string `json:"phase"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		phase = p.Status.Phase
+		return phase == "Succeeded" || phase == "Failed"
+	})
+	logs := map[string]string{}
+	for _, c := range []string{"hoard", "worker"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "pods", "default_images_*", c, "*.log"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs[c] += string(b)
+		}
+	}
+	t.Logf("pod %s; logs: %q", phase, logs)
+	if phase != "Succeeded" {
+		t.Fatalf("the pod %s", phase)
+	}
+	if !strings.Contains(logs["hoard"], "hoard dev") {
+		t.Errorf("the hoard container said %q, want its version", logs["hoard"])
+	}
+	if !strings.Contains(logs["worker"], "boto3 1.43.64") {
+		t.Errorf("the worker container said %q, want boto3 1.43.64", logs["worker"])
+	}
+}
+
+// proc is a process the test started; done closes when it exits.
+type proc struct {
+	name string
+	done chan struct{}
+	logs *bytes.Buffer
+}
+
+func start(ctx context.Context, t *testing.T, name, path, exe string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	p := &proc{name: name, done: make(chan struct{}), logs: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s's log (end):\n%s", name, tail(p.logs.String(), 3000))
+		}
+	})
+	return p
+}
+
+// waitFor polls cond until it holds, failing the test past limit or if
+// p exits first.
+func waitFor(t *testing.T, what string, limit time.Duration, p *proc, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited while waiting for %s", p.name, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in %v", what, limit)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeIP is the machine's first non-loopback IPv4 address (the kubelet
+// refuses a loopback node address).
+func nodeIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address for the node")
+	return ""
+}
