@@ -137,8 +137,9 @@ test-kube: helm-lint $(TOOLS)/kube-apiserver
 
 # A single-node cluster (docs/kubernetes.md): etcd, kube-apiserver, kubelet,
 # containerd and runc, the images imported from out/images; a pod of both
-# images runs to completion. Needs root; not part of make test.
-test-cluster: $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(DEBIAN_ROOT)/.stamp images
+# images runs to completion, and the node agent starts jailed in a pod,
+# is killed and comes back. Needs root; not part of make test.
+test-cluster: $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/minio $(DEBIAN_ROOT)/.stamp images
 	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
 	  $(GO) test -tags kube -count=1 -timeout 8m -run 'TestCluster' -v ./deploy/kubetest
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/localstore"
 )
 
 // TestCluster runs a single-node cluster (make test-cluster; root): the
@@ -63,6 +65,15 @@ func TestCluster(t *testing.T) {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Error(err)
 		}
+		// containerd's parent cgroup of its containers (cgroupsPerQOS
+		// off), empty once its tasks are gone.
+		hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
+		if fi, err := os.Stat("/sys/fs/cgroup/k8s.io"); err == nil && fi.IsDir() {
+			hierarchies = append(hierarchies, "/sys/fs/cgroup/k8s.io")
+		}
+		for _, h := range hierarchies {
+			os.Remove(h) // an error: still in use (another containerd's), left alone
+		}
 	})
 	path := filepath.Join(debian, "usr/bin") + ":" + filepath.Join(debian, "usr/sbin") + ":" + os.Getenv("PATH")
 
@@ -88,8 +99,24 @@ state = %q
 	containerd := start(ctx, t, "containerd", path, filepath.Join(debian, "usr/bin/containerd"), "--config", filepath.Join(dir, "containerd.toml"))
 	waitFor(t, "containerd's socket", time.Minute, containerd, func() bool { _, err := os.Stat(sock); return err == nil })
 
-	// The images, from their archives.
 	ctr := filepath.Join(debian, "usr/bin/ctr")
+	// Containers outlive containerd (their shims are their parents): once
+	// the kubelet has stopped (its cleanup runs before this one), every
+	// task is killed and deleted, which ends the shims.
+	t.Cleanup(func() {
+		out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "ls", "-q").Output()
+		if err != nil {
+			t.Errorf("ctr tasks ls: %v", err)
+			return
+		}
+		for _, id := range strings.Fields(string(out)) {
+			if out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "delete", "--force", id).CombinedOutput(); err != nil {
+				t.Errorf("ctr tasks delete %s: %v\n%s", id, err, out)
+			}
+		}
+	})
+
+	// The images, from their archives.
 	for _, name := range []string{"pause.tar", "hoard.tar", "hoard-worker.tar"} {
 		out, err := exec.CommandContext(ctx, ctr, "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter", "native", filepath.Join(images, name)).CombinedOutput()
 		if err != nil {
@@ -196,6 +223,126 @@ podLogsDir: %q
 	if !strings.Contains(logs["worker"], "boto3 1.43.64") {
 		t.Errorf("the worker container said %q, want boto3 1.43.64", logs["worker"])
 	}
+
+	// The node agent in a pod as the chart runs it (privileged, root, a
+	// read-only root file system, its secrets as an owner-only file) on
+	// the cluster's etcd and a MinIO: it starts only where it can jail
+	// functions (namespaces, cgroups), and says so. Then its process is
+	// killed, and the kubelet must bring it back.
+	minio, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(dir, "minio", "data"), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { minio.Close() })
+	secrets := filepath.Join(dir, "agent-secrets")
+	if err := os.MkdirAll(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	token, err := json.Marshal(map[string]string{"token": "agent-token-of-the-cluster-test", "store-access-key": minio.AccessKey(), "store-secret-key": minio.SecretKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(secrets, "secrets.json"), string(token))
+	agentPort := freePort(t)
+	agent := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "agent", "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName": node, "hostNetwork": true, "restartPolicy": "Always", "automountServiceAccountToken": false,
+			"containers": []any{map[string]any{
+				"name": "agent", "image": "docker.io/hoard-io/hoard-worker:dev", "imagePullPolicy": "Never",
+				"args": []string{"agent", "--id=agent-" + node, fmt.Sprintf("--listen=127.0.0.1:%d", agentPort), "--dir=/var/lib/hoard",
+					"--etcd-endpoints=" + strings.Join(api.etcd, ","), "--store-endpoint=" + minio.Endpoint(), "--secrets=/run/hoard/secrets.json"},
+				"securityContext": map[string]any{"privileged": true, "runAsUser": 0, "readOnlyRootFilesystem": true},
+				"volumeMounts": []any{
+					map[string]any{"name": "run", "mountPath": "/run/hoard", "readOnly": true},
+					map[string]any{"name": "state", "mountPath": "/var/lib/hoard"},
+					map[string]any{"name": "tmp", "mountPath": "/tmp"},
+				},
+			}},
+			"volumes": []any{
+				map[string]any{"name": "run", "hostPath": map[string]any{"path": secrets, "type": "Directory"}},
+				map[string]any{"name": "state", "emptyDir": map[string]any{}},
+				map[string]any{"name": "tmp", "emptyDir": map[string]any{}},
+			},
+		},
+	}
+	api.create(t, "/api/v1/namespaces/default/pods", agent)
+	healthz := func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", agentPort))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	agentLog := func() string {
+		files, _ := filepath.Glob(filepath.Join(dir, "pods", "default_agent_*", "agent", "*.log"))
+		var all string
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			all += string(b)
+		}
+		return all
+	}
+	waitFor(t, "the agent's /healthz", 2*time.Minute, klet, func() bool {
+		if healthz() {
+			return true
+		}
+		if l := agentLog(); strings.Contains(l, "hoard: ") {
+			t.Fatalf("the agent did not start:\n%s", tail(l, 3000))
+		}
+		return false
+	})
+	// Its start-up check of namespaces and cgroups passed: it jails
+	// functions (it would refuse to start otherwise).
+	waitFor(t, "the agent saying it jails functions", time.Minute, klet, func() bool {
+		return strings.Contains(agentLog(), "functions run jailed")
+	})
+	for _, line := range strings.Split(agentLog(), "\n") {
+		if strings.Contains(line, "msg=\"sandbox: ") {
+			t.Logf("agent: %s", line[strings.Index(line, "msg="):])
+		}
+	}
+	restarts := func() int {
+		_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/default/pods/agent", "", nil)
+		var p struct {
+			Status struct {
+				ContainerStatuses []struct {
+					RestartCount int `json:"restartCount"`
+				} `json:"containerStatuses"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return -1
+		}
+		return p.Status.ContainerStatuses[0].RestartCount
+	}
+	waitFor(t, "the agent's status", time.Minute, klet, func() bool { return restarts() == 0 })
+	out, err := exec.CommandContext(ctx, ctr, "--address", sock, "-n", "k8s.io", "tasks", "ls").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctr tasks ls: %v\n%s", err, out)
+	}
+	killed := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "RUNNING" {
+			// The agent's container is the one running task that is
+			// not a sandbox (pause); kill its process, as a crash would.
+			info, _ := exec.CommandContext(ctx, ctr, "--address", sock, "-n", "k8s.io", "containers", "info", f[0]).Output()
+			if strings.Contains(string(info), "hoard-worker") {
+				if out, err := exec.CommandContext(ctx, ctr, "--address", sock, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", f[0]).CombinedOutput(); err != nil {
+					t.Fatalf("ctr tasks kill: %v\n%s", err, out)
+				}
+				killed++
+			}
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("found %d agent containers to kill in:\n%s", killed, out)
+	}
+	waitFor(t, "the agent back after its kill", 2*time.Minute, klet, func() bool { return restarts() >= 1 && healthz() })
+	t.Logf("the agent came back (restarts: %d)", restarts())
 }
 
 // proc is a process the test started; done closes when it exits.

@@ -57,6 +57,9 @@ type apiserver struct {
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
 	dir   string
+	// etcd is the embedded etcd's client URLs (the cluster's, which the
+	// cluster test's agent uses too).
+	etcd []string
 	// resources maps apiVersion/kind to its REST path segment and scope,
 	// from the server's discovery.
 	mu        sync.Mutex
@@ -335,7 +338,7 @@ func startAPIServer(t *testing.T) *apiserver {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	api := &apiserver{
-		ca: ca, caKey: caKey, dir: dir,
+		ca: ca, caKey: caKey, dir: dir, etcd: etcd.Endpoints(),
 		url: fmt.Sprintf("https://127.0.0.1:%d", port),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			RootCAs:      pool,
