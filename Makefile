@@ -99,10 +99,11 @@ $(TOOLS)/kube-apiserver: deploy/k8s/go.mod deploy/k8s/go.sum
 	@echo ">> building kube-apiserver $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
 	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
-$(TOOLS)/kubelet: deploy/k8s/go.mod deploy/k8s/go.sum
+# The single-node cluster's other parts, from the same module.
+$(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler: deploy/k8s/go.mod deploy/k8s/go.sum
 	@mkdir -p $(TOOLS)
-	@echo ">> building kubelet $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
-	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubelet
+	@echo ">> building $(notdir $@) $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
 
 # containerd, runc and the CNI plugins from Debian for the single-node
 # cluster, unpacked into .tools/debian (nothing installed, no service).
@@ -137,10 +138,13 @@ test-kube: helm-lint $(TOOLS)/kube-apiserver
 
 # A single-node cluster (docs/kubernetes.md): etcd, kube-apiserver, kubelet,
 # containerd and runc, the images imported from out/images; a pod of both
-# images runs to completion, and the node agent starts jailed in a pod,
-# is killed and comes back. Needs root; not part of make test.
-test-cluster: $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/minio $(DEBIAN_ROOT)/.stamp images
-	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
+# images runs to completion, the node agent starts jailed in a pod, is
+# killed and comes back; then the chart's controller and agents run with
+# the controller-manager and scheduler. Needs root; not part of make test.
+test-cluster: $(TOOLS)/helm $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler \
+  $(TOOLS)/minio $(DEBIAN_ROOT)/.stamp images
+	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_KUBE_CONTROLLER_MANAGER_BIN=$(TOOLS)/kube-controller-manager \
+	  HOARD_KUBE_SCHEDULER_BIN=$(TOOLS)/kube-scheduler HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
 	  $(GO) test -tags kube -count=1 -timeout 8m -run 'TestCluster' -v ./deploy/kubetest
 
 # Redis is the in-memory baseline of the benchmarks.

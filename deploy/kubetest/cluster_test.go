@@ -19,14 +19,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/etcdauth"
+	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 )
 
 // TestCluster runs a single-node cluster (make test-cluster; root): the
-// embedded etcd, kube-apiserver and kubelet built from the pinned source,
-// Debian's containerd and runc, the images imported from the archives
-// `make images` writes (no registry), and a pod of both images that must
-// run to completion and say what it ran. It needs $HOARD_KUBELET_BIN,
+// embedded etcd, kube-apiserver, kubelet, kube-controller-manager and
+// kube-scheduler built from the pinned source, Debian's containerd, runc
+// and CNI bridge, the images imported from the archives `make images`
+// writes (no registry). A pod of both images must run to completion and
+// say what it ran; the node agent must start jailed in a pod and come
+// back after a kill; then the chart's controller and agents must become
+// ready, and an agent pod deleted be replaced by its DaemonSet. It needs
+// $HOARD_KUBELET_BIN, $HOARD_KUBE_CONTROLLER_MANAGER_BIN,
+// $HOARD_KUBE_SCHEDULER_BIN, $HOARD_HELM_BIN, $HOARD_MINIO_BIN,
 // $HOARD_DEBIAN_ROOT (containerd, runc, the CNI plugins unpacked) and
 // $HOARD_IMAGES (hoard.tar, hoard-worker.tar, pause.tar).
 func TestCluster(t *testing.T) {
@@ -96,6 +103,15 @@ state = %q
     conf_dir = %q
 `, filepath.Join(dir, "containerd"), filepath.Join(dir, "containerd-state"), sock, filepath.Join(debian, "usr/lib/cni"), filepath.Join(dir, "cni"))
 	writeFile(t, filepath.Join(dir, "containerd.toml"), conf)
+	// Pod networking: a bridge on the node, addresses from host-local
+	// (its state under dir); removed at the end.
+	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "cni", "10-hoard.conflist"), fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "hoard-test", "plugins": [
+  {"type": "bridge", "bridge": "hoardtest0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.7.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}`, filepath.Join(dir, "cni-state")))
+	t.Cleanup(func() { exec.Command("ip", "link", "del", "hoardtest0").Run() })
 	containerd := start(ctx, t, "containerd", path, filepath.Join(debian, "usr/bin/containerd"), "--config", filepath.Join(dir, "containerd.toml"))
 	waitFor(t, "containerd's socket", time.Minute, containerd, func() bool { _, err := os.Stat(sock); return err == nil })
 
@@ -104,15 +120,28 @@ state = %q
 	// the kubelet has stopped (its cleanup runs before this one), every
 	// task is killed and deleted, which ends the shims.
 	t.Cleanup(func() {
-		out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "ls", "-q").Output()
-		if err != nil {
-			t.Errorf("ctr tasks ls: %v", err)
-			return
-		}
-		for _, id := range strings.Fields(string(out)) {
-			if out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "delete", "--force", id).CombinedOutput(); err != nil {
-				t.Errorf("ctr tasks delete %s: %v\n%s", id, err, out)
+		tasks := func() []string {
+			out, err := exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "ls", "-q").Output()
+			if err != nil {
+				t.Errorf("ctr tasks ls: %v", err)
+				return nil
 			}
+			return strings.Fields(string(out))
+		}
+		// A delete can race with a task ending or its shim leaving (a
+		// pod's last task): errors are judged by what is left after.
+		for range 3 {
+			ids := tasks()
+			if len(ids) == 0 {
+				return
+			}
+			for _, id := range ids {
+				exec.Command(ctr, "--address", sock, "-n", "k8s.io", "tasks", "delete", "--force", id).Run()
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if ids := tasks(); len(ids) > 0 {
+			t.Errorf("tasks left running: %v", ids)
 		}
 	})
 
@@ -343,6 +372,132 @@ podLogsDir: %q
 	}
 	waitFor(t, "the agent back after its kill", 2*time.Minute, klet, func() bool { return restarts() >= 1 && healthz() })
 	t.Logf("the agent came back (restarts: %d)", restarts())
+
+	chartOnCluster(ctx, t, api, klet, dir, node)
+}
+
+// chartOnCluster installs the chart's platform (the controller and the
+// agents' DaemonSet; etcd and the store outside the cluster, as with a
+// managed etcd and S3) on the single node with the controller-manager and
+// the scheduler: the pods must become ready, their secrets prepared by
+// the init containers; a deleted agent pod must be replaced by its
+// DaemonSet.
+func chartOnCluster(ctx context.Context, t *testing.T, api *apiserver, klet *proc, dir, node string) {
+	t.Helper()
+	helm := bin(t, "HOARD_HELM_BIN")
+	kcm := bin(t, "HOARD_KUBE_CONTROLLER_MANAGER_BIN")
+	sched := bin(t, "HOARD_KUBE_SCHEDULER_BIN")
+	ip := nodeIP(t)
+
+	// The admin's kubeconfig, for the controller-manager and the scheduler.
+	cert, key := issue(t, api.ca, api.caKey, "cluster-admin", []string{"system:masters"}, nil, x509.ExtKeyUsageClientAuth)
+	pemFile(t, filepath.Join(dir, "admin.crt"), "CERTIFICATE", cert.Raw)
+	keyFile(t, filepath.Join(dir, "admin.key"), key)
+	writeFile(t, filepath.Join(dir, "admin.kubeconfig"), fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: admin, user: {client-certificate: %q, client-key: %q}}]
+contexts: [{name: c, context: {cluster: c, user: admin}}]
+current-context: c
+`, api.url, filepath.Join(api.dir, "ca.crt"), filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")))
+	kc := filepath.Join(dir, "admin.kubeconfig")
+	cm := start(ctx, t, "kube-controller-manager", os.Getenv("PATH"), kcm, "--kubeconfig", kc, "--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file", filepath.Join(api.dir, "sa.key"), "--root-ca-file", filepath.Join(api.dir, "ca.crt"),
+		"--use-service-account-credentials=false")
+	sc := start(ctx, t, "kube-scheduler", os.Getenv("PATH"), sched, "--kubeconfig", kc, "--leader-elect=false", "--secure-port=0")
+
+	// hoard's etcd (authentication on, root's password in a Secret) and
+	// its store, on the node's address, where pods reach them.
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dir, "hoard-etcd"), ClientAddr: ip + ":0", PeerAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	rootPassword := etcdauth.NewPassword()
+	if err := etcdauth.Enable(ctx, etcd.Endpoints(), rootPassword); err != nil {
+		t.Fatal(err)
+	}
+	store, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(dir, "store", "data"), Addr: ip + ":0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+
+	api.create(t, "/api/v1/namespaces", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}})
+	secret := func(name string, data map[string]string) {
+		api.create(t, "/api/v1/namespaces/"+namespace+"/secrets", map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": name}, "stringData": data})
+	}
+	secret("hoard-store", map[string]string{"access-key": store.AccessKey(), "secret-key": store.SecretKey()})
+	secret("hoard-etcd-root", map[string]string{"username": "root", "password": rootPassword})
+	secret("hoard-identities", map[string]string{"identities.yaml": "{}\n"})
+
+	objs := render(t, helm, chartDir(t), "-f", filepath.Join(chartDir(t), "ci", "platform-values.yaml"),
+		"--set", "etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",store.endpoint="+store.Endpoint(),
+		"--set", "controller.resources.requests.cpu=10m,agent.resources.requests.cpu=10m,agent.resources.requests.memory=64Mi")
+	for _, o := range objs {
+		if code, body := api.apply(t, o, false); code != http.StatusOK && code != http.StatusCreated {
+			t.Fatalf("%s %s refused (%d): %s", o.kind(), o.name(), code, body)
+		}
+	}
+
+	type pod struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			UID    string            `json:"uid"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Status struct {
+			Phase      string `json:"phase"`
+			Conditions []struct {
+				Type   string `json:"type"`
+				Status string `json:"status"`
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	ready := func(component string) []pod {
+		_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods?labelSelector=app.kubernetes.io%2Fcomponent%3D"+component, "", nil)
+		var list struct{ Items []pod }
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		var out []pod
+		for _, p := range list.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == "Ready" && c.Status == "True" {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods", "", nil)
+			t.Logf("pods in %s: %s", namespace, tail(string(body), 6000))
+		}
+	})
+	waitFor(t, "the controller and the agent ready", 4*time.Minute, klet, func() bool {
+		for _, p := range []*proc{cm, sc} {
+			select {
+			case <-p.done:
+				t.Fatalf("%s exited", p.name)
+			default:
+			}
+		}
+		return len(ready("controller")) == 1 && len(ready("agent")) == 1
+	})
+	first := ready("agent")[0]
+	t.Logf("chart installed: controller %s and agent %s ready", ready("controller")[0].Metadata.Name, first.Metadata.Name)
+
+	// An agent pod deleted comes back: its DaemonSet makes another.
+	if code, body := api.do(t, http.MethodDelete, "/api/v1/namespaces/"+namespace+"/pods/"+first.Metadata.Name, "", nil); code != http.StatusOK {
+		t.Fatalf("deleting %s: %d %s", first.Metadata.Name, code, body)
+	}
+	waitFor(t, "a new agent pod ready", 4*time.Minute, klet, func() bool {
+		r := ready("agent")
+		return len(r) == 1 && r[0].Metadata.UID != first.Metadata.UID
+	})
+	t.Logf("agent %s deleted; %s ready in its place", first.Metadata.Name, ready("agent")[0].Metadata.Name)
 }
 
 // proc is a process the test started; done closes when it exits.

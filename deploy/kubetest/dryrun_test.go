@@ -448,6 +448,12 @@ func (a *apiserver) resource(t *testing.T, apiVersion, kind string) (resource, b
 // validation, and returns the server's status and answer.
 func (a *apiserver) dryRunApply(t *testing.T, o object) (int, string) {
 	t.Helper()
+	return a.apply(t, o, true)
+}
+
+// apply applies o server-side (dry-run or not) in the test's namespace.
+func (a *apiserver) apply(t *testing.T, o object, dryRun bool) (int, string) {
+	t.Helper()
 	r, ok := a.resource(t, o.apiVersion(), o.kind())
 	if !ok {
 		return 0, fmt.Sprintf("the API server does not serve %s %s", o.apiVersion(), o.kind())
@@ -459,7 +465,10 @@ func (a *apiserver) dryRunApply(t *testing.T, o object) (int, string) {
 	if r.namespaced {
 		path += "/namespaces/" + namespace
 	}
-	path += "/" + r.name + "/" + url.PathEscape(o.name()) + "?dryRun=All&fieldManager=hoard-chart-test&fieldValidation=Strict&force=true"
+	path += "/" + r.name + "/" + url.PathEscape(o.name()) + "?fieldManager=hoard-chart-test&fieldValidation=Strict&force=true"
+	if dryRun {
+		path += "&dryRun=All"
+	}
 	b, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
