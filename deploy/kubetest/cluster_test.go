@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
@@ -429,10 +433,9 @@ current-context: c
 	}
 	secret("hoard-store", map[string]string{"access-key": store.AccessKey(), "secret-key": store.SecretKey()})
 	secret("hoard-etcd-root", map[string]string{"username": "root", "password": rootPassword})
-	secret("hoard-identities", map[string]string{"identities.yaml": "{}\n"})
 
 	objs := render(t, helm, chartDir(t), "-f", filepath.Join(chartDir(t), "ci", "platform-values.yaml"),
-		"--set", "etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",store.endpoint="+store.Endpoint(),
+		"--set", "etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",store.endpoint="+store.Endpoint()+",store.identities=minio",
 		"--set", "controller.resources.requests.cpu=10m,agent.resources.requests.cpu=10m,agent.resources.requests.memory=64Mi")
 	for _, o := range objs {
 		if code, body := api.apply(t, o, false); code != http.StatusOK && code != http.StatusCreated {
@@ -448,6 +451,7 @@ current-context: c
 		} `json:"metadata"`
 		Status struct {
 			Phase      string `json:"phase"`
+			PodIP      string `json:"podIP"`
 			Conditions []struct {
 				Type   string `json:"type"`
 				Status string `json:"status"`
@@ -498,6 +502,68 @@ current-context: c
 		return len(r) == 1 && r[0].Metadata.UID != first.Metadata.UID
 	})
 	t.Logf("agent %s deleted; %s ready in its place", first.Metadata.Name, ready("agent")[0].Metadata.Name)
+
+	// A function deployed through the controller runs on the agent's
+	// node, jailed, and reads and writes the store through its
+	// instance's cachelet.
+	hoard := bin(t, "HOARD_BIN")
+	_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/"+namespace+"/secrets/hoard-tokens", "", nil)
+	var tokens struct {
+		Data map[string][]byte `json:"data"`
+	}
+	if err := json.Unmarshal(body, &tokens); err != nil || len(tokens.Data["admin-token"]) == 0 {
+		t.Fatalf("the chart's tokens Secret: %v %s", err, tail(string(body), 500))
+	}
+	app := filepath.Join(dir, "upper")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(app, "hoard.yaml"), "name: upper\nbuckets: {kdata: read-write}\nfunctions:\n  upper: {handler: main.handler}\n")
+	writeFile(t, filepath.Join(app, "main.py"), `import boto3
+
+s3 = boto3.client("s3")
+
+
+def handler(event, context):
+    body = s3.get_object(Bucket=event["bucket"], Key=event["key"])["Body"].read()
+    s3.put_object(Bucket=event["bucket"], Key="upper/" + event["key"], Body=body.upper())
+    return {"bytes": len(body)}
+`)
+	mc, err := minio.New(strings.TrimPrefix(store.Endpoint(), "http://"), &minio.Options{Creds: credentials.NewStaticV4(store.AccessKey(), store.SecretKey(), "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.MakeBucket(ctx, "kdata", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "hello from a pod"
+	if _, err := mc.PutObject(ctx, "kdata", "k", strings.NewReader(want), int64(len(want)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, hoard, args...)
+		cmd.Env = append(os.Environ(), "HOARD_CONTROLLER_URL=http://"+ready("controller")[0].Status.PodIP+":9100", "HOARD_CONTROLLER_TOKEN="+string(tokens.Data["admin-token"]))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("hoard %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	t.Logf("deploy: %s", strings.TrimSpace(cli("deploy", app)))
+	t.Logf("invoke: %s", strings.TrimSpace(cli("invoke", "upper", "upper", "--data", `{"bucket": "kdata", "key": "k"}`)))
+	obj, err := mc.GetObject(ctx, "kdata", "upper/k", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("the function's output: %v", err)
+	}
+	if string(got) != strings.ToUpper(want) {
+		t.Errorf("the function wrote %q, want %q", got, strings.ToUpper(want))
+	}
 }
 
 // proc is a process the test started; done closes when it exits.
