@@ -141,7 +141,7 @@ test-kube: helm-lint $(TOOLS)/kube-apiserver
 # images runs to completion, the node agent starts jailed in a pod, is
 # killed and comes back; then the chart's controller and agents run with
 # the controller-manager and scheduler. Needs root; not part of make test.
-test-cluster: $(TOOLS)/helm $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler \
+test-cluster: $(BIN) $(TOOLS)/helm $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler \
   $(TOOLS)/minio $(DEBIAN_ROOT)/.stamp images
 	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_KUBE_CONTROLLER_MANAGER_BIN=$(TOOLS)/kube-controller-manager \
 	  HOARD_KUBE_SCHEDULER_BIN=$(TOOLS)/kube-scheduler HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
