@@ -564,6 +564,85 @@ def handler(event, context):
 	if string(got) != strings.ToUpper(want) {
 		t.Errorf("the function wrote %q, want %q", got, strings.ToUpper(want))
 	}
+
+	// The sidecar mode: two function pods of an application with a
+	// cachelet each, joined to the application's ring in etcd; each
+	// function writes through its cachelet and reads the other's object
+	// back through it.
+	doc, err := json.Marshal(map[string]any{
+		"version": 1, "app": "thumbs",
+		"access_key": "thumbs-function-key", "secret_key": "thumbs-function-secret-0123456789",
+		"peer_secret":    "thumbs-peer-secret-0123456789",
+		"etcd_endpoints": etcd.Endpoints(), "etcd_username": "root", "etcd_password": rootPassword,
+		"store": map[string]any{"endpoint": store.Endpoint(), "access_key": store.AccessKey(), "secret_key": store.SecretKey()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret("thumbs-cachelet", map[string]string{"document.json": string(doc)})
+	secret("thumbs-keys", map[string]string{"AWS_ACCESS_KEY_ID": "thumbs-function-key", "AWS_SECRET_ACCESS_KEY": "thumbs-function-secret-0123456789", "AWS_DEFAULT_REGION": "us-east-1"})
+	script := `import boto3, os, time
+s3 = boto3.client("s3")
+me = os.environ["HOSTNAME"]
+s3.put_object(Bucket="kdata", Key="sidecar/" + me, Body=me.encode())
+while True:
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="kdata", Prefix="sidecar/").get("Contents", [])]
+    if len(keys) >= 2:
+        for k in keys:
+            assert s3.get_object(Bucket="kdata", Key=k)["Body"].read() == k.split("/")[1].encode()
+        s3.put_object(Bucket="kdata", Key="sidecar-read/" + me, Body=b"ok")
+        break
+    time.sleep(0.5)
+time.sleep(1e9)
+`
+	objs = render(t, helm, chartDir(t), "--set", "mode=sidecar,etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",etcd.credentialsSecret=hoard-etcd-root",
+		"--set-json", `sidecar.apps=[{"name":"thumbs","image":"docker.io/hoard-io/hoard-worker:dev","replicas":2,"secret":"thumbs-cachelet","envFrom":[{"secretRef":{"name":"thumbs-keys"}}],"command":["/usr/bin/python3","-c",`+strconvQuote(script)+`]}]`)
+	for _, o := range objs {
+		if code, body := api.apply(t, o, false); code != http.StatusOK && code != http.StatusCreated {
+			t.Fatalf("%s %s refused (%d): %s", o.kind(), o.name(), code, body)
+		}
+	}
+	waitFor(t, "both functions to read each other's object through their cachelets", 4*time.Minute, klet, func() bool {
+		n := 0
+		for o := range mc.ListObjects(ctx, "kdata", minio.ListObjectsOptions{Prefix: "sidecar-read/"}) {
+			if o.Err == nil {
+				n++
+			}
+		}
+		return n == 2 && len(ready("function")) == 2
+	})
+	// They did as one ring: reads of the objects the other cachelet owns
+	// were served by it, over the peer protocol.
+	served := 0.0
+	for _, p := range ready("function") {
+		resp, err := http.Get("http://" + p.Status.PodIP + ":9201/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "hoard_cachelet_peer_served_total") {
+				var v float64
+				if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+					served += v
+				}
+			}
+		}
+	}
+	if served < 1 {
+		t.Errorf("the two cachelets served each other nothing (hoard_cachelet_peer_served_total %v): not one ring", served)
+	}
+	t.Logf("sidecar mode: 2 function pods ready, each read both objects through its cachelet; %v reads served by the peer", served)
+}
+
+// strconvQuote is s as a JSON string.
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // proc is a process the test started; done closes when it exits.
