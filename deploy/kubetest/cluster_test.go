@@ -58,6 +58,18 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// A shim can outlive containerd once its tasks are gone: end the
+		// ones of this test's containerd (their -address names dir).
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range procs {
+			b, _ := os.ReadFile(f)
+			if cmd := string(b); strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, dir+"/") {
+				var pid int
+				if _, err := fmt.Sscanf(f, "/proc/%d/cmdline", &pid); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
 		// The kubelet bind-mounts its root directory, and containerd
 		// its sandboxes' shm: undo what is left under dir, deepest first.
 		b, _ := os.ReadFile("/proc/self/mountinfo")

@@ -75,7 +75,7 @@ func bin(t *testing.T, env string) string {
 	t.Helper()
 	p := os.Getenv(env)
 	if p == "" {
-		t.Fatalf("$%s is not set: run make test-kube, which builds it", env)
+		t.Fatalf("$%s is not set: run make test-kube (or make test-cluster), which builds it", env)
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("$%s: %v", env, err)
