@@ -25,15 +25,20 @@ MINIO_VERSION       := v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_VERSION   := v1.8.0
 STATICCHECK_VERSION := v0.8.2
 TOXIPROXY_VERSION   := v2.12.0
+HELM_VERSION        := v3.22.0
+KUBERNETES_VERSION  := v1.37.2
 
 export HOARD_MINIO_BIN     := $(TOOLS)/minio
 export HOARD_VERSITYGW_BIN := $(TOOLS)/versitygw
 export HOARD_TOXIPROXY_BIN := $(TOOLS)/toxiproxy-server
 export HOARD_BIN           := $(BIN)
+export HOARD_HELM_BIN      := $(TOOLS)/helm
+export HOARD_KUBE_APISERVER_BIN := $(TOOLS)/kube-apiserver
 
 GO_SOURCES := $(shell find cmd internal -name '*.go' 2>/dev/null) go.mod go.sum
 
 .PHONY: build up down test test-unit test-integration test-e2e test-bench-smoke lint bench tools venv redis chromium clean fuzz
+.PHONY: helm kube-apiserver kubelet images helm-lint test-kube test-cluster
 
 build: $(BIN)
 
@@ -71,6 +76,77 @@ $(TOOLS)/toxiproxy-server:
 
 tools: $(TOOLS)/minio $(TOOLS)/versitygw $(TOOLS)/toxiproxy-server
 
+# --- Kubernetes (docs/kubernetes.md, ADR 25) ----------------------------------
+
+# helm renders and lints the chart (deploy/helm/hoard). Its ldflags are
+# those of helm's own release build: its version, and the Kubernetes
+# version helm template assumes without a cluster.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
+$(TOOLS)/helm:
+	@mkdir -p $(TOOLS)
+	@echo ">> building helm $(HELM_VERSION) into $(TOOLS) (once)"
+	cd /tmp && GOBIN=$(TOOLS) $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# kube-apiserver, built from the pinned Kubernetes source (the module in
+# deploy/k8s pins its staging modules); rebuilt when that module changes.
+# About 4 minutes of CPU, once.
+KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBERNETES_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
+$(TOOLS)/kube-apiserver: deploy/k8s/go.mod deploy/k8s/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> building kube-apiserver $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+# The single-node cluster's other parts, from the same module.
+$(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler: deploy/k8s/go.mod deploy/k8s/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> building $(notdir $@) $(KUBERNETES_VERSION) into $(TOOLS) (once; takes a few minutes)"
+	cd deploy/k8s && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+# containerd, runc and the CNI plugins from Debian for the single-node
+# cluster, unpacked into .tools/debian (nothing installed, no service).
+CLUSTER_DEBS := containerd=1.6.20~ds1-1+deb12u3 runc=1.1.5+ds1-1+deb12u1 containernetworking-plugins=1.1.1+ds1-3+b5
+DEBIAN_ROOT  := $(abspath $(TOOLS)/../debian)
+$(DEBIAN_ROOT)/.stamp:
+	@mkdir -p $(DEBIAN_ROOT)/debs
+	cd $(DEBIAN_ROOT)/debs && apt-get download -qq -o APT::Sandbox::User=root $(CLUSTER_DEBS)
+	for d in $(DEBIAN_ROOT)/debs/*.deb; do dpkg-deb -x "$$d" $(DEBIAN_ROOT)/root; done
+	@touch $@
+
+helm: $(TOOLS)/helm
+kube-apiserver: $(TOOLS)/kube-apiserver
+kubelet: $(TOOLS)/kubelet
+
+# The images, as OCI archives in out/images (deploy/images/build.sh):
+# hoard (static) and hoard-worker (Debian's python3, boto3, the agent).
+# IMAGE_TAG and IMAGE_REPO name them; SOURCE_DATE_EPOCH dates them.
+images: venv
+	GO=$(GO) PIP=$(VENV)/bin/pip deploy/images/build.sh $(ROOT)/out/images
+
+helm-lint: $(TOOLS)/helm
+	$(TOOLS)/helm lint --strict deploy/helm/hoard
+	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/platform-values.yaml
+	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/sidecar-values.yaml
+
+# The chart on a real control plane: etcd and kube-apiserver, every
+# object applied server-side with dry-run (deploy/kubetest).
+test-kube: helm-lint $(TOOLS)/kube-apiserver
+	$(GO) test -tags kube -count=1 -timeout 5m -run 'TestChart' ./deploy/kubetest
+	cd deploy/images && $(GO) test -count=1 ./...
+
+# A single-node cluster (docs/kubernetes.md): etcd, kube-apiserver, kubelet,
+# containerd and runc, the images imported from out/images; a pod of both
+# images runs to completion, the node agent starts jailed in a pod, is
+# killed and comes back; then the chart's controller and agents run with
+# the controller-manager and scheduler. Needs root; not part of make test.
+test-cluster: $(BIN) $(TOOLS)/helm $(TOOLS)/kube-apiserver $(TOOLS)/kubelet $(TOOLS)/kube-controller-manager $(TOOLS)/kube-scheduler \
+  $(TOOLS)/minio $(DEBIAN_ROOT)/.stamp images
+	HOARD_KUBELET_BIN=$(TOOLS)/kubelet HOARD_KUBE_CONTROLLER_MANAGER_BIN=$(TOOLS)/kube-controller-manager \
+	  HOARD_KUBE_SCHEDULER_BIN=$(TOOLS)/kube-scheduler HOARD_DEBIAN_ROOT=$(DEBIAN_ROOT)/root HOARD_IMAGES=$(ROOT)/out/images \
+	  $(GO) test -tags kube -count=1 -timeout 8m -run 'TestCluster' -v ./deploy/kubetest
+
 # Redis is the in-memory baseline of the benchmarks.
 redis:
 	@command -v redis-server >/dev/null || { \
@@ -106,7 +182,7 @@ down: $(BIN)
 
 # --- tests --------------------------------------------------------------------
 
-test: test-unit test-integration test-e2e test-bench-smoke
+test: test-unit test-integration test-e2e test-bench-smoke test-kube
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -144,11 +220,14 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
 	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
 
-lint: $(TOOLS)/staticcheck venv
-	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+lint: $(TOOLS)/staticcheck venv helm-lint
+	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags kube ./deploy/kubetest
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/staticcheck -tags kube ./deploy/kubetest
+	cd deploy/images && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 	$(VENV)/bin/ruff check python examples
 	$(VENV)/bin/ruff format --check python examples
 
