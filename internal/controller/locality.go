@@ -18,6 +18,7 @@ import (
 
 // The routes, as Invocation.Route and the metric's reason.
 const (
+	routeReader    = "reader"     // the idle instance read the input last: its cachelet holds a copy
 	routeOwner     = "owner"      // the idle instance owns the input
 	routeOwnerNode = "owner-node" // an idle instance on the owner's node
 	routeWarm      = "warm"       // the most recently used idle instance
@@ -109,16 +110,22 @@ func (a *app) idleForInput(bucket, key string) (*inst, string, string) {
 	if err != nil || r.Len() < 2 {
 		return mru, routeWarm, ""
 	}
-	owner := byID[r.Owner(bucket, key)]
-	if owner == nil {
-		return mru, routeWarm, ""
-	}
 	// An event says so only where the data changed the choice.
 	say := func(in *inst, format string, args ...any) string {
 		if in == mru {
 			return ""
 		}
 		return fmt.Sprintf(format, args...)
+	}
+	// The instance that read the input last holds a copy, whoever owns
+	// it (a read split over the ring, or one before the ring changed,
+	// leaves the whole object at the reader).
+	if in := byID[a.readers.get(bucket, key)]; in != nil && !in.busy {
+		return in, routeReader, say(in, "routed to %s, not %s: it read the input %s/%s last", in.id, mru.id, bucket, key)
+	}
+	owner := byID[r.Owner(bucket, key)]
+	if owner == nil {
+		return mru, routeWarm, ""
 	}
 	if !owner.busy {
 		return owner, routeOwner, say(owner, "routed to %s, not %s: its cachelet owns the input %s/%s", owner.id, mru.id, bucket, key)
@@ -133,4 +140,35 @@ func (a *app) idleForInput(bucket, key string) (*inst, string, string) {
 		return best, routeOwnerNode, say(best, "routed to %s on node %s, where %s, busy, owns the input %s/%s", best.id, best.agentID, owner.id, bucket, key)
 	}
 	return mru, routeWarm, ""
+}
+
+// maxReaders bounds the inputs whose last reader an application
+// remembers; the oldest are forgotten first.
+const maxReaders = 4096
+
+// lastReaders remembers which instance last read each input object, a
+// bounded number of them. Guarded by the controller's mutex.
+type lastReaders struct {
+	by    map[string]string // bucket/key -> instance id
+	order []string          // keys, oldest first (may repeat; by holds the truth)
+}
+
+func (l *lastReaders) get(bucket, key string) string { return l.by[bucket+"/"+key] }
+
+func (l *lastReaders) set(bucket, key, id string) {
+	if l.by == nil {
+		l.by = map[string]string{}
+	}
+	k := bucket + "/" + key
+	if _, ok := l.by[k]; !ok {
+		l.order = append(l.order, k)
+	}
+	l.by[k] = id
+	for len(l.by) > maxReaders && len(l.order) > 0 {
+		delete(l.by, l.order[0])
+		l.order = l.order[1:]
+	}
+	if len(l.order) > 2*maxReaders { // compact what deletes left behind
+		l.order = append([]string(nil), l.order[len(l.order)-len(l.by):]...)
+	}
 }

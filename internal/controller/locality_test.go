@@ -66,3 +66,44 @@ func TestIdleForInput(t *testing.T) {
 		t.Fatal("routed to an instance of an older version")
 	}
 }
+
+// TestIdleForInputLastReader: the idle instance that read the input last
+// comes before its owner (it holds the whole object when the read was
+// split over the ring, or made before the ring changed); busy, or gone,
+// the owner comes next. The memory of readers is bounded.
+func TestIdleForInputLastReader(t *testing.T) {
+	now := time.Now()
+	a := &app{instances: map[string]*inst{}}
+	a.rec.Package.SHA256 = "v1"
+	for i := range 3 {
+		id := fmt.Sprintf("i%d", i)
+		a.instances[id] = &inst{id: id, agentID: "n1", rev: "v1", lastUsed: now.Add(time.Duration(i) * time.Second)}
+	}
+	r, _ := ring.New(ring.Config{}, []string{"i0", "i1", "i2"})
+	var key string
+	for n := 0; ; n++ {
+		key = fmt.Sprintf("k%d", n)
+		if r.Owner("b", key) == "i0" {
+			break
+		}
+	}
+	a.readers.set("b", key, "i1")
+	if in, route, why := a.idleForInput("b", key); in.id != "i1" || route != routeReader || why == "" {
+		t.Fatalf("last reader idle: %s %s %q", in.id, route, why)
+	}
+	a.instances["i1"].busy = true
+	if in, route, _ := a.idleForInput("b", key); in.id != "i0" || route != routeOwner {
+		t.Fatalf("last reader busy: %s %s", in.id, route)
+	}
+	a.instances["i1"].busy = false
+	delete(a.instances, "i1")
+	if in, route, _ := a.idleForInput("b", key); in.id != "i0" || route != routeOwner {
+		t.Fatalf("last reader gone: %s %s", in.id, route)
+	}
+	for n := range 3 * maxReaders {
+		a.readers.set("b", fmt.Sprint("x", n), "i2")
+	}
+	if len(a.readers.by) > maxReaders || len(a.readers.order) > 2*maxReaders || a.readers.get("b", key) != "" {
+		t.Fatalf("readers: %d remembered, %d in order, oldest kept: %q", len(a.readers.by), len(a.readers.order), a.readers.get("b", key))
+	}
+}

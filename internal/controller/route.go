@@ -81,6 +81,11 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 			return nil, fmt.Errorf("invoking %s/%s: %w", appName, function, err)
 		}
 		c.release(a, in)
+		if bucket != "" && res.OK {
+			c.mu.Lock()
+			a.readers.set(bucket, key, in.id)
+			c.mu.Unlock()
+		}
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
 		rec.Memory = res.Memory
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
