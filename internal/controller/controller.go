@@ -188,7 +188,7 @@ type app struct {
 
 	instances map[string]*inst
 	starting  int
-	readers   lastReaders // which instance last read each input (locality.go)
+	readers   lastReaders    // which instance last read each input (locality.go)
 	placing   map[string]int // agent ID -> instances being started there (route.go's place)
 	waiters   []*waiter
 	seq       int
