@@ -61,9 +61,10 @@ func TestRouteToData(t *testing.T) {
 	if rec := invoke(t, c, "t1", "upper", map[string]any{"bucket": "data", "key": ka}); rec.Instance != a {
 		t.Fatalf("a's key: instance %s (route %s), want %s", rec.Instance, rec.Route, a)
 	}
-	// a is now the most recently used; b holds kb.
+	// a is now the most recently used; b holds kb, which it owns and read
+	// last.
 	rec := invoke(t, c, "t1", "upper", map[string]any{"bucket": "data", "key": kb})
-	if !rec.OK || rec.Instance != b || rec.Route != "owner" || rec.Reads["local_hit"].Count != 1 {
+	if !rec.OK || rec.Instance != b || rec.Route != "reader" || rec.Reads["local_hit"].Count != 1 {
 		t.Fatalf("b's key again: ok %v, instance %s (route %s), reads %+v; want %s, a local hit", rec.OK, rec.Instance, rec.Route, rec.Reads, b)
 	}
 	// Without an input, the most recently used.
@@ -82,7 +83,7 @@ func TestRouteToData(t *testing.T) {
 		t.Error("no event says the invocation went to the data")
 	}
 	body := scrapeText(t, e.p.ControllerURL+"/metrics", e.cfg.ControllerToken)
-	if !strings.Contains(body, `hoard_route_decisions_total{app="t1",reason="owner"} 3`) {
+	if !strings.Contains(body, `hoard_route_decisions_total{app="t1",reason="owner"} 2`) || !strings.Contains(body, `hoard_route_decisions_total{app="t1",reason="reader"} 1`) {
 		t.Errorf("route metrics:\n%s", grepLines(body, "hoard_route_decisions_total"))
 	}
 }
