@@ -259,6 +259,9 @@ type Cachelet struct {
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter
 
+	// Buckets' versioning, for writes held in memory (versioning.go).
+	vers versioning
+
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
 

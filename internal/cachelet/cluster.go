@@ -183,6 +183,10 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 // PeerInvalidate drops cached copies of keys at a peer's request.
 func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {
 	for _, k := range keys {
+		if k.Key == "" {
+			c.vers.forget(k.Bucket) // the bucket's settings changed
+			continue
+		}
 		c.Invalidate(k.Bucket, k.Key)
 	}
 }

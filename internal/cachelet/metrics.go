@@ -37,6 +37,10 @@ type metrics struct {
 	prewarmed     prometheus.Counter
 	prewarmHits   prometheus.Counter
 
+	// versioningChecks counts buckets' versioning asked of the store
+	// (versioning.go).
+	versioningChecks *prometheus.CounterVec
+
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
 
@@ -96,6 +100,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
 	})
+	m.versioningChecks = newVersioningChecks()
 	m.peerServed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_served_total",
 		Help: "Objects served to peers as their owner: remote_hit (from memory) or remote_miss (from the store).",
@@ -134,7 +139,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),

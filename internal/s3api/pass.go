@@ -117,6 +117,14 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		if err = s.cl.Settle(ctx, rq.bucket); err == nil {
 			err = send()
 		}
+	case lists(r, rq):
+		// A listing from the store: the bucket's writes still queued,
+		// here and at every other member, land first, so that it shows
+		// every write acknowledged before it (as it would without a
+		// cache).
+		if err = s.cl.Settle(ctx, rq.bucket); err == nil {
+			err = send()
+		}
 	case rq.key != "":
 		// A read of a key from the store: writes of it still queued
 		// (asynchronous write targets) land first.
@@ -125,6 +133,11 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		}
 	default:
 		err = send()
+	}
+	if rq.key == "" && rq.bucket != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// A bucket created, deleted or set (its versioning, its object
+		// lock): what the cachelet knew of it is asked again.
+		s.cl.BucketChanged(ctx, rq.bucket)
 	}
 	if errors.Is(err, errStoreRefused) {
 		err = nil
@@ -167,6 +180,19 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		s.notifyPassed(w, r, rq, resp)
 	}
 	return nil
+}
+
+// lists reports whether r lists a bucket's objects, versions or uploads.
+func lists(r *http.Request, rq *request) bool {
+	if rq.key != "" || rq.bucket == "" || r.Method != http.MethodGet {
+		return false
+	}
+	switch rq.op {
+	case "ListObjects", "ListObjectsV2", "ListMultipartUploads":
+		return true
+	}
+	_, versions := rq.query["versions"]
+	return versions
 }
 
 // copySourceOf is the source of a copy (CopyObject, UploadPartCopy), or

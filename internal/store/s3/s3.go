@@ -499,6 +499,23 @@ func (s *Store) HeadBucket(ctx context.Context, bucket string) error {
 	return nil
 }
 
+// Versioned reports whether bucket's versioning is Enabled or Suspended
+// (its writes then get version ids); ErrNoSuchBucket for a missing
+// bucket. A store that does not implement versioning (an error other than
+// a missing bucket or unavailability) has none.
+func (s *Store) Versioned(ctx context.Context, bucket string) (bool, error) {
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	cfg, err := s.core.GetBucketVersioning(cctx, bucket)
+	if err = failed(ctx, cctx, "get bucket versioning", bucket, "", err); err != nil {
+		if errors.Is(err, store.ErrNoSuchBucket) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	return cfg.Status == "Enabled" || cfg.Status == "Suspended", nil
+}
+
 // DeleteBucket removes an empty bucket.
 func (s *Store) DeleteBucket(ctx context.Context, bucket string) error {
 	cctx, cancel := s.small(ctx)
