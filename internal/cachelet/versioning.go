@@ -82,36 +82,52 @@ func (v *versioning) note(bucket string, versioned bool, now time.Time) {
 	v.m[bucket] = versioningEntry{versioned: versioned, at: now}
 }
 
+// BucketVersioned reports whether bucket's versioning is Enabled or
+// Suspended, as the store last said (asked at most every 5 s for a
+// bucket it called unversioned); false when the store cannot say. Safe
+// for concurrent use.
+func (c *Cachelet) BucketVersioned(ctx context.Context, bucket string) bool {
+	versioned, _ := c.versioned(ctx, bucket)
+	return versioned
+}
+
 // writeThrough reports whether a write to bucket, which the write target
 // would hold in memory, must reach the store before it is acknowledged:
 // the bucket is versioned or missing. A store that cannot tell (no such
 // capability, or no answer within its call timeout) leaves the write to
 // the write target: its answer then lacks a version id, as before.
 func (c *Cachelet) writeThrough(ctx context.Context, bucket string) bool {
+	versioned, missing := c.versioned(ctx, bucket)
+	return versioned || missing
+}
+
+// versioned asks the store, or the table, whether bucket is versioned,
+// and whether the store said it is missing (never remembered).
+func (c *Cachelet) versioned(ctx context.Context, bucket string) (versioned, missing bool) {
 	vr, ok := c.store.(VersioningReader)
 	if !ok {
-		return false
+		return false, false
 	}
 	now := c.clock.Now()
 	if versioned, ok := c.vers.lookup(bucket, now); ok {
-		return versioned
+		return versioned, false
 	}
 	versioned, err := vr.Versioned(ctx, bucket)
 	switch {
 	case errors.Is(err, store.ErrNoSuchBucket):
 		c.m.versioningChecks.WithLabelValues("missing").Inc()
-		return true // the store's own answer, not remembered
+		return false, true
 	case err != nil:
 		c.m.versioningChecks.WithLabelValues("error").Inc()
 		c.vers.note(bucket, false, now)
-		return false
+		return false, false
 	case versioned:
 		c.m.versioningChecks.WithLabelValues("versioned").Inc()
 	default:
 		c.m.versioningChecks.WithLabelValues("unversioned").Inc()
 	}
 	c.vers.note(bucket, versioned, now)
-	return versioned
+	return versioned, false
 }
 
 // BucketChanged forgets what the cachelet, and under the owner and local
@@ -136,7 +152,7 @@ func (c *Cachelet) BucketChanged(ctx context.Context, bucket string) {
 func newVersioningChecks() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hoard_cachelet_versioning_checks_total",
-		Help: "Buckets' versioning asked of the store before a write held in memory (owner and local write targets), by answer: versioned and missing buckets are written through to the store before the write is acknowledged, unversioned ones (and error: the store could not tell) are not.",
+		Help: "Buckets' versioning asked of the store (before a write held in memory under the owner and local write targets, after a read of a missing key), by answer: versioned and missing buckets are written through to the store before the write is acknowledged, unversioned ones (and error: the store could not tell) are not; a missing key of a versioned bucket is asked whether it is a delete marker.",
 	}, []string{"result"})
 	for _, r := range []string{"versioned", "unversioned", "missing", "error"} {
 		v.WithLabelValues(r)

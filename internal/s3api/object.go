@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -23,7 +24,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	obj, err := s.cl.Get(r.Context(), rq.bucket, rq.key, rng)
 	if err != nil {
-		return err
+		return s.deleteMarker(r.Context(), rq, err)
 	}
 	defer obj.Body.Close()
 	h := w.Header()
@@ -68,7 +69,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	info, err := s.cl.Stat(r.Context(), rq.bucket, rq.key)
 	if err != nil {
-		return err
+		return s.deleteMarker(r.Context(), rq, err)
 	}
 	h := w.Header()
 	switch checkConditions(r.Header, info) {
@@ -99,6 +100,23 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	w.WriteHeader(status)
 	return nil
+}
+
+// deleteMarker turns a read's NoSuchKey, in a versioned bucket, into the
+// store's answer when the key's latest version is a delete marker: the
+// same 404 with x-amz-delete-marker and the marker's x-amz-version-id
+// (writeError). The reads' own paths do not carry that through their
+// caches and owners; one HEAD at the store does, asked only in buckets
+// the store says are versioned (cachelet.BucketVersioned).
+func (s *Server) deleteMarker(ctx context.Context, rq *request, err error) error {
+	var dm *store.DeleteMarkerError
+	if !errors.Is(err, store.ErrNoSuchKey) || errors.As(err, &dm) || !s.cl.BucketVersioned(ctx, rq.bucket) {
+		return err
+	}
+	if _, serr := s.cl.Store().Stat(ctx, rq.bucket, rq.key); errors.As(serr, &dm) {
+		return serr
+	}
+	return err
 }
 
 // setValidators sends the object's ETag and Last-Modified with a 304 or a

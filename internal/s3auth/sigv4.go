@@ -332,7 +332,10 @@ func checkSignedHeaders(r *http.Request, signed []string) error {
 // time. The canonical URI is S3's single encoding of the decoded path; when
 // the path on the wire is spelled differently (a client that leaves "+" or
 // "!" unescaped signs what it sends), that spelling is tried too. Both name
-// the same key, so accepting either grants nothing extra.
+// the same key, so accepting either grants nothing extra. Not so for an
+// encoded slash (%2F): the stores check only the decoded path's encoding,
+// in which it is a slash, and refuse a signature over "%2F" as it is sent,
+// so hoard does too.
 func v4Matches(r *http.Request, q query, p *v4Params, key []byte, amzDate, scope, payload string, presigned bool) bool {
 	headers := canonicalHeaders(r, p.signedHeaders)
 	cq := q.canonical(presigned)
@@ -341,10 +344,15 @@ func v4Matches(r *http.Request, q query, p *v4Params, key []byte, amzDate, scope
 	if hmac.Equal(want, []byte(v4Signature(key, r.Method, primary, cq, headers, p.signedRaw, payload, amzDate, scope))) {
 		return true
 	}
-	if raw := r.URL.EscapedPath(); raw != "" && raw != primary {
+	if raw := r.URL.EscapedPath(); raw != "" && raw != primary && !encodedSlash(raw) {
 		return hmac.Equal(want, []byte(v4Signature(key, r.Method, raw, cq, headers, p.signedRaw, payload, amzDate, scope)))
 	}
 	return false
+}
+
+// encodedSlash reports whether an escaped path holds %2F (any case).
+func encodedSlash(p string) bool {
+	return strings.Contains(p, "%2F") || strings.Contains(p, "%2f")
 }
 
 // v4Signature returns hex(HMAC(key, string-to-sign)) for one canonical

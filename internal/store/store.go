@@ -93,6 +93,21 @@ type ObjectInfo struct {
 	Headers map[string]string
 }
 
+// DeleteMarkerError is ErrNoSuchKey for a key whose latest version is a
+// delete marker: VersionID is the marker's, which S3 sends with the 404
+// (x-amz-delete-marker, x-amz-version-id). errors.Is(err, ErrNoSuchKey)
+// holds for it.
+type DeleteMarkerError struct {
+	VersionID string
+}
+
+func (e *DeleteMarkerError) Error() string {
+	return "store: no such key (a delete marker, version " + e.VersionID + ")"
+}
+
+// Unwrap makes a DeleteMarkerError an ErrNoSuchKey.
+func (e *DeleteMarkerError) Unwrap() error { return ErrNoSuchKey }
+
 // IsObjectHeader reports whether name (lower case) is a response header
 // that describes an object beyond ObjectInfo's own fields, kept in
 // ObjectInfo.Headers.

@@ -82,7 +82,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	opts := &minio.Options{
 		Creds:        creds,
 		Secure:       u.Scheme == "https",
-		Transport:    transport,
+		Transport:    rawMetaTransport{rt: transport},
 		Region:       cfg.Region,
 		BucketLookup: lookup,
 		// Off, or minio-go would add a CRC32C trailer to every
@@ -97,7 +97,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("s3store: client: %w", err)
 	}
 	lopts := *opts
-	lopts.Transport = deadlineTransport{rt: transport, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
+	lopts.Transport = deadlineTransport{rt: rawMetaTransport{rt: transport}, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
 	lopts.MaxRetries = 1
 	listCore, err := minio.NewCore(u.Host, &lopts)
 	if err != nil {
@@ -173,7 +173,11 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo,
 	defer cancel()
 	oi, err := s.core.StatObject(cctx, bucket, key, sopts)
 	if err != nil {
-		return store.ObjectInfo{}, failed(ctx, cctx, "stat", bucket, key, err)
+		err = failed(ctx, cctx, "stat", bucket, key, err)
+		if oi.IsDeleteMarker && errors.Is(err, store.ErrNoSuchKey) {
+			err = fmt.Errorf("s3store: stat %s/%s: %w", bucket, key, &store.DeleteMarkerError{VersionID: oi.VersionID})
+		}
+		return store.ObjectInfo{}, err
 	}
 	info, _, err := infoFromHeader(bucket, key, http.StatusOK, headerFromMinioInfo(oi))
 	if err != nil {

@@ -1,0 +1,35 @@
+package s3api
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestUnreadRange: a Range the cache cannot read goes to the store, which
+// says what it means; one it reads, or none, stays with the cache.
+func TestUnreadRange(t *testing.T) {
+	for _, tc := range []struct {
+		vals []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"bytes=0-1"}, false},
+		{[]string{"bytes=5-"}, false},
+		{[]string{"bytes=-3"}, false},
+		{[]string{"bytes=5-2"}, true},
+		{[]string{"bytes=x-y"}, true},
+		{[]string{"chars=0-1"}, true},
+		{[]string{"bytes=-"}, true},
+		{[]string{"bytes=0-1,4-5"}, true},
+		{[]string{""}, true},
+		{[]string{"bytes=0-1", "bytes=2-3"}, true},
+	} {
+		h := http.Header{}
+		if tc.vals != nil {
+			h["Range"] = tc.vals
+		}
+		if got := unreadRange(h); got != tc.want {
+			t.Errorf("Range %q: unread %v, want %v", tc.vals, got, tc.want)
+		}
+	}
+}
