@@ -175,6 +175,8 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	case persist == peer.PersistAsync && c.cache.Admissible(size):
 		return c.acceptOwned(ctx, bucket, key, body, size, opts)
 	case persist == peer.PersistAsync, persist == peer.PersistSync:
+		// The peer's CRC32C is checked as the body streams on.
+		opts.StreamVerified = true
 		return c.putThrough(ctx, bucket, key, body, size, opts)
 	}
 	return store.PutResult{}, fmt.Errorf("%w: unknown persistence %q", peer.ErrBadRequest, persist)

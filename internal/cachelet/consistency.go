@@ -87,24 +87,19 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 
 // withChecksum settles the checksum the store will record for a write
 // held in memory, so that its acknowledgement and the copies served
-// before the store has it report what the store will: the client's (its
-// value computed here when it came in a trailer, already verified), or,
-// when the client sent none, the CRC32C that hoard's store client sends
-// with every non-empty upload (internal/store/s3). The value then goes to
-// the store, and through an owner, as a header, which the store verifies.
+// before the store has it report what the store will: the client's, its
+// value computed here when it came in a trailer (already verified), which
+// then goes to the store, and through an owner, as a header the store
+// verifies. Without one the store records none. The body is whole and
+// verified by now: nothing can cut it short on its way to the store.
 func withChecksum(data []byte, opts store.PutOptions) store.PutOptions {
-	if opts.ChecksumValue != "" {
+	opts.StreamVerified = false
+	if opts.ChecksumValue != "" || opts.ChecksumAlgorithm == "" {
 		return opts
 	}
-	algo := checksum.CRC32C
-	if opts.ChecksumAlgorithm != "" {
-		a, err := checksum.ParseAlgorithm(opts.ChecksumAlgorithm)
-		if err != nil {
-			return opts // the store refuses it, as it would refuse the client
-		}
-		algo = a
-	} else if len(data) == 0 {
-		return opts // no trailer then, and the store records none
+	algo, err := checksum.ParseAlgorithm(opts.ChecksumAlgorithm)
+	if err != nil {
+		return opts // the store refuses it, as it would refuse the client
 	}
 	opts.ChecksumAlgorithm, opts.ChecksumValue = string(algo), checksum.Sum(algo, data)
 	return opts

@@ -49,9 +49,9 @@ func TestVersioningTable(t *testing.T) {
 }
 
 // TestWithChecksum: a write held in memory carries the checksum the store
-// will record: the client's value, the client's algorithm computed here
-// (a trailer's), or CRC32C when the client sent none (not for an empty
-// body, which the store client sends without one).
+// will record: the client's value, or the client's algorithm computed here
+// (a trailer's); none when the client sent none. Its body, whole and
+// verified, is never marked as checked on its way.
 func TestWithChecksum(t *testing.T) {
 	data := []byte("hello, world")
 	var sum [4]byte
@@ -65,13 +65,17 @@ func TestWithChecksum(t *testing.T) {
 		in         store.PutOptions
 		algo, want string
 	}{
-		{"none", data, store.PutOptions{}, "CRC32C", crc32c},
+		{"none", data, store.PutOptions{StreamVerified: true}, "", ""},
 		{"none, empty", nil, store.PutOptions{}, "", ""},
+		{"trailer CRC32C", data, store.PutOptions{ChecksumAlgorithm: "CRC32C", StreamVerified: true}, "CRC32C", crc32c},
 		{"trailer", data, store.PutOptions{ChecksumAlgorithm: "crc32"}, "CRC32", crc},
 		{"header", data, store.PutOptions{ChecksumAlgorithm: "SHA256", ChecksumValue: "given"}, "SHA256", "given"},
 		{"unknown algorithm", data, store.PutOptions{ChecksumAlgorithm: "MD4"}, "MD4", ""},
 	} {
 		got := withChecksum(tc.data, tc.in)
+		if got.StreamVerified {
+			t.Errorf("%s: still marked as verified on its way", tc.name)
+		}
 		if got.ChecksumAlgorithm != tc.algo || got.ChecksumValue != tc.want {
 			t.Errorf("%s: %q %q, want %q %q", tc.name, got.ChecksumAlgorithm, got.ChecksumValue, tc.algo, tc.want)
 		}

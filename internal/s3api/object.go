@@ -2,6 +2,8 @@ package s3api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -142,6 +145,22 @@ func payloadSize(rq *request, limit int64) (int64, error) {
 	return n, nil
 }
 
+// payloadSigning says how a SigV4 client signed its body: a hex SHA-256
+// (hash, which the store can verify again), or chunk by chunk (chunks:
+// signatures only hoard can verify, as the body streams).
+func payloadSigning(rq *request, h http.Header) (hash string, chunks bool) {
+	if rq.auth.Method != s3auth.V4Header {
+		return "", false
+	}
+	v := h.Get("x-amz-content-sha256")
+	if len(v) == 2*sha256.Size {
+		if _, err := hex.DecodeString(v); err == nil {
+			return strings.ToLower(v), false
+		}
+	}
+	return "", strings.HasPrefix(v, "STREAMING-AWS4-")
+}
+
 // errCapture remembers the first error reading the client's body, so that
 // a verification failure (signature, checksum) is reported as itself and
 // not as whatever the store client made of an aborted upload.
@@ -176,6 +195,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		return err
 	}
 	opts.IfMatch, opts.IfNoneMatch = r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	opts.PayloadSHA256, opts.StreamVerified = payloadSigning(rq, r.Header)
 	body := &errCapture{r: newExactBody(r.Body, size)}
 	res, err := s.cl.Put(uploadContext(r), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {

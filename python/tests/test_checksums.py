@@ -22,7 +22,7 @@ from awscrt import checksums as crt_checksums
 from boto3.s3.transfer import TransferConfig
 from botocore.awsrequest import AWSRequest
 
-from s3util import REGION, MiB, expect_error, object_bytes, random_bytes, send_raw, sigv4_sign
+from s3util import REGION, MiB, expect_error, object_bytes, random_bytes, send_raw, signed_request, sigv4_sign
 
 
 def crc32_b64(data: bytes) -> str:
@@ -205,6 +205,24 @@ def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket):
     assert resp.status == 403, resp.body
     assert resp.error_code == "SignatureDoesNotMatch"
     assert object_bytes(s3, bucket, "signed-chunks") == b"original"
+
+
+def test_put_with_wrong_payload_hash(endpoint, creds, s3, bucket):
+    """A body that does not match its signed SHA-256 changes nothing: hoard
+    forwards the hash, so the store checks it too, and a body cut short
+    when hoard's own check fails is never committed."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"original")
+    data = random_bytes(300 * 1024)
+    resp = signed_request(
+        endpoint, creds, "PUT", f"/{bucket}/k", body=data, content_sha256=hashlib.sha256(b"other").hexdigest()
+    )
+    assert resp.status in (400, 403), resp.body
+    assert object_bytes(s3, bucket, "k") == b"original"
+    good = signed_request(
+        endpoint, creds, "PUT", f"/{bucket}/k", body=data, content_sha256=hashlib.sha256(data).hexdigest()
+    )
+    assert good.status == 200, good.body
+    assert object_bytes(s3, bucket, "k") == data
 
 
 def test_put_with_wrong_crc32_header(s3, bucket):

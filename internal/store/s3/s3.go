@@ -204,15 +204,22 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 			// as a trailer.
 			po.Checksum = ct
 		}
-	} else if size > 0 {
+	} else if size > 0 && opts.StreamVerified && opts.PayloadSHA256 == "" {
 		// A trailing checksum makes the store's commit depend on the
 		// whole body arriving and matching: an upload cut short (because
-		// the client's body failed verification midway) can never be
+		// a check only hoard makes failed midway) can never be
 		// committed, whatever a store does with truncated requests
 		// (versitygw commits a body cut short of its Content-Length).
 		// The store then records this CRC32C where the client sent no
-		// checksum: a deliberate difference (docs/s3-api.md).
+		// checksum: a deliberate difference (docs/s3-api.md). Any other
+		// body is checked by the store itself (its payload hash,
+		// Content-MD5, checksum) or by nobody, as without hoard.
 		po.Checksum = minio.ChecksumCRC32C
+	}
+	sha := ""
+	if !po.Checksum.IsSet() {
+		// The client's signed payload hash: the store verifies it.
+		sha = opts.PayloadSHA256
 	}
 	// UNSIGNED-PAYLOAD: the body is not hashed for the signature. A
 	// signed (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) body would cost a
@@ -227,7 +234,7 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 	r = progressOf(r, wd)
 	var ui minio.UploadInfo
 	if size >= 0 {
-		ui, err = s.core.PutObject(cctx, bucket, key, bodyOf(r), size, opts.ContentMD5, "", po)
+		ui, err = s.core.PutObject(cctx, bucket, key, bodyOf(r), size, opts.ContentMD5, sha, po)
 	} else {
 		if opts.ChecksumValue != "" || opts.ContentMD5 != "" {
 			return store.PutResult{}, fmt.Errorf("s3store: put %s/%s: %w", bucket, key, &store.APIError{
