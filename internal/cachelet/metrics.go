@@ -142,6 +142,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
+		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),
 		gauge("hoard_cache_budget_bytes", "The memory tier's byte budget.", func() float64 { return float64(c.cache.Stats().Budget) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evictions_total", Help: "Objects evicted to make room."},
