@@ -238,8 +238,13 @@ func (v *Verifier) verifyHeader(r *http.Request, q query, authz string) (*authRe
 		return v.verifyV2Header(r, q, rest)
 	case "":
 		return nil, fmt.Errorf("%w: empty authorization header", ErrAuthHeaderMalformed)
+	case "AWS4-ECDSA-P256-SHA256":
+		// SigV4a: a signing algorithm of S3's that hoard does not verify.
+		return nil, fmt.Errorf("%w: authorization scheme %q", ErrUnsupportedAlgorithm, scheme)
 	}
-	return nil, fmt.Errorf("%w: authorization scheme %q", ErrUnsupportedAlgorithm, truncate(scheme))
+	// S3 and the stores refuse an unknown scheme as they refuse no
+	// credentials at all.
+	return nil, fmt.Errorf("%w: authorization scheme %q", ErrAccessDenied, truncate(scheme))
 }
 
 // lookup resolves an access key to its secret.

@@ -156,6 +156,12 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if !slices.Contains(p.signedHeaders, "host") {
 		return nil, fmt.Errorf("%w: host must be a signed header", ErrMalformedPresign)
 	}
+	// The key is judged before the time, as S3 and MinIO do: an unknown
+	// key is InvalidAccessKeyId however old the URL.
+	secret, err := v.lookup(p.accessKey)
+	if err != nil {
+		return nil, err
+	}
 	now := v.now()
 	if now.Before(t.Add(-v.maxSkew)) {
 		return nil, fmt.Errorf("%w: request is not valid yet", ErrAccessDenied)
@@ -178,10 +184,6 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err := checkSignedHeaders(r, p.signedHeaders); err != nil {
 		return nil, err
 	}
-	secret, err := v.lookup(p.accessKey)
-	if err != nil {
-		return nil, err
-	}
 	key := signingKey(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, &p, key, amzDate, scope, payload, true) {
@@ -200,7 +202,7 @@ func parseV4Authorization(rest string) (*v4Params, error) {
 	for part := range strings.SplitSeq(rest, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: component %q", ErrAuthHeaderMalformed, truncate(part))
+			return nil, fmt.Errorf("%w: component %q", ErrMissingFields, truncate(part))
 		}
 		var seen *bool
 		switch k {
@@ -217,15 +219,15 @@ func parseV4Authorization(rest string) (*v4Params, error) {
 			seen = &haveSig
 			p.signature = val
 		default:
-			return nil, fmt.Errorf("%w: unknown component %q", ErrAuthHeaderMalformed, truncate(k))
+			return nil, fmt.Errorf("%w: unknown component %q", ErrMissingFields, truncate(k))
 		}
 		if *seen {
-			return nil, fmt.Errorf("%w: repeated %s", ErrAuthHeaderMalformed, k)
+			return nil, fmt.Errorf("%w: repeated %s", ErrMissingFields, k)
 		}
 		*seen = true
 	}
 	if !haveCred || !haveSigned || !haveSig {
-		return nil, fmt.Errorf("%w: Credential, SignedHeaders and Signature are required", ErrAuthHeaderMalformed)
+		return nil, fmt.Errorf("%w: Credential, SignedHeaders and Signature are required", ErrMissingFields)
 	}
 	if !slices.Contains(p.signedHeaders, "host") {
 		return nil, fmt.Errorf("%w: host must be a signed header", ErrAuthHeaderMalformed)
