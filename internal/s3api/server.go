@@ -518,7 +518,7 @@ func readXMLData(r *http.Request, v any) ([]byte, error) {
 		return nil, apiErr("MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big.")
 	}
 	if err := xml.Unmarshal(data, v); err != nil {
-		return nil, errMalformedXML
+		return data, errMalformedXML // the body as read, for who passes it on
 	}
 	return data, nil
 }

@@ -33,3 +33,29 @@ func TestUnreadRange(t *testing.T) {
 		}
 	}
 }
+
+// TestHasDigest: a DeleteObjects without a digest the store can check is
+// the store's to refuse; any digest, header or trailer, makes it hoard's.
+func TestHasDigest(t *testing.T) {
+	for _, tc := range []struct {
+		hdr  map[string]string
+		want bool
+	}{
+		{nil, false},
+		{map[string]string{"Content-MD5": "x"}, true},
+		{map[string]string{"x-amz-checksum-crc32": "x"}, true},
+		{map[string]string{"X-Amz-Checksum-Sha256": "x"}, true},
+		{map[string]string{"x-amz-trailer": "x-amz-checksum-crc32c"}, true},
+		{map[string]string{"x-amz-sdk-checksum-algorithm": "CRC32"}, true},
+		{map[string]string{"x-amz-checksum-type": "FULL_OBJECT"}, false},
+		{map[string]string{"x-amz-checksum-mode": "ENABLED"}, false},
+	} {
+		h := http.Header{}
+		for k, v := range tc.hdr {
+			h.Set(k, v)
+		}
+		if got := hasDigest(h); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.hdr, got, tc.want)
+		}
+	}
+}
