@@ -160,6 +160,11 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	if r.Method == http.MethodHead {
 		return nil
 	}
+	if resp.ContentLength < 0 && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
+		// The store sent no length (a stream): neither does hoard. Go's
+		// server would give a short answer one once the handler ends.
+		_ = http.NewResponseController(w).Flush()
+	}
 	var head *headCapture
 	if s.cfg.Notifier != nil && (rq.op == "CopyObject" || rq.op == "CompleteMultipartUpload") {
 		// These may fail inside a 200 answer: keep its start to tell.
