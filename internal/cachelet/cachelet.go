@@ -349,6 +349,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 // Store returns the store the cachelet fronts.
 func (c *Cachelet) Store() store.Store { return c.store }
 
+// WritesThrough reports whether every write reaches the store before it
+// is acknowledged (the store write target).
+func (c *Cachelet) WritesThrough() bool { return c.cfg.WriteTarget == WriteStore }
+
 // Stats returns the memory tier's occupancy.
 func (c *Cachelet) Stats() cache.Stats { return c.cache.Stats() }
 

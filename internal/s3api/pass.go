@@ -78,6 +78,12 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	if !ok {
 		return errNoPassThrough
 	}
+	if body == nil {
+		// The store gets the client's checksum and Content-MD5 headers
+		// and judges them: its answer to a mismatch is the client's.
+		rq.auth.LeaveDigestsToStore()
+		r.Body = rq.auth.Body
+	}
 	out, capture := s.outgoing(r, rq, body)
 	ctx := r.Context()
 	if out.ContentLength != 0 {
