@@ -508,13 +508,7 @@ def _key_case(key: str):
 
 
 for _name, _key in KEYS.items():
-    case(
-        f"key.{_name}",
-        not_in_ring="under owner the write is acknowledged, its queued copy for the store never drains, "
-        "and every later delete, copy and multipart completion of the ring waits for it"
-        if _name == "whitespace_only"
-        else "",
-    )(_key_case(_key))
+    case(f"key.{_name}")(_key_case(_key))
 
 
 @case("key.raw_paths")
