@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 	if err != nil {
 		return store.PutResult{}, err
 	}
-	opts = withChecksum(data, opts)
+	opts = withChecksum(data, etag, opts)
 	k := cache.Key{Bucket: bucket, Object: key}
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
 	acked := store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}
@@ -92,8 +93,18 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 // then goes to the store, and through an owner, as a header the store
 // verifies. Without one the store records none. The body is whole and
 // verified by now: nothing can cut it short on its way to the store.
-func withChecksum(data []byte, opts store.PutOptions) store.PutOptions {
+//
+// The body's MD5 (the ETag, etag in hex) goes with it as Content-MD5 when
+// the client sent none: the store then commits the write only whole,
+// whatever becomes of the connection on the way (versitygw commits a body
+// that ends before its Content-Length), and records nothing more.
+func withChecksum(data []byte, etag string, opts store.PutOptions) store.PutOptions {
 	opts.StreamVerified = false
+	if opts.ContentMD5 == "" {
+		if sum, err := hex.DecodeString(etag); err == nil {
+			opts.ContentMD5 = base64.StdEncoding.EncodeToString(sum)
+		}
+	}
 	if opts.ChecksumValue != "" || opts.ChecksumAlgorithm == "" {
 		return opts
 	}
@@ -233,7 +244,7 @@ func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.
 	if err != nil {
 		return store.PutResult{}, err
 	}
-	opts = withChecksum(data, opts)
+	opts = withChecksum(data, etag, opts)
 	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}, etag)
 	return store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}, nil
 }

@@ -1,8 +1,10 @@
 package cachelet
 
 import (
+	"crypto/md5"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -59,6 +61,8 @@ func TestWithChecksum(t *testing.T) {
 	crc32c := base64.StdEncoding.EncodeToString(sum[:])
 	binary.BigEndian.PutUint32(sum[:], crc32.ChecksumIEEE(data))
 	crc := base64.StdEncoding.EncodeToString(sum[:])
+	md5sum := md5.Sum(data)
+	etag, md5b64 := hex.EncodeToString(md5sum[:]), base64.StdEncoding.EncodeToString(md5sum[:])
 	for _, tc := range []struct {
 		name       string
 		data       []byte
@@ -72,7 +76,10 @@ func TestWithChecksum(t *testing.T) {
 		{"header", data, store.PutOptions{ChecksumAlgorithm: "SHA256", ChecksumValue: "given"}, "SHA256", "given"},
 		{"unknown algorithm", data, store.PutOptions{ChecksumAlgorithm: "MD4"}, "MD4", ""},
 	} {
-		got := withChecksum(tc.data, tc.in)
+		got := withChecksum(tc.data, etag, tc.in)
+		if got.ContentMD5 != md5b64 {
+			t.Errorf("%s: Content-MD5 %q, want the body's %q", tc.name, got.ContentMD5, md5b64)
+		}
 		if got.StreamVerified {
 			t.Errorf("%s: still marked as verified on its way", tc.name)
 		}
