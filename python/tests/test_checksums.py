@@ -207,19 +207,33 @@ def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket):
     assert object_bytes(s3, bucket, "signed-chunks") == b"original"
 
 
-def test_put_with_wrong_payload_hash(endpoint, creds, s3, bucket):
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_put_with_wrong_payload_hash(endpoint, creds, s3, bucket, extra):
     """A body that does not match its signed SHA-256 changes nothing: hoard
     forwards the hash, so the store checks it too, and a body cut short
-    when hoard's own check fails is never committed."""
+    when hoard's own check fails is never committed (a PUT with tagging
+    passes through)."""
     s3.put_object(Bucket=bucket, Key="k", Body=b"original")
     data = random_bytes(300 * 1024)
     resp = signed_request(
-        endpoint, creds, "PUT", f"/{bucket}/k", body=data, content_sha256=hashlib.sha256(b"other").hexdigest()
+        endpoint,
+        creds,
+        "PUT",
+        f"/{bucket}/k",
+        headers=dict(extra),
+        body=data,
+        content_sha256=hashlib.sha256(b"other").hexdigest(),
     )
     assert resp.status in (400, 403), resp.body
     assert object_bytes(s3, bucket, "k") == b"original"
     good = signed_request(
-        endpoint, creds, "PUT", f"/{bucket}/k", body=data, content_sha256=hashlib.sha256(data).hexdigest()
+        endpoint,
+        creds,
+        "PUT",
+        f"/{bucket}/k",
+        headers=dict(extra),
+        body=data,
+        content_sha256=hashlib.sha256(data).hexdigest(),
     )
     assert good.status == 200, good.body
     assert object_bytes(s3, bucket, "k") == data
