@@ -157,7 +157,7 @@ def _signing_key(secret: str, date: str) -> bytes:
     return key
 
 
-def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False):
+def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False, extra=None):
     chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)] + [b""]
     encoded_len = 0
     for c in chunks:
@@ -167,6 +167,7 @@ def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024
         "Content-Encoding": "aws-chunked",
         "X-Amz-Decoded-Content-Length": str(len(data)),
         "Content-Length": str(encoded_len),
+        **(extra or {}),
     }
     signed = sigv4_sign(AWSRequest(method="PUT", url=endpoint + path, headers=headers), creds, STREAMING_SIGNED)
     amz_date = signed["X-Amz-Date"]
@@ -198,10 +199,11 @@ def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind)
         assert got.get("ContentEncoding") in (None, ""), "aws-chunked must not leak into the stored object"
 
 
-def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket):
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket, extra):
     s3.put_object(Bucket=bucket, Key="signed-chunks", Body=b"original")
     data = random_bytes(300 * 1024)
-    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, tamper=True)
+    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, tamper=True, extra=extra)
     assert resp.status == 403, resp.body
     assert resp.error_code == "SignatureDoesNotMatch"
     assert object_bytes(s3, bucket, "signed-chunks") == b"original"
