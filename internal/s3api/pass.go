@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -315,6 +316,16 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 		name := rq.auth.ChecksumAlgorithm.HeaderName()
 		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, rq.auth.ChecksumAlgorithm.Size()))}}
 		out.Body, out.ContentLength = io.NopCloser(&trailed{r: capture, auth: rq.auth, trailer: out.Trailer, name: name}), n
+	case n > 0 && rq.op == "PutObject" && signedChunks(rq, r.Header):
+		// Chunk signatures are checked here, which the store cannot do:
+		// a body they cut short must not be committed, whatever a store
+		// does with a request cut short (versitygw commits it). A CRC32C
+		// trailer of hoard's own makes the store's commit depend on the
+		// whole body arriving, as the typed PUT's does (store/s3 Put).
+		capture = &errCapture{r: newExactBody(r.Body, n)}
+		name := checksum.CRC32C.HeaderName()
+		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, checksum.CRC32C.Size()))}}
+		out.Body, out.ContentLength = io.NopCloser(&crcTrailed{r: capture, h: checksum.New(checksum.CRC32C), trailer: out.Trailer, name: name}), n
 	case n > 0:
 		capture = &errCapture{r: newExactBody(r.Body, n)}
 		out.Body, out.ContentLength = io.NopCloser(capture), n
@@ -342,6 +353,31 @@ func (t *trailed) Read(p []byte) (int, error) {
 		if _, v := t.auth.TrailerChecksum(); v != "" {
 			t.trailer[t.name] = []string{v} // the name as given: the signer sized the stream by it
 		}
+	}
+	return n, err
+}
+
+// signedChunks reports whether r's body came in signed aws-chunked
+// chunks with no checksum of the client's.
+func signedChunks(rq *request, h http.Header) bool {
+	_, chunks := payloadSigning(rq, h)
+	return chunks && rq.auth.ChecksumAlgorithm == ""
+}
+
+// crcTrailed computes its body's CRC32C as it is read and sets the
+// trailer to it at the end.
+type crcTrailed struct {
+	r       io.Reader
+	h       hash.Hash
+	trailer http.Header
+	name    string
+}
+
+func (t *crcTrailed) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.h.Write(p[:n])
+	if err == io.EOF {
+		t.trailer[t.name] = []string{checksum.Encode(t.h.Sum(nil))}
 	}
 	return n, err
 }

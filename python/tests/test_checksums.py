@@ -188,9 +188,10 @@ def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024
     return send_raw(endpoint, "PUT", path, signed, bytes(body))
 
 
-def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind):
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind, extra):
     data = random_bytes(300 * 1024 + 11)
-    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data)
+    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, extra=extra)
     assert resp.status == 200, resp.body
     assert resp.headers["etag"].strip('"') == hashlib.md5(data).hexdigest()
     got = s3.get_object(Bucket=bucket, Key="signed-chunks")
