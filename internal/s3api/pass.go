@@ -316,13 +316,14 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 		name := rq.auth.ChecksumAlgorithm.HeaderName()
 		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, rq.auth.ChecksumAlgorithm.Size()))}}
 		out.Body, out.ContentLength = io.NopCloser(&trailed{r: capture, auth: rq.auth, trailer: out.Trailer, name: name}), n
-	case n > 0 && (rq.op == "PutObject" || rq.op == "UploadPart") && signedChunks(rq, r.Header):
+	case n > 0 && rq.op == "PutObject" && signedChunks(rq, r.Header):
 		// Chunk signatures are checked here, which the store cannot do:
 		// a body they cut short must not be committed, whatever a store
 		// does with a request cut short (versitygw commits it). A CRC32C
 		// trailer of hoard's own makes the store's commit depend on the
-		// whole body arriving, as the typed PUT's does (store/s3 Put);
-		// the stores take such a part in an upload without checksums.
+		// whole body arriving, as the typed PUT's does (store/s3 Put).
+		// Not for UploadPart: a part with a checksum of its own breaks
+		// the completion of an upload without checksums on versitygw.
 		capture = &errCapture{r: newExactBody(r.Body, n)}
 		name := checksum.CRC32C.HeaderName()
 		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, checksum.CRC32C.Size()))}}

@@ -273,24 +273,3 @@ def test_put_with_malformed_content_md5(s3, bucket):
         "InvalidDigest",
     )
     assert object_bytes(s3, bucket, "k") == b"original"
-
-
-def test_signed_aws_chunked_part_tampered(endpoint, creds, s3, bucket):
-    """A part whose chunk signature fails is not recorded (UploadPart passes
-    through); a good one is, and completes without checksums."""
-    uid = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
-    bad = _signed_chunked_put(
-        endpoint, creds, bucket, f"mp?partNumber=1&uploadId={uid}", random_bytes(300 * 1024), tamper=True
-    )
-    assert bad.status == 403, bad.body
-    assert not s3.list_parts(Bucket=bucket, Key="mp", UploadId=uid).get("Parts")
-    data = random_bytes(300 * 1024)
-    good = _signed_chunked_put(endpoint, creds, bucket, f"mp?partNumber=1&uploadId={uid}", data)
-    assert good.status == 200, good.body
-    s3.complete_multipart_upload(
-        Bucket=bucket,
-        Key="mp",
-        UploadId=uid,
-        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": good.headers["etag"]}]},
-    )
-    assert object_bytes(s3, bucket, "mp") == data
