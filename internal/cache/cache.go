@@ -26,6 +26,14 @@ type Config struct {
 	// from evicting more than this share of the cache. Default (0):
 	// Budget / 4.
 	MaxUploadReserve int64
+	// MaxFillReserve is the most bytes that reservations for fills in
+	// progress (ReserveFill) may hold together, beyond the first: a fill
+	// of any admissible object may start when no other is in progress.
+	// A fill reserves its whole object, evicting to make room, before
+	// its bytes arrive from a store that may be slow: this bound keeps
+	// many unfinished cold reads from evicting more than this share of
+	// the cache (or one object). Default (0): Budget / 4.
+	MaxFillReserve int64
 	// OnEvict, if set, is called (under the cache's lock, so it must be
 	// quick and must not call back into the cache) for each entry evicted
 	// to make room or to fit a budget SetBudget lowered. Removals by
@@ -95,6 +103,12 @@ func (c *Config) Validate() error {
 	if c.MaxUploadReserve < 0 || c.MaxUploadReserve > c.Budget {
 		return fmt.Errorf("cache: max upload reserve %d must be in [0, budget %d]", c.MaxUploadReserve, c.Budget)
 	}
+	if c.MaxFillReserve == 0 {
+		c.MaxFillReserve = c.Budget / 4
+	}
+	if c.MaxFillReserve < 0 || c.MaxFillReserve > c.Budget {
+		return fmt.Errorf("cache: max fill reserve %d must be in [0, budget %d]", c.MaxFillReserve, c.Budget)
+	}
 	if c.Policy == "" {
 		c.Policy = PolicyOwnerLRU
 	}
@@ -138,6 +152,7 @@ type Stats struct {
 	Bytes     int64  // held by complete entries
 	Reserved  int64  // held by fills in progress
 	Uploading int64  // of Reserved, held by uploads in progress (ReserveUpload)
+	Filling   int64  // of Reserved, held by fills in progress (ReserveFill)
 	Budget    int64  // as configured, or as SetBudget last set it
 	Evictions uint64 // entries evicted to make room or to fit a lowered budget
 	// EvictedNotOwned and EvictedOwned split Evictions by whether this
@@ -166,6 +181,7 @@ type Cache struct {
 	bytes     int64
 	reserved  int64
 	uploading int64 // of reserved, by ReserveUpload and not yet UploadDone
+	filling   int64 // of reserved, by ReserveFill and not yet FillDone
 	stats     Stats // the counters only
 
 	pool *Buffers // nil without one (Config.PoolBytes < 0)
@@ -345,6 +361,34 @@ func (c *Cache) UploadDone(size int64) {
 	c.mu.Unlock()
 }
 
+// ReserveFill is Reserve for a fill whose bytes are still to arrive: it
+// also refuses, charging nothing, when other fills are in progress and
+// their reservations with this one would exceed Config.MaxFillReserve.
+// The caller calls FillDone(size) once the fill has ended, then Add or
+// Release as for Reserve.
+func (c *Cache) ReserveFill(size int64) bool {
+	if !c.Admissible(size) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if (c.filling > 0 && c.filling+size > c.cfg.MaxFillReserve) || c.reserved+size > c.cfg.Budget {
+		return false
+	}
+	c.makeRoom(size)
+	c.reserved += size
+	c.filling += size
+	return true
+}
+
+// FillDone ends the fill share of a ReserveFill(size): the reservation
+// stays, to be passed to Add or Release.
+func (c *Cache) FillDone(size int64) {
+	c.mu.Lock()
+	c.filling -= size
+	c.mu.Unlock()
+}
+
 // Release returns a reservation whose fill will not be added.
 func (c *Cache) Release(size int64) {
 	c.mu.Lock()
@@ -521,7 +565,7 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Objects, s.Bytes, s.Reserved, s.Budget = len(c.items), c.bytes, c.reserved, c.cfg.Budget
-	s.Uploading = c.uploading
+	s.Uploading, s.Filling = c.uploading, c.filling
 	return s
 }
 

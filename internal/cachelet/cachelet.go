@@ -303,6 +303,8 @@ type Cachelet struct {
 	ec *ecPath
 	// The page index and page fills (pages.go).
 	pages *pages
+	// Buckets' versioning, for writes held in memory (versioning.go).
+	vers versioning
 
 	// Owners whose answers failed verification lately (verify.go).
 	distrust distrustList
@@ -406,6 +408,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 
 // Store returns the store the cachelet fronts.
 func (c *Cachelet) Store() store.Store { return c.store }
+
+// WritesThrough reports whether every write reaches the store before it
+// is acknowledged (the store write target).
+func (c *Cachelet) WritesThrough() bool { return c.cfg.WriteTarget == WriteStore }
 
 // Stats returns the memory tier's occupancy.
 func (c *Cachelet) Stats() cache.Stats { return c.cache.Stats() }

@@ -178,6 +178,8 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 	case persist == peer.PersistAsync && c.cache.Admissible(size):
 		return c.acceptOwned(ctx, bucket, key, body, size, opts)
 	case persist == peer.PersistAsync, persist == peer.PersistSync:
+		// The peer's CRC32C is checked as the body streams on.
+		opts.StreamVerified = true
 		return c.putThrough(ctx, bucket, key, body, size, opts)
 	}
 	return store.PutResult{}, fmt.Errorf("%w: unknown persistence %q", peer.ErrBadRequest, persist)
@@ -186,6 +188,10 @@ func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Read
 // PeerInvalidate drops cached copies of keys at a peer's request.
 func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {
 	for _, k := range keys {
+		if k.Key == "" {
+			c.vers.forget(k.Bucket) // the bucket's settings changed
+			continue
+		}
 		c.Invalidate(k.Bucket, k.Key)
 	}
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
@@ -36,8 +39,10 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 	if err != nil {
 		return store.PutResult{}, err
 	}
+	opts = withChecksum(data, etag, opts)
 	k := cache.Key{Bucket: bucket, Object: key}
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
+	acked := store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}
 
 	if c.cfg.WriteTarget == WriteOwner {
 		if addr, self := c.cfg.owner(k); !self {
@@ -52,7 +57,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 				c.toOwner.Enqueue(w)
 				c.wmu.Unlock()
 				c.m.writes.WithLabelValues("queued_to_owner", "ok").Inc()
-				return store.PutResult{ETag: etag}, nil
+				return acked, nil
 			}
 			res, err := c.cfg.Peers.Put(ctx, addr, bucket, key, bytes.NewReader(data), size, opts, peer.PersistAsync)
 			if err == nil {
@@ -60,6 +65,7 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 				c.keep(k, data, etag, opts)
 				c.wmu.Unlock()
 				c.m.writes.WithLabelValues("to_owner", "ok").Inc()
+				res.Checksums = acked.Checksums
 				return res, nil
 			}
 			if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, peer.ErrNotOwner) {
@@ -77,7 +83,46 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 	}
 	c.queueForStore(k, w, etag)
 	c.m.writes.WithLabelValues("queued_to_store", "ok").Inc()
-	return store.PutResult{ETag: etag}, nil
+	return acked, nil
+}
+
+// withChecksum settles the checksum the store will record for a write
+// held in memory, so that its acknowledgement and the copies served
+// before the store has it report what the store will: the client's, its
+// value computed here when it came in a trailer (already verified), which
+// then goes to the store, and through an owner, as a header the store
+// verifies. Without one the store records none. The body is whole and
+// verified by now: nothing can cut it short on its way to the store.
+//
+// The body's MD5 (the ETag, etag in hex) goes with it as Content-MD5 when
+// the client sent none: the store then commits the write only whole,
+// whatever becomes of the connection on the way (versitygw commits a body
+// that ends before its Content-Length), and records nothing more.
+func withChecksum(data []byte, etag string, opts store.PutOptions) store.PutOptions {
+	opts.StreamVerified = false
+	if opts.ContentMD5 == "" {
+		if sum, err := hex.DecodeString(etag); err == nil {
+			opts.ContentMD5 = base64.StdEncoding.EncodeToString(sum)
+		}
+	}
+	if opts.ChecksumValue != "" || opts.ChecksumAlgorithm == "" {
+		return opts
+	}
+	algo, err := checksum.ParseAlgorithm(opts.ChecksumAlgorithm)
+	if err != nil {
+		return opts // the store refuses it, as it would refuse the client
+	}
+	opts.ChecksumAlgorithm, opts.ChecksumValue = string(algo), checksum.Sum(algo, data)
+	return opts
+}
+
+// checksumsOf is the whole-object checksum a write carries, keyed as
+// store.ObjectInfo.Checksums is; nil without one.
+func checksumsOf(opts store.PutOptions) map[string]string {
+	if opts.ChecksumAlgorithm == "" || opts.ChecksumValue == "" {
+		return nil
+	}
+	return map[string]string{strings.ToUpper(opts.ChecksumAlgorithm): opts.ChecksumValue}
 }
 
 // readWhole reads exactly size bytes and the body's verified end, and
@@ -120,6 +165,11 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 		ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
 		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
 		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
+		Checksums: checksumsOf(opts),
+	}
+	if info.Checksums != nil {
+		// A single PUT's checksum covers the whole object.
+		info.ChecksumType = "FULL_OBJECT"
 	}
 	e := cache.NewCompleteEntry(k, info, data)
 	c.Invalidate(k.Bucket, k.Object) // dooms reads that may predate this write
@@ -194,8 +244,9 @@ func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.
 	if err != nil {
 		return store.PutResult{}, err
 	}
+	opts = withChecksum(data, etag, opts)
 	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}, etag)
-	return store.PutResult{ETag: etag}, nil
+	return store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}, nil
 }
 
 // Drain waits until every write queued before the call is persisted (or

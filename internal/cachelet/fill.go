@@ -29,12 +29,16 @@ func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInf
 	if split {
 		charge, newEntry = info.Size, cache.NewEntry
 	}
-	if !c.cache.Reserve(charge) {
+	// Unfinished fills reserve a bounded share of the cache
+	// (cache.Config.MaxFillReserve): beyond it a cold read streams
+	// uncached, so many slow cold reads cannot evict the cache.
+	if !c.cache.ReserveFill(charge) {
 		return nil, body, nil
 	}
 	e := newEntry(k, info) // the fill's reference, released by admit
 	if !c.keys.install(k, fl, e, &c.wg) {
 		// No new fill goroutines once Close began: stream this one.
+		c.cache.FillDone(charge)
 		c.cache.Release(charge)
 		e.Release()
 		return nil, body, nil
@@ -79,6 +83,7 @@ func (c *Cachelet) fill(e *cache.Entry, body io.ReadCloser) error {
 // reservation. The fill's reference to e is released.
 func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 	defer e.Release()
+	c.cache.FillDone(e.Charge())
 	// Add before the fill ends in the table: an Invalidate in between either dooms
 	// e (so Add refuses it) or removes it from the cache after.
 	switch {

@@ -38,6 +38,10 @@ type metrics struct {
 	prewarmed     prometheus.Counter
 	prewarmHits   prometheus.Counter
 
+	// versioningChecks counts buckets' versioning asked of the store
+	// (versioning.go).
+	versioningChecks *prometheus.CounterVec
+
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
 
@@ -97,6 +101,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
 	})
+	m.versioningChecks = newVersioningChecks()
 	m.peerServed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_served_total",
 		Help: "Objects served to peers as their owner: remote_hit (from memory) or remote_miss (from the store).",
@@ -139,9 +144,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
+		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),
 		gauge("hoard_cache_objects", "Objects held in memory.", func() float64 { return float64(c.cache.Stats().Objects) }),
 		gauge("hoard_cache_budget_bytes", "The memory tier's byte budget.", func() float64 { return float64(c.cache.Stats().Budget) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_evictions_total", Help: "Objects evicted to make room."},

@@ -29,10 +29,13 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 			c.ecFill(cache.Key{Bucket: bucket, Object: key}, store.ObjectInfo{Bucket: bucket, Key: key, ETag: res.ETag, Size: size})
 		}
 	}()
-	if opts.IfMatch != "" || opts.IfNoneMatch != "" {
+	buffered := c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size)
+	if opts.IfMatch != "" || opts.IfNoneMatch != "" || (buffered && c.writeThrough(ctx, bucket)) {
 		// Only the store can judge a condition, and only against every
 		// write before this one: deliver those, then write through. A
-		// refused write leaves the key invalidated, never wrong.
+		// refused write leaves the key invalidated, never wrong. So it
+		// goes with writes whose answer only the store knows (a version
+		// id: versioning.go).
 		if err := c.syncPoint(ctx, bucket, key); err != nil {
 			return res, err
 		}
@@ -42,7 +45,7 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 		c.tellOwners(ctx, bucket, key)
 		return res, err
 	}
-	if c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) {
+	if buffered {
 		return c.putBuffered(ctx, bucket, key, body, size, opts)
 	}
 	return c.putThrough(ctx, bucket, key, body, size, opts)

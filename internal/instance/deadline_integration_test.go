@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -125,12 +126,25 @@ func TestStoreHung(t *testing.T) {
 			t.Errorf("%s with the store frozen: %v (status %d), want 503", what, err, code)
 		}
 	}
-	_, err := read(c, "k")
-	want503("GET of a cached object", err)
-	_, err = read(c, "cold")
-	want503("GET of an uncached object", err)
-	err = write(c, "k", []byte("never stored"))
-	want503("PUT", err)
+	// The store stays frozen for at least HOARD_HUNG_FOR (default: the
+	// one round below; the 30 s by hand), every round's requests
+	// ending within the deadline.
+	hungFor, _ := time.ParseDuration(os.Getenv("HOARD_HUNG_FOR"))
+	frozen := time.Now()
+	rounds := 0
+	longest := map[string]time.Duration{}
+	timed := func(what string, f func() error) {
+		start := time.Now()
+		want503(what, f())
+		longest[what] = max(longest[what], time.Since(start))
+	}
+	for round := true; round; round = time.Since(frozen) < hungFor {
+		rounds++
+		timed("GET of a cached object", func() error { _, err := read(c, "k"); return err })
+		timed("GET of an uncached object", func() error { _, err := read(c, "cold"); return err })
+		timed("PUT", func() error { return write(c, "k", []byte("never stored")) })
+	}
+	t.Logf("store frozen for %v: %d rounds of requests, the longest answers: %v", time.Since(frozen).Round(time.Second), rounds, longest)
 	func() {
 		ctx, cancel := context.WithTimeout(ctx, clientDeadline)
 		defer cancel()
@@ -146,7 +160,7 @@ func TestStoreHung(t *testing.T) {
 				err, h.Get("x-hoard-stale"))
 		}
 	}()
-	_, err = read(cs, "cold")
+	_, err := read(cs, "cold")
 	want503("GET of an uncached object under serve_stale_if_error", err)
 
 	thaw()

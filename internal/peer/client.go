@@ -208,11 +208,17 @@ func (c *Client) Put(ctx context.Context, addr, bucket, key string, body io.Read
 	req.ContentLength = -1 // chunked, so the trailer can follow
 	req.Trailer = http.Header{hdrCRC: nil}
 	cb.req = req
-	setInfoHeaders(req.Header, store.ObjectInfo{
+	info := store.ObjectInfo{
 		Size: size, ContentType: opts.ContentType, ContentEncoding: opts.ContentEncoding,
 		ContentDisposition: opts.ContentDisposition, ContentLanguage: opts.ContentLanguage,
 		CacheControl: opts.CacheControl, Expires: opts.Expires, UserMetadata: opts.UserMetadata,
-	})
+	}
+	if opts.ChecksumAlgorithm != "" && opts.ChecksumValue != "" {
+		// The whole object's checksum, which the owner hands on to the
+		// store (that verifies it) and reports with its copy.
+		info.Checksums = map[string]string{opts.ChecksumAlgorithm: opts.ChecksumValue}
+	}
+	setInfoHeaders(req.Header, info)
 	req.Header.Del("ETag")
 	req.Header.Set(hdrPersist, string(persist))
 	resp, err := c.do(c.http, req, addr)

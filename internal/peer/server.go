@@ -165,6 +165,13 @@ func (s *Server) put(a answer, r *http.Request, bucket, key string) {
 		ContentDisposition: info.ContentDisposition, ContentLanguage: info.ContentLanguage,
 		CacheControl: info.CacheControl, Expires: info.Expires, UserMetadata: info.UserMetadata,
 	}
+	if len(info.Checksums) > 1 {
+		a.error(ErrBadRequest)
+		return
+	}
+	for algo, v := range info.Checksums {
+		opts.ChecksumAlgorithm, opts.ChecksumValue = algo, v
+	}
 	body := &trailerChecked{r: r.Body, req: r, remaining: size, crc: crc32.New(castagnoli)}
 	res, err := s.owner.PeerPut(r.Context(), bucket, key, body, size, opts, persist)
 	if err != nil {

@@ -52,6 +52,9 @@ type Object struct {
 }
 
 // Key names an object.
+//
+// In an invalidation an empty Key names the bucket itself: its settings
+// (versioning) changed, and the receiver forgets what it knows of them.
 type Key struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`

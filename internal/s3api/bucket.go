@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -207,6 +208,23 @@ func lastName(page store.ListResult) string {
 func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *request) error {
 	var req deleteRequest
 	data, err := readXMLData(r, &req)
+	if errors.Is(err, errMalformedXML) && s.canPass() && !hasDigest(r.Header) {
+		// The stores ask for the document's digest before they read it
+		// (MinIO MissingContentMD5, versitygw InvalidRequest): theirs is
+		// the answer, and they delete nothing. Should a store take such
+		// a document after all, the keys it named are not known here:
+		// everything cached of the bucket is dropped.
+		if err := s.cl.Settle(r.Context(), rq.bucket); err != nil {
+			return err
+		}
+		err = s.passWith(w, r, rq, data, nil)
+		if sw, ok := w.(*statusWriter); err == nil && (!ok || sw.status/100 == 2) {
+			s.log.Warn("the store took a DeleteObjects document hoard cannot read: the bucket's cached objects are dropped",
+				"bucket", rq.bucket, "request_id", rq.id)
+			s.cl.DropPrefix(rq.bucket, "")
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -252,4 +270,18 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		}
 	}
 	return writeXML(w, res)
+}
+
+// hasDigest reports whether a request carries a digest of its body the
+// store can check: Content-MD5 or an x-amz-checksum-* header or trailer.
+func hasDigest(h http.Header) bool {
+	if h.Get("Content-MD5") != "" || h.Get("x-amz-trailer") != "" || h.Get("x-amz-sdk-checksum-algorithm") != "" {
+		return true
+	}
+	for name := range h {
+		if _, err := checksum.ParseHeaderName(name); err == nil {
+			return true
+		}
+	}
+	return false
 }

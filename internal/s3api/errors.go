@@ -67,6 +67,7 @@ var table = []struct {
 	{s3auth.ErrAccessDenied, apiErr("AccessDenied", http.StatusForbidden, "Access Denied.")},
 	{s3auth.ErrInvalidAccessKeyID, apiErr("InvalidAccessKeyId", http.StatusForbidden, "The AWS Access Key Id you provided does not exist in our records.")},
 	{s3auth.ErrSignatureDoesNotMatch, apiErr("SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")},
+	{s3auth.ErrMissingFields, apiErr("AccessDenied", http.StatusBadRequest, "Access Denied.")},
 	{s3auth.ErrAuthHeaderMalformed, apiErr("AuthorizationHeaderMalformed", http.StatusBadRequest, "The authorization header is malformed.")},
 	{s3auth.ErrMalformedPresign, apiErr("AuthorizationQueryParametersError", http.StatusBadRequest, "Query-string authentication parameters are malformed.")},
 	{s3auth.ErrRequestTimeTooSkewed, apiErr("RequestTimeTooSkewed", http.StatusForbidden, "The difference between the request time and the server's time is too large.")},

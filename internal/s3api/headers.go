@@ -126,6 +126,20 @@ func parseRange(h string) (r store.ByteRange, ok bool) {
 	return store.ByteRange{Start: start, End: end}, true
 }
 
+// unreadRange reports whether h has a Range header parseRange cannot
+// read.
+func unreadRange(h http.Header) bool {
+	v, ok := h["Range"]
+	if !ok {
+		return false
+	}
+	if len(v) != 1 {
+		return true
+	}
+	_, parsed := parseRange(v[0])
+	return !parsed
+}
+
 // condResult is the outcome of evaluating conditional request headers.
 type condResult int
 

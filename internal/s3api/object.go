@@ -1,6 +1,9 @@
 package s3api
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -23,7 +27,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	obj, err := s.cl.Get(r.Context(), rq.bucket, rq.key, rng)
 	if err != nil {
-		return err
+		return s.deleteMarker(r.Context(), rq, err)
 	}
 	defer obj.Body.Close()
 	h := w.Header()
@@ -68,7 +72,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request) error {
 	info, err := s.cl.Stat(r.Context(), rq.bucket, rq.key)
 	if err != nil {
-		return err
+		return s.deleteMarker(r.Context(), rq, err)
 	}
 	h := w.Header()
 	switch checkConditions(r.Header, info) {
@@ -101,6 +105,23 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 	return nil
 }
 
+// deleteMarker turns a read's NoSuchKey, in a versioned bucket, into the
+// store's answer when the key's latest version is a delete marker: the
+// same 404 with x-amz-delete-marker and the marker's x-amz-version-id
+// (writeError). The reads' own paths do not carry that through their
+// caches and owners; one HEAD at the store does, asked only in buckets
+// the store says are versioned (cachelet.BucketVersioned).
+func (s *Server) deleteMarker(ctx context.Context, rq *request, err error) error {
+	var dm *store.DeleteMarkerError
+	if !errors.Is(err, store.ErrNoSuchKey) || errors.As(err, &dm) || !s.cl.BucketVersioned(ctx, rq.bucket) {
+		return err
+	}
+	if _, serr := s.cl.Store().Stat(ctx, rq.bucket, rq.key); errors.As(serr, &dm) {
+		return serr
+	}
+	return err
+}
+
 // setValidators sends the object's ETag and Last-Modified with a 304 or a
 // 412, as the stores do, so that a client can tell which version the
 // condition was judged against.
@@ -122,6 +143,22 @@ func payloadSize(rq *request, limit int64) (int64, error) {
 		return 0, errEntityTooLarge
 	}
 	return n, nil
+}
+
+// payloadSigning says how a SigV4 client signed its body: a hex SHA-256
+// (hash, which the store can verify again), or chunk by chunk (chunks:
+// signatures only hoard can verify, as the body streams).
+func payloadSigning(rq *request, h http.Header) (hash string, chunks bool) {
+	if rq.auth.Method != s3auth.V4Header {
+		return "", false
+	}
+	v := h.Get("x-amz-content-sha256")
+	if len(v) == 2*sha256.Size {
+		if _, err := hex.DecodeString(v); err == nil {
+			return strings.ToLower(v), false
+		}
+	}
+	return "", strings.HasPrefix(v, "STREAMING-AWS4-")
 }
 
 // errCapture remembers the first error reading the client's body, so that
@@ -158,6 +195,14 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		return err
 	}
 	opts.IfMatch, opts.IfNoneMatch = r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	opts.PayloadSHA256, opts.StreamVerified = payloadSigning(rq, r.Header)
+	if s.cl.WritesThrough() && s.canPass() {
+		// The write reaches the store before it is acknowledged, with
+		// the client's checksum and Content-MD5: the store judges them,
+		// and a mismatch gets its own answer.
+		rq.auth.LeaveDigestsToStore()
+		r.Body = rq.auth.Body
+	}
 	body := &errCapture{r: newExactBody(r.Body, size)}
 	res, err := s.cl.Put(uploadContext(r), rq.bucket, rq.key, body, size, opts)
 	if err = bodyError(body, err); err != nil {

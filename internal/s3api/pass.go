@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -78,6 +79,12 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	if !ok {
 		return errNoPassThrough
 	}
+	if body == nil {
+		// The store gets the client's checksum and Content-MD5 headers
+		// and judges them: its answer to a mismatch is the client's.
+		rq.auth.LeaveDigestsToStore()
+		r.Body = rq.auth.Body
+	}
 	out, capture := s.outgoing(r, rq, body)
 	ctx := r.Context()
 	if out.ContentLength != 0 {
@@ -117,6 +124,14 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		if err = s.cl.Settle(ctx, rq.bucket); err == nil {
 			err = send()
 		}
+	case lists(r, rq):
+		// A listing from the store: the bucket's writes still queued,
+		// here and at every other member, land first, so that it shows
+		// every write acknowledged before it (as it would without a
+		// cache).
+		if err = s.cl.Settle(ctx, rq.bucket); err == nil {
+			err = send()
+		}
 	case rq.key != "":
 		// A read of a key from the store: writes of it still queued
 		// (asynchronous write targets) land first.
@@ -125,6 +140,11 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		}
 	default:
 		err = send()
+	}
+	if rq.key == "" && rq.bucket != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// A bucket created, deleted or set (its versioning, its object
+		// lock): what the cachelet knew of it is asked again.
+		s.cl.BucketChanged(ctx, rq.bucket)
 	}
 	if errors.Is(err, errStoreRefused) {
 		err = nil
@@ -147,6 +167,11 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 	if r.Method == http.MethodHead {
 		return nil
 	}
+	if resp.ContentLength < 0 && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
+		// The store sent no length (a stream): neither does hoard. Go's
+		// server would give a short answer one once the handler ends.
+		_ = http.NewResponseController(w).Flush()
+	}
 	var head *headCapture
 	if s.cfg.Notifier != nil && (rq.op == "CopyObject" || rq.op == "CompleteMultipartUpload") {
 		// These may fail inside a 200 answer: keep its start to tell.
@@ -167,6 +192,19 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		s.notifyPassed(w, r, rq, resp)
 	}
 	return nil
+}
+
+// lists reports whether r lists a bucket's objects, versions or uploads.
+func lists(r *http.Request, rq *request) bool {
+	if rq.key != "" || rq.bucket == "" || r.Method != http.MethodGet {
+		return false
+	}
+	switch rq.op {
+	case "ListObjects", "ListObjectsV2", "ListMultipartUploads":
+		return true
+	}
+	_, versions := rq.query["versions"]
+	return versions
 }
 
 // copySourceOf is the source of a copy (CopyObject, UploadPartCopy), or
@@ -278,6 +316,18 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 		name := rq.auth.ChecksumAlgorithm.HeaderName()
 		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, rq.auth.ChecksumAlgorithm.Size()))}}
 		out.Body, out.ContentLength = io.NopCloser(&trailed{r: capture, auth: rq.auth, trailer: out.Trailer, name: name}), n
+	case n > 0 && rq.op == "PutObject" && signedChunks(rq, r.Header):
+		// Chunk signatures are checked here, which the store cannot do:
+		// a body they cut short must not be committed, whatever a store
+		// does with a request cut short (versitygw commits it). A CRC32C
+		// trailer of hoard's own makes the store's commit depend on the
+		// whole body arriving, as the typed PUT's does (store/s3 Put).
+		// Not for UploadPart: a part with a checksum of its own breaks
+		// the completion of an upload without checksums on versitygw.
+		capture = &errCapture{r: newExactBody(r.Body, n)}
+		name := checksum.CRC32C.HeaderName()
+		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, checksum.CRC32C.Size()))}}
+		out.Body, out.ContentLength = io.NopCloser(&crcTrailed{r: capture, h: checksum.New(checksum.CRC32C), trailer: out.Trailer, name: name}), n
 	case n > 0:
 		capture = &errCapture{r: newExactBody(r.Body, n)}
 		out.Body, out.ContentLength = io.NopCloser(capture), n
@@ -305,6 +355,31 @@ func (t *trailed) Read(p []byte) (int, error) {
 		if _, v := t.auth.TrailerChecksum(); v != "" {
 			t.trailer[t.name] = []string{v} // the name as given: the signer sized the stream by it
 		}
+	}
+	return n, err
+}
+
+// signedChunks reports whether r's body came in signed aws-chunked
+// chunks with no checksum of the client's.
+func signedChunks(rq *request, h http.Header) bool {
+	_, chunks := payloadSigning(rq, h)
+	return chunks && rq.auth.ChecksumAlgorithm == ""
+}
+
+// crcTrailed computes its body's CRC32C as it is read and sets the
+// trailer to it at the end.
+type crcTrailed struct {
+	r       io.Reader
+	h       hash.Hash
+	trailer http.Header
+	name    string
+}
+
+func (t *crcTrailed) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.h.Write(p[:n])
+	if err == io.EOF {
+		t.trailer[t.name] = []string{checksum.Encode(t.h.Sum(nil))}
 	}
 	return n, err
 }

@@ -321,9 +321,16 @@ func TestKeysAsTheStoreSeesThem(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatal(resp.StatusCode)
 	}
+	// Signed over "%2F" as sent: the stores refuse such a signature (they
+	// sign the decoded path, where it is a slash), and so does hoard,
+	// before the path is split at all.
 	resp = s.do(t, "GET", "/bkt%2Fk", nil, nil)
-	if resp.StatusCode != http.StatusBadRequest || errorCodeOf(t, resp) != "InvalidBucketName" {
-		t.Errorf("GET /bkt%%2Fk: %d, want 400 InvalidBucketName", resp.StatusCode)
+	if resp.StatusCode != http.StatusForbidden || errorCodeOf(t, resp) != "SignatureDoesNotMatch" {
+		t.Errorf("GET /bkt%%2Fk: %d, want 403 SignatureDoesNotMatch", resp.StatusCode)
+	}
+	resp = s.do(t, "GET", "/bkt/a%2Fk", nil, nil)
+	if resp.StatusCode != http.StatusForbidden || errorCodeOf(t, resp) != "SignatureDoesNotMatch" {
+		t.Errorf("GET /bkt/a%%2Fk: %d, want 403 SignatureDoesNotMatch", resp.StatusCode)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/s3auth"
+	"github.com/hoard-io/hoard/internal/store"
 )
 
 // Limits S3 itself enforces.
@@ -221,6 +222,11 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 		// One part of a multipart object: the store knows its bounds.
 		return op, s.pass
 	case storeAnswered[op] && s.canPass():
+		return op, s.pass
+	case (op == "GetObject" || op == "HeadObject") && unreadRange(r.Header) && s.canPass():
+		// A Range the cache does not read (not one bytes=a-b, a-, -n
+		// range): stores differ on what it means (RFC 9110 says to
+		// ignore it, MinIO answers some with 416), so the store says.
 		return op, s.pass
 	case op == "PutObject" && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") && s.canPass():
 		// Only the store judges a condition, and its answer, a 412
@@ -458,6 +464,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 	if ae.Status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")
 	}
+	var dm *store.DeleteMarkerError
+	if errors.As(err, &dm) {
+		// The key's latest version is a delete marker: S3 says so.
+		h.Set("x-amz-delete-marker", "true")
+		if dm.VersionID != "" {
+			h.Set("x-amz-version-id", dm.VersionID)
+		}
+	}
 	if r.Method == http.MethodHead {
 		w.WriteHeader(ae.Status)
 		return
@@ -504,7 +518,7 @@ func readXMLData(r *http.Request, v any) ([]byte, error) {
 		return nil, apiErr("MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big.")
 	}
 	if err := xml.Unmarshal(data, v); err != nil {
-		return nil, errMalformedXML
+		return data, errMalformedXML // the body as read, for who passes it on
 	}
 	return data, nil
 }

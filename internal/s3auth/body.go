@@ -104,6 +104,7 @@ func (v *Verifier) wrapBody(r *http.Request, res *authResult) (*Request, error) 
 		return nil, err
 	}
 	req.Body = readCloser{Reader: vr, Closer: inner}
+	req.undigested = inner
 	return req, nil
 }
 

@@ -43,6 +43,12 @@ var (
 	// S3: AuthorizationHeaderMalformed, 400.
 	ErrAuthHeaderMalformed = errors.New("s3auth: authorization header is malformed")
 
+	// ErrMissingFields means the SigV4 Authorization header's components
+	// cannot be read: one without "=", an unknown or repeated one, or
+	// one of Credential, SignedHeaders and Signature missing. MinIO:
+	// AccessDenied, 400 (S3 says AuthorizationHeaderMalformed).
+	ErrMissingFields = errors.New("s3auth: authorization header lacks its fields")
+
 	// ErrMalformedPresign means the query-string authentication parameters
 	// are missing, unparsable or out of range (X-Amz-Expires over a week).
 	// S3: AuthorizationQueryParametersError, 400.

@@ -109,6 +109,22 @@ type Request struct {
 	ChecksumValue string
 
 	chunked *chunkedReader
+	// undigested is Body without the header checksum and Content-MD5
+	// checks (LeaveDigestsToStore); nil when Body has none.
+	undigested io.ReadCloser
+}
+
+// LeaveDigestsToStore drops this side's check of the body against its
+// header checksum (x-amz-checksum-*) and Content-MD5, for a request whose
+// body goes on to a store with those same headers: the store checks them
+// itself, commits nothing that fails, and its own answer (code, message)
+// is the client's. Signatures, a signed payload hash and a trailer's
+// checksum stay checked here. Call it before Body is read; it is not safe
+// for concurrent use.
+func (r *Request) LeaveDigestsToStore() {
+	if r.undigested != nil {
+		r.Body, r.undigested = r.undigested, nil
+	}
 }
 
 // TrailerChecksum returns the checksum the client sent in the aws-chunked
@@ -240,8 +256,13 @@ func (v *Verifier) verifyHeader(r *http.Request, q query, authz string) (*authRe
 		return v.verifyV2Header(r, q, rest)
 	case "":
 		return nil, fmt.Errorf("%w: empty authorization header", ErrAuthHeaderMalformed)
+	case "AWS4-ECDSA-P256-SHA256":
+		// SigV4a: a signing algorithm of S3's that hoard does not verify.
+		return nil, fmt.Errorf("%w: authorization scheme %q", ErrUnsupportedAlgorithm, scheme)
 	}
-	return nil, fmt.Errorf("%w: authorization scheme %q", ErrUnsupportedAlgorithm, truncate(scheme))
+	// S3 and the stores refuse an unknown scheme as they refuse no
+	// credentials at all.
+	return nil, fmt.Errorf("%w: authorization scheme %q", ErrAccessDenied, truncate(scheme))
 }
 
 // lookup resolves an access key to its secret.

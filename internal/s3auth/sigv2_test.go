@@ -103,7 +103,7 @@ func TestV2HeaderTamper(t *testing.T) {
 			r.Header.Set("Authorization", "AWS "+testAK+":AAAAAAAAAAAAAAAAAAAAAAAAAAA=")
 		}, want: ErrSignatureDoesNotMatch},
 		{name: "malformed", mutate: func(r *http.Request) { r.Header.Set("Authorization", "AWS nocolon") }, want: ErrAuthHeaderMalformed},
-		{name: "unknown scheme", mutate: func(r *http.Request) { r.Header.Set("Authorization", "Bearer x") }, want: ErrUnsupportedAlgorithm},
+		{name: "unknown scheme", mutate: func(r *http.Request) { r.Header.Set("Authorization", "Bearer x") }, want: ErrAccessDenied},
 		{name: "unknown key", ak: "AKIDNOBODY", want: ErrInvalidAccessKeyID},
 		{name: "wrong secret", sk: "nope", want: ErrSignatureDoesNotMatch},
 		{name: "skewed", skew: time.Hour, want: ErrRequestTimeTooSkewed},

@@ -155,6 +155,12 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if !slices.Contains(p.signedHeaders, "host") {
 		return nil, fmt.Errorf("%w: host must be a signed header", ErrMalformedPresign)
 	}
+	// The key is judged before the time, as S3 and MinIO do: an unknown
+	// key is InvalidAccessKeyId however old the URL.
+	secret, err := v.lookup(p.accessKey)
+	if err != nil {
+		return nil, err
+	}
 	now := v.now()
 	if now.Before(t.Add(-v.maxSkew)) {
 		return nil, fmt.Errorf("%w: request is not valid yet", ErrAccessDenied)
@@ -177,10 +183,6 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err := checkSignedHeaders(r, p.signedHeaders); err != nil {
 		return nil, err
 	}
-	secret, err := v.lookup(p.accessKey)
-	if err != nil {
-		return nil, err
-	}
 	key := v.keys.get(secret, p.date, p.region, p.service)
 	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
 	if !v4Matches(r, q, &p, key, amzDate, scope, payload, true) {
@@ -199,7 +201,7 @@ func parseV4Authorization(rest string) (*v4Params, error) {
 	for part := range strings.SplitSeq(rest, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: component %q", ErrAuthHeaderMalformed, truncate(part))
+			return nil, fmt.Errorf("%w: component %q", ErrMissingFields, truncate(part))
 		}
 		var seen *bool
 		switch k {
@@ -216,15 +218,15 @@ func parseV4Authorization(rest string) (*v4Params, error) {
 			seen = &haveSig
 			p.signature = val
 		default:
-			return nil, fmt.Errorf("%w: unknown component %q", ErrAuthHeaderMalformed, truncate(k))
+			return nil, fmt.Errorf("%w: unknown component %q", ErrMissingFields, truncate(k))
 		}
 		if *seen {
-			return nil, fmt.Errorf("%w: repeated %s", ErrAuthHeaderMalformed, k)
+			return nil, fmt.Errorf("%w: repeated %s", ErrMissingFields, k)
 		}
 		*seen = true
 	}
 	if !haveCred || !haveSigned || !haveSig {
-		return nil, fmt.Errorf("%w: Credential, SignedHeaders and Signature are required", ErrAuthHeaderMalformed)
+		return nil, fmt.Errorf("%w: Credential, SignedHeaders and Signature are required", ErrMissingFields)
 	}
 	if !slices.Contains(p.signedHeaders, "host") {
 		return nil, fmt.Errorf("%w: host must be a signed header", ErrAuthHeaderMalformed)
@@ -331,7 +333,10 @@ func checkSignedHeaders(r *http.Request, signed []string) error {
 // time. The canonical URI is S3's single encoding of the decoded path; when
 // the path on the wire is spelled differently (a client that leaves "+" or
 // "!" unescaped signs what it sends), that spelling is tried too. Both name
-// the same key, so accepting either grants nothing extra.
+// the same key, so accepting either grants nothing extra. Not so for an
+// encoded slash (%2F): the stores check only the decoded path's encoding,
+// in which it is a slash, and refuse a signature over "%2F" as it is sent,
+// so hoard does too.
 func v4Matches(r *http.Request, q query, p *v4Params, key *sigKey, amzDate, scope, payload string, presigned bool) bool {
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
@@ -342,11 +347,16 @@ func v4Matches(r *http.Request, q query, p *v4Params, key *sigKey, amzDate, scop
 	if sig := key.v4Signature(sc, r.Method, primary, cq, p.signedRaw, payload, amzDate, scope); hmac.Equal(want, sig[:]) {
 		return true
 	}
-	if raw := r.URL.EscapedPath(); raw != "" && raw != primary {
+	if raw := r.URL.EscapedPath(); raw != "" && raw != primary && !encodedSlash(raw) {
 		sig := key.v4Signature(sc, r.Method, raw, cq, p.signedRaw, payload, amzDate, scope)
 		return hmac.Equal(want, sig[:])
 	}
 	return false
+}
+
+// encodedSlash reports whether an escaped path holds %2F (any case).
+func encodedSlash(p string) bool {
+	return strings.Contains(p, "%2F") || strings.Contains(p, "%2f")
 }
 
 // signingKey derives the SigV4 key for one day, region and service.

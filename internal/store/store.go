@@ -93,6 +93,21 @@ type ObjectInfo struct {
 	Headers map[string]string
 }
 
+// DeleteMarkerError is ErrNoSuchKey for a key whose latest version is a
+// delete marker: VersionID is the marker's, which S3 sends with the 404
+// (x-amz-delete-marker, x-amz-version-id). errors.Is(err, ErrNoSuchKey)
+// holds for it.
+type DeleteMarkerError struct {
+	VersionID string
+}
+
+func (e *DeleteMarkerError) Error() string {
+	return "store: no such key (a delete marker, version " + e.VersionID + ")"
+}
+
+// Unwrap makes a DeleteMarkerError an ErrNoSuchKey.
+func (e *DeleteMarkerError) Unwrap() error { return ErrNoSuchKey }
+
 // IsObjectHeader reports whether name (lower case) is a response header
 // that describes an object beyond ObjectInfo's own fields, kept in
 // ObjectInfo.Headers.
@@ -138,6 +153,16 @@ type PutOptions struct {
 	ChecksumValue     string
 	// ContentMD5 (base64), forwarded when the client sent one.
 	ContentMD5 string
+	// PayloadSHA256 is the body's SHA-256 (hex) as the client signed it
+	// (x-amz-content-sha256), forwarded so that the store verifies it too.
+	PayloadSHA256 string
+	// StreamVerified says the body is verified as it streams by
+	// something the store cannot check (aws-chunked chunk signatures, a
+	// peer's CRC32C), whose failure cuts it short. Without a checksum of
+	// the client's the store client then sends one of its own, so that
+	// no store commits a body cut short (versitygw commits a body that
+	// ends before its Content-Length).
+	StreamVerified bool
 	// IfMatch and IfNoneMatch make Put conditional, as the HTTP headers of
 	// those names do: Put fails with ErrPreconditionFailed, committing
 	// nothing, unless the current object's ETag matches IfMatch, or when

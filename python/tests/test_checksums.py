@@ -22,7 +22,7 @@ from awscrt import checksums as crt_checksums
 from boto3.s3.transfer import TransferConfig
 from botocore.awsrequest import AWSRequest
 
-from s3util import REGION, MiB, expect_error, object_bytes, random_bytes, send_raw, sigv4_sign
+from s3util import REGION, MiB, expect_error, object_bytes, random_bytes, send_raw, signed_request, sigv4_sign
 
 
 def crc32_b64(data: bytes) -> str:
@@ -157,7 +157,7 @@ def _signing_key(secret: str, date: str) -> bytes:
     return key
 
 
-def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False):
+def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False, extra=None):
     chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)] + [b""]
     encoded_len = 0
     for c in chunks:
@@ -167,6 +167,7 @@ def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024
         "Content-Encoding": "aws-chunked",
         "X-Amz-Decoded-Content-Length": str(len(data)),
         "Content-Length": str(encoded_len),
+        **(extra or {}),
     }
     signed = sigv4_sign(AWSRequest(method="PUT", url=endpoint + path, headers=headers), creds, STREAMING_SIGNED)
     amz_date = signed["X-Amz-Date"]
@@ -187,9 +188,10 @@ def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024
     return send_raw(endpoint, "PUT", path, signed, bytes(body))
 
 
-def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind):
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind, extra):
     data = random_bytes(300 * 1024 + 11)
-    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data)
+    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, extra=extra)
     assert resp.status == 200, resp.body
     assert resp.headers["etag"].strip('"') == hashlib.md5(data).hexdigest()
     got = s3.get_object(Bucket=bucket, Key="signed-chunks")
@@ -198,13 +200,46 @@ def test_signed_aws_chunked_put(endpoint, creds, s3, bucket, target, store_kind)
         assert got.get("ContentEncoding") in (None, ""), "aws-chunked must not leak into the stored object"
 
 
-def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket):
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket, extra):
     s3.put_object(Bucket=bucket, Key="signed-chunks", Body=b"original")
     data = random_bytes(300 * 1024)
-    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, tamper=True)
+    resp = _signed_chunked_put(endpoint, creds, bucket, "signed-chunks", data, tamper=True, extra=extra)
     assert resp.status == 403, resp.body
     assert resp.error_code == "SignatureDoesNotMatch"
     assert object_bytes(s3, bucket, "signed-chunks") == b"original"
+
+
+@pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])
+def test_put_with_wrong_payload_hash(endpoint, creds, s3, bucket, extra):
+    """A body that does not match its signed SHA-256 changes nothing: hoard
+    forwards the hash, so the store checks it too, and a body cut short
+    when hoard's own check fails is never committed (a PUT with tagging
+    passes through)."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"original")
+    data = random_bytes(300 * 1024)
+    resp = signed_request(
+        endpoint,
+        creds,
+        "PUT",
+        f"/{bucket}/k",
+        headers=dict(extra),
+        body=data,
+        content_sha256=hashlib.sha256(b"other").hexdigest(),
+    )
+    assert resp.status in (400, 403), resp.body
+    assert object_bytes(s3, bucket, "k") == b"original"
+    good = signed_request(
+        endpoint,
+        creds,
+        "PUT",
+        f"/{bucket}/k",
+        headers=dict(extra),
+        body=data,
+        content_sha256=hashlib.sha256(data).hexdigest(),
+    )
+    assert good.status == 200, good.body
+    assert object_bytes(s3, bucket, "k") == data
 
 
 def test_put_with_wrong_crc32_header(s3, bucket):

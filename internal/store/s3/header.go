@@ -154,7 +154,7 @@ func infoFromHeader(bucket, key string, status int, h http.Header) (info store.O
 			if info.UserMetadata == nil {
 				info.UserMetadata = make(map[string]string)
 			}
-			info.UserMetadata[meta] = vals[0]
+			info.UserMetadata[meta] = strings.TrimPrefix(vals[0], rawMetaMark)
 		} else if store.IsObjectHeader(lower) {
 			if info.Headers == nil {
 				info.Headers = make(map[string]string)
@@ -286,4 +286,36 @@ func storedEncoding(v string) string {
 		}
 	}
 	return strings.Join(keep, ",")
+}
+
+// rawMetaMark prefixes, on their way from the store to minio-go, the
+// x-amz-meta-* values that look MIME-encoded (RFC 2047, "=?charset?..."):
+// minio-go decodes such values in place, in the headers it parses and in
+// those it hands back, where S3 and the stores keep and send the encoded
+// word as it was written. Marked, they pass minio-go as they are, and
+// infoFromHeader takes the mark off. A header value cannot hold a NUL on
+// the wire, so no value of the store's starts with the mark.
+const rawMetaMark = "\x00raw:"
+
+// rawMetaTransport marks the MIME-encoded-looking metadata values of the
+// store's answers (rawMetaMark) for the typed client; requests passed
+// through use the transport beneath it and see the answers as they are.
+type rawMetaTransport struct{ rt http.RoundTripper }
+
+func (t rawMetaTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	for name, vals := range resp.Header {
+		if len(name) < len("X-Amz-Meta-") || !strings.EqualFold(name[:len("X-Amz-Meta-")], "X-Amz-Meta-") {
+			continue
+		}
+		for i, v := range vals {
+			if strings.HasPrefix(v, "=?") {
+				vals[i] = rawMetaMark + v
+			}
+		}
+	}
+	return resp, nil
 }

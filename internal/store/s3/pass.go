@@ -2,6 +2,8 @@ package s3store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +49,9 @@ var (
 // (Connection, Transfer-Encoding, Expect, ...) and any Authorization,
 // X-Amz-Date, X-Amz-Security-Token and X-Amz-Content-Sha256, which the
 // signature replaces. The caller removes the client's own signature from
-// the query. The body is sent unsigned (UNSIGNED-PAYLOAD), streamed,
+// the query. The body is sent unsigned (UNSIGNED-PAYLOAD), or signed by
+// the hex SHA-256 req's X-Amz-Content-Sha256 gives (the client's, which
+// the store then checks), streamed,
 // with req.ContentLength (-1: chunked); it is not retried. A request
 // with a Trailer (a checksum whose value its body sets once read to its
 // end) is sent as S3's unsigned aws-chunked stream with that trailer.
@@ -125,6 +129,14 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 		return nil, fmt.Errorf("%w: %v", ErrPassRequest, err)
 	}
 	out.URL = &u
+	// A body signed by its SHA-256 (hex) is sent signed by it, so the
+	// store checks it too: a body cut short, or not the one signed, is
+	// never committed, whatever a store does with a request cut short.
+	payload := req.Header.Get("X-Amz-Content-Sha256")
+	if len(payload) != 2*sha256.Size || !isHex(payload) {
+		payload = ""
+	}
+	payload = strings.ToLower(payload)
 	for k, vs := range req.Header {
 		out.Header[k] = append([]string(nil), vs...)
 	}
@@ -146,8 +158,16 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 		out.Header.Set("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
 		return signer.SignV4Trailer(*out, s.accessKey, s.secretKey, "", s.region, req.Trailer), nil
 	}
-	out.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	if payload == "" {
+		payload = "UNSIGNED-PAYLOAD"
+	}
+	out.Header.Set("X-Amz-Content-Sha256", payload)
 	return signer.SignV4(*out, s.accessKey, s.secretKey, "", s.region), nil
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // answerDeadline is how long the store may take to begin its answer to

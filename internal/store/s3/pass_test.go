@@ -1,6 +1,8 @@
 package s3store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -81,7 +83,7 @@ func TestPassSignsAndForwards(t *testing.T) {
 		Header: http.Header{
 			"Authorization":          {"AWS4-HMAC-SHA256 Credential=client/..."},
 			"X-Amz-Date":             {"20200101T000000Z"},
-			"X-Amz-Content-Sha256":   {strings.Repeat("ab", 32)},
+			"X-Amz-Content-Sha256":   {strings.ToUpper(hashOf(body))},
 			"X-Amz-Security-Token":   {"client-token"},
 			"Connection":             {"keep-alive"},
 			"Expect":                 {"100-continue"},
@@ -113,7 +115,7 @@ func TestPassSignsAndForwards(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"Content-Md5": "MiK6ZqQ1QvDEa+XYsdLcQg==", "X-Amz-Object-Lock-Mode": "GOVERNANCE",
-		"X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD", "X-Amz-Security-Token": "", "Expect": "",
+		"X-Amz-Content-Sha256": hashOf(body), "X-Amz-Security-Token": "", "Expect": "",
 	} {
 		if v := s.header.Get(name); v != want {
 			t.Errorf("store got %s %q, want %q", name, v, want)
@@ -129,6 +131,44 @@ func TestPassSignsAndForwards(t *testing.T) {
 		resp.Header.Get("X-Amz-Version-Id") != "v7" || resp.Header.Get("Connection") != "" {
 		t.Errorf("answer %d %q headers %v", resp.StatusCode, answer, resp.Header)
 	}
+}
+
+// TestPassPayloadHash: a body signed by its SHA-256 goes to the store
+// signed by it, so a body that is not the one signed fails the store's
+// check too; any other body goes unsigned.
+func TestPassPayloadHash(t *testing.T) {
+	st, got := signingStore(t)
+	for _, tc := range []struct {
+		hash, sent string
+		refused    bool
+	}{
+		{hashOf("the body"), hashOf("the body"), false},
+		{hashOf("another body"), hashOf("another body"), true},
+		{"UNSIGNED-PAYLOAD", "UNSIGNED-PAYLOAD", false},
+		{"not hex", "UNSIGNED-PAYLOAD", false},
+	} {
+		req := &http.Request{
+			Method: http.MethodPut, URL: &url.URL{Path: "/bkt/k"},
+			Header:        http.Header{"X-Amz-Content-Sha256": {tc.hash}},
+			Body:          io.NopCloser(strings.NewReader("the body")),
+			ContentLength: int64(len("the body")),
+		}
+		resp, err := st.Pass(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		s := <-got
+		if s.header.Get("X-Amz-Content-Sha256") != tc.sent || (s.authErr != nil) != tc.refused {
+			t.Errorf("%q: store got %q, refused %v (%v); want %q, refused %v",
+				tc.hash, s.header.Get("X-Amz-Content-Sha256"), s.authErr != nil, s.authErr, tc.sent, tc.refused)
+		}
+	}
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // TestPassBodiless: GET and HEAD carry no body; a bucket-level and a

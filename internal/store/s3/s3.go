@@ -82,7 +82,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	opts := &minio.Options{
 		Creds:        creds,
 		Secure:       u.Scheme == "https",
-		Transport:    transport,
+		Transport:    rawMetaTransport{rt: transport},
 		Region:       cfg.Region,
 		BucketLookup: lookup,
 		// Off, or minio-go would add a CRC32C trailer to every
@@ -97,7 +97,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("s3store: client: %w", err)
 	}
 	lopts := *opts
-	lopts.Transport = deadlineTransport{rt: transport, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
+	lopts.Transport = deadlineTransport{rt: rawMetaTransport{rt: transport}, first: cfg.CallTimeout, idle: cfg.IdleTimeout}
 	lopts.MaxRetries = 1
 	listCore, err := minio.NewCore(u.Host, &lopts)
 	if err != nil {
@@ -173,7 +173,11 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo,
 	defer cancel()
 	oi, err := s.core.StatObject(cctx, bucket, key, sopts)
 	if err != nil {
-		return store.ObjectInfo{}, failed(ctx, cctx, "stat", bucket, key, err)
+		err = failed(ctx, cctx, "stat", bucket, key, err)
+		if oi.IsDeleteMarker && errors.Is(err, store.ErrNoSuchKey) {
+			err = fmt.Errorf("s3store: stat %s/%s: %w", bucket, key, &store.DeleteMarkerError{VersionID: oi.VersionID})
+		}
+		return store.ObjectInfo{}, err
 	}
 	info, _, err := infoFromHeader(bucket, key, http.StatusOK, headerFromMinioInfo(oi))
 	if err != nil {
@@ -200,15 +204,22 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 			// as a trailer.
 			po.Checksum = ct
 		}
-	} else if size > 0 {
+	} else if size > 0 && opts.StreamVerified && opts.PayloadSHA256 == "" {
 		// A trailing checksum makes the store's commit depend on the
 		// whole body arriving and matching: an upload cut short (because
-		// the client's body failed verification midway) can never be
+		// a check only hoard makes failed midway) can never be
 		// committed, whatever a store does with truncated requests
 		// (versitygw commits a body cut short of its Content-Length).
 		// The store then records this CRC32C where the client sent no
-		// checksum: a deliberate difference (docs/s3-api.md).
+		// checksum: a deliberate difference (docs/s3-api.md). Any other
+		// body is checked by the store itself (its payload hash,
+		// Content-MD5, checksum) or by nobody, as without hoard.
 		po.Checksum = minio.ChecksumCRC32C
+	}
+	sha := ""
+	if !po.Checksum.IsSet() {
+		// The client's signed payload hash: the store verifies it.
+		sha = opts.PayloadSHA256
 	}
 	// UNSIGNED-PAYLOAD: the body is not hashed for the signature. A
 	// signed (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) body would cost a
@@ -223,7 +234,7 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 	r = progressOf(r, wd)
 	var ui minio.UploadInfo
 	if size >= 0 {
-		ui, err = s.core.PutObject(cctx, bucket, key, bodyOf(r), size, opts.ContentMD5, "", po)
+		ui, err = s.core.PutObject(cctx, bucket, key, bodyOf(r), size, opts.ContentMD5, sha, po)
 	} else {
 		if opts.ChecksumValue != "" || opts.ContentMD5 != "" {
 			return store.PutResult{}, fmt.Errorf("s3store: put %s/%s: %w", bucket, key, &store.APIError{
@@ -497,6 +508,23 @@ func (s *Store) HeadBucket(ctx context.Context, bucket string) error {
 		return fmt.Errorf("s3store: head bucket %s: %w", bucket, store.ErrNoSuchBucket)
 	}
 	return nil
+}
+
+// Versioned reports whether bucket's versioning is Enabled or Suspended
+// (its writes then get version ids); ErrNoSuchBucket for a missing
+// bucket. A store that does not implement versioning (an error other than
+// a missing bucket or unavailability) has none.
+func (s *Store) Versioned(ctx context.Context, bucket string) (bool, error) {
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	cfg, err := s.core.GetBucketVersioning(cctx, bucket)
+	if err = failed(ctx, cctx, "get bucket versioning", bucket, "", err); err != nil {
+		if errors.Is(err, store.ErrNoSuchBucket) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	return cfg.Status == "Enabled" || cfg.Status == "Suspended", nil
 }
 
 // DeleteBucket removes an empty bucket.
