@@ -26,6 +26,11 @@ type PackageRef struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
 	SHA256 string `json:"sha256"`
+	// IndexSHA256 is, for a package in the block format, the digest of
+	// its index (and so of every block's checksum): an agent that reads
+	// the package lazily, block by block, checks the index against it
+	// instead of the whole package against SHA256.
+	IndexSHA256 string `json:"index_sha256,omitempty"`
 }
 
 // Credentials are an application's: the keys its functions sign S3

@@ -85,21 +85,23 @@ func openBlocks(data []byte) (*blockfmt.Reader, error) {
 	return r, nil
 }
 
-// readBlocksSpec returns the raw spec of a package in the block format.
-func readBlocksSpec(data []byte) ([]byte, error) {
+// readBlocksSpec returns the raw spec of a package in the block format
+// and the digest of its index (blockfmt.Reader.IndexSHA256).
+func readBlocksSpec(data []byte) ([]byte, string, error) {
 	r, err := openBlocks(data)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer r.Close()
 	f, err := r.File(FileName)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the package has no %s at its root", ErrInvalid, FileName)
+		return nil, "", fmt.Errorf("%w: the package has no %s at its root", ErrInvalid, FileName)
 	}
 	if f.Size() > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
+		return nil, "", fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
 	}
-	return io.ReadAll(f)
+	raw, err := io.ReadAll(f)
+	return raw, r.IndexSHA256(), err
 }
 
 // unpackBlocks writes a package in the block format under tmp.

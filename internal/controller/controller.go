@@ -366,7 +366,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
-	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256}
+	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256, IndexSHA256: pkg.IndexSHA256}
 	contentType := "application/octet-stream"
 	if pkg.Format == appspec.FormatTarGz {
 		contentType = "application/gzip"
