@@ -109,6 +109,10 @@ type Config struct {
 	// TLS, when set, puts the agent's cachelets on TLS (tls.go, ADR
 	// 0017). Default nil: plain HTTP.
 	TLS *TLS
+	// CodeFetch is how instances get their code (lazy.go, ADR 0028):
+	// CodeFetchLazy, CodeFetchWhole, or CodeFetchAuto (the default: lazy
+	// where FUSE mounts are possible). $HOARD_CODE_FETCH sets it too.
+	CodeFetch string
 }
 
 // Agent runs instances.
@@ -118,6 +122,7 @@ type Agent struct {
 	m   *metrics
 
 	codeMu sync.Mutex // one code download at a time
+	lazy   *lazyCode  // lazily mounted code (lazy.go)
 
 	jailed bool // functions run jailed (jail.go); set by New
 
@@ -221,6 +226,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: log, m: newMetrics(cfg.Registerer), instances: map[string]*Instance{}, uids: map[int]bool{}}
 	if err := a.checkIsolation(context.Background()); err != nil {
+		return nil, err
+	}
+	if err := a.setupCodeFetch(); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -339,6 +347,7 @@ func (a *Agent) Close() {
 		}()
 	}
 	wg.Wait()
+	a.unmountCode()
 }
 
 // code returns the directory holding an application's unpacked code,
@@ -350,6 +359,9 @@ func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
 	dir := filepath.Join(a.cfg.Dir, "code", ref.SHA256)
 	a.codeMu.Lock()
 	defer a.codeMu.Unlock()
+	if lazy, ok, err := a.lazyCodeDir(ctx, ref, dir); ok {
+		return lazy, err
+	}
 	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {
 		return dir, nil
 	}

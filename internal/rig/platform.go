@@ -67,6 +67,9 @@ type Config struct {
 	// HoardBin is the binary agents start cachelets from; default the
 	// running one.
 	HoardBin string
+	// CodeFetch is the agent's (agent.Config.CodeFetch): lazy, whole, or
+	// "" for lazy where FUSE mounts are possible.
+	CodeFetch string
 
 	EtcdEndpoints []string
 	// EtcdCredentials sign the platform's etcd client in, where etcd has
@@ -261,6 +264,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
+			CodeFetch: cfg.CodeFetch,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}

@@ -1,0 +1,232 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/blockfmt"
+	"github.com/hoard-io/hoard/internal/lazyfs"
+)
+
+// How an agent gets an instance's code (Config.CodeFetch, ADR 0028).
+const (
+	// CodeFetchAuto is lazy where this host can mount FUSE file systems
+	// (root, /dev/fuse), whole elsewhere.
+	CodeFetchAuto = ""
+	// CodeFetchLazy mounts a block-format package (lazyfs): the instance
+	// starts at once and each block is fetched, and verified, when a
+	// file's bytes are first read.
+	CodeFetchLazy = "lazy"
+	// CodeFetchWhole downloads the whole package, checks its digest and
+	// unpacks it before the instance starts.
+	CodeFetchWhole = "whole"
+)
+
+// CodeFetchEnv overrides Config.CodeFetch ("lazy" or "whole").
+const CodeFetchEnv = "HOARD_CODE_FETCH"
+
+// lazyCode is the agent's lazily mounted packages, one per digest, kept
+// until the agent closes (the instances of one package share it).
+type lazyCode struct {
+	mu      sync.Mutex
+	mounts  map[string]*mounted // by package digest
+	retired lazyfs.Stats        // of mounts gone
+
+	errs prometheus.Counter
+}
+
+type mounted struct {
+	fs                  *lazyfs.FS
+	packageBytes, files int64
+}
+
+// CodeMount describes one lazily mounted code package.
+type CodeMount struct {
+	SHA256 string
+	// PackageBytes is the package object's size in the store;
+	// Unpacked the size of its files.
+	PackageBytes, Unpacked int64
+	// Fetched is what has been read from the store so far (the index
+	// included); Opened the files read, in the order first opened.
+	Fetched int64
+	Opened  []string
+	Stats   lazyfs.Stats
+}
+
+// setupCodeFetch settles Config.CodeFetch (New calls it).
+func (a *Agent) setupCodeFetch() error {
+	if v := strings.TrimSpace(os.Getenv(CodeFetchEnv)); v != "" {
+		a.cfg.CodeFetch = strings.ToLower(v)
+	}
+	switch a.cfg.CodeFetch {
+	case CodeFetchAuto:
+		if err := lazyfs.Available(); err != nil {
+			a.log.Info("instances' code is downloaded whole before they start", "why", err)
+			a.cfg.CodeFetch = CodeFetchWhole
+		} else {
+			a.cfg.CodeFetch = CodeFetchLazy
+		}
+	case CodeFetchLazy:
+		if err := lazyfs.Available(); err != nil {
+			return fmt.Errorf("agent: code fetch %q: %w", CodeFetchLazy, err)
+		}
+	case CodeFetchWhole:
+	default:
+		return fmt.Errorf("agent: code fetch %q: want %q or %q", a.cfg.CodeFetch, CodeFetchLazy, CodeFetchWhole)
+	}
+	a.lazy = &lazyCode{mounts: map[string]*mounted{}}
+	a.lazy.errs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_agent_lazy_code_read_errors_total",
+		Help: "Reads of lazily mounted code answered with an I/O error (a block that could not be fetched or did not verify).",
+	})
+	if reg := a.cfg.Registerer; reg != nil {
+		reg.MustRegister(a.lazy.errs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
+			}, func() float64 { return float64(len(a.CodeMounts())) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "hoard_agent_lazy_code_fetched_bytes_total",
+				Help: "Bytes of lazily mounted code packages fetched from the store.",
+			}, func() float64 { return float64(a.lazyTotals().Fetch.BytesFetched) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "hoard_agent_lazy_code_file_opens_total", Help: "Files of lazily mounted code packages opened.",
+			}, func() float64 { return float64(a.lazyTotals().Opens) }),
+		)
+	}
+	return nil
+}
+
+// lazyTotals sums every mount's counts, those unmounted included.
+func (a *Agent) lazyTotals() lazyfs.Stats {
+	l := a.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.retired
+	for _, m := range l.mounts {
+		s := m.fs.Stats()
+		t.Opens += s.Opens
+		t.Files += s.Files
+		t.ReadErrors += s.ReadErrors
+		t.Fetch.Fetches += s.Fetch.Fetches
+		t.Fetch.BytesFetched += s.Fetch.BytesFetched
+		t.Fetch.BlocksDecoded += s.Fetch.BlocksDecoded
+	}
+	return t
+}
+
+// CodeMounts describes the lazily mounted code packages.
+func (a *Agent) CodeMounts() []CodeMount {
+	if a.lazy == nil {
+		return nil
+	}
+	a.lazy.mu.Lock()
+	defer a.lazy.mu.Unlock()
+	out := make([]CodeMount, 0, len(a.lazy.mounts))
+	for sum, m := range a.lazy.mounts {
+		s := m.fs.Stats()
+		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
+			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s})
+	}
+	return out
+}
+
+// lazyCodeDir mounts the package when it can be read lazily: ok is false
+// when it cannot (a tar.gz package, one deployed before index digests,
+// or lazy fetch off), and the caller downloads it whole. Called under
+// codeMu.
+func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, dir string) (string, bool, error) {
+	if a.cfg.CodeFetch != CodeFetchLazy || !strings.HasSuffix(ref.Key, "."+appspec.FormatBlocks) ||
+		len(ref.IndexSHA256) != 64 || strings.Trim(ref.IndexSHA256, "0123456789abcdef") != "" {
+		return "", false, nil
+	}
+	l := a.lazy
+	l.mu.Lock()
+	m := l.mounts[ref.SHA256]
+	l.mu.Unlock()
+	if m != nil {
+		return m.fs.Dir(), true, nil
+	}
+	// A mount left by an agent that ended without unmounting.
+	if err := lazyfs.Detach(dir); err != nil {
+		return "", true, fmt.Errorf("the code directory %s: %w", dir, err)
+	}
+	r, err := blockfmt.OpenStore(ctx, a.cfg.Store, ref.Bucket, ref.Key, blockfmt.WithCacheBlocks(16))
+	if err != nil {
+		return "", true, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	// The index holds every block's checksum; the controller checked
+	// every block and recorded this digest at deploy.
+	if r.IndexSHA256() != ref.IndexSHA256 || !r.IsArchive() || r.Size() > appspec.MaxUnpackedBytes {
+		r.Close()
+		return "", true, fmt.Errorf("the code package %s/%s does not match its digest", ref.Bucket, ref.Key)
+	}
+	if e, ok := r.Lookup(appspec.FileName); !ok || e.Mode.IsDir() {
+		r.Close()
+		return "", true, fmt.Errorf("the code package %s/%s has no %s", ref.Bucket, ref.Key, appspec.FileName)
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Close()
+		return "", true, err
+	}
+	stat, err := a.cfg.Store.Stat(ctx, ref.Bucket, ref.Key)
+	if err != nil {
+		r.Close()
+		return "", true, err
+	}
+	fs, err := lazyfs.Mount(dir, r, lazyfs.Options{
+		Name: "hoard-code-" + ref.SHA256[:12],
+		OnError: func(file string, err error) {
+			l.errs.Inc()
+			a.log.Warn("a lazily read code file could not be read", "package", ref.SHA256, "file", file, "err", err)
+		},
+	})
+	if err != nil {
+		r.Close()
+		return "", true, err
+	}
+	l.mu.Lock()
+	l.mounts[ref.SHA256] = &mounted{fs: fs, packageBytes: stat.Size, files: r.Size()}
+	l.mu.Unlock()
+	a.log.Info("code mounted lazily", "package", ref.SHA256, "bytes", stat.Size, "dir", dir)
+	return dir, true, nil
+}
+
+// unmountCode unmounts every lazily mounted package (Close, after the
+// instances are gone).
+func (a *Agent) unmountCode() {
+	if a.lazy == nil {
+		return
+	}
+	l := a.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for sum, mt := range l.mounts {
+		m := mt.fs
+		s := m.Stats()
+		l.retired.Opens += s.Opens
+		l.retired.Files += s.Files
+		l.retired.ReadErrors += s.ReadErrors
+		l.retired.Fetch.Fetches += s.Fetch.Fetches
+		l.retired.Fetch.BytesFetched += s.Fetch.BytesFetched
+		l.retired.Fetch.BlocksDecoded += s.Fetch.BlocksDecoded
+		if err := m.Unmount(); err != nil {
+			errs = append(errs, err)
+		}
+		os.Remove(filepath.Clean(m.Dir()))
+		delete(l.mounts, sum)
+	}
+	if err := errors.Join(errs...); err != nil {
+		a.log.Warn("unmounting lazily read code", "err", err)
+	}
+}

@@ -1,0 +1,217 @@
+//go:build integration
+
+package rig
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/agent"
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/lazyfs"
+	"github.com/hoard-io/hoard/internal/netshape"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+const lazySpec = `
+name: %s
+memory: 96MiB
+timeout: 20s
+keep_alive: 1h
+max_instances: 1
+buckets: {data: read-only}
+cache: {budget: 16MiB}
+functions:
+  hello: {handler: fns.hello}
+  head: {handler: fns.head}
+`
+
+// lazyFns reads a range of the package's large file from where the
+// function runs (through the lazy mount, inside its jail).
+const lazyFns = `
+import hashlib, os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def hello(event, context):
+    return {"hello": "from a lazily fetched package"}
+
+def head(event, context):
+    with open(os.path.join(HERE, "model.bin"), "rb") as f:
+        f.seek(event["off"])
+        b = f.read(event["n"])
+    return {"sha256": hashlib.sha256(b).hexdigest(), "n": len(b)}
+`
+
+// deployModel deploys an application whose package holds a large,
+// incompressible model.bin its functions do not need to start.
+func deployModel(t testing.TB, e *env, name string, modelBytes int, seed uint64) (*api.AppInfo, []byte, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	model := make([]byte, modelBytes)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	for f, body := range map[string][]byte{
+		appspec.FileName: fmt.Appendf(nil, lazySpec, name), "fns.py": []byte(lazyFns), "model.bin": model,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkg, err := appspec.PackBlocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, model, pkg.Data
+}
+
+func mountOf(a *agent.Agent, sha string) (agent.CodeMount, bool) {
+	for _, m := range a.CodeMounts() {
+		if m.SHA256 == sha {
+			return m, true
+		}
+	}
+	return agent.CodeMount{}, false
+}
+
+// TestLazyCode starts instances from packages mounted lazily through the
+// real agent and its jails: the start reads only the files it opens; the
+// bytes a function reads are the package's; a corrupt block in the store
+// fails the start and runs nothing.
+func TestLazyCode(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	e := startShaped(t, netshape.Link{}, func(c *Config) { c.CodeFetch = agent.CodeFetchLazy })
+	c := e.p.Controller
+
+	t.Run("start and run", func(t *testing.T) {
+		info, model, pkg := deployModel(t, e, "lz1", 8<<20, 1)
+		rec := invoke(t, c, "lz1", "hello", nil)
+		if !rec.OK || !rec.Cold {
+			t.Fatalf("first invocation: ok %v cold %v error %+v log %s", rec.OK, rec.Cold, rec.Error, rec.Log)
+		}
+		m, ok := mountOf(e.p.Agent, info.Rev)
+		if !ok {
+			t.Fatalf("package %s is not mounted lazily: %+v", info.Rev, e.p.Agent.CodeMounts())
+		}
+		if m.PackageBytes != int64(len(pkg)) {
+			t.Errorf("package bytes %d, want %d", m.PackageBytes, len(pkg))
+		}
+		if slices.Contains(m.Opened, "model.bin") || !slices.Contains(m.Opened, "fns.py") {
+			t.Errorf("files opened at start: %v", m.Opened)
+		}
+		// The start read the index and the first block (fns.py), nothing of the model beyond it.
+		if m.Fetched > m.PackageBytes/8 {
+			t.Errorf("the start fetched %d of %d bytes", m.Fetched, m.PackageBytes)
+		}
+		start := m.Fetched
+		t.Logf("start: fetched %d of %d bytes (%.1f%%), opened %v", m.Fetched, m.PackageBytes, 100*float64(m.Fetched)/float64(m.PackageBytes), m.Opened)
+
+		// A MiB in the middle of the model, read by the jailed function.
+		off, n := 5<<20+123, 1<<20
+		rec = invoke(t, c, "lz1", "head", map[string]int{"off": off, "n": n})
+		if !rec.OK || rec.Cold {
+			t.Fatalf("head: ok %v cold %v error %+v log %s", rec.OK, rec.Cold, rec.Error, rec.Log)
+		}
+		var out struct {
+			SHA256 string `json:"sha256"`
+			N      int    `json:"n"`
+		}
+		json.Unmarshal(rec.Result, &out)
+		want := sha256.Sum256(model[off : off+n])
+		if out.N != n || out.SHA256 != hex.EncodeToString(want[:]) {
+			t.Fatalf("the function read %d bytes with digest %s, want %d with %s", out.N, out.SHA256, n, hex.EncodeToString(want[:]))
+		}
+		m, _ = mountOf(e.p.Agent, info.Rev)
+		read := m.Fetched - start
+		if read < int64(n) || read > int64(n)+4<<20 {
+			t.Errorf("reading 1 MiB of the model fetched %d bytes", read)
+		}
+		t.Logf("after a 1 MiB read: fetched %d of %d bytes (%.1f%%)", m.Fetched, m.PackageBytes, 100*float64(m.Fetched)/float64(m.PackageBytes))
+	})
+
+	t.Run("corrupt block", func(t *testing.T) {
+		info, _, pkg := deployModel(t, e, "lz2", 1<<20, 2)
+		// The object in the store changes after deploy: a byte of the
+		// first block (fns.py's) flipped; the index is intact, so the
+		// package still opens and its digest matches.
+		bad := bytes.Clone(pkg)
+		bad[20] ^= 0xff
+		key := "apps/lz2/" + info.Rev + "." + appspec.FormatBlocks
+		if _, err := e.st.Put(context.Background(), appspec.PlatformBucket, key, bytes.NewReader(bad), int64(len(bad)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rec := invoke(t, c, "lz2", "hello", nil)
+		if rec.OK {
+			t.Fatalf("an instance ran from a corrupt package: result %s", rec.Result)
+		}
+		m, ok := mountOf(e.p.Agent, info.Rev)
+		if !ok || m.Stats.ReadErrors == 0 {
+			t.Fatalf("mount %+v (found %v): no read error counted", m, ok)
+		}
+		t.Logf("refused: %+v", rec.Error)
+	})
+}
+
+// BenchmarkCodeFetch is an instance's cold start (deploy of a new
+// package, then its first invocation) with a package holding a 64 MiB
+// model the function does not read at start, the store behind the faast
+// preset's store link (90 MB/s, 10 ms each way): lazy against whole, in
+// the same run.
+//
+//	go test -tags integration -run '^$' -bench CodeFetch -benchtime 3x ./internal/rig
+func BenchmarkCodeFetch(b *testing.B) {
+	if err := lazyfs.Available(); err != nil {
+		b.Skipf("lazy code needs FUSE mounts: %v", err)
+	}
+	preset, err := netshape.LookupPreset("faast")
+	if err != nil {
+		b.Fatal(err)
+	}
+	link := preset.Store
+	for _, mode := range []string{agent.CodeFetchWhole, agent.CodeFetchLazy} {
+		b.Run(mode, func(b *testing.B) {
+			e := startShaped(b, link, func(c *Config) { c.CodeFetch = mode })
+			var total time.Duration
+			var fetched, size int64
+			i := 0
+			for b.Loop() {
+				i++
+				info, _, pkg := deployModel(b, e, "bench", 64<<20, uint64(i))
+				t0 := time.Now()
+				rec, err := e.p.Controller.Invoke(context.Background(), "bench", "hello", nil, "bench")
+				if err != nil || !rec.OK || !rec.Cold {
+					b.Fatalf("cold invocation: %v %+v", err, rec)
+				}
+				total += time.Since(t0)
+				size += int64(len(pkg))
+				if m, ok := mountOf(e.p.Agent, info.Rev); ok {
+					fetched += m.Fetched
+				} else {
+					fetched += int64(len(pkg)) // downloaded whole
+				}
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(i), "ms/cold-start")
+			b.ReportMetric(float64(fetched)/float64(i)/(1<<20), "MiB-fetched/start")
+			b.ReportMetric(float64(size)/float64(i)/(1<<20), "MiB-package")
+		})
+	}
+}
