@@ -26,6 +26,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.ControllerURL, "controller", envDefault("HOARD_CONTROLLER_URL", ""), "the controller's URL, for cache triggers and votes: each instance calls it with its application's own token (env HOARD_CONTROLLER_URL)")
 	fs.StringVar(&cfg.AgentToken, "token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the controller sends (env HOARD_AGENT_TOKEN)")
 	fs.BoolVar(&cfg.InsecureSandbox, "insecure-sandbox", false, "where this host cannot jail functions (not root, no namespaces), run them unisolated instead of refusing to start (env HOARD_INSECURE_SANDBOX=on)")
+	fs.StringVar(&cfg.CodeFetch, "code-fetch", "", "how instances get their code: lazy (a read-only FUSE mount of the block package, each block fetched and verified on first read; needs root and /dev/fuse), whole (downloaded and unpacked before the start); default lazy where possible (env HOARD_CODE_FETCH)")
 	fs.IntVar(&cfg.SandboxUIDBase, "sandbox-uid-base", agent.DefaultSandboxUIDBase, "the first uid (and gid) instances run as; agents sharing a machine need ranges of their own")
 	fs.IntVar(&cfg.SandboxUIDCount, "sandbox-uid-count", agent.DefaultSandboxUIDCount, "how many uids from --sandbox-uid-base (two per instance: its function's and its cachelet's)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -172,7 +172,7 @@ func TestLazyCode(t *testing.T) {
 }
 
 // BenchmarkCodeFetch is an instance's cold start (deploy of a new
-// package, then its first invocation) with a package holding a 64 MiB
+// package, then its first invocation) with a package holding a 48 MiB
 // model the function does not read at start, the store behind the faast
 // preset's store link (90 MB/s, 10 ms each way): lazy against whole, in
 // the same run.
@@ -195,7 +195,7 @@ func BenchmarkCodeFetch(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				info, _, pkg := deployModel(b, e, "bench", 64<<20, uint64(i))
+				info, _, pkg := deployModel(b, e, "bench", 48<<20, uint64(i))
 				t0 := time.Now()
 				rec, err := e.p.Controller.Invoke(context.Background(), "bench", "hello", nil, "bench")
 				if err != nil || !rec.OK || !rec.Cold {
