@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
 )
 
 // runApps lists the deployed applications.
@@ -17,6 +19,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	client := clientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	trees := fs.Bool("trees", false, "print each application's function tree: the agents hosting its deployed version, each under its parent (FaaSNet's balanced binary tree)")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -33,6 +36,10 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, string(out))
 		return nil
 	}
+	if *trees {
+		printTrees(stdout, apps)
+		return nil
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "APP\tVERSION\tFUNCTIONS\tPIPELINES\tTRIGGERS\tINSTANCES\tINVOCATIONS\tDEPLOYED")
 	for _, a := range apps {
@@ -46,4 +53,29 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			strings.Join(a.Pipelines, ","), a.Triggers, len(a.Instances), busy, a.Invocations, a.DeployedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
+}
+
+// printTrees writes each application's function tree, one agent a line,
+// indented under its parent.
+func printTrees(w io.Writer, apps []api.AppInfo) {
+	for _, a := range apps {
+		if a.Tree == nil {
+			fmt.Fprintf(w, "%s: no tree (no instance of version %d)\n", a.Name, a.Version)
+			continue
+		}
+		t := a.Tree
+		fmt.Fprintf(w, "%s (version %d, package %.12s): %d agents, height %d, %s\n", a.Name, a.Version, t.Rev, len(t.Nodes), t.Height, t.Shape)
+		children := map[string][]string{}
+		for _, n := range t.Nodes {
+			children[n.ID] = n.Children
+		}
+		var walk func(id, indent string)
+		walk = func(id, indent string) {
+			fmt.Fprintf(w, "%s%s\n", indent, id)
+			for _, c := range children[id] {
+				walk(c, indent+"  ")
+			}
+		}
+		walk(t.Root, "  ")
+	}
 }

@@ -161,6 +161,8 @@ type Controller struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	trees *trees // the function trees (trees.go)
 }
 
 // app is one deployed application and its instances.
@@ -221,10 +223,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 	if err := c.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.loadTrees(ctx); err != nil {
+		return nil, err
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.scan()
 	go c.scaler()
+	go c.treeLoop()
 	return c, nil
 }
 
@@ -536,6 +542,7 @@ func (c *Controller) info(a *app) api.AppInfo {
 	info.Events = append([]api.Event(nil), a.events...)
 	d := a.decision
 	info.KeepAlive = &d
+	info.Tree = c.treeInfo(a.rec.Name)
 	return info
 }
 
