@@ -70,6 +70,10 @@ type StartRequest struct {
 	// on: it may read the application's ring and write only the
 	// instance's member key. Nil: the cachelet signs in as nobody.
 	Etcd *EtcdCredentials `json:"etcd,omitempty"`
+	// Parent is the agent above this one in the application's function
+	// tree (FaaSNet §3): the agent fetches the package's blocks from it,
+	// and from the store when it fails. Nil: the store (the tree's root).
+	Parent *Registration `json:"parent,omitempty"`
 }
 
 // EtcdCredentials are an etcd user's name and password.

@@ -268,6 +268,7 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 			c.mu.Unlock()
 		}()
 	}
+	req.Parent = c.treeJoin(req.App, req.Package.SHA256, ag.ID, agents)
 	t0 := c.clk.Now()
 	info, err := c.agents.at(ag.URL).Start(ctx, req)
 	if err != nil {

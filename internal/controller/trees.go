@@ -140,6 +140,11 @@ func (c *Controller) syncTrees(ctx context.Context) error {
 				w.hosts = append(w.hosts, in.agentID)
 			}
 		}
+		for id := range a.placing { // joined at start (treeJoin)
+			if live[id] && !slices.Contains(w.hosts, id) {
+				w.hosts = append(w.hosts, id)
+			}
+		}
 		slices.Sort(w.hosts)
 		wants[name] = w
 	}
@@ -225,6 +230,43 @@ func (c *Controller) saveTree(ctx context.Context, name string, at *appTree) err
 		return fmt.Errorf("recording %s's function tree: %w", name, err)
 	}
 	at.saved = val
+	return nil
+}
+
+// treeJoin puts the agent about to start an instance of an application's
+// version rev in its tree (if it is not there) and returns its parent
+// there, the agent it fetches the package's blocks from; nil for the
+// root (it fetches from the store). The tree is written to etcd by the
+// next sync; the caller counts the start in the application's placing,
+// so that sync keeps the node while the instance starts.
+func (c *Controller) treeJoin(app, rev, agentID string, agents []api.Registration) *api.Registration {
+	c.trees.mu.Lock()
+	defer c.trees.mu.Unlock()
+	at := c.trees.byApp[app]
+	if at == nil || at.rev != rev {
+		at = &appTree{rev: rev, t: ftree.New(), saved: at.savedOrNil()}
+		c.trees.byApp[app] = at
+	}
+	if !at.t.Has(agentID) {
+		if at.t.Len() >= maxTreeNodes {
+			return nil
+		}
+		if _, err := at.t.Insert(agentID); err != nil {
+			c.log.Warn("function tree: cannot insert", "app", app, "agent", agentID, "err", err)
+			return nil
+		}
+		c.log.Info("function tree: node joined", "app", app, "agent", agentID)
+	}
+	parent, err := at.t.Parent(agentID)
+	if err != nil || parent == "" {
+		return nil
+	}
+	for _, r := range agents {
+		if r.ID == parent {
+			r := r
+			return &r
+		}
+	}
 	return nil
 }
 

@@ -73,9 +73,10 @@ func TestFunctionTrees(t *testing.T) {
 		}
 		return rec, true
 	}
-	rec, ok := stored()
-	if !ok || rec.Rev != info.Rev {
-		t.Fatalf("stored %+v %v", rec, ok)
+	waitFor(t, "the tree in etcd", 5*time.Second, func() bool { rec, ok := stored(); return ok && len(rec.Tree.Nodes) == 4 })
+	rec, _ := stored()
+	if rec.Rev != info.Rev {
+		t.Fatalf("stored %+v", rec)
 	}
 	if got, _ := ftree.FromState(rec.Tree); got.String() != tr.Shape {
 		t.Fatalf("etcd holds %s, the controller shows %s", got, tr.Shape)
@@ -94,9 +95,7 @@ func TestFunctionTrees(t *testing.T) {
 		tr := tree()
 		return tr != nil && len(tr.Nodes) == 3 && tr.Root != dead
 	})
-	if rec, _ := stored(); len(rec.Tree.Nodes) != 3 {
-		t.Fatalf("stored %+v", rec)
-	}
+	waitFor(t, "the tree of three in etcd", 5*time.Second, func() bool { rec, _ := stored(); return len(rec.Tree.Nodes) == 3 })
 
 	// A restarted controller reads the tree back; a corrupt one is
 	// dropped and rebuilt from the instances, not trusted.
