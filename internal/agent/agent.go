@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,8 +122,9 @@ type Agent struct {
 	log *slog.Logger
 	m   *metrics
 
-	codeMu sync.Mutex // one code download at a time
-	lazy   *lazyCode  // lazily mounted code (lazy.go)
+	codeMu sync.Mutex             // one code download at a time
+	lazy   *lazyCode              // lazily mounted code (lazy.go)
+	token  atomic.Pointer[string] // the agents' bearer token (Handler; relay.go)
 
 	jailed bool // functions run jailed (jail.go); set by New
 
@@ -352,14 +354,14 @@ func (a *Agent) Close() {
 
 // code returns the directory holding an application's unpacked code,
 // downloading and checking the package when it is not there yet.
-func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
+func (a *Agent) code(ctx context.Context, ref api.PackageRef, parent *api.Registration) (string, error) {
 	if len(ref.SHA256) != 64 || strings.Trim(ref.SHA256, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("bad package digest %q", ref.SHA256)
 	}
 	dir := filepath.Join(a.cfg.Dir, "code", ref.SHA256)
 	a.codeMu.Lock()
 	defer a.codeMu.Unlock()
-	if lazy, ok, err := a.lazyCodeDir(ctx, ref, dir); ok {
+	if lazy, ok, err := a.lazyCodeDir(ctx, ref, parent, dir); ok {
 		return lazy, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {

@@ -41,11 +41,13 @@ type lazyCode struct {
 	mounts  map[string]*mounted // by package digest
 	retired lazyfs.Stats        // of mounts gone
 
-	errs prometheus.Counter
+	errs    prometheus.Counter
+	relayed *prometheus.CounterVec
 }
 
 type mounted struct {
 	fs                  *lazyfs.FS
+	src                 *relaySource
 	packageBytes, files int64
 }
 
@@ -59,7 +61,10 @@ type CodeMount struct {
 	// included); Opened the files read, in the order first opened.
 	Fetched int64
 	Opened  []string
-	Stats   lazyfs.Stats
+	// FromParent and FromStore split what was fetched: from the parent
+	// agent in the function tree, and from the store.
+	FromParent, FromStore int64
+	Stats                 lazyfs.Stats
 }
 
 // setupCodeFetch settles Config.CodeFetch (New calls it).
@@ -88,8 +93,12 @@ func (a *Agent) setupCodeFetch() error {
 		Name: "hoard_agent_lazy_code_read_errors_total",
 		Help: "Reads of lazily mounted code answered with an I/O error (a block that could not be fetched or did not verify).",
 	})
+	a.lazy.relayed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_agent_lazy_code_relay_bytes_total",
+		Help: "Bytes of lazily read code packages fetched, by where from (parent: the agent above in the function tree; store).",
+	}, []string{"from"})
 	if reg := a.cfg.Registerer; reg != nil {
-		reg.MustRegister(a.lazy.errs,
+		reg.MustRegister(a.lazy.errs, a.lazy.relayed,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
 			}, func() float64 { return float64(len(a.CodeMounts())) }),
@@ -134,7 +143,8 @@ func (a *Agent) CodeMounts() []CodeMount {
 	for sum, m := range a.lazy.mounts {
 		s := m.fs.Stats()
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
-			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s})
+			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
+			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load()})
 	}
 	return out
 }
@@ -143,7 +153,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 // when it cannot (a tar.gz package, one deployed before index digests,
 // or lazy fetch off), and the caller downloads it whole. Called under
 // codeMu.
-func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, dir string) (string, bool, error) {
+func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api.Registration, dir string) (string, bool, error) {
 	if a.cfg.CodeFetch != CodeFetchLazy || !strings.HasSuffix(ref.Key, "."+appspec.FormatBlocks) ||
 		len(ref.IndexSHA256) != 64 || strings.Trim(ref.IndexSHA256, "0123456789abcdef") != "" {
 		return "", false, nil
@@ -159,28 +169,20 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, dir string)
 	if err := lazyfs.Detach(dir); err != nil {
 		return "", true, fmt.Errorf("the code directory %s: %w", dir, err)
 	}
-	r, err := blockfmt.OpenStore(ctx, a.cfg.Store, ref.Bucket, ref.Key, blockfmt.WithCacheBlocks(16))
-	if err != nil {
-		return "", true, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
-	}
-	// The index holds every block's checksum; the controller checked
-	// every block and recorded this digest at deploy.
-	if r.IndexSHA256() != ref.IndexSHA256 || !r.IsArchive() || r.Size() > appspec.MaxUnpackedBytes {
-		r.Close()
-		return "", true, fmt.Errorf("the code package %s/%s does not match its digest", ref.Bucket, ref.Key)
-	}
-	if e, ok := r.Lookup(appspec.FileName); !ok || e.Mode.IsDir() {
-		r.Close()
-		return "", true, fmt.Errorf("the code package %s/%s has no %s", ref.Bucket, ref.Key, appspec.FileName)
-	}
 	os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.Close()
 		return "", true, err
 	}
-	stat, err := a.cfg.Store.Stat(ctx, ref.Bucket, ref.Key)
+	src, err := a.newRelaySource(ctx, ref, parent, dir+".raw")
 	if err != nil {
-		r.Close()
+		return "", true, err
+	}
+	r, err := a.openLazy(ctx, ref, src)
+	if err != nil && src.distrust() { // the parent's index did not verify
+		r, err = a.openLazy(ctx, ref, src)
+	}
+	if err != nil {
+		src.close()
 		return "", true, err
 	}
 	fs, err := lazyfs.Mount(dir, r, lazyfs.Options{
@@ -189,16 +191,40 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, dir string)
 			l.errs.Inc()
 			a.log.Warn("a lazily read code file could not be read", "package", ref.SHA256, "file", file, "err", err)
 		},
+		// A block from the parent that does not verify: read it again
+		// from the store.
+		Retry: func(err error) bool { return errors.Is(err, blockfmt.ErrChecksum) && src.distrust() },
 	})
 	if err != nil {
 		r.Close()
+		src.close()
 		return "", true, err
 	}
+	stat := struct{ Size int64 }{src.size}
 	l.mu.Lock()
-	l.mounts[ref.SHA256] = &mounted{fs: fs, packageBytes: stat.Size, files: r.Size()}
+	l.mounts[ref.SHA256] = &mounted{fs: fs, src: src, packageBytes: stat.Size, files: r.Size()}
 	l.mu.Unlock()
-	a.log.Info("code mounted lazily", "package", ref.SHA256, "bytes", stat.Size, "dir", dir)
+	a.log.Info("code mounted lazily", "package", ref.SHA256, "bytes", stat.Size, "dir", dir, "parent", parent)
 	return dir, true, nil
+}
+
+// openLazy opens a package for a lazy mount and checks its index against
+// the digest the controller recorded at deploy (the index holds every
+// block's checksum; the controller checked every block).
+func (a *Agent) openLazy(ctx context.Context, ref api.PackageRef, src *relaySource) (*blockfmt.Reader, error) {
+	r, err := blockfmt.NewReader(ctx, src, src.size, blockfmt.WithCacheBlocks(16))
+	if err != nil {
+		return nil, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	if r.IndexSHA256() != ref.IndexSHA256 || !r.IsArchive() || r.Size() > appspec.MaxUnpackedBytes {
+		r.Close()
+		return nil, fmt.Errorf("the code package %s/%s does not match its digest: %w", ref.Bucket, ref.Key, blockfmt.ErrChecksum)
+	}
+	if e, ok := r.Lookup(appspec.FileName); !ok || e.Mode.IsDir() {
+		r.Close()
+		return nil, fmt.Errorf("the code package %s/%s has no %s", ref.Bucket, ref.Key, appspec.FileName)
+	}
+	return r, nil
 }
 
 // unmountCode unmounts every lazily mounted package (Close, after the
@@ -221,6 +247,9 @@ func (a *Agent) unmountCode() {
 		l.retired.Fetch.BytesFetched += s.Fetch.BytesFetched
 		l.retired.Fetch.BlocksDecoded += s.Fetch.BlocksDecoded
 		if err := m.Unmount(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := mt.src.close(); err != nil {
 			errs = append(errs, err)
 		}
 		os.Remove(filepath.Clean(m.Dir()))

@@ -33,6 +33,9 @@ type Options struct {
 	Name string
 	// OnError is called (if set) with each failed read's error.
 	OnError func(file string, err error)
+	// Retry, when set, is asked about a failed read's error; true reads
+	// once more (the source has, say, turned to another origin).
+	Retry func(err error) bool
 }
 
 // Stats counts what a mount did.
@@ -251,6 +254,9 @@ func (f *fileNode) Read(ctx context.Context, _ fs.FileHandle, dest []byte, off i
 	ctx, cancel := context.WithTimeout(ctx, f.m.opts.ReadTimeout)
 	defer cancel()
 	got, err := f.m.r.ReadAtContext(ctx, dest[:n], f.e.Offset+off)
+	if err != nil && int64(got) < n && f.m.opts.Retry != nil && f.m.opts.Retry(err) {
+		got, err = f.m.r.ReadAtContext(ctx, dest[:n], f.e.Offset+off)
+	}
 	if err != nil && int64(got) < n {
 		f.m.mu.Lock()
 		f.m.readErrs++

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -213,5 +215,144 @@ func BenchmarkCodeFetch(b *testing.B) {
 			b.ReportMetric(float64(fetched)/float64(i)/(1<<20), "MiB-fetched/start")
 			b.ReportMetric(float64(size)/float64(i)/(1<<20), "MiB-package")
 		})
+	}
+}
+
+// treeSpec runs two instances at once (nap holds one busy), so the
+// second lands on the second node.
+const treeSpec = `
+name: tr
+memory: 96MiB
+timeout: 20s
+keep_alive: 1h
+max_instances: 2
+buckets: {data: read-only}
+cache: {budget: 16MiB}
+functions:
+  hello: {handler: fns.hello}
+  nap: {handler: fns.nap}
+`
+
+const treeFns = lazyFns + `
+def nap(event, context):
+    import time
+    time.sleep(event["s"])
+    return {"napped": event["s"]}
+`
+
+// startNode starts a second node agent of e's platform (the same etcd,
+// store and controller) with its own uids.
+func startNode(t *testing.T, e *env, id, codeFetch string) *Platform {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := e.cfg
+	cfg.Controller, cfg.ControllerListener, cfg.Agent, cfg.AgentID = false, nil, true, id
+	cfg.Dir, cfg.LogDir, cfg.CodeFetch = t.TempDir(), "", codeFetch
+	cfg.ControllerURL = e.p.ControllerURL
+	cfg.SandboxUIDBase = agent.DefaultSandboxUIDBase + agent.DefaultSandboxUIDCount
+	p, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// spread deploys treeSpec with a 4 MiB model and runs two instances at
+// once: one on each node. It returns the package digest.
+func spread(t *testing.T, e *env) string {
+	t.Helper()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	model := make([]byte, 4<<20)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	for f, body := range map[string][]byte{appspec.FileName: []byte(treeSpec), "fns.py": []byte(treeFns), "model.bin": model} {
+		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkg, err := appspec.PackBlocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := invoke(t, e.p.Controller, "tr", "hello", nil)
+	if !first.OK {
+		t.Fatalf("first: %+v %s", first.Error, first.Log)
+	}
+	done := make(chan *api.Invocation, 1)
+	go func() {
+		rec, _ := e.p.Controller.Invoke(context.Background(), "tr", "nap", json.RawMessage(`{"s": 3}`), "test")
+		done <- rec
+	}()
+	// The first instance is busy napping: the next needs a second instance.
+	eventually(t, "the first instance busy", 10*time.Second, func() bool {
+		for _, in := range e.p.Controller.Apps()[0].Instances {
+			if in.State == api.StateBusy {
+				return true
+			}
+		}
+		return false
+	})
+	second := invoke(t, e.p.Controller, "tr", "hello", nil)
+	if !second.OK || !second.Cold {
+		t.Fatalf("second: ok %v cold %v %+v %s", second.OK, second.Cold, second.Error, second.Log)
+	}
+	if rec := <-done; rec == nil || !rec.OK {
+		t.Fatalf("nap: %+v", rec)
+	}
+	return info.Rev
+}
+
+// TestFunctionTreeRelay: the second node's agent is the first's child in
+// the application's tree and reads the package's blocks from it, not
+// from the store; `hoard apps --trees`' data shows the two.
+func TestFunctionTreeRelay(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	e := startShaped(t, netshape.Link{}, func(c *Config) { c.CodeFetch = agent.CodeFetchLazy; c.AgentID = "node-a" })
+	b := startNode(t, e, "node-b", agent.CodeFetchLazy)
+	rev := spread(t, e)
+	ma, okA := mountOf(e.p.Agent, rev)
+	mb, okB := mountOf(b.Agent, rev)
+	if !okA || !okB {
+		t.Fatalf("mounts: a %v b %v", okA, okB)
+	}
+	t.Logf("node-a: %d from the store, %d from a parent; node-b: %d from the store, %d from node-a", ma.FromStore, ma.FromParent, mb.FromStore, mb.FromParent)
+	if ma.FromParent != 0 || ma.FromStore == 0 {
+		t.Errorf("the root fetched %d from a parent, %d from the store", ma.FromParent, ma.FromStore)
+	}
+	if mb.FromStore != 0 || mb.FromParent == 0 {
+		t.Errorf("node-b fetched %d bytes from the store and %d from node-a: want all from node-a", mb.FromStore, mb.FromParent)
+	}
+	tr := e.p.Controller.Apps()[0].Tree
+	if tr == nil || tr.Shape != "node-a(node-b,-)" {
+		t.Fatalf("tree %+v", tr)
+	}
+}
+
+// TestFunctionTreeParentFails: a parent that cannot serve the package
+// (its agent downloads code whole, so it has no mount to relay) leaves
+// its child to the store; the instance starts all the same.
+func TestFunctionTreeParentFails(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	e := startShaped(t, netshape.Link{}, func(c *Config) { c.CodeFetch = agent.CodeFetchWhole; c.AgentID = "node-a" })
+	b := startNode(t, e, "node-b", agent.CodeFetchLazy)
+	rev := spread(t, e)
+	mb, ok := mountOf(b.Agent, rev)
+	if !ok {
+		t.Fatal("node-b has no mount")
+	}
+	if mb.FromParent != 0 || mb.FromStore == 0 {
+		t.Errorf("node-b fetched %d from the store and %d from its parent", mb.FromStore, mb.FromParent)
 	}
 }

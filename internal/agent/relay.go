@@ -1,0 +1,263 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Relaying a lazily read package down the application's function tree
+// (FaaSNet §3, ADR 0028): an agent fetches the package object's bytes
+// from its parent agent (StartRequest.Parent), which serves them from
+// what it has fetched, fetching what it lacks from its own parent or the
+// store; the tree's root fetches from the store. Every block is verified
+// by the reading agent's blockfmt.Reader against the index whose digest
+// the controller recorded, so a parent's bytes are trusted no more than
+// the store's: a block that does not verify makes the agent distrust its
+// parent, forget what came from it, and read again from the store.
+
+// maxRelayFetch bounds one request to a parent (the Reader asks for at
+// most 8 MiB at a time, 12 MiB for the largest blocks).
+const maxRelayFetch = 16 << 20
+
+// relayTimeout bounds one call to a parent.
+const relayTimeout = 30 * time.Second
+
+type span struct{ off, end int64 }
+
+// relaySource is one package object's bytes for a lazy mount, kept in a
+// local sparse file as they arrive.
+type relaySource struct {
+	a           *Agent
+	sha         string
+	bucket, key string
+	etag        string
+	size        int64
+	parent      *api.Registration
+	file        *os.File
+
+	mu        sync.Mutex
+	have      []span // sorted, disjoint, what the file holds
+	parentBad bool
+
+	fetchMu               sync.Mutex // one upstream fetch at a time
+	fromParent, fromStore atomic.Int64
+}
+
+func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *api.Registration, path string) (*relaySource, error) {
+	info, err := a.cfg.Store.Stat(ctx, ref.Bucket, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(info.Size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if parent != nil && parent.ID == a.cfg.ID {
+		parent = nil
+	}
+	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
+		parent: parent, file: f}, nil
+}
+
+func (s *relaySource) covered(off, end int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.have {
+		if sp.off <= off && end <= sp.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *relaySource) add(off, end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.have = append(s.have, span{off, end})
+	slices.SortFunc(s.have, func(a, b span) int { return int(min(max(a.off-b.off, -1), 1)) })
+	merged := s.have[:0]
+	for _, sp := range s.have {
+		if n := len(merged); n > 0 && sp.off <= merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, sp.end)
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	s.have = merged
+}
+
+// FetchAt is blockfmt.Source: from the local file when it holds the
+// range, else from upstream (kept for later reads and for children).
+func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
+	end := off + int64(len(p))
+	if off < 0 || end > s.size {
+		return fmt.Errorf("range [%d, %d) outside the package's %d bytes", off, end, s.size)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if !s.covered(off, end) {
+		s.fetchMu.Lock()
+		defer s.fetchMu.Unlock()
+		if !s.covered(off, end) {
+			if err := s.upstream(ctx, p, off); err != nil {
+				return err
+			}
+			if _, err := s.file.WriteAt(p, off); err != nil {
+				return err
+			}
+			s.add(off, end)
+			return nil
+		}
+	}
+	_, err := s.file.ReadAt(p, off)
+	return err
+}
+
+// upstream fetches from the parent, or from the store when there is
+// none, it failed before, or it fails now.
+func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
+	s.mu.Lock()
+	parent := s.parent
+	if s.parentBad {
+		parent = nil
+	}
+	s.mu.Unlock()
+	if parent != nil {
+		err := s.fromAgent(ctx, parent, p, off)
+		if err == nil {
+			s.fromParent.Add(int64(len(p)))
+			s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
+			return nil
+		}
+		s.a.log.Warn("the parent agent failed; fetching the package from the store", "package", s.sha, "parent", parent.ID, "err", err)
+		s.mu.Lock()
+		s.parentBad = true
+		s.mu.Unlock()
+	}
+	body, _, _, err := s.a.cfg.Store.Get(ctx, s.bucket, s.key, store.GetOptions{
+		Range: &store.ByteRange{Start: off, End: off + int64(len(p)) - 1}, IfMatch: s.etag,
+	})
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if _, err := io.ReadFull(body, p); err != nil {
+		return fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
+	}
+	s.fromStore.Add(int64(len(p)))
+	s.a.lazy.relayed.WithLabelValues("store").Add(float64(len(p)))
+	return nil
+}
+
+func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
+	url := fmt.Sprintf("%s/v1/packages/%s/raw?off=%d&len=%d", parent.URL, s.sha, off, len(p))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.a.peerToken())
+	resp, err := relayClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", parent.ID, resp.Status)
+	}
+	if resp.ContentLength != int64(len(p)) {
+		return fmt.Errorf("%s answered %d bytes, want %d", parent.ID, resp.ContentLength, len(p))
+	}
+	_, err = io.ReadFull(resp.Body, p)
+	return err
+}
+
+// distrust is called when a block did not verify: what came from the
+// parent is forgotten and the store serves from now on. It reports
+// whether a read is worth retrying.
+func (s *relaySource) distrust() bool {
+	s.fetchMu.Lock()
+	defer s.fetchMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parent == nil || s.parentBad && s.fromParent.Load() == 0 {
+		return false
+	}
+	s.parentBad = true
+	s.have = nil
+	s.fromParent.Store(0)
+	return true
+}
+
+func (s *relaySource) close() error {
+	name := s.file.Name()
+	return errors.Join(s.file.Close(), os.Remove(name))
+}
+
+var relayClient = &http.Client{Timeout: relayTimeout}
+
+// peerToken is the bearer token agents call each other with: the one
+// their APIs accept (Handler).
+func (a *Agent) peerToken() string {
+	if t := a.token.Load(); t != nil {
+		return *t
+	}
+	return ""
+}
+
+// servePackageRaw answers a child agent's GET
+// /v1/packages/{sha}/raw?off=N&len=M with the bytes of a package this
+// agent has mounted lazily, fetching what it lacks from upstream.
+func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
+	src := a.relaySourceOf(r.PathValue("sha"))
+	if src == nil {
+		api.WriteError(w, http.StatusNotFound, errors.New("no such package here"))
+		return
+	}
+	off, err1 := strconv.ParseInt(r.URL.Query().Get("off"), 10, 64)
+	n, err2 := strconv.ParseInt(r.URL.Query().Get("len"), 10, 64)
+	if err1 != nil || err2 != nil || off < 0 || n <= 0 || n > maxRelayFetch || off+n > src.size {
+		api.WriteError(w, http.StatusBadRequest, fmt.Errorf("off and len must name a range of at most %d bytes inside the package's %d", maxRelayFetch, src.size))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
+	defer cancel()
+	buf := make([]byte, n)
+	if err := src.FetchAt(ctx, buf, off); err != nil {
+		api.WriteError(w, http.StatusBadGateway, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.Write(buf)
+}
+
+func (a *Agent) relaySourceOf(sha string) *relaySource {
+	if a.lazy == nil {
+		return nil
+	}
+	a.lazy.mu.Lock()
+	defer a.lazy.mu.Unlock()
+	if m := a.lazy.mounts[sha]; m != nil {
+		return m.src
+	}
+	return nil
+}
