@@ -178,7 +178,7 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api
 		return "", true, err
 	}
 	r, err := a.openLazy(ctx, ref, src)
-	if err != nil && src.distrust() { // the parent's index did not verify
+	if err != nil && (errors.Is(err, blockfmt.ErrChecksum) || errors.Is(err, blockfmt.ErrFormat)) && src.distrust() { // the parent's index did not verify
 		r, err = a.openLazy(ctx, ref, src)
 	}
 	if err != nil {
@@ -193,7 +193,9 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api
 		},
 		// A block from the parent that does not verify: read it again
 		// from the store.
-		Retry: func(err error) bool { return errors.Is(err, blockfmt.ErrChecksum) && src.distrust() },
+		Retry: func(err error) bool {
+			return (errors.Is(err, blockfmt.ErrChecksum) || errors.Is(err, blockfmt.ErrFormat)) && src.distrust()
+		},
 	})
 	if err != nil {
 		r.Close()

@@ -47,9 +47,10 @@ type relaySource struct {
 	parent      *api.Registration
 	file        *os.File
 
-	mu        sync.Mutex
-	have      []span // sorted, disjoint, what the file holds
-	parentBad bool
+	mu         sync.Mutex
+	have       []span // sorted, disjoint, what the file holds
+	parentBad  bool
+	parentData bool // some of have came from the parent
 
 	fetchMu               sync.Mutex // one upstream fetch at a time
 	fromParent, fromStore atomic.Int64
@@ -142,6 +143,9 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
 	if parent != nil {
 		err := s.fromAgent(ctx, parent, p, off)
 		if err == nil {
+			s.mu.Lock()
+			s.parentData = true
+			s.mu.Unlock()
 			s.fromParent.Add(int64(len(p)))
 			s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
 			return nil
@@ -192,18 +196,23 @@ func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p
 
 // distrust is called when a block did not verify: what came from the
 // parent is forgotten and the store serves from now on. It reports
-// whether a read is worth retrying.
+// whether a read is worth retrying: when there is a parent (which may
+// have served the bad block; reads that raced this one retry too).
 func (s *relaySource) distrust() bool {
+	if s.parent == nil {
+		return false
+	}
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.parent == nil || s.parentBad && s.fromParent.Load() == 0 {
-		return false
+	if !s.parentBad || s.parentData {
+		s.a.log.Warn("a block from the parent agent did not verify; reading the package from the store", "package", s.sha, "parent", s.parent.ID)
 	}
 	s.parentBad = true
-	s.have = nil
-	s.fromParent.Store(0)
+	if s.parentData {
+		s.have, s.parentData = nil, false
+	}
 	return true
 }
 
