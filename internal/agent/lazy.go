@@ -41,8 +41,9 @@ type lazyCode struct {
 	mounts  map[string]*mounted // by package digest
 	retired lazyfs.Stats        // of mounts gone
 
-	errs    prometheus.Counter
-	relayed *prometheus.CounterVec
+	errs     prometheus.Counter
+	rejected prometheus.Counter
+	relayed  *prometheus.CounterVec
 }
 
 type mounted struct {
@@ -64,7 +65,10 @@ type CodeMount struct {
 	// FromParent and FromStore split what was fetched: from the parent
 	// agent in the function tree, and from the store.
 	FromParent, FromStore int64
-	Stats                 lazyfs.Stats
+	// Rejected counts fetches from the parent refused because a block
+	// did not match its SHA-256.
+	Rejected int64
+	Stats    lazyfs.Stats
 }
 
 // setupCodeFetch settles Config.CodeFetch (New calls it).
@@ -97,8 +101,12 @@ func (a *Agent) setupCodeFetch() error {
 		Name: "hoard_agent_lazy_code_relay_bytes_total",
 		Help: "Bytes of lazily read code packages fetched, by where from (parent: the agent above in the function tree; store).",
 	}, []string{"from"})
+	a.lazy.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_agent_lazy_code_relay_rejected_total",
+		Help: "Fetches from a parent agent refused because a block did not match its SHA-256 (the package is then read from the store).",
+	})
 	if reg := a.cfg.Registerer; reg != nil {
-		reg.MustRegister(a.lazy.errs, a.lazy.relayed,
+		reg.MustRegister(a.lazy.errs, a.lazy.rejected, a.lazy.relayed,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
 			}, func() float64 { return float64(len(a.CodeMounts())) }),
@@ -144,7 +152,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 		s := m.fs.Stats()
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
 			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
-			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load()})
+			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Rejected: m.src.rejected.Load()})
 	}
 	return out
 }

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -36,6 +40,75 @@ const relayTimeout = 30 * time.Second
 
 type span struct{ off, end int64 }
 
+// blockSum is one block's place in the package and the SHA-256 of its
+// stored bytes (appspec.Package.BlockSums).
+type blockSum struct {
+	off, end int64
+	sum      [sha256.Size]byte
+}
+
+// maxSumsBytes bounds a package's block sums (a 64 MiB package of 4 KiB
+// blocks has 16,384).
+const maxSumsBytes = 1 << 20
+
+// loadSums reads and checks a package's block sums from the store.
+func (a *Agent) loadSums(ctx context.Context, ref api.PackageRef, size int64) ([]blockSum, error) {
+	if len(ref.SumsSHA256) != 64 {
+		return nil, errors.New("the package has no block sums")
+	}
+	body, _, _, err := a.cfg.Store.Get(ctx, ref.Bucket, ref.Key+".sums", store.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	raw, err := io.ReadAll(io.LimitReader(body, maxSumsBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if h := sha256.Sum256(raw); hex.EncodeToString(h[:]) != ref.SumsSHA256 || len(raw) > maxSumsBytes || len(raw)%appspec.BlockSumLen != 0 {
+		return nil, errors.New("the package's block sums do not match their digest")
+	}
+	out := make([]blockSum, 0, len(raw)/appspec.BlockSumLen)
+	var last int64
+	for b := raw; len(b) > 0; b = b[appspec.BlockSumLen:] {
+		bs := blockSum{off: int64(binary.BigEndian.Uint64(b)), end: int64(binary.BigEndian.Uint64(b)) + int64(binary.BigEndian.Uint32(b[8:]))}
+		copy(bs.sum[:], b[12:appspec.BlockSumLen])
+		if bs.off < last || bs.end <= bs.off || bs.end > size {
+			return nil, errors.New("the package's block sums are malformed")
+		}
+		last = bs.end
+		out = append(out, bs)
+	}
+	return out, nil
+}
+
+// verified returns the parts of p (the parent's bytes at off) that may be
+// kept: every whole block whose SHA-256 matches, and what lies after the
+// last block (the index and footer, checked against the deploy's digest
+// when the package is opened). ok is false when a whole block does not
+// match: the parent lied.
+func (s *relaySource) verified(p []byte, off int64) (keep []span, ok bool) {
+	end := off + int64(len(p))
+	var lastEnd int64
+	for _, b := range s.sums {
+		lastEnd = b.end
+		if b.end <= off || b.off >= end {
+			continue
+		}
+		if b.off < off || b.end > end {
+			continue // partly covered: used by the reader as is (it checks the block's CRC), not kept
+		}
+		if sha256.Sum256(p[b.off-off:b.end-off]) != b.sum {
+			return nil, false
+		}
+		keep = append(keep, span{b.off, b.end})
+	}
+	if end > lastEnd {
+		keep = append(keep, span{max(off, lastEnd), end})
+	}
+	return keep, true
+}
+
 // relaySource is one package object's bytes for a lazy mount, kept in a
 // local sparse file as they arrive.
 type relaySource struct {
@@ -45,6 +118,7 @@ type relaySource struct {
 	etag        string
 	size        int64
 	parent      *api.Registration
+	sums        []blockSum // checks the parent's bytes; nil without a parent
 	file        *os.File
 
 	mu         sync.Mutex
@@ -54,6 +128,7 @@ type relaySource struct {
 
 	fetchMu               sync.Mutex // one upstream fetch at a time
 	fromParent, fromStore atomic.Int64
+	rejected              atomic.Int64
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *api.Registration, path string) (*relaySource, error) {
@@ -72,8 +147,17 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *
 	if parent != nil && parent.ID == a.cfg.ID {
 		parent = nil
 	}
+	var sums []blockSum
+	if parent != nil {
+		// Blocks from another agent are kept only when they match their
+		// SHA-256: without the sums, the store it is.
+		if sums, err = a.loadSums(ctx, ref, info.Size); err != nil {
+			a.log.Warn("not fetching the package from the parent agent", "package", ref.SHA256, "parent", parent.ID, "err", err)
+			parent = nil
+		}
+	}
 	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
-		parent: parent, file: f}, nil
+		parent: parent, sums: sums, file: f}, nil
 }
 
 func (s *relaySource) covered(off, end int64) bool {
@@ -117,13 +201,16 @@ func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
 		s.fetchMu.Lock()
 		defer s.fetchMu.Unlock()
 		if !s.covered(off, end) {
-			if err := s.upstream(ctx, p, off); err != nil {
+			keep, err := s.upstream(ctx, p, off)
+			if err != nil {
 				return err
 			}
-			if _, err := s.file.WriteAt(p, off); err != nil {
-				return err
+			for _, sp := range keep {
+				if _, err := s.file.WriteAt(p[sp.off-off:sp.end-off], sp.off); err != nil {
+					return err
+				}
+				s.add(sp.off, sp.end)
 			}
-			s.add(off, end)
 			return nil
 		}
 	}
@@ -132,8 +219,9 @@ func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
 }
 
 // upstream fetches from the parent, or from the store when there is
-// none, it failed before, or it fails now.
-func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
+// none, it failed before, or it fails now (a block that does not match
+// its SHA-256 is a failure). It returns the parts of p that may be kept.
+func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span, error) {
 	s.mu.Lock()
 	parent := s.parent
 	if s.parentBad {
@@ -143,12 +231,18 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
 	if parent != nil {
 		err := s.fromAgent(ctx, parent, p, off)
 		if err == nil {
-			s.mu.Lock()
-			s.parentData = true
-			s.mu.Unlock()
-			s.fromParent.Add(int64(len(p)))
-			s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
-			return nil
+			keep, ok := s.verified(p, off)
+			if ok {
+				s.mu.Lock()
+				s.parentData = true
+				s.mu.Unlock()
+				s.fromParent.Add(int64(len(p)))
+				s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
+				return keep, nil
+			}
+			err = errors.New("a block it served does not match the package's block sums")
+			s.a.lazy.rejected.Inc()
+			s.rejected.Add(1)
 		}
 		s.a.log.Warn("the parent agent failed; fetching the package from the store", "package", s.sha, "parent", parent.ID, "err", err)
 		s.mu.Lock()
@@ -159,15 +253,15 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
 		Range: &store.ByteRange{Start: off, End: off + int64(len(p)) - 1}, IfMatch: s.etag,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer body.Close()
 	if _, err := io.ReadFull(body, p); err != nil {
-		return fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
+		return nil, fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
 	}
 	s.fromStore.Add(int64(len(p)))
 	s.a.lazy.relayed.WithLabelValues("store").Add(float64(len(p)))
-	return nil
+	return []span{{off, off + int64(len(p))}}, nil
 }
 
 func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {

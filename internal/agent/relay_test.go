@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -23,9 +25,9 @@ import (
 
 // TestRelayFromLyingParent: a parent agent that serves a package's index
 // as it is but flips bytes of its blocks (an attacker holding the
-// agents' token) is caught by the blocks' checksums; the agent forgets
-// what came from it and reads the package from the store, so the files
-// read through the mount are the package's. The relay endpoint refuses
+// agents' token) is caught by the blocks' SHA-256 sums recorded at
+// deploy, before anything it sent is kept; the agent reads the package
+// from the store, so the files read through the mount are the package's. The relay endpoint refuses
 // callers without the token and bad ranges.
 func TestRelayFromLyingParent(t *testing.T) {
 	if err := lazyfs.Available(); err != nil {
@@ -56,9 +58,13 @@ func TestRelayFromLyingParent(t *testing.T) {
 	if err := st.CreateBucket(ctx, appspec.PlatformBucket, ""); err != nil {
 		t.Fatal(err)
 	}
-	ref := api.PackageRef{Bucket: appspec.PlatformBucket, Key: "apps/rl/" + pkg.SHA256 + ".blk", SHA256: pkg.SHA256, IndexSHA256: pkg.IndexSHA256}
-	if _, err := st.Put(ctx, ref.Bucket, ref.Key, bytes.NewReader(pkg.Data), int64(len(pkg.Data)), store.PutOptions{}); err != nil {
-		t.Fatal(err)
+	sums := sha256.Sum256(pkg.BlockSums)
+	ref := api.PackageRef{Bucket: appspec.PlatformBucket, Key: "apps/rl/" + pkg.SHA256 + ".blk", SHA256: pkg.SHA256,
+		IndexSHA256: pkg.IndexSHA256, SumsSHA256: hex.EncodeToString(sums[:])}
+	for key, body := range map[string][]byte{ref.Key: pkg.Data, ref.Key + ".sums": pkg.BlockSums} {
+		if _, err := st.Put(ctx, ref.Bucket, key, bytes.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The lying parent: the tail (footer and index) as it is, every other
@@ -104,7 +110,11 @@ func TestRelayFromLyingParent(t *testing.T) {
 		t.Fatal("the mount returned other bytes than the package's")
 	}
 	mounts := a.CodeMounts()
-	if asked.Load() == 0 || len(mounts) != 1 || mounts[0].FromParent == 0 || mounts[0].FromStore < int64(len(model)) {
+	// From the parent only the tail was taken (its index checked against the
+	// deploy's digest; the partial block before it not kept); every block
+	// came from the store after the parent's did not match.
+	if asked.Load() == 0 || len(mounts) != 1 || mounts[0].FromParent > 64<<10 || mounts[0].FromStore < int64(len(model)) ||
+		mounts[0].Rejected == 0 {
 		t.Fatalf("the parent was asked %d times; mounts %+v", asked.Load(), mounts)
 	}
 

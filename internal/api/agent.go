@@ -31,6 +31,10 @@ type PackageRef struct {
 	// the package lazily, block by block, checks the index against it
 	// instead of the whole package against SHA256.
 	IndexSHA256 string `json:"index_sha256,omitempty"`
+	// SumsSHA256 is the digest of the package's block sums, stored next
+	// to it under Key + ".sums" (appspec.Package.BlockSums): an agent
+	// checks every block relayed by another agent against them.
+	SumsSHA256 string `json:"sums_sha256,omitempty"`
 }
 
 // Credentials are an application's: the keys its functions sign S3

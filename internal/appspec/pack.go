@@ -35,6 +35,10 @@ type Package struct {
 	// index (blockfmt.Reader.IndexSHA256): what an agent reading the
 	// package lazily checks it against.
 	IndexSHA256 string
+	// BlockSums are, in the block format, every block's offset, length
+	// and SHA-256 (BlockSumLen bytes a block): what an agent checks
+	// blocks relayed by another agent against before it keeps them.
+	BlockSums []byte
 }
 
 // skipped reports whether a path inside an application directory stays
@@ -161,9 +165,10 @@ func ReadPackage(data []byte) (*Package, error) {
 	}
 	var raw []byte
 	var index string
+	var sums []byte
 	var err error
 	if format(data) == FormatBlocks {
-		raw, index, err = readBlocksSpec(data)
+		raw, index, sums, err = readBlocksSpec(data)
 	} else {
 		err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
 			if h.Name == FileName {
@@ -185,7 +190,7 @@ func ReadPackage(data []byte) (*Package, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data), IndexSHA256: index}, nil
+	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data), IndexSHA256: index, BlockSums: sums}, nil
 }
 
 // Unpack extracts a package, in either format, into dest (created; it must not exist yet, so

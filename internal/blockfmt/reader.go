@@ -269,6 +269,12 @@ func (r *Reader) IsArchive() bool { return r.f.flags&flagArchive != 0 }
 // a lazily read object.
 func (r *Reader) IndexSHA256() string { return hex.EncodeToString(r.indexSum[:]) }
 
+// BlockSpan returns where block i's stored (compressed) bytes lie in the
+// object: its offset and length.
+func (r *Reader) BlockSpan(i int) (off, n int64) {
+	return r.offs[i], int64(r.lengths[i] &^ storedBit)
+}
+
 // Stats returns the counts so far.
 func (r *Reader) Stats() Stats {
 	r.mu.Lock()

@@ -9,8 +9,10 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -379,6 +381,13 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	}
 	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
 		return nil, fmt.Errorf("storing the code package: %w", err)
+	}
+	if len(pkg.BlockSums) > 0 {
+		sum := sha256.Sum256(pkg.BlockSums)
+		ref.SumsSHA256 = hex.EncodeToString(sum[:])
+		if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key+".sums", bytes.NewReader(pkg.BlockSums), int64(len(pkg.BlockSums)), store.PutOptions{ContentType: "application/octet-stream"}); err != nil {
+			return nil, fmt.Errorf("storing the code package's block sums: %w", err)
+		}
 	}
 	specYAML, err := pkg.Spec.Marshal()
 	if err != nil {
