@@ -114,6 +114,10 @@ type Config struct {
 	// CodeFetchLazy, CodeFetchWhole, or CodeFetchAuto (the default: lazy
 	// where FUSE mounts are possible). $HOARD_CODE_FETCH sets it too.
 	CodeFetch string
+	// NoCodeRelay fetches lazily mounted packages from the store only,
+	// never from the parent agent the controller names (relay.go); a
+	// baseline for benchmarks. $HOARD_CODE_RELAY=off sets it too.
+	NoCodeRelay bool
 }
 
 // Agent runs instances.

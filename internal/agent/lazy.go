@@ -34,6 +34,11 @@ const (
 // CodeFetchEnv overrides Config.CodeFetch ("lazy" or "whole").
 const CodeFetchEnv = "HOARD_CODE_FETCH"
 
+// CodeRelayEnv=off makes lazily mounted packages come from the store
+// only, never from a parent agent (Config.NoCodeRelay): a baseline for
+// benchmarks.
+const CodeRelayEnv = "HOARD_CODE_RELAY"
+
 // lazyCode is the agent's lazily mounted packages, one per digest, kept
 // until the agent closes (the instances of one package share it).
 type lazyCode struct {
@@ -75,6 +80,9 @@ type CodeMount struct {
 func (a *Agent) setupCodeFetch() error {
 	if v := strings.TrimSpace(os.Getenv(CodeFetchEnv)); v != "" {
 		a.cfg.CodeFetch = strings.ToLower(v)
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodeRelayEnv)), "off") {
+		a.cfg.NoCodeRelay = true
 	}
 	switch a.cfg.CodeFetch {
 	case CodeFetchAuto:

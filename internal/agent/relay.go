@@ -119,6 +119,7 @@ type relaySource struct {
 	size        int64
 	parent      *api.Registration
 	sums        []blockSum // checks the parent's bytes; nil without a parent
+	created     time.Time
 	file        *os.File
 
 	mu         sync.Mutex
@@ -144,7 +145,7 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *
 		f.Close()
 		return nil, err
 	}
-	if parent != nil && parent.ID == a.cfg.ID {
+	if parent != nil && (parent.ID == a.cfg.ID || a.cfg.NoCodeRelay) {
 		parent = nil
 	}
 	var sums []blockSum
@@ -157,7 +158,7 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *
 		}
 	}
 	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
-		parent: parent, sums: sums, file: f}, nil
+		parent: parent, sums: sums, file: f, created: time.Now()}, nil
 }
 
 func (s *relaySource) covered(off, end int64) bool {
@@ -267,6 +268,29 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span
 func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
+	for {
+		err := s.askAgent(ctx, parent, p, off)
+		// The parent was placed at the same time as this agent and has
+		// not mounted the package yet: wait for it, for a while.
+		if !errors.Is(err, errNotHere) || time.Since(s.created) > relayWait {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// errNotHere is a parent's answer for a package it has not mounted.
+var errNotHere = errors.New("the parent has not mounted the package")
+
+// relayWait is how long after its mount an agent waits for a parent
+// that has not mounted the package yet (both started at once).
+const relayWait = 10 * time.Second
+
+func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
 	url := fmt.Sprintf("%s/v1/packages/%s/raw?off=%d&len=%d", parent.URL, s.sha, off, len(p))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -278,6 +302,9 @@ func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errNotHere
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s answered %s", parent.ID, resp.Status)
 	}
@@ -330,6 +357,11 @@ func (a *Agent) peerToken() string {
 // /v1/packages/{sha}/raw?off=N&len=M with the bytes of a package this
 // agent has mounted lazily, fetching what it lacks from upstream.
 func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.CodeFetch != CodeFetchLazy || a.cfg.NoCodeRelay {
+		// Never here: the child turns to the store at once.
+		api.WriteError(w, http.StatusNotImplemented, errors.New("this agent does not relay code packages"))
+		return
+	}
 	src := a.relaySourceOf(r.PathValue("sha"))
 	if src == nil {
 		api.WriteError(w, http.StatusNotFound, errors.New("no such package here"))

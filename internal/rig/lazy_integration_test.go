@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,7 +244,7 @@ def nap(event, context):
 
 // startNode starts a second node agent of e's platform (the same etcd,
 // store and controller) with its own uids.
-func startNode(t *testing.T, e *env, id, codeFetch string) *Platform {
+func startNode(t testing.TB, e *env, id, codeFetch string) *Platform {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -250,7 +252,7 @@ func startNode(t *testing.T, e *env, id, codeFetch string) *Platform {
 	cfg.Controller, cfg.ControllerListener, cfg.Agent, cfg.AgentID = false, nil, true, id
 	cfg.Dir, cfg.LogDir, cfg.CodeFetch = t.TempDir(), "", codeFetch
 	cfg.ControllerURL = e.p.ControllerURL
-	cfg.SandboxUIDBase = agent.DefaultSandboxUIDBase + agent.DefaultSandboxUIDCount
+	cfg.SandboxUIDBase = agent.DefaultSandboxUIDBase + int(nodeCount.Add(1))*agent.DefaultSandboxUIDCount
 	p, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +260,9 @@ func startNode(t *testing.T, e *env, id, codeFetch string) *Platform {
 	t.Cleanup(p.Close)
 	return p
 }
+
+// nodeCount gives each extra node its own uids.
+var nodeCount atomic.Int64
 
 // spread deploys treeSpec with a 4 MiB model and runs two instances at
 // once: one on each node. It returns the package digest.
@@ -354,5 +359,121 @@ func TestFunctionTreeParentFails(t *testing.T) {
 	}
 	if mb.FromParent != 0 || mb.FromStore == 0 {
 		t.Errorf("node-b fetched %d from the store and %d from its parent", mb.FromStore, mb.FromParent)
+	}
+}
+
+const benchTreeSpec = `
+name: big
+memory: 128MiB
+timeout: 120s
+keep_alive: 1h
+max_instances: %d
+buckets: {data: read-only}
+cache: {budget: 16MiB}
+functions:
+  read: {handler: fns.read}
+`
+
+const benchTreeFns = `
+import hashlib, os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def read(event, context):
+    h = hashlib.sha256()
+    with open(os.path.join(HERE, "model.bin"), "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return {"sha256": h.hexdigest()}
+`
+
+// BenchmarkCodeTree: N node agents (in one process, loopback between
+// them, the store behind the faast preset's store link: 90 MB/s, 10 ms
+// each way) each start an instance of one package at once, and each
+// reads the package's whole 32 MiB model: the time until all have read
+// it, and the bytes leaving the store, with the package relayed down the
+// function tree against every node reading from the store
+// ($HOARD_CODE_RELAY=off), in the same run.
+//
+//	go test -tags integration -run '^$' -bench CodeTree -benchtime 1x ./internal/rig
+func BenchmarkCodeTree(b *testing.B) {
+	if err := lazyfs.Available(); err != nil {
+		b.Skipf("lazy code needs FUSE mounts: %v", err)
+	}
+	preset, err := netshape.LookupPreset("faast")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nodes = 4
+	for _, mode := range []string{"store", "tree"} {
+		b.Run(fmt.Sprintf("%s/nodes=%d", mode, nodes), func(b *testing.B) {
+			if mode == "store" {
+				b.Setenv(agent.CodeRelayEnv, "off")
+			}
+			e := startShaped(b, preset.Store, func(c *Config) { c.CodeFetch = agent.CodeFetchLazy; c.AgentID = "node-0" })
+			ps := []*Platform{e.p}
+			for i := 1; i < nodes; i++ {
+				ps = append(ps, startNode(b, e, fmt.Sprintf("node-%d", i), agent.CodeFetchLazy))
+			}
+			var total time.Duration
+			var fromStore, size int64
+			it := 0
+			for b.Loop() {
+				it++
+				dir := b.TempDir()
+				rng := rand.New(rand.NewPCG(uint64(it), 9))
+				model := make([]byte, 32<<20)
+				for i := range model {
+					model[i] = byte(rng.Uint32())
+				}
+				want := sha256.Sum256(model)
+				for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+					if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pkg, err := appspec.PackBlocks(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				errs := make(chan error, nodes)
+				for range nodes {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rec, err := e.p.Controller.Invoke(context.Background(), "big", "read", nil, "bench")
+						if err != nil || !rec.OK || !bytes.Contains(rec.Result, []byte(hex.EncodeToString(want[:]))) {
+							errs <- fmt.Errorf("%v %+v", err, rec)
+						}
+					}()
+				}
+				wg.Wait()
+				total += time.Since(t0)
+				close(errs)
+				for err := range errs {
+					b.Fatal(err)
+				}
+				size += int64(len(pkg.Data))
+				for _, p := range ps {
+					if m, ok := mountOf(p.Agent, info.Rev); ok {
+						fromStore += m.FromStore
+					}
+				}
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(it), "ms/all-read")
+			b.ReportMetric(float64(fromStore)/float64(size), "packages-from-store")
+			if tr := e.p.Controller.Apps()[0].Tree; tr != nil {
+				b.Logf("tree %s", tr.Shape)
+			}
+		})
 	}
 }

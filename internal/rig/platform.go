@@ -70,6 +70,8 @@ type Config struct {
 	// CodeFetch is the agent's (agent.Config.CodeFetch): lazy, whole, or
 	// "" for lazy where FUSE mounts are possible.
 	CodeFetch string
+	// NoCodeRelay is the agent's (agent.Config.NoCodeRelay).
+	NoCodeRelay bool
 
 	EtcdEndpoints []string
 	// EtcdCredentials sign the platform's etcd client in, where etcd has
@@ -264,7 +266,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
-			CodeFetch: cfg.CodeFetch,
+			CodeFetch: cfg.CodeFetch, NoCodeRelay: cfg.NoCodeRelay,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}
