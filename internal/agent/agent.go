@@ -10,11 +10,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -118,6 +120,10 @@ type Config struct {
 	// never from the parent agent the controller names (relay.go); a
 	// baseline for benchmarks. $HOARD_CODE_RELAY=off sets it too.
 	NoCodeRelay bool
+	// PeerTLS is how the agent calls other agents (its parent in a
+	// function tree, relay.go) where their APIs are on TLS: its own
+	// certificate and the CA. Default nil: plain HTTP.
+	PeerTLS *tls.Config
 }
 
 // Agent runs instances.
@@ -129,6 +135,9 @@ type Agent struct {
 	codeMu sync.Mutex             // one code download at a time
 	lazy   *lazyCode              // lazily mounted code (lazy.go)
 	token  atomic.Pointer[string] // the agents' bearer token (Handler; relay.go)
+
+	relayOnce sync.Once
+	relayHTTP *http.Client // calls parent agents (relay.go)
 
 	jailed bool // functions run jailed (jail.go); set by New
 

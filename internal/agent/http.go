@@ -104,7 +104,7 @@ func (a *Agent) Handler(token string, metrics http.Handler) http.Handler {
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
-	return api.RequireToken(token, mux)
+	return api.RequireToken(token, relayCallers(mux))
 }
 
 func (a *Agent) lookup(w http.ResponseWriter, r *http.Request) *Instance {

@@ -12,12 +12,14 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -297,7 +299,7 @@ func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p 
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.a.peerToken())
-	resp, err := relayClient.Do(req)
+	resp, err := s.a.relayClient().Do(req)
 	if err != nil {
 		return err
 	}
@@ -342,7 +344,33 @@ func (s *relaySource) close() error {
 	return errors.Join(s.file.Close(), os.Remove(name))
 }
 
-var relayClient = &http.Client{Timeout: relayTimeout}
+// relayClient calls parent agents: over TLS with the agent's own
+// certificate where the platform runs on TLS (Config.PeerTLS).
+func (a *Agent) relayClient() *http.Client {
+	a.relayOnce.Do(func() {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = a.cfg.PeerTLS
+		a.relayHTTP = &http.Client{Timeout: relayTimeout, Transport: tr}
+	})
+	return a.relayHTTP
+}
+
+// relayCallers keeps other agents, which reach an agent's API over
+// mutual TLS with a certificate of their role (ADR 0017), to the relay
+// route: everything else stays the controller's.
+func relayCallers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && r.URL.Path != "/healthz" {
+			id, err := pki.IdentityOf(r.TLS.PeerCertificates[0])
+			relay := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/packages/")
+			if err != nil || id.Role != pki.RoleController && !(id.Role == pki.RoleAgent && relay) {
+				api.WriteError(w, http.StatusForbidden, errors.New("this certificate may not call this route"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // peerToken is the bearer token agents call each other with: the one
 // their APIs accept (Handler).

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/lazyfs"
 	"github.com/hoard-io/hoard/internal/netshape"
+	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -475,5 +477,42 @@ func BenchmarkCodeTree(b *testing.B) {
 				b.Logf("tree %s", tr.Shape)
 			}
 		})
+	}
+}
+
+// TestFunctionTreeRelayTLS: on TLS (ADR 0017) the second node reads the
+// package from the first over mutual TLS with its agent certificate; an
+// agent's certificate reaches only the relay route of another agent's
+// API, never its instances.
+func TestFunctionTreeRelayTLS(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	te := startTLS(t)
+	b := startNode(t, te.env, "node-b", agent.CodeFetchLazy)
+	rev := spread(t, te.env)
+	mb, ok := mountOf(b.Agent, rev)
+	if !ok || mb.FromStore != 0 || mb.FromParent == 0 {
+		t.Fatalf("node-b over TLS: %+v (found %v): want every byte from its parent", mb, ok)
+	}
+	agentCert, err := te.ca.Issue("other-agent", pki.Request{Identity: pki.Agent("other"), Hosts: []string{"127.0.0.1"}, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := httpsClient(t, agentCert)
+	for path, want := range map[string]int{
+		"/v1/instances": http.StatusForbidden,
+		"/v1/packages/" + rev + "/raw?off=0&len=16": http.StatusOK,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, te.agentURL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+te.cfg.AgentToken)
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("an agent's certificate on %s: %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 }

@@ -210,7 +210,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var etcdTLS, storeTLS, agentTLS, agentClientTLS, controllerTLS *tls.Config
+	var etcdTLS, storeTLS, agentTLS, agentClientTLS, controllerTLS, peerTLS *tls.Config
 	scheme := "http://"
 	if t := cfg.TLS; t != nil {
 		scheme = "https://"
@@ -221,7 +221,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		if cfg.Agent {
-			if agentTLS, err = pki.ServerConfig(t.Agent, pki.ControllerOnly); err != nil {
+			// The controller, and other agents for code relaying only
+			// (agent.Handler keeps them to it).
+			if agentTLS, err = pki.ServerConfig(t.Agent, pki.PlatformOnly); err != nil {
+				return nil, err
+			}
+			if peerTLS, err = pki.ClientConfig(pki.Files{Cert: t.Agent.Cert, Key: t.Agent.Key, CA: t.CA}, agentOnly); err != nil {
 				return nil, err
 			}
 		}
@@ -266,7 +271,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			Region:        cfg.Region, EtcdEndpoints: cfg.EtcdEndpoints, Sandboxes: boxes, Registerer: reg,
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount,
-			CodeFetch: cfg.CodeFetch, NoCodeRelay: cfg.NoCodeRelay,
+			CodeFetch: cfg.CodeFetch, NoCodeRelay: cfg.NoCodeRelay, PeerTLS: peerTLS,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}
