@@ -181,6 +181,7 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api
 	if m != nil {
 		return m.fs.Dir(), true, nil
 	}
+	a.pruneMounts()
 	// A mount left by an agent that ended without unmounting.
 	if err := lazyfs.Detach(dir); err != nil {
 		return "", true, fmt.Errorf("the code directory %s: %w", dir, err)
@@ -245,6 +246,43 @@ func (a *Agent) openLazy(ctx context.Context, ref api.PackageRef, src *relaySour
 	return r, nil
 }
 
+// pruneMounts unmounts the packages no instance uses any more (an older
+// version's, one whose instances were unloaded), so that mounts and their
+// local copies stay bounded by the packages in use. Instances are listed
+// before they load (Start), so a package being started is in use. Called
+// under codeMu.
+func (a *Agent) pruneMounts() {
+	used := map[string]bool{}
+	a.mu.Lock()
+	for _, in := range a.instances {
+		used[in.req.Package.SHA256] = true
+	}
+	a.mu.Unlock()
+	l := a.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for sum, mt := range l.mounts {
+		if used[sum] {
+			continue
+		}
+		l.retire(mt)
+		err := errors.Join(mt.fs.Unmount(), mt.src.close(), os.Remove(mt.fs.Dir()))
+		delete(l.mounts, sum)
+		a.log.Info("unused code unmounted", "package", sum, "err", err)
+	}
+}
+
+// retire adds a mount's counts to those of mounts gone; under l.mu.
+func (l *lazyCode) retire(mt *mounted) {
+	s := mt.fs.Stats()
+	l.retired.Opens += s.Opens
+	l.retired.Files += s.Files
+	l.retired.ReadErrors += s.ReadErrors
+	l.retired.Fetch.Fetches += s.Fetch.Fetches
+	l.retired.Fetch.BytesFetched += s.Fetch.BytesFetched
+	l.retired.Fetch.BlocksDecoded += s.Fetch.BlocksDecoded
+}
+
 // unmountCode unmounts every lazily mounted package (Close, after the
 // instances are gone).
 func (a *Agent) unmountCode() {
@@ -257,13 +295,7 @@ func (a *Agent) unmountCode() {
 	var errs []error
 	for sum, mt := range l.mounts {
 		m := mt.fs
-		s := m.Stats()
-		l.retired.Opens += s.Opens
-		l.retired.Files += s.Files
-		l.retired.ReadErrors += s.ReadErrors
-		l.retired.Fetch.Fetches += s.Fetch.Fetches
-		l.retired.Fetch.BytesFetched += s.Fetch.BytesFetched
-		l.retired.Fetch.BlocksDecoded += s.Fetch.BlocksDecoded
+		l.retire(mt)
 		if err := m.Unmount(); err != nil {
 			errs = append(errs, err)
 		}

@@ -403,6 +403,14 @@ func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
 	defer cancel()
+	// At most relayServing answers (each up to 16 MiB) at once.
+	select {
+	case relayServing <- struct{}{}:
+		defer func() { <-relayServing }()
+	case <-ctx.Done():
+		api.WriteError(w, http.StatusServiceUnavailable, ctx.Err())
+		return
+	}
 	buf := make([]byte, n)
 	if err := src.FetchAt(ctx, buf, off); err != nil {
 		api.WriteError(w, http.StatusBadGateway, err)
@@ -412,6 +420,9 @@ func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 	w.Write(buf)
 }
+
+// relayServing bounds the relay answers being made at once.
+var relayServing = make(chan struct{}, 4)
 
 func (a *Agent) relaySourceOf(sha string) *relaySource {
 	if a.lazy == nil {

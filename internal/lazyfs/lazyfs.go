@@ -132,19 +132,25 @@ func (m *FS) Stats() Stats {
 	return s
 }
 
-// Unmount removes the mount (lazily if it is busy: a process still
-// holding a file gets EIO on further reads) and closes the reader.
+// Unmount removes the mount (lazily if it is busy: the kernel ends it
+// when the last process holding a file of it lets go, and the reader is
+// closed then) and closes the reader.
 func (m *FS) Unmount() error {
 	m.once.Do(func() {
-		err := m.server.Unmount()
-		if err != nil {
-			// Busy: detach it; the kernel ends it when the last user goes.
-			if derr := syscall.Unmount(m.dir, syscall.MNT_DETACH); derr == nil {
-				err = nil
+		if err := m.server.Unmount(); err != nil {
+			// Busy: detach it, and let it end in the background.
+			if derr := syscall.Unmount(m.dir, syscall.MNT_DETACH); derr != nil {
+				m.err = err
+				return
 			}
+			go func() {
+				m.server.Wait()
+				m.r.Close()
+			}()
+			return
 		}
 		m.server.Wait()
-		m.err = errors.Join(err, m.r.Close())
+		m.err = m.r.Close()
 	})
 	return m.err
 }

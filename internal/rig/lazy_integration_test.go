@@ -100,7 +100,7 @@ func mountOf(a *agent.Agent, sha string) (agent.CodeMount, bool) {
 // TestLazyCode starts instances from packages mounted lazily through the
 // real agent and its jails: the start reads only the files it opens; the
 // bytes a function reads are the package's; a corrupt block in the store
-// fails the start and runs nothing.
+// fails the function's import (EIO) and runs nothing of it.
 func TestLazyCode(t *testing.T) {
 	if err := lazyfs.Available(); err != nil {
 		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
@@ -174,6 +174,28 @@ func TestLazyCode(t *testing.T) {
 			t.Fatalf("mount %+v (found %v): no read error counted", m, ok)
 		}
 		t.Logf("refused: %+v", rec.Error)
+	})
+
+	t.Run("unused mounts go", func(t *testing.T) {
+		// lz1 and lz2 removed (their instances unloaded): the next package
+		// mounted unmounts both.
+		lz1 := e.p.Controller.Apps()[0].Rev
+		for _, app := range []string{"lz1", "lz2"} {
+			if err := c.Remove(context.Background(), app); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "lz1's and lz2's instances unloaded", 20*time.Second, func() bool {
+			return len(e.p.Agent.Instances()) == 0
+		})
+		info, _, _ := deployModel(t, e, "lz3", 1<<20, 3)
+		if rec := invoke(t, c, "lz3", "hello", nil); !rec.OK {
+			t.Fatalf("lz3: %+v", rec.Error)
+		}
+		mounts := e.p.Agent.CodeMounts()
+		if len(mounts) != 1 || mounts[0].SHA256 != info.Rev {
+			t.Fatalf("mounts after lz1 went (%s): %+v", lz1, mounts)
+		}
 	})
 }
 
