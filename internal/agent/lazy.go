@@ -46,6 +46,8 @@ type lazyCode struct {
 	mounts  map[string]*mounted // by package digest
 	retired lazyfs.Stats        // of mounts gone
 
+	serving chan struct{} // relay answers being made (relay.go)
+
 	errs     prometheus.Counter
 	rejected prometheus.Counter
 	relayed  *prometheus.CounterVec
@@ -100,7 +102,7 @@ func (a *Agent) setupCodeFetch() error {
 	default:
 		return fmt.Errorf("agent: code fetch %q: want %q or %q", a.cfg.CodeFetch, CodeFetchLazy, CodeFetchWhole)
 	}
-	a.lazy = &lazyCode{mounts: map[string]*mounted{}}
+	a.lazy = &lazyCode{mounts: map[string]*mounted{}, serving: make(chan struct{}, maxRelayServing)}
 	a.lazy.errs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_read_errors_total",
 		Help: "Reads of lazily mounted code answered with an I/O error (a block that could not be fetched or did not verify).",

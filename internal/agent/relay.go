@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -178,7 +179,7 @@ func (s *relaySource) add(off, end int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.have = append(s.have, span{off, end})
-	slices.SortFunc(s.have, func(a, b span) int { return int(min(max(a.off-b.off, -1), 1)) })
+	slices.SortFunc(s.have, func(a, b span) int { return cmp.Compare(a.off, b.off) })
 	merged := s.have[:0]
 	for _, sp := range s.have {
 		if n := len(merged); n > 0 && sp.off <= merged[n-1].end {
@@ -403,10 +404,10 @@ func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
 	defer cancel()
-	// At most relayServing answers (each up to 16 MiB) at once.
+	// At most maxRelayServing answers (each up to 16 MiB) at once.
 	select {
-	case relayServing <- struct{}{}:
-		defer func() { <-relayServing }()
+	case a.lazy.serving <- struct{}{}:
+		defer func() { <-a.lazy.serving }()
 	case <-ctx.Done():
 		api.WriteError(w, http.StatusServiceUnavailable, ctx.Err())
 		return
@@ -421,8 +422,8 @@ func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf)
 }
 
-// relayServing bounds the relay answers being made at once.
-var relayServing = make(chan struct{}, 4)
+// maxRelayServing bounds the relay answers an agent makes at once.
+const maxRelayServing = 4
 
 func (a *Agent) relaySourceOf(sha string) *relaySource {
 	if a.lazy == nil {
