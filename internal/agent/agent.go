@@ -367,14 +367,14 @@ func (a *Agent) Close() {
 
 // code returns the directory holding an application's unpacked code,
 // downloading and checking the package when it is not there yet.
-func (a *Agent) code(ctx context.Context, ref api.PackageRef, parent *api.Registration) (string, error) {
+func (a *Agent) code(ctx context.Context, ref api.PackageRef, parents []api.Registration) (string, error) {
 	if len(ref.SHA256) != 64 || strings.Trim(ref.SHA256, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("bad package digest %q", ref.SHA256)
 	}
 	dir := filepath.Join(a.cfg.Dir, "code", ref.SHA256)
 	a.codeMu.Lock()
 	defer a.codeMu.Unlock()
-	if lazy, ok, err := a.lazyCodeDir(ctx, ref, parent, dir); ok {
+	if lazy, ok, err := a.lazyCodeDir(ctx, ref, parents, dir); ok {
 		return lazy, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {

@@ -86,7 +86,7 @@ func (in *Instance) load(ctx context.Context) error {
 	if err := writeFile(filepath.Join(in.dir, "aws-credentials"), ""); err != nil {
 		return err
 	}
-	code, err := a.code(ctx, in.req.Package, in.req.Parent)
+	code, err := a.code(ctx, in.req.Package, treeChain(in.req))
 	if err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 // when it cannot (a tar.gz package, one deployed before index digests,
 // or lazy fetch off), and the caller downloads it whole. Called under
 // codeMu.
-func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api.Registration, dir string) (string, bool, error) {
+func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []api.Registration, dir string) (string, bool, error) {
 	if a.cfg.CodeFetch != CodeFetchLazy || !strings.HasSuffix(ref.Key, "."+appspec.FormatBlocks) ||
 		len(ref.IndexSHA256) != 64 || strings.Trim(ref.IndexSHA256, "0123456789abcdef") != "" {
 		return "", false, nil
@@ -192,7 +192,7 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", true, err
 	}
-	src, err := a.newRelaySource(ctx, ref, parent, dir+".raw")
+	src, err := a.newRelaySource(ctx, ref, parents, dir+".raw")
 	if err != nil {
 		return "", true, err
 	}
@@ -225,7 +225,7 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parent *api
 	l.mu.Lock()
 	l.mounts[ref.SHA256] = &mounted{fs: fs, src: src, packageBytes: stat.Size, files: r.Size()}
 	l.mu.Unlock()
-	a.log.Info("code mounted lazily", "package", ref.SHA256, "bytes", stat.Size, "dir", dir, "parent", parent)
+	a.log.Info("code mounted lazily", "package", ref.SHA256, "bytes", stat.Size, "dir", dir, "parents", len(src.parents))
 	return dir, true, nil
 }
 

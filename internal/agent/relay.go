@@ -34,6 +34,15 @@ import (
 // the store's: a block that does not verify makes the agent distrust its
 // parent, forget what came from it, and read again from the store.
 
+// treeChain is where a start request says to fetch its package from:
+// the parent, then its ancestors (relay.go).
+func treeChain(req api.StartRequest) []api.Registration {
+	if req.Parent == nil {
+		return nil
+	}
+	return append([]api.Registration{*req.Parent}, req.Ancestors...)
+}
+
 // maxRelayFetch bounds one request to a parent (the Reader asks for at
 // most 8 MiB at a time, 12 MiB for the largest blocks).
 const maxRelayFetch = 16 << 20
@@ -120,22 +129,23 @@ type relaySource struct {
 	bucket, key string
 	etag        string
 	size        int64
-	parent      *api.Registration
-	sums        []blockSum // checks the parent's bytes; nil without a parent
+	parents     []api.Registration // the parent, then its ancestors; nil: the store
+	sums        []blockSum         // checks the parents' bytes; nil without parents
 	created     time.Time
 	file        *os.File
 
 	mu         sync.Mutex
 	have       []span // sorted, disjoint, what the file holds
-	parentBad  bool
-	parentData bool // some of have came from the parent
+	cur        int    // the parent asked now: parents[cur]
+	parentBad  bool   // every parent given up: the store only
+	parentData bool   // some of have came from the parent
 
 	fetchMu               sync.Mutex // one upstream fetch at a time
 	fromParent, fromStore atomic.Int64
 	rejected              atomic.Int64
 }
 
-func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *api.Registration, path string) (*relaySource, error) {
+func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
 	info, err := a.cfg.Store.Stat(ctx, ref.Bucket, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("the code package %s/%s: %w", ref.Bucket, ref.Key, err)
@@ -148,20 +158,21 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parent *
 		f.Close()
 		return nil, err
 	}
-	if parent != nil && (parent.ID == a.cfg.ID || a.cfg.NoCodeRelay) {
-		parent = nil
+	parents = slices.DeleteFunc(slices.Clone(parents), func(r api.Registration) bool { return r.ID == a.cfg.ID || r.URL == "" })
+	if a.cfg.NoCodeRelay {
+		parents = nil
 	}
 	var sums []blockSum
-	if parent != nil {
+	if len(parents) > 0 {
 		// Blocks from another agent are kept only when they match their
 		// SHA-256: without the sums, the store it is.
 		if sums, err = a.loadSums(ctx, ref, info.Size); err != nil {
-			a.log.Warn("not fetching the package from the parent agent", "package", ref.SHA256, "parent", parent.ID, "err", err)
-			parent = nil
+			a.log.Warn("not fetching the package from other agents", "package", ref.SHA256, "parent", parents[0].ID, "err", err)
+			parents = nil
 		}
 	}
 	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
-		parent: parent, sums: sums, file: f, created: time.Now()}, nil
+		parents: parents, sums: sums, file: f, created: time.Now()}, nil
 }
 
 func (s *relaySource) covered(off, end int64) bool {
@@ -226,13 +237,16 @@ func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
 // none, it failed before, or it fails now (a block that does not match
 // its SHA-256 is a failure). It returns the parts of p that may be kept.
 func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span, error) {
-	s.mu.Lock()
-	parent := s.parent
-	if s.parentBad {
-		parent = nil
-	}
-	s.mu.Unlock()
-	if parent != nil {
+	for {
+		s.mu.Lock()
+		var parent *api.Registration
+		if !s.parentBad && s.cur < len(s.parents) {
+			parent = &s.parents[s.cur]
+		}
+		s.mu.Unlock()
+		if parent == nil {
+			break
+		}
 		err := s.fromAgent(ctx, parent, p, off)
 		if err == nil {
 			keep, ok := s.verified(p, off)
@@ -244,13 +258,21 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span
 				s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
 				return keep, nil
 			}
-			err = errors.New("a block it served does not match the package's block sums")
+			// It lied: no agent is trusted again for this package.
 			s.a.lazy.rejected.Inc()
 			s.rejected.Add(1)
+			s.a.log.Warn("a block from another agent does not match the package's block sums; fetching from the store", "package", s.sha, "agent", parent.ID)
+			s.mu.Lock()
+			s.parentBad = true
+			s.mu.Unlock()
+			break
 		}
-		s.a.log.Warn("the parent agent failed; fetching the package from the store", "package", s.sha, "parent", parent.ID, "err", err)
+		// It failed: the next ancestor up the tree, then the store.
+		s.a.log.Warn("an agent above in the function tree failed; trying the next", "package", s.sha, "agent", parent.ID, "err", err)
 		s.mu.Lock()
-		s.parentBad = true
+		if s.cur < len(s.parents) && s.parents[s.cur].ID == parent.ID {
+			s.cur++
+		}
 		s.mu.Unlock()
 	}
 	body, _, _, err := s.a.cfg.Store.Get(ctx, s.bucket, s.key, store.GetOptions{
@@ -323,7 +345,7 @@ func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p 
 // whether a read is worth retrying: when there is a parent (which may
 // have served the bad block; reads that raced this one retry too).
 func (s *relaySource) distrust() bool {
-	if s.parent == nil {
+	if len(s.parents) == 0 {
 		return false
 	}
 	s.fetchMu.Lock()
@@ -331,7 +353,7 @@ func (s *relaySource) distrust() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.parentBad || s.parentData {
-		s.a.log.Warn("a block from the parent agent did not verify; reading the package from the store", "package", s.sha, "parent", s.parent.ID)
+		s.a.log.Warn("a block from another agent did not verify; reading the package from the store", "package", s.sha)
 	}
 	s.parentBad = true
 	if s.parentData {

@@ -98,7 +98,7 @@ func TestRelayFromLyingParent(t *testing.T) {
 	defer a.Close()
 	h := a.Handler("agents-token", nil)
 
-	dir, err := a.code(ctx, ref, &api.Registration{ID: "rogue", URL: rogue.URL})
+	dir, err := a.code(ctx, ref, []api.Registration{{ID: "rogue", URL: rogue.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

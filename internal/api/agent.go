@@ -78,6 +78,10 @@ type StartRequest struct {
 	// tree (FaaSNet §3): the agent fetches the package's blocks from it,
 	// and from the store when it fails. Nil: the store (the tree's root).
 	Parent *Registration `json:"parent,omitempty"`
+	// Ancestors are the parent's own ancestors, nearest first, up to
+	// the root: where the agent turns when its parent fails, before
+	// the store.
+	Ancestors []Registration `json:"ancestors,omitempty"`
 }
 
 // EtcdCredentials are an etcd user's name and password.

@@ -258,6 +258,8 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 		}
 		a.placing[ag.ID]++
 	}
+	// Joined in the order placed (trees.go).
+	req.Parent, req.Ancestors = c.treeJoin(req.App, req.Package.SHA256, ag.ID, agents)
 	c.mu.Unlock()
 	if a != nil {
 		defer func() {
@@ -268,7 +270,6 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 			c.mu.Unlock()
 		}()
 	}
-	req.Parent = c.treeJoin(req.App, req.Package.SHA256, ag.ID, agents)
 	t0 := c.clk.Now()
 	info, err := c.agents.at(ag.URL).Start(ctx, req)
 	if err != nil {

@@ -235,11 +235,13 @@ func (c *Controller) saveTree(ctx context.Context, name string, at *appTree) err
 
 // treeJoin puts the agent about to start an instance of an application's
 // version rev in its tree (if it is not there) and returns its parent
-// there, the agent it fetches the package's blocks from; nil for the
-// root (it fetches from the store). The tree is written to etcd by the
-// next sync; the caller counts the start in the application's placing,
-// so that sync keeps the node while the instance starts.
-func (c *Controller) treeJoin(app, rev, agentID string, agents []api.Registration) *api.Registration {
+// there, the agent it fetches the package's blocks from (nil for the
+// root, which fetches from the store), and the parent's ancestors,
+// nearest first (where it turns if its parent fails). The tree is written
+// to etcd by the next sync; the caller counts the start in the
+// application's placing, so that sync keeps the node while the instance
+// starts.
+func (c *Controller) treeJoin(app, rev, agentID string, agents []api.Registration) (*api.Registration, []api.Registration) {
 	c.trees.mu.Lock()
 	defer c.trees.mu.Unlock()
 	at := c.trees.byApp[app]
@@ -249,25 +251,32 @@ func (c *Controller) treeJoin(app, rev, agentID string, agents []api.Registratio
 	}
 	if !at.t.Has(agentID) {
 		if at.t.Len() >= maxTreeNodes {
-			return nil
+			return nil, nil
 		}
 		if _, err := at.t.Insert(agentID); err != nil {
 			c.log.Warn("function tree: cannot insert", "app", app, "agent", agentID, "err", err)
-			return nil
+			return nil, nil
 		}
 		c.log.Info("function tree: node joined", "app", app, "agent", agentID)
 	}
-	parent, err := at.t.Parent(agentID)
-	if err != nil || parent == "" {
+	reg := func(id string) *api.Registration {
+		for _, r := range agents {
+			if r.ID == id {
+				return &r
+			}
+		}
 		return nil
 	}
-	for _, r := range agents {
-		if r.ID == parent {
-			r := r
-			return &r
+	var chain []api.Registration
+	for id, _ := at.t.Parent(agentID); id != ""; id, _ = at.t.Parent(id) {
+		if r := reg(id); r != nil {
+			chain = append(chain, *r)
 		}
 	}
-	return nil
+	if len(chain) == 0 {
+		return nil, nil
+	}
+	return &chain[0], chain[1:]
 }
 
 // treeInfo describes an application's tree; nil without one.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -536,5 +537,57 @@ func TestFunctionTreeRelayTLS(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("an agent's certificate on %s: %d, want %d", path, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestFunctionTreeAncestor: four nodes start an instance each at once,
+// forming node-a(node-b(node-d,-),node-c); node-b cannot serve the
+// package (its agent downloads code whole), so node-d, its child, turns
+// to its grandparent node-a, not to the store.
+func TestFunctionTreeAncestor(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	e := startShaped(t, netshape.Link{}, func(c *Config) { c.CodeFetch = agent.CodeFetchLazy; c.AgentID = "node-a" })
+	nodes := map[string]*Platform{"node-a": e.p}
+	for _, n := range []struct{ id, fetch string }{{"node-b", agent.CodeFetchWhole}, {"node-c", agent.CodeFetchLazy}, {"node-d", agent.CodeFetchLazy}} {
+		nodes[n.id] = startNode(t, e, n.id, n.fetch)
+	}
+	dir := t.TempDir()
+	for f, body := range map[string][]byte{
+		appspec.FileName: []byte(strings.Replace(treeSpec, "max_instances: 2", "max_instances: 4", 1)),
+		"fns.py":         []byte(treeFns), "model.bin": bytes.Repeat([]byte("model "), 200_000),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkg, err := appspec.PackBlocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := e.p.Controller.Invoke(context.Background(), "tr", "nap", json.RawMessage(`{"s": 2}`), "test")
+			if err != nil || !rec.OK {
+				t.Errorf("nap: %v %+v", err, rec)
+			}
+		}()
+	}
+	wg.Wait()
+	tr := e.p.Controller.Apps()[0].Tree
+	if tr == nil || tr.Shape != "node-a(node-b(node-d,-),node-c)" {
+		t.Fatalf("tree %+v", tr)
+	}
+	md, ok := mountOf(nodes["node-d"].Agent, info.Rev)
+	if !ok || md.FromStore != 0 || md.FromParent == 0 {
+		t.Fatalf("node-d: %+v (found %v): want every byte from node-a", md, ok)
 	}
 }
