@@ -362,8 +362,12 @@ func TestFunctionTreeRelay(t *testing.T) {
 	if mb.FromStore != 0 || mb.FromParent == 0 {
 		t.Errorf("node-b fetched %d bytes from the store and %d from node-a: want all from node-a", mb.FromStore, mb.FromParent)
 	}
-	tr := e.p.Controller.Apps()[0].Tree
-	if tr == nil || tr.Shape != "node-a(node-b,-)" {
+	// As `hoard apps --trees` reads it: the controller's API.
+	apps, err := api.NewControllerClient(e.p.ControllerURL, e.cfg.ControllerToken, nil).Apps(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := apps[0].Tree; tr == nil || tr.Shape != "node-a(node-b,-)" || tr.Rev != rev || len(tr.Nodes) != 2 || tr.Nodes[1].Parent != "node-a" {
 		t.Fatalf("tree %+v", tr)
 	}
 }
