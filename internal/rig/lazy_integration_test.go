@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -594,4 +595,104 @@ func TestFunctionTreeAncestor(t *testing.T) {
 	if !ok || md.FromStore != 0 || md.FromParent == 0 {
 		t.Fatalf("node-d: %+v (found %v): want every byte from node-a", md, ok)
 	}
+}
+
+// BenchmarkCodeTreeNodes is BenchmarkCodeTree on the several-nodes rig
+// (ADR 13): four agents, each in its own network namespace behind its own
+// 400 Mbit/s link, the store behind a shared 160 Mbit/s link (tc), each
+// agent a `hoard agent` process. Each of four instances, one per node,
+// started at once, reads the package's whole 32 MiB model; bytes leaving
+// the store are read from the agents' metrics. One node alone is the
+// reference time (FaaSNet: 1.6x of it for 2,500 containers).
+//
+//	go test -tags integration -run '^$' -bench CodeTreeNodes -benchtime 1x ./internal/rig
+func BenchmarkCodeTreeNodes(b *testing.B) {
+	for _, run := range []struct {
+		mode  string
+		nodes int
+	}{{"tree", 1}, {"store", 4}, {"tree", 4}} {
+		mode, nodes := run.mode, run.nodes
+		b.Run(fmt.Sprintf("%s/nodes=%d", mode, nodes), func(b *testing.B) {
+			n := startNodes(b, nodes, func(c *NodesConfig) {
+				if mode == "store" {
+					c.AgentEnv = append(c.AgentEnv, agent.CodeRelayEnv+"=off")
+				}
+			})
+			var total time.Duration
+			var fromStore, size int64
+			it := 0
+			for b.Loop() {
+				it++
+				dir := b.TempDir()
+				rng := rand.New(rand.NewPCG(uint64(it), 11))
+				model := make([]byte, 32<<20)
+				for i := range model {
+					model[i] = byte(rng.Uint32())
+				}
+				want := sha256.Sum256(model)
+				for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+					if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pkg, err := appspec.PackBlocks(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := n.Controller.Deploy(context.Background(), pkg.Data); err != nil {
+					b.Fatal(err)
+				}
+				before := storeBytes(b, n)
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				errs := make(chan error, nodes)
+				for range nodes {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rec, err := n.Controller.Invoke(context.Background(), "big", "read", nil, "bench")
+						if err != nil || !rec.OK || !bytes.Contains(rec.Result, []byte(hex.EncodeToString(want[:]))) {
+							errs <- fmt.Errorf("%v %+v", err, rec)
+						}
+					}()
+				}
+				wg.Wait()
+				total += time.Since(t0)
+				close(errs)
+				for err := range errs {
+					b.Fatal(err)
+				}
+				size += int64(len(pkg.Data))
+				fromStore += storeBytes(b, n) - before
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(it), "ms/all-read")
+			b.ReportMetric(float64(fromStore)/float64(size), "packages-from-store")
+			if tr := n.Controller.Apps()[0].Tree; tr != nil {
+				b.Logf("tree %s", tr.Shape)
+			}
+		})
+	}
+}
+
+// storeBytes sums the nodes' agents' hoard_agent_lazy_code_relay_bytes_total{from="store"}.
+func storeBytes(b *testing.B, n *Nodes) int64 {
+	b.Helper()
+	var sum int64
+	for _, a := range n.Agents {
+		req, _ := http.NewRequest(http.MethodGet, a.URL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer agent-token-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, `hoard_agent_lazy_code_relay_bytes_total{from="store"} `); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				sum += int64(f)
+			}
+		}
+	}
+	return sum
 }
