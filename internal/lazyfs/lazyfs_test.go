@@ -70,7 +70,25 @@ func (s *source) FetchAt(_ context.Context, p []byte, off int64) error {
 	return nil
 }
 
-func mount(t *testing.T, obj []byte) (*FS, *source, *[]error) {
+func (s *source) fetched() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// errList is what OnError reported.
+type errList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errList) list() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+func mount(t *testing.T, obj []byte) (*FS, *source, *errList) {
 	t.Helper()
 	src := &source{data: obj}
 	r, err := blockfmt.NewReader(context.Background(), src, int64(len(obj)))
@@ -78,12 +96,11 @@ func mount(t *testing.T, obj []byte) (*FS, *source, *[]error) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var errs []error
-	var mu sync.Mutex
+	errs := &errList{}
 	m, err := Mount(dir, r, Options{OnError: func(_ string, err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+		errs.mu.Lock()
+		errs.errs = append(errs.errs, err)
+		errs.mu.Unlock()
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +110,14 @@ func mount(t *testing.T, obj []byte) (*FS, *source, *[]error) {
 			t.Error(err)
 		}
 	})
-	return m, src, &errs
+	return m, src, errs
 }
 
 func TestLazyReadsOnlyWhatIsOpened(t *testing.T) {
 	needFUSE(t)
 	obj, big, main := archive(t)
 	m, src, _ := mount(t, obj)
-	tail := src.bytes // the footer and index, read at open
+	tail := src.fetched() // the footer and index, read at open
 
 	got, err := os.ReadFile(filepath.Join(m.Dir(), "main.py"))
 	if err != nil {
@@ -109,11 +126,11 @@ func TestLazyReadsOnlyWhatIsOpened(t *testing.T) {
 	if !bytes.Equal(got, main) {
 		t.Fatal("main.py read through the mount differs from what was packed")
 	}
-	if fetched := src.bytes - tail; fetched >= int64(len(big)) {
+	if fetched := src.fetched() - tail; fetched >= int64(len(big)) {
 		t.Fatalf("reading main.py (%d bytes) fetched %d bytes: the other file's blocks were read too", len(main), fetched)
 	}
-	if st := m.Stats(); st.Files != 1 || st.Fetch.BytesFetched != src.bytes {
-		t.Fatalf("stats %+v, source saw %d bytes", st, src.bytes)
+	if st := m.Stats(); st.Files != 1 || st.Fetch.BytesFetched != src.fetched() {
+		t.Fatalf("stats %+v, source saw %d bytes", st, src.fetched())
 	}
 
 	got, err = os.ReadFile(filepath.Join(m.Dir(), "lib", "big.bin"))
@@ -167,8 +184,8 @@ func TestLazyCorruptBlockIsEIO(t *testing.T) {
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("reading a file with a corrupt block: %v, want EIO", err)
 	}
-	if len(*errs) == 0 || !errors.Is((*errs)[0], blockfmt.ErrChecksum) {
-		t.Fatalf("errors reported: %v", *errs)
+	if got := errs.list(); len(got) == 0 || !errors.Is(got[0], blockfmt.ErrChecksum) {
+		t.Fatalf("errors reported: %v", got)
 	}
 	if st := m.Stats(); st.ReadErrors == 0 {
 		t.Fatalf("stats %+v count no read error", st)
