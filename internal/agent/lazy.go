@@ -102,6 +102,20 @@ func (a *Agent) setupCodeFetch() error {
 	default:
 		return fmt.Errorf("agent: code fetch %q: want %q or %q", a.cfg.CodeFetch, CodeFetchLazy, CodeFetchWhole)
 	}
+	if a.cfg.CodeFetch == CodeFetchLazy {
+		// Mounts a killed agent left in this directory.
+		code := filepath.Join(a.cfg.Dir, "code")
+		stale, err := lazyfs.MountsUnder(code)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		for _, m := range stale {
+			if err := lazyfs.Detach(m); err != nil {
+				return fmt.Errorf("agent: detaching %s, left by an earlier agent: %w", m, err)
+			}
+			a.log.Info("detached code mounted by an earlier agent", "dir", m)
+		}
+	}
 	a.lazy = &lazyCode{mounts: map[string]*mounted{}, serving: make(chan struct{}, maxRelayServing)}
 	a.lazy.errs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_read_errors_total",

@@ -90,8 +90,9 @@ func TestRelayFromLyingParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Dir: t.TempDir(), Store: st, Sandboxes: boxes, EtcdEndpoints: []string{"http://127.0.0.1:1"},
-		HoardBin: "/bin/false", Python: "/bin/true", InsecureSandbox: true, CodeFetch: CodeFetchLazy}, slog.New(slog.DiscardHandler))
+	cfg := Config{Dir: t.TempDir(), Store: st, Sandboxes: boxes, EtcdEndpoints: []string{"http://127.0.0.1:1"},
+		HoardBin: "/bin/false", Python: "/bin/true", InsecureSandbox: true, CodeFetch: CodeFetchLazy}
+	a, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +148,14 @@ func TestRelayFromLyingParent(t *testing.T) {
 		if w := get(c.path, c.token); w.Code != c.want {
 			t.Errorf("GET %s (token %q): %d, want %d", c.path, c.token, w.Code, c.want)
 		}
+	}
+
+	// An agent started on the same directory while this one's mount is
+	// still there (as after a kill) detaches it.
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := lazyfs.MountsUnder(filepath.Join(cfg.Dir, "code")); err != nil || len(left) != 0 {
+		t.Fatalf("mounts left: %v %v", left, err)
 	}
 }

@@ -196,3 +196,37 @@ func TestLazyCorruptBlockIsEIO(t *testing.T) {
 		t.Fatalf("main.py after a corrupt block elsewhere: %v", err)
 	}
 }
+
+// TestMountsUnder: a mount is listed under its parent directory until it
+// is detached (as an agent cleans up what a killed one left).
+func TestMountsUnder(t *testing.T) {
+	needFUSE(t)
+	obj, _, _ := archive(t)
+	src := &source{data: obj}
+	r, err := blockfmt.NewReader(context.Background(), src, int64(len(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "with space")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Mount(dir, r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+	if got, err := MountsUnder(parent); err != nil || !slices.Equal(got, []string{dir}) {
+		t.Fatalf("mounts under %s: %v %v", parent, got, err)
+	}
+	if err := Detach(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := MountsUnder(parent); err != nil || len(got) != 0 {
+		t.Fatalf("after Detach: %v %v", got, err)
+	}
+	if err := Detach(dir); err != nil {
+		t.Fatalf("detaching nothing: %v", err)
+	}
+}
