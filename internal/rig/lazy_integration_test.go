@@ -610,7 +610,7 @@ func BenchmarkCodeTreeNodes(b *testing.B) {
 	for _, run := range []struct {
 		mode  string
 		nodes int
-	}{{"tree", 1}, {"store", 4}, {"tree", 4}} {
+	}{{"tree", 1}, {"store", 4}, {"tree", 4}, {"store", 8}, {"tree", 8}} {
 		mode, nodes := run.mode, run.nodes
 		b.Run(fmt.Sprintf("%s/nodes=%d", mode, nodes), func(b *testing.B) {
 			n := startNodes(b, nodes, func(c *NodesConfig) {
