@@ -598,10 +598,10 @@ func TestFunctionTreeAncestor(t *testing.T) {
 }
 
 // BenchmarkCodeTreeNodes is BenchmarkCodeTree on the several-nodes rig
-// (ADR 13): four agents, each in its own network namespace behind its own
-// 400 Mbit/s link, the store behind a shared 160 Mbit/s link (tc), each
-// agent a `hoard agent` process. Each of four instances, one per node,
-// started at once, reads the package's whole 32 MiB model; bytes leaving
+// (ADR 13): 1, 4 and 8 agents, each in its own network namespace behind
+// its own 400 Mbit/s link, the store behind a shared 160 Mbit/s link (tc),
+// each agent a `hoard agent` process. One instance per node, all started
+// at once, each reads the package's whole 32 MiB model; bytes leaving
 // the store are read from the agents' metrics. One node alone is the
 // reference time (FaaSNet: 1.6x of it for 2,500 containers).
 //
