@@ -21,6 +21,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	client := clientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	memory := fs.Bool("memory", false, "print each function's memory model: maturity, accuracy, predicted against used memory, memory given to the cache, retries")
+	trees := fs.Bool("trees", false, "print each application's function tree: the agents hosting its deployed version, each under its parent (FaaSNet's balanced binary tree)")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -38,6 +39,10 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *asJSON {
 		out, _ := json.MarshalIndent(apps, "", "  ")
 		fmt.Fprintln(stdout, string(out))
+		return nil
+	}
+	if *trees {
+		printTrees(stdout, apps)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -96,4 +101,29 @@ func printModels(ctx context.Context, c *api.ControllerClient, apps []api.AppInf
 			100*m.Exact, 100*m.ExactOrOver, m.Predicted, mean(m.PredictedBytes), mean(m.PeakBytes), bytesize.Format(m.CacheGivenBytes), m.UnderPredicted, m.Retries)
 	}
 	return tw.Flush()
+}
+
+// printTrees writes each application's function tree, one agent a line,
+// indented under its parent.
+func printTrees(w io.Writer, apps []api.AppInfo) {
+	for _, a := range apps {
+		if a.Tree == nil {
+			fmt.Fprintf(w, "%s: no tree (no instance of version %d)\n", a.Name, a.Version)
+			continue
+		}
+		t := a.Tree
+		fmt.Fprintf(w, "%s (version %d, package %.12s): %d agents, height %d, %s\n", a.Name, a.Version, t.Rev, len(t.Nodes), t.Height, t.Shape)
+		children := map[string][]string{}
+		for _, n := range t.Nodes {
+			children[n.ID] = n.Children
+		}
+		var walk func(id, indent string)
+		walk = func(id, indent string) {
+			fmt.Fprintf(w, "%s%s\n", indent, id)
+			for _, c := range children[id] {
+				walk(c, indent+"  ")
+			}
+		}
+		walk(t.Root, "  ")
+	}
 }

@@ -10,16 +10,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,6 +122,18 @@ type Config struct {
 	DiskBudget int64
 	// DiskDir holds the applications' disk tiers; default Dir/disk.
 	DiskDir string
+	// CodeFetch is how instances get their code (lazy.go, ADR 0028):
+	// CodeFetchLazy, CodeFetchWhole, or CodeFetchAuto (the default: lazy
+	// where FUSE mounts are possible). $HOARD_CODE_FETCH sets it too.
+	CodeFetch string
+	// NoCodeRelay fetches lazily mounted packages from the store only,
+	// never from the parent agent the controller names (relay.go); a
+	// baseline for benchmarks. $HOARD_CODE_RELAY=off sets it too.
+	NoCodeRelay bool
+	// PeerTLS is how the agent calls other agents (its parent in a
+	// function tree, relay.go) where their APIs are on TLS: its own
+	// certificate and the CA. Default nil: plain HTTP.
+	PeerTLS *tls.Config
 }
 
 // Agent runs instances.
@@ -127,7 +142,12 @@ type Agent struct {
 	log *slog.Logger
 	m   *metrics
 
-	codeMu sync.Mutex // one code download at a time
+	codeMu sync.Mutex             // one code download at a time
+	lazy   *lazyCode              // lazily mounted code (lazy.go)
+	token  atomic.Pointer[string] // the agents' bearer token (Handler; relay.go)
+
+	relayOnce sync.Once
+	relayHTTP *http.Client // calls parent agents (relay.go)
 
 	jailed bool // functions run jailed (jail.go); set by New
 
@@ -255,6 +275,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if err := a.loadDiskGroups(); err != nil {
 		return nil, err
 	}
+	if err := a.setupCodeFetch(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -371,17 +394,21 @@ func (a *Agent) Close() {
 		}()
 	}
 	wg.Wait()
+	a.unmountCode()
 }
 
 // code returns the directory holding an application's unpacked code,
 // downloading and checking the package when it is not there yet.
-func (a *Agent) code(ctx context.Context, ref api.PackageRef) (string, error) {
+func (a *Agent) code(ctx context.Context, ref api.PackageRef, parents []api.Registration) (string, error) {
 	if len(ref.SHA256) != 64 || strings.Trim(ref.SHA256, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("bad package digest %q", ref.SHA256)
 	}
 	dir := filepath.Join(a.cfg.Dir, "code", ref.SHA256)
 	a.codeMu.Lock()
 	defer a.codeMu.Unlock()
+	if lazy, ok, err := a.lazyCodeDir(ctx, ref, parents, dir); ok {
+		return lazy, err
+	}
 	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {
 		return dir, nil
 	}

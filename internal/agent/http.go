@@ -18,7 +18,9 @@ import (
 // (when not nil) on GET /metrics, every request but /healthz
 // authenticated with the agents' bearer token.
 func (a *Agent) Handler(token string, metrics http.Handler) http.Handler {
+	a.token.Store(&token)
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/packages/{sha}/raw", a.servePackageRaw) // child agents (relay.go)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"agent": a.cfg.ID, "sandbox": a.SandboxMode()})
 	})
@@ -102,7 +104,7 @@ func (a *Agent) Handler(token string, metrics http.Handler) http.Handler {
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
-	return api.RequireToken(token, mux)
+	return api.RequireToken(token, relayCallers(mux))
 }
 
 func (a *Agent) lookup(w http.ResponseWriter, r *http.Request) *Instance {

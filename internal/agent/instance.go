@@ -90,7 +90,7 @@ func (in *Instance) load(ctx context.Context) error {
 	if err := writeFile(filepath.Join(in.dir, "aws-credentials"), ""); err != nil {
 		return err
 	}
-	code, err := a.code(ctx, in.req.Package)
+	code, err := a.code(ctx, in.req.Package, treeChain(in.req))
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,15 @@ type PackageRef struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
 	SHA256 string `json:"sha256"`
+	// IndexSHA256 is, for a package in the block format, the digest of
+	// its index (and so of every block's checksum): an agent that reads
+	// the package lazily, block by block, checks the index against it
+	// instead of the whole package against SHA256.
+	IndexSHA256 string `json:"index_sha256,omitempty"`
+	// SumsSHA256 is the digest of the package's block sums, stored next
+	// to it under Key + ".sums" (appspec.Package.BlockSums): an agent
+	// checks every block relayed by another agent against them.
+	SumsSHA256 string `json:"sums_sha256,omitempty"`
 }
 
 // Credentials are an application's: the keys its functions sign S3
@@ -65,6 +74,14 @@ type StartRequest struct {
 	// on: it may read the application's ring and write only the
 	// instance's member key. Nil: the cachelet signs in as nobody.
 	Etcd *EtcdCredentials `json:"etcd,omitempty"`
+	// Parent is the agent above this one in the application's function
+	// tree (FaaSNet §3): the agent fetches the package's blocks from it,
+	// and from the store when it fails. Nil: the store (the tree's root).
+	Parent *Registration `json:"parent,omitempty"`
+	// Ancestors are the parent's own ancestors, nearest first, up to
+	// the root: where the agent turns when its parent fails, before
+	// the store.
+	Ancestors []Registration `json:"ancestors,omitempty"`
 }
 
 // EtcdCredentials are an etcd user's name and password.

@@ -56,6 +56,9 @@ type AppInfo struct {
 	Stats       map[string]FuncStats `json:"stats,omitempty"`
 	Events      []Event              `json:"events,omitempty"`
 	KeepAlive   *keepalive.Decision  `json:"keep_alive,omitempty"`
+	// Tree is the application's function tree: the agents hosting its
+	// deployed version (`hoard apps --trees`); nil when none does.
+	Tree *FuncTree `json:"tree,omitempty"`
 }
 
 // InstanceSummary is an instance in AppInfo.
@@ -319,4 +322,24 @@ func (c *ControllerClient) DashboardLogin(ctx context.Context) (DashboardLogin, 
 // Vote posts an unrequested scale vote; an urgent one acts at once.
 func (c *ControllerClient) Vote(ctx context.Context, app string, v scaling.Vote) error {
 	return c.c.call(ctx, http.MethodPost, appPath(app)+"/votes", "", v, nil)
+}
+
+// FuncTree is an application's function tree (FaaSNet §3): a balanced
+// binary tree of the agents hosting an instance of its deployed version,
+// by agent ID.
+type FuncTree struct {
+	// Rev is the package digest it distributes.
+	Rev    string `json:"rev"`
+	Root   string `json:"root"`
+	Height int    `json:"height"`
+	// Shape is the tree written as "a(b(d,e),c)".
+	Shape string     `json:"shape"`
+	Nodes []TreeNode `json:"nodes"`
+}
+
+// TreeNode is one agent of a function tree.
+type TreeNode struct {
+	ID       string   `json:"id"`
+	Parent   string   `json:"parent,omitempty"`
+	Children []string `json:"children,omitempty"`
 }

@@ -3,6 +3,8 @@ package appspec
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -85,21 +87,37 @@ func openBlocks(data []byte) (*blockfmt.Reader, error) {
 	return r, nil
 }
 
-// readBlocksSpec returns the raw spec of a package in the block format.
-func readBlocksSpec(data []byte) ([]byte, error) {
+// BlockSumLen is the length of one block's entry in a package's block
+// sums (Package.BlockSums): its offset in the package (u64), its stored
+// length (u32), and the SHA-256 of its stored bytes, big-endian.
+const BlockSumLen = 8 + 4 + sha256.Size
+
+// readBlocksSpec returns the raw spec of a package in the block format,
+// the digest of its index (blockfmt.Reader.IndexSHA256) and its block
+// sums.
+func readBlocksSpec(data []byte) ([]byte, string, []byte, error) {
 	r, err := openBlocks(data)
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	defer r.Close()
 	f, err := r.File(FileName)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the package has no %s at its root", ErrInvalid, FileName)
+		return nil, "", nil, fmt.Errorf("%w: the package has no %s at its root", ErrInvalid, FileName)
 	}
 	if f.Size() > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
+		return nil, "", nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
 	}
-	return io.ReadAll(f)
+	raw, err := io.ReadAll(f)
+	sums := make([]byte, 0, r.Blocks()*BlockSumLen)
+	for i := range r.Blocks() {
+		off, n := r.BlockSpan(i)
+		h := sha256.Sum256(data[off : off+n])
+		sums = binary.BigEndian.AppendUint64(sums, uint64(off))
+		sums = binary.BigEndian.AppendUint32(sums, uint32(n))
+		sums = append(sums, h[:]...)
+	}
+	return raw, r.IndexSHA256(), sums, err
 }
 
 // unpackBlocks writes a package in the block format under tmp.

@@ -28,8 +28,17 @@ func TestBlockPackagesRefused(t *testing.T) {
 		w.AddFile(FileName, 0o644, strings.NewReader(spec))
 		w.AddFile("m.py", 0o644, strings.NewReader(strings.Repeat("def h(e, c): return 1\n", 2000)))
 	})
-	if pkg, err := ReadPackage(good); err != nil || pkg.Format != FormatBlocks {
+	pkg, err := ReadPackage(good)
+	if err != nil || pkg.Format != FormatBlocks || len(pkg.IndexSHA256) != 64 {
 		t.Fatalf("good package: %v", err)
+	}
+	// The index digest binds every block: another content, another digest.
+	other := mk(func(w *blockfmt.Writer) {
+		w.AddFile(FileName, 0o644, strings.NewReader(spec))
+		w.AddFile("m.py", 0o644, strings.NewReader(strings.Repeat("def h(e, c): return 2\n", 2000)))
+	})
+	if o, err := ReadPackage(other); err != nil || o.IndexSHA256 == pkg.IndexSHA256 {
+		t.Fatalf("another package's index digest: %v, same %v", err, o != nil && o.IndexSHA256 == pkg.IndexSHA256)
 	}
 	corrupt := bytes.Clone(good)
 	corrupt[len(corrupt)/3] ^= 0xff

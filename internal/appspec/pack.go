@@ -31,6 +31,14 @@ type Package struct {
 	SHA256 string
 	// Format is FormatBlocks or FormatTarGz.
 	Format string
+	// IndexSHA256 is, in the block format, the digest of the package's
+	// index (blockfmt.Reader.IndexSHA256): what an agent reading the
+	// package lazily checks it against.
+	IndexSHA256 string
+	// BlockSums are, in the block format, every block's offset, length
+	// and SHA-256 (BlockSumLen bytes a block): what an agent checks
+	// blocks relayed by another agent against before it keeps them.
+	BlockSums []byte
 }
 
 // skipped reports whether a path inside an application directory stays
@@ -156,9 +164,11 @@ func ReadPackage(data []byte) (*Package, error) {
 		return nil, fmt.Errorf("%w: the package is larger than %d MiB", ErrInvalid, MaxPackageBytes>>20)
 	}
 	var raw []byte
+	var index string
+	var sums []byte
 	var err error
 	if format(data) == FormatBlocks {
-		raw, err = readBlocksSpec(data)
+		raw, index, sums, err = readBlocksSpec(data)
 	} else {
 		err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
 			if h.Name == FileName {
@@ -180,7 +190,7 @@ func ReadPackage(data []byte) (*Package, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data)}, nil
+	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data), IndexSHA256: index, BlockSums: sums}, nil
 }
 
 // Unpack extracts a package, in either format, into dest (created; it must not exist yet, so

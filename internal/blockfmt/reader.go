@@ -2,7 +2,9 @@ package blockfmt
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +84,8 @@ type Reader struct {
 	stats  Stats
 	fetch  []byte
 	header bool // header checked
+
+	indexSum [sha256.Size]byte // of the index and footer (IndexSHA256)
 }
 
 type cached struct {
@@ -125,6 +129,10 @@ func NewReader(ctx context.Context, src Source, size int64, opts ...ReaderOption
 	if checksum(index) != f.indexCRC {
 		return nil, fmt.Errorf("%w: index", ErrChecksum)
 	}
+	h := sha256.New()
+	h.Write(index)
+	h.Write(buf[len(buf)-footerLen:])
+	h.Sum(r.indexSum[:0])
 	if err := r.parseIndex(index); err != nil {
 		return nil, err
 	}
@@ -253,6 +261,19 @@ func (r *Reader) Blocks() int { return int(r.f.blocks) }
 
 // IsArchive reports whether the object has a TOC.
 func (r *Reader) IsArchive() bool { return r.f.flags&flagArchive != 0 }
+
+// IndexSHA256 is the hex SHA-256 of the object's index and footer. The
+// index holds every block's CRC-32C, so a digest recorded when the object
+// was written (as the controller does for code packages) binds the
+// blocks read later to that object; a reader compares it before trusting
+// a lazily read object.
+func (r *Reader) IndexSHA256() string { return hex.EncodeToString(r.indexSum[:]) }
+
+// BlockSpan returns where block i's stored (compressed) bytes lie in the
+// object: its offset and length.
+func (r *Reader) BlockSpan(i int) (off, n int64) {
+	return r.offs[i], int64(r.lengths[i] &^ storedBit)
+}
 
 // Stats returns the counts so far.
 func (r *Reader) Stats() Stats {

@@ -9,8 +9,10 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -179,6 +181,8 @@ type Controller struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	trees *trees // the function trees (trees.go)
 }
 
 // app is one deployed application and its instances.
@@ -240,10 +244,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 	if err := c.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.loadTrees(ctx); err != nil {
+		return nil, err
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.scan()
 	go c.scaler()
+	go c.treeLoop()
 	return c, nil
 }
 
@@ -385,13 +393,20 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
-	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256}
+	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256, IndexSHA256: pkg.IndexSHA256}
 	contentType := "application/octet-stream"
 	if pkg.Format == appspec.FormatTarGz {
 		contentType = "application/gzip"
 	}
 	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
 		return nil, fmt.Errorf("storing the code package: %w", err)
+	}
+	if len(pkg.BlockSums) > 0 {
+		sum := sha256.Sum256(pkg.BlockSums)
+		ref.SumsSHA256 = hex.EncodeToString(sum[:])
+		if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key+".sums", bytes.NewReader(pkg.BlockSums), int64(len(pkg.BlockSums)), store.PutOptions{ContentType: "application/octet-stream"}); err != nil {
+			return nil, fmt.Errorf("storing the code package's block sums: %w", err)
+		}
 	}
 	specYAML, err := pkg.Spec.Marshal()
 	if err != nil {
@@ -556,6 +571,7 @@ func (c *Controller) info(a *app) api.AppInfo {
 	info.Events = append([]api.Event(nil), a.events...)
 	d := a.decision
 	info.KeepAlive = &d
+	info.Tree = c.treeInfo(a.rec.Name)
 	return info
 }
 

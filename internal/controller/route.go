@@ -320,6 +320,8 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 		}
 		a.placing[ag.ID]++
 	}
+	// Joined in the order placed (trees.go).
+	req.Parent, req.Ancestors = c.treeJoin(req.App, req.Package.SHA256, ag.ID, agents)
 	c.mu.Unlock()
 	if a != nil {
 		defer func() {

@@ -52,7 +52,7 @@ const (
 	testStoreRate = 20_000_000 // 160 Mbit/s
 )
 
-func startNodes(t *testing.T, nodes int, opts ...func(*NodesConfig)) *Nodes {
+func startNodes(t testing.TB, nodes int, opts ...func(*NodesConfig)) *Nodes {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

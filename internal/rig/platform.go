@@ -72,6 +72,11 @@ type Config struct {
 	// HoardBin is the binary agents start cachelets from; default the
 	// running one.
 	HoardBin string
+	// CodeFetch is the agent's (agent.Config.CodeFetch): lazy, whole, or
+	// "" for lazy where FUSE mounts are possible.
+	CodeFetch string
+	// NoCodeRelay is the agent's (agent.Config.NoCodeRelay).
+	NoCodeRelay bool
 
 	EtcdEndpoints []string
 	// EtcdCredentials sign the platform's etcd client in, where etcd has
@@ -219,7 +224,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var etcdTLS, storeTLS, agentTLS, agentClientTLS, controllerTLS *tls.Config
+	var etcdTLS, storeTLS, agentTLS, agentClientTLS, controllerTLS, peerTLS *tls.Config
 	scheme := "http://"
 	if t := cfg.TLS; t != nil {
 		scheme = "https://"
@@ -230,7 +235,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			return nil, err
 		}
 		if cfg.Agent {
-			if agentTLS, err = pki.ServerConfig(t.Agent, pki.ControllerOnly); err != nil {
+			// The controller, and other agents for code relaying only
+			// (agent.Handler keeps them to it).
+			if agentTLS, err = pki.ServerConfig(t.Agent, pki.PlatformOnly); err != nil {
+				return nil, err
+			}
+			if peerTLS, err = pki.ClientConfig(pki.Files{Cert: t.Agent.Cert, Key: t.Agent.Key, CA: t.CA}, agentOnly); err != nil {
 				return nil, err
 			}
 		}
@@ -276,6 +286,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			PeerHost: cfg.AgentPeerHost, InsecureSandbox: cfg.InsecureSandbox, Unjailed: cfg.Unjailed,
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount, SlackPool: cfg.SlackPool,
 			DiskBudget: cfg.DiskBudget,
+			CodeFetch:  cfg.CodeFetch, NoCodeRelay: cfg.NoCodeRelay, PeerTLS: peerTLS,
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}

@@ -1,0 +1,460 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/pki"
+	"github.com/hoard-io/hoard/internal/store"
+)
+
+// Relaying a lazily read package down the application's function tree
+// (FaaSNet §3, ADR 0028): an agent fetches the package object's bytes
+// from its parent agent (StartRequest.Parent), which serves them from
+// what it has fetched, fetching what it lacks from its own parent or the
+// store; the tree's root fetches from the store. Every block is verified
+// by the reading agent's blockfmt.Reader against the index whose digest
+// the controller recorded, so a parent's bytes are trusted no more than
+// the store's: a block that does not verify makes the agent distrust its
+// parent, forget what came from it, and read again from the store.
+
+// treeChain is where a start request says to fetch its package from:
+// the parent, then its ancestors (relay.go).
+func treeChain(req api.StartRequest) []api.Registration {
+	if req.Parent == nil {
+		return nil
+	}
+	return append([]api.Registration{*req.Parent}, req.Ancestors...)
+}
+
+// maxRelayFetch bounds one request to a parent (the Reader asks for at
+// most 8 MiB at a time, 12 MiB for the largest blocks).
+const maxRelayFetch = 16 << 20
+
+// relayTimeout bounds one call to a parent.
+const relayTimeout = 30 * time.Second
+
+type span struct{ off, end int64 }
+
+// blockSum is one block's place in the package and the SHA-256 of its
+// stored bytes (appspec.Package.BlockSums).
+type blockSum struct {
+	off, end int64
+	sum      [sha256.Size]byte
+}
+
+// maxSumsBytes bounds a package's block sums (a 64 MiB package of 4 KiB
+// blocks has 16,384).
+const maxSumsBytes = 1 << 20
+
+// loadSums reads and checks a package's block sums from the store.
+func (a *Agent) loadSums(ctx context.Context, ref api.PackageRef, size int64) ([]blockSum, error) {
+	if len(ref.SumsSHA256) != 64 {
+		return nil, errors.New("the package has no block sums")
+	}
+	body, _, _, err := a.cfg.Store.Get(ctx, ref.Bucket, ref.Key+".sums", store.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	raw, err := io.ReadAll(io.LimitReader(body, maxSumsBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if h := sha256.Sum256(raw); hex.EncodeToString(h[:]) != ref.SumsSHA256 || len(raw) > maxSumsBytes || len(raw)%appspec.BlockSumLen != 0 {
+		return nil, errors.New("the package's block sums do not match their digest")
+	}
+	out := make([]blockSum, 0, len(raw)/appspec.BlockSumLen)
+	var last int64
+	for b := raw; len(b) > 0; b = b[appspec.BlockSumLen:] {
+		bs := blockSum{off: int64(binary.BigEndian.Uint64(b)), end: int64(binary.BigEndian.Uint64(b)) + int64(binary.BigEndian.Uint32(b[8:]))}
+		copy(bs.sum[:], b[12:appspec.BlockSumLen])
+		if bs.off < last || bs.end <= bs.off || bs.end > size {
+			return nil, errors.New("the package's block sums are malformed")
+		}
+		last = bs.end
+		out = append(out, bs)
+	}
+	return out, nil
+}
+
+// verified returns the parts of p (the parent's bytes at off) that may be
+// kept: every whole block whose SHA-256 matches, and what lies after the
+// last block (the index and footer, checked against the deploy's digest
+// when the package is opened). ok is false when a whole block does not
+// match: the parent lied.
+func (s *relaySource) verified(p []byte, off int64) (keep []span, ok bool) {
+	end := off + int64(len(p))
+	var lastEnd int64
+	for _, b := range s.sums {
+		lastEnd = b.end
+		if b.end <= off || b.off >= end {
+			continue
+		}
+		if b.off < off || b.end > end {
+			continue // partly covered: used by the reader as is (it checks the block's CRC), not kept
+		}
+		if sha256.Sum256(p[b.off-off:b.end-off]) != b.sum {
+			return nil, false
+		}
+		keep = append(keep, span{b.off, b.end})
+	}
+	if end > lastEnd {
+		keep = append(keep, span{max(off, lastEnd), end})
+	}
+	return keep, true
+}
+
+// relaySource is one package object's bytes for a lazy mount, kept in a
+// local sparse file as they arrive.
+type relaySource struct {
+	a           *Agent
+	sha         string
+	bucket, key string
+	etag        string
+	size        int64
+	parents     []api.Registration // the parent, then its ancestors; nil: the store
+	sums        []blockSum         // checks the parents' bytes; nil without parents
+	created     time.Time
+	file        *os.File
+
+	mu         sync.Mutex
+	have       []span // sorted, disjoint, what the file holds
+	cur        int    // the parent asked now: parents[cur]
+	parentBad  bool   // every parent given up: the store only
+	parentData bool   // some of have came from the parent
+
+	fetchMu               sync.Mutex // one upstream fetch at a time
+	fromParent, fromStore atomic.Int64
+	rejected              atomic.Int64
+}
+
+func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
+	info, err := a.cfg.Store.Stat(ctx, ref.Bucket, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(info.Size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	parents = slices.DeleteFunc(slices.Clone(parents), func(r api.Registration) bool { return r.ID == a.cfg.ID || r.URL == "" })
+	if a.cfg.NoCodeRelay {
+		parents = nil
+	}
+	var sums []blockSum
+	if len(parents) > 0 {
+		// Blocks from another agent are kept only when they match their
+		// SHA-256: without the sums, the store it is.
+		if sums, err = a.loadSums(ctx, ref, info.Size); err != nil {
+			a.log.Warn("not fetching the package from other agents", "package", ref.SHA256, "parent", parents[0].ID, "err", err)
+			parents = nil
+		}
+	}
+	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
+		parents: parents, sums: sums, file: f, created: time.Now()}, nil
+}
+
+func (s *relaySource) covered(off, end int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.have {
+		if sp.off <= off && end <= sp.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *relaySource) add(off, end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.have = append(s.have, span{off, end})
+	slices.SortFunc(s.have, func(a, b span) int { return cmp.Compare(a.off, b.off) })
+	merged := s.have[:0]
+	for _, sp := range s.have {
+		if n := len(merged); n > 0 && sp.off <= merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, sp.end)
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	s.have = merged
+}
+
+// FetchAt is blockfmt.Source: from the local file when it holds the
+// range, else from upstream (kept for later reads and for children).
+func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
+	end := off + int64(len(p))
+	if off < 0 || end > s.size {
+		return fmt.Errorf("range [%d, %d) outside the package's %d bytes", off, end, s.size)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if !s.covered(off, end) {
+		s.fetchMu.Lock()
+		defer s.fetchMu.Unlock()
+		if !s.covered(off, end) {
+			keep, err := s.upstream(ctx, p, off)
+			if err != nil {
+				return err
+			}
+			for _, sp := range keep {
+				if _, err := s.file.WriteAt(p[sp.off-off:sp.end-off], sp.off); err != nil {
+					return err
+				}
+				s.add(sp.off, sp.end)
+			}
+			return nil
+		}
+	}
+	_, err := s.file.ReadAt(p, off)
+	return err
+}
+
+// upstream fetches from the parent, or from the store when there is
+// none, it failed before, or it fails now (a block that does not match
+// its SHA-256 is a failure). It returns the parts of p that may be kept.
+func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span, error) {
+	for {
+		s.mu.Lock()
+		var parent *api.Registration
+		if !s.parentBad && s.cur < len(s.parents) {
+			parent = &s.parents[s.cur]
+		}
+		s.mu.Unlock()
+		if parent == nil {
+			break
+		}
+		err := s.fromAgent(ctx, parent, p, off)
+		if err == nil {
+			keep, ok := s.verified(p, off)
+			if ok {
+				s.mu.Lock()
+				s.parentData = true
+				s.mu.Unlock()
+				s.fromParent.Add(int64(len(p)))
+				s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
+				return keep, nil
+			}
+			// It lied: no agent is trusted again for this package.
+			s.a.lazy.rejected.Inc()
+			s.rejected.Add(1)
+			s.a.log.Warn("a block from another agent does not match the package's block sums; fetching from the store", "package", s.sha, "agent", parent.ID)
+			s.mu.Lock()
+			s.parentBad = true
+			s.mu.Unlock()
+			break
+		}
+		// It failed: the next ancestor up the tree, then the store.
+		s.a.log.Warn("an agent above in the function tree failed; trying the next", "package", s.sha, "agent", parent.ID, "err", err)
+		s.mu.Lock()
+		if s.cur < len(s.parents) && s.parents[s.cur].ID == parent.ID {
+			s.cur++
+		}
+		s.mu.Unlock()
+	}
+	body, _, _, err := s.a.cfg.Store.Get(ctx, s.bucket, s.key, store.GetOptions{
+		Range: &store.ByteRange{Start: off, End: off + int64(len(p)) - 1}, IfMatch: s.etag,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	if _, err := io.ReadFull(body, p); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
+	}
+	s.fromStore.Add(int64(len(p)))
+	s.a.lazy.relayed.WithLabelValues("store").Add(float64(len(p)))
+	return []span{{off, off + int64(len(p))}}, nil
+}
+
+func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
+	for {
+		err := s.askAgent(ctx, parent, p, off)
+		// The parent was placed at the same time as this agent and has
+		// not mounted the package yet: wait for it, for a while.
+		if !errors.Is(err, errNotHere) || time.Since(s.created) > relayWait {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// errNotHere is a parent's answer for a package it has not mounted.
+var errNotHere = errors.New("the parent has not mounted the package")
+
+// relayWait is how long after its mount an agent waits for a parent
+// that has not mounted the package yet (both started at once).
+const relayWait = 10 * time.Second
+
+func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
+	url := fmt.Sprintf("%s/v1/packages/%s/raw?off=%d&len=%d", parent.URL, s.sha, off, len(p))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.a.peerToken())
+	resp, err := s.a.relayClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errNotHere
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", parent.ID, resp.Status)
+	}
+	if resp.ContentLength != int64(len(p)) {
+		return fmt.Errorf("%s answered %d bytes, want %d", parent.ID, resp.ContentLength, len(p))
+	}
+	_, err = io.ReadFull(resp.Body, p)
+	return err
+}
+
+// distrust is called when a block did not verify: what came from the
+// parent is forgotten and the store serves from now on. It reports
+// whether a read is worth retrying: when there is a parent (which may
+// have served the bad block; reads that raced this one retry too).
+func (s *relaySource) distrust() bool {
+	if len(s.parents) == 0 {
+		return false
+	}
+	s.fetchMu.Lock()
+	defer s.fetchMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.parentBad || s.parentData {
+		s.a.log.Warn("a block from another agent did not verify; reading the package from the store", "package", s.sha)
+	}
+	s.parentBad = true
+	if s.parentData {
+		s.have, s.parentData = nil, false
+	}
+	return true
+}
+
+func (s *relaySource) close() error {
+	name := s.file.Name()
+	return errors.Join(s.file.Close(), os.Remove(name))
+}
+
+// relayClient calls parent agents: over TLS with the agent's own
+// certificate where the platform runs on TLS (Config.PeerTLS).
+func (a *Agent) relayClient() *http.Client {
+	a.relayOnce.Do(func() {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = a.cfg.PeerTLS
+		a.relayHTTP = &http.Client{Timeout: relayTimeout, Transport: tr}
+	})
+	return a.relayHTTP
+}
+
+// relayCallers keeps other agents, which reach an agent's API over
+// mutual TLS with a certificate of their role (ADR 0017), to the relay
+// route: everything else stays the controller's.
+func relayCallers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && r.URL.Path != "/healthz" {
+			id, err := pki.IdentityOf(r.TLS.PeerCertificates[0])
+			relay := r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/packages/")
+			if err != nil || id.Role != pki.RoleController && !(id.Role == pki.RoleAgent && relay) {
+				api.WriteError(w, http.StatusForbidden, errors.New("this certificate may not call this route"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// peerToken is the bearer token agents call each other with: the one
+// their APIs accept (Handler).
+func (a *Agent) peerToken() string {
+	if t := a.token.Load(); t != nil {
+		return *t
+	}
+	return ""
+}
+
+// servePackageRaw answers a child agent's GET
+// /v1/packages/{sha}/raw?off=N&len=M with the bytes of a package this
+// agent has mounted lazily, fetching what it lacks from upstream.
+func (a *Agent) servePackageRaw(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.CodeFetch != CodeFetchLazy || a.cfg.NoCodeRelay {
+		// Never here: the child turns to the store at once.
+		api.WriteError(w, http.StatusNotImplemented, errors.New("this agent does not relay code packages"))
+		return
+	}
+	src := a.relaySourceOf(r.PathValue("sha"))
+	if src == nil {
+		api.WriteError(w, http.StatusNotFound, errors.New("no such package here"))
+		return
+	}
+	off, err1 := strconv.ParseInt(r.URL.Query().Get("off"), 10, 64)
+	n, err2 := strconv.ParseInt(r.URL.Query().Get("len"), 10, 64)
+	if err1 != nil || err2 != nil || off < 0 || n <= 0 || n > maxRelayFetch || off+n > src.size {
+		api.WriteError(w, http.StatusBadRequest, fmt.Errorf("off and len must name a range of at most %d bytes inside the package's %d", maxRelayFetch, src.size))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
+	defer cancel()
+	// At most maxRelayServing answers (each up to 16 MiB) at once.
+	select {
+	case a.lazy.serving <- struct{}{}:
+		defer func() { <-a.lazy.serving }()
+	case <-ctx.Done():
+		api.WriteError(w, http.StatusServiceUnavailable, ctx.Err())
+		return
+	}
+	buf := make([]byte, n)
+	if err := src.FetchAt(ctx, buf, off); err != nil {
+		api.WriteError(w, http.StatusBadGateway, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	w.Write(buf)
+}
+
+// maxRelayServing bounds the relay answers an agent makes at once.
+const maxRelayServing = 4
+
+func (a *Agent) relaySourceOf(sha string) *relaySource {
+	if a.lazy == nil {
+		return nil
+	}
+	a.lazy.mu.Lock()
+	defer a.lazy.mu.Unlock()
+	if m := a.lazy.mounts[sha]; m != nil {
+		return m.src
+	}
+	return nil
+}
