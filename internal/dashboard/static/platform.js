@@ -29,6 +29,31 @@
     body.dataset.invocations = String(inv);
   }
 
+  // modelText sums up a function's memory model (OFC): learning, or
+  // mature with its accuracy and what it sized.
+  function modelText(m) {
+    if (!m) return "–";
+    if (!m.mature) return "learning (" + m.observed + ")";
+    let t = "mature, " + pct(m.exact_or_over) + " exact-or-over";
+    if (m.predicted) t += ", sized " + m.predicted + ", cache +" + bytes(m.cache_given_bytes);
+    return t;
+  }
+
+  // treeView draws an application's function tree (FaaSNet): the agents
+  // hosting it, each under the one it fetches its code from.
+  function treeView(t) {
+    if (!t || !t.root) return null;
+    const children = {};
+    for (const n of t.nodes || []) children[n.id] = n.children || [];
+    const item = (id, depth) => {
+      if (depth > 64) return null; // a tree is balanced; this bounds a bad one
+      const kids = (children[id] || []).map((c) => item(c, depth + 1)).filter(Boolean);
+      return el("li", {}, id, kids.length ? el("ul", {}, ...kids) : null);
+    };
+    return el("div", { class: "tree" }, el("div", { class: "muted" }, "function tree: " + (t.nodes || []).length +
+      " agents, height " + t.height), el("ul", {}, item(t.root, 0)));
+  }
+
   function drawApps(st) {
     const box = document.getElementById("apps");
     const cards = (st.apps || []).map((app) => {
@@ -36,7 +61,8 @@
       const fnRows = Object.entries(app.stats || {}).sort().map(([fn, fs]) => el("tr", {},
         el("td", {}, fn), el("td", { class: "num" }, fs.invocations), el("td", { class: "num" }, fs.cold_starts),
         el("td", { class: "num" }, fs.errors), el("td", { class: "num" }, (fs.p50_ms || 0).toFixed(1)),
-        el("td", { class: "num" }, pct(totals(fs.reads).hits / totals(fs.reads).all))));
+        el("td", { class: "num" }, pct(totals(fs.reads).hits / totals(fs.reads).all)),
+        el("td", { class: "num model" }, modelText(fs.model))));
       const ka = app.keep_alive;
       const card = el("div", { class: "card", "data-app": app.name },
         el("div", { class: "row" },
@@ -49,9 +75,11 @@
             outcomeBar(app.reads),
             ka && ka.Mode !== undefined ? el("div", { class: "muted keep-alive" }, "keep-alive: " + (ka.Reason || String(ka.Mode))) : null),
           ringSVG(app.ring)),
+        treeView(app.tree),
         fnRows.length ? el("table", {},
           el("thead", {}, el("tr", {}, el("th", {}, "function"), el("th", { class: "num" }, "calls"), el("th", { class: "num" }, "cold"),
-            el("th", { class: "num" }, "errors"), el("th", { class: "num" }, "p50 ms"), el("th", { class: "num" }, "hits"))),
+            el("th", { class: "num" }, "errors"), el("th", { class: "num" }, "p50 ms"), el("th", { class: "num" }, "hits"),
+            el("th", { class: "num" }, "memory model"))),
           el("tbody", {}, ...fnRows)) : el("div", { class: "muted" }, "no invocations yet"));
       return card;
     });
