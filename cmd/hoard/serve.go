@@ -107,6 +107,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
 	var df diskFlags
 	df.register(fs, doc.Disk)
+	var chf changeFlags
+	chf.register(fs)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	config := configFlag(fs)
@@ -123,6 +125,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if err := df.apply(&cfg); err != nil {
+		return err
+	}
+	if err := chf.apply(&cfg); err != nil {
 		return err
 	}
 	cfg.Cachelet.MemoryLimitOverhead = int64(overhead)

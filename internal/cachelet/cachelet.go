@@ -123,6 +123,10 @@ type Config struct {
 	// application's cachelets at once. It needs Members and Ranges.
 	// Default nil: off.
 	Bandwidth *BandwidthConfig
+	// External, when set, follows the store's change notifications so
+	// that objects changed outside hoard are dropped (external.go, ADR
+	// 0029). Default nil: local reads trust their copies as they are.
+	External *ExternalConfig
 
 	// Optional capabilities of the application's membership and peer
 	// protocol. Each may be nil; Validate fills a nil one from Router
@@ -280,6 +284,10 @@ type Cachelet struct {
 	valMu sync.Mutex
 	vals  validations
 
+	// The store's change subscriptions; nil when not followed
+	// (external.go).
+	ext *external
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -357,6 +365,9 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		c.startHandoff()
 	}
 	c.startSweeps()
+	if cfg.External != nil {
+		c.ext = newExternal(c, *cfg.External, reg)
+	}
 	return c, nil
 }
 
@@ -376,6 +387,7 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
+	c.ext.close()
 	kctx, kcancel := context.WithTimeout(context.Background(), min(diskKeepTimeout, c.cfg.DrainTimeout))
 	c.keepOnDisk(kctx)
 	kcancel()

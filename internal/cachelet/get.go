@@ -262,10 +262,17 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 	}
 	switch c.cfg.ReadMode {
 	case ReadLocal:
+		if c.untrusted(k) { // changes outside hoard not followed now
+			sv, _, err := c.validateAlone(ctx, k, e)
+			return sv, err
+		}
 		return fromEntry(e, LocalHit), nil
 	case ReadOwner:
 		addr, self := c.cfg.owner(k)
 		switch {
+		case self && c.untrusted(k):
+			// Changes outside hoard not followed now: the store's
+			// word, below.
 		case self:
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
@@ -295,7 +302,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
 	k := cache.Key{Bucket: bucket, Object: key}
 	e := c.cache.Peek(k)
-	if e != nil && c.cfg.ReadMode == ReadLocal {
+	if e != nil && c.cfg.ReadMode == ReadLocal && !c.untrusted(k) {
 		return e.Info(), nil
 	}
 	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {
