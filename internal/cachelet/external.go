@@ -2,8 +2,11 @@ package cachelet
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +42,22 @@ type ExternalConfig struct {
 	// MaxBackoff bounds the wait between attempts to subscribe again
 	// (from 100 ms, doubling, with jitter). Default 10 s.
 	MaxBackoff time.Duration
+	// ProbeKey names the probe object this cachelet writes in each
+	// bucket it follows, every Heartbeat/6 while subscribed: seeing its
+	// notifications proves the subscription alive, and their bytes push
+	// the store's buffered stream out (MinIO does not flush its listen
+	// stream until kilobytes are pending). It is under ProbePrefix and
+	// removed on Close. Default: ProbePrefix and a random name.
+	ProbeKey string
 }
+
+// ProbePrefix is where probe objects live in a bucket (ExternalConfig).
+const ProbePrefix = ".hoard/changes/"
+
+// probePad is the probe's user metadata: each notification of it carries
+// these bytes, enough that two probes push out whatever the store holds
+// back.
+var probePad = map[string]string{"hoard-pad": strings.Repeat("p", 1800)}
 
 func (e *ExternalConfig) defaults() {
 	if e.Heartbeat <= 0 {
@@ -50,6 +68,11 @@ func (e *ExternalConfig) defaults() {
 	}
 	if e.MaxBackoff <= 0 {
 		e.MaxBackoff = 10 * time.Second
+	}
+	if e.ProbeKey == "" {
+		var b [8]byte
+		_, _ = crand.Read(b[:])
+		e.ProbeKey = ProbePrefix + hex.EncodeToString(b[:])
 	}
 }
 
@@ -65,6 +88,8 @@ type external struct {
 	subs sync.Map   // bucket → *subscription
 	mu   sync.Mutex // creates subscriptions
 	n    int        // subscriptions; at most cfg.MaxBuckets
+	// probed: the buckets holding this cachelet's probe object.
+	probed sync.Map
 
 	listening   prometheus.Gauge
 	losses      prometheus.Counter
@@ -140,7 +165,9 @@ func (x *external) follow(bucket string, s *subscription) {
 	log := x.c.log.With("bucket", bucket)
 	backoff := 100 * time.Millisecond
 	for {
-		err := x.cfg.Listener.Listen(x.ctx, bucket, x.cfg.Heartbeat, func() {
+		lctx, stopProbes := context.WithCancel(x.ctx)
+		probes := x.probe(lctx, bucket)
+		err := x.cfg.Listener.Listen(lctx, bucket, x.cfg.Heartbeat, func() {
 			// Changes made while nobody listened were not told: what
 			// is cached of the bucket goes before it is trusted.
 			x.c.DropPrefix(bucket, "")
@@ -148,7 +175,13 @@ func (x *external) follow(bucket string, s *subscription) {
 			x.listening.Inc()
 			backoff = 100 * time.Millisecond
 			log.Info("following the store's changes; local reads of the bucket trusted")
-		}, func(ch store.Change) { x.changed(ch) })
+		}, func(ch store.Change) {
+			if !strings.HasPrefix(ch.Key, ProbePrefix) {
+				x.changed(ch)
+			}
+		})
+		stopProbes()
+		<-probes
 		if s.up.Swap(false) {
 			x.listening.Dec()
 		}
@@ -170,6 +203,34 @@ func (x *external) follow(bucket string, s *subscription) {
 		}
 		backoff = min(2*backoff, x.cfg.MaxBackoff)
 	}
+}
+
+// probe writes bucket's probe object every Heartbeat/6 until ctx ends,
+// then closes the channel it returned. A probe that fails is only logged:
+// its notification then does not come, and the subscription is taken as
+// broken when the heartbeat passes.
+func (x *external) probe(ctx context.Context, bucket string) <-chan struct{} {
+	done := make(chan struct{})
+	x.probed.Store(bucket, true)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(x.cfg.Heartbeat / 6)
+		defer t.Stop()
+		for {
+			pctx, cancel := context.WithTimeout(ctx, x.cfg.Heartbeat/2)
+			_, err := x.c.store.Put(pctx, bucket, x.cfg.ProbeKey, strings.NewReader(""), 0, store.PutOptions{UserMetadata: probePad})
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				x.c.log.Debug("store change probe failed", "bucket", bucket, "err", err)
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // changed acts on one change notification.
@@ -206,6 +267,13 @@ func (x *external) close() {
 	x.cancel()
 	x.mu.Unlock()
 	x.wg.Wait()
+	// The probe objects go (best effort, bounded).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	x.probed.Range(func(b, _ any) bool {
+		_ = x.c.store.Delete(ctx, b.(string), x.cfg.ProbeKey)
+		return ctx.Err() == nil
+	})
 }
 
 // untrusted reports whether a read of k that would trust a cached copy

@@ -260,6 +260,9 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		e.Release()
 		return c.fetch(ctx, k, nil, route)
 	}
+	if c.ext != nil && c.cfg.ReadMode == ReadOwner {
+		c.ext.trusted(k.Bucket) // subscribes: copies kept here are dropped when told
+	}
 	switch c.cfg.ReadMode {
 	case ReadLocal:
 		if c.untrusted(k) { // changes outside hoard not followed now

@@ -40,7 +40,10 @@ func (s *Store) Listen(ctx context.Context, bucket string, heartbeat time.Durati
 	q.Set("prefix", "")
 	q.Set("suffix", "")
 	q["events"] = []string{"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
-	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/" + bucket, RawQuery: q.Encode()}, Header: http.Header{}}
+	// Identity: a compressed stream would sit in the store's compressor
+	// until kilobytes of events filled it, pings included.
+	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/" + bucket, RawQuery: q.Encode()},
+		Header: http.Header{"Accept-Encoding": {"identity"}}}
 	out, err := s.outgoing(ctx, req)
 	if err != nil {
 		return err
@@ -59,7 +62,9 @@ func (s *Store) Listen(ctx context.Context, bucket string, heartbeat time.Durati
 		return listenRefused(bucket, resp)
 	}
 	wd.kick()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	// Any bytes are a sign of life: the store sends its stream in blocks
+	// that need not end at a line.
+	r := bufio.NewReaderSize(kickReader{resp.Body, wd}, 64<<10)
 	first := true
 	for {
 		line, err := readLine(r)
@@ -72,14 +77,13 @@ func (s *Store) Listen(ctx context.Context, bucket string, heartbeat time.Durati
 			}
 			return fmt.Errorf("s3store: listen %s: %w: %v", bucket, store.ErrUnavailable, err)
 		}
-		wd.kick()
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue // a keep-alive
 		}
 		var msg eventMessage
 		if err := json.Unmarshal([]byte(line), &msg); err != nil {
-			return fmt.Errorf("s3store: listen %s: %w: malformed event: %v", bucket, store.ErrUnavailable, err)
+			return fmt.Errorf("s3store: listen %s: %w: malformed event (%d bytes, ...%q): %v", bucket, store.ErrUnavailable, len(line), line[max(0, len(line)-300):], err)
 		}
 		if first {
 			first = false
@@ -95,22 +99,41 @@ func (s *Store) Listen(ctx context.Context, bucket string, heartbeat time.Durati
 	}
 }
 
-// readLine reads one line of at most maxEventLine bytes.
+// readLine reads one whole line of at most maxEventLine bytes; a line the
+// stream ends in the middle of is an error, never an event.
 func readLine(r *bufio.Reader) (string, error) {
 	var b strings.Builder
 	for {
-		part, more, err := r.ReadLine()
-		if err != nil {
-			return "", err
-		}
+		part, err := r.ReadSlice('\n')
 		if b.Len()+len(part) > maxEventLine {
 			return "", errors.New("event line too long")
 		}
 		b.Write(part)
-		if !more {
+		switch {
+		case err == nil:
 			return b.String(), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return "", io.ErrUnexpectedEOF
+		default:
+			return "", err
 		}
 	}
+}
+
+// kickReader kicks the watchdog on every read that brings bytes.
+type kickReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (k kickReader) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if n > 0 {
+		k.wd.kick()
+	}
+	return n, err
 }
 
 // listenRefused turns a refusal to listen into an error.
