@@ -70,6 +70,7 @@ var configKeys = map[string]string{
 
 	"store-changes":           "cache.store_changes",
 	"store-changes-heartbeat": "cache.store_changes_heartbeat",
+	"store-changes-probe":     "cache.store_changes_probe",
 
 	"disk-dir":             "disk.dir",
 	"disk-budget":          "disk.budget",

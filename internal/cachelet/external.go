@@ -42,12 +42,16 @@ type ExternalConfig struct {
 	// MaxBackoff bounds the wait between attempts to subscribe again
 	// (from 100 ms, doubling, with jitter). Default 10 s.
 	MaxBackoff time.Duration
-	// ProbeKey names the probe object this cachelet writes in each
-	// bucket it follows, every Heartbeat/6 while subscribed: seeing its
-	// notifications proves the subscription alive, and their bytes push
-	// the store's buffered stream out (MinIO does not flush its listen
-	// stream until kilobytes are pending). It is under ProbePrefix and
-	// removed on Close. Default: ProbePrefix and a random name.
+	// Probe has the cachelet write a probe object (ProbeKey) in each
+	// bucket it follows, every Heartbeat/6: its notifications are
+	// traffic on a stream the store would otherwise leave silent but
+	// for its pings, and their bytes push out a stream the store holds
+	// back in a buffer. It needs write access to the buckets and shows
+	// in their listings (under ProbePrefix); the object is removed on
+	// Close. Default off: the store's pings are the heartbeat.
+	Probe bool
+	// ProbeKey names the probe object. Default: ProbePrefix and a
+	// random name.
 	ProbeKey string
 }
 
@@ -205,12 +209,17 @@ func (x *external) follow(bucket string, s *subscription) {
 	}
 }
 
-// probe writes bucket's probe object every Heartbeat/6 until ctx ends,
+// probe writes bucket's probe object every Heartbeat/6 (when Probe is on)
+// until ctx ends,
 // then closes the channel it returned. A probe that fails is only logged:
 // its notification then does not come, and the subscription is taken as
 // broken when the heartbeat passes.
 func (x *external) probe(ctx context.Context, bucket string) <-chan struct{} {
 	done := make(chan struct{})
+	if !x.cfg.Probe {
+		close(done)
+		return done
+	}
 	x.probed.Store(bucket, true)
 	go func() {
 		defer close(done)
