@@ -5,12 +5,18 @@ package instance_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	s3v2 "github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/hoard-io/hoard/internal/etcdembed"
@@ -125,8 +131,19 @@ func testExternalWriters(t *testing.T, consistency string, n int) {
 	readAll(1) // cached everywhere now
 	following := sum("hoard_cachelet_store_subscriptions_up")
 	t.Logf("subscriptions up before the outside write: %v of %d", following, len(procs))
-	if following < float64(len(procs)) && sum("hoard_cachelet_unsubscribed_validations_total") == 0 {
-		t.Error("a subscription was not up, yet no read was validated in its stead")
+	if following < float64(len(procs)) {
+		if sum("hoard_cachelet_unsubscribed_validations_total") == 0 {
+			t.Error("a subscription was not up, yet no read was validated in its stead")
+		}
+		marked := 0
+		for _, p := range procs {
+			if readHeader(t, p.endpoint(), bucket, key, "X-Hoard-Changes") == "unfollowed" {
+				marked++
+			}
+		}
+		if marked == 0 {
+			t.Error("no read said (x-hoard-changes: unfollowed) that it was checked because the bucket's changes were not followed")
+		}
 	}
 
 	// A writer outside hoard.
@@ -170,4 +187,24 @@ func testExternalWriters(t *testing.T, consistency string, n int) {
 	if losses := sum("hoard_cachelet_store_subscription_losses_total"); losses < float64(len(procs)) {
 		t.Errorf("subscription losses counted %v, want >= %d", losses, len(procs))
 	}
+}
+
+// readHeader reads bucket/key through the cachelet at endpoint and
+// returns the answer's header name.
+func readHeader(t *testing.T, endpoint, bucket, key, name string) string {
+	t.Helper()
+	c := s3v2.New(s3v2.Options{
+		BaseEndpoint: aws.String(endpoint), Region: "us-east-1", UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(clientAK, clientSK, ""),
+	})
+	out, err := c.GetObject(context.Background(), &s3v2.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer out.Body.Close()
+	_, _ = io.Copy(io.Discard, out.Body)
+	if raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response); ok {
+		return raw.Header.Get(name)
+	}
+	return ""
 }
