@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,93 @@ func readHeader(t *testing.T, endpoint, bucket, key, name string) string {
 		return raw.Header.Get(name)
 	}
 	return ""
+}
+
+// TestExternalWritersNotified: the notification path itself, with a
+// stream of filler writes to the bucket that pushes MinIO's change stream
+// out of the server's buffers (the bundled build does not flush it; see
+// docs/design/external-writers.md). Once the subscription is up, a
+// cached copy is served without asking the store (no x-hoard-changes),
+// and a write straight to MinIO is served once its notification dropped
+// the copy, counted as invalidated.
+func TestExternalWritersNotified(t *testing.T) {
+	bin := hoardBinary(t)
+	dir := t.TempDir()
+	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
+	t.Cleanup(func() { srv.Close() })
+	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const bucket, key = "notified", "table/part-0"
+	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := putValue(ctx, direct, bucket, key, []byte("version 1")); err != nil {
+		t.Fatal(err)
+	}
+	p := newHoardProc(t, dir, "ntf", 0)
+	p.start(t, bin, "ntf", "", srv.Endpoint(), "--consistency", "local", "--store-changes", "--store-changes-heartbeat", "3s")
+	(&faultCluster{}).waitHealthy(t, p)
+	p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
+
+	// The filler: about 130 KB of notifications a second.
+	pad := strings.Repeat("f", 1800)
+	filled := make(chan struct{})
+	go func() {
+		defer close(filled)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _ = direct.PutObject(ctx, bucket, fmt.Sprintf("filler/%d", i%8), strings.NewReader(""), 0,
+				minio.PutObjectOptions{UserMetadata: map[string]string{"pad": pad}})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-filled }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for p.metric(t, "hoard_cachelet_store_subscriptions_up") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription never came up")
+		}
+		getValue(ctx, p.client, bucket, key) // the first read subscribes
+		time.Sleep(50 * time.Millisecond)
+	}
+	getValue(ctx, p.client, bucket, key) // cached again after the drop on subscribing
+	got, how := getRead(t, p.endpoint(), bucket, key)
+	if string(got) != "version 1" || how != "local_hit" {
+		t.Fatalf("before the outside write: %q (%s), want version 1 as a local hit", got, how)
+	}
+	if h := readHeader(t, p.endpoint(), bucket, key, "X-Hoard-Changes"); h != "" {
+		t.Errorf("a read with the subscription up marked x-hoard-changes: %q", h)
+	}
+
+	// Outside writes, one at a time: how long each stays unseen (from the
+	// PUT's answer to the first read that returns it, reads every 5 ms).
+	var delays []time.Duration
+	for i := 2; i <= 11; i++ {
+		want := fmt.Sprintf("version %d", i)
+		if err := putValue(ctx, direct, bucket, key, []byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		written := time.Now()
+		deadline = written.Add(30 * time.Second)
+		for {
+			got, _ := getRead(t, p.endpoint(), bucket, key)
+			if string(got) == want {
+				delays = append(delays, time.Since(written))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("outside write %d never noticed", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		getRead(t, p.endpoint(), bucket, key) // cached again
+	}
+	slices.Sort(delays)
+	t.Logf("outside writes unseen for: p50 %v, max %v (%d writes; all %v)", delays[len(delays)/2], delays[len(delays)-1], len(delays), delays)
+	if n := p.metric(t, `hoard_cachelet_store_changes_total{action="invalidated"}`); n < float64(len(delays)) {
+		t.Errorf("invalidations counted %v, want >= %d", n, len(delays))
+	}
+	t.Logf("notification delay: %v s summed over %v notifications",
+		p.metric(t, "hoard_cachelet_store_change_delay_seconds_sum"), p.metric(t, "hoard_cachelet_store_change_delay_seconds_count"))
 }
