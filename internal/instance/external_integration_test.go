@@ -22,6 +22,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
+	"github.com/hoard-io/hoard/internal/netshape"
 )
 
 // TestExternalWriters: cachelets following MinIO's change notifications
@@ -216,7 +217,9 @@ func readHeader(t *testing.T, endpoint, bucket, key, name string) string {
 // docs/design/external-writers.md). Once the subscription is up, a
 // cached copy is served without asking the store (no x-hoard-changes),
 // and a write straight to MinIO is served once its notification dropped
-// the copy, counted as invalidated.
+// the copy, counted as invalidated. A stream that hangs without closing
+// (toxiproxy holding its bytes) is taken down by the heartbeat, and comes
+// back up once the link does.
 func TestExternalWritersNotified(t *testing.T) {
 	bin := hoardBinary(t)
 	dir := t.TempDir()
@@ -232,8 +235,19 @@ func TestExternalWritersNotified(t *testing.T) {
 	if err := putValue(ctx, direct, bucket, key, []byte("version 1")); err != nil {
 		t.Fatal(err)
 	}
+	// The cachelet reaches the store through a proxy that can hang the
+	// stream without closing it.
+	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
+	if err != nil {
+		t.Fatalf("start toxiproxy: %v", err)
+	}
+	t.Cleanup(func() { shaper.Close() })
+	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), netshape.Link{}, netshape.Link{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := newHoardProc(t, dir, "ntf", 0)
-	p.start(t, bin, "ntf", "", srv.Endpoint(), "--consistency", "local", "--store-changes", "--store-changes-heartbeat", "3s")
+	p.start(t, bin, "ntf", "", proxy.Endpoint, "--consistency", "local", "--store-changes", "--store-changes-heartbeat", "3s")
 	(&faultCluster{}).waitHealthy(t, p)
 	p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 
@@ -250,14 +264,20 @@ func TestExternalWritersNotified(t *testing.T) {
 	}()
 	defer func() { cancel(); <-filled }()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for p.metric(t, "hoard_cachelet_store_subscriptions_up") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the subscription never came up")
+	waitUp := func(want float64, read bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for p.metric(t, "hoard_cachelet_store_subscriptions_up") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("the subscription never %v", want)
+			}
+			if read {
+				getValue(ctx, p.client, bucket, key) // the first read subscribes
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		getValue(ctx, p.client, bucket, key) // the first read subscribes
-		time.Sleep(50 * time.Millisecond)
 	}
+	waitUp(1, true)
 	getValue(ctx, p.client, bucket, key) // cached again after the drop on subscribing
 	got, how := getRead(t, p.endpoint(), bucket, key)
 	if string(got) != "version 1" || how != "local_hit" {
@@ -276,7 +296,7 @@ func TestExternalWritersNotified(t *testing.T) {
 			t.Fatal(err)
 		}
 		written := time.Now()
-		deadline = written.Add(30 * time.Second)
+		deadline := written.Add(30 * time.Second)
 		for {
 			got, _ := getRead(t, p.endpoint(), bucket, key)
 			if string(got) == want {
@@ -295,6 +315,23 @@ func TestExternalWritersNotified(t *testing.T) {
 	if n := p.metric(t, `hoard_cachelet_store_changes_total{action="invalidated"}`); n < float64(len(delays)) {
 		t.Errorf("invalidations counted %v, want >= %d", n, len(delays))
 	}
+
+	// The stream hung, not closed: every byte from the store held 20 s.
+	// The heartbeat takes the subscription down.
+	losses := p.metric(t, "hoard_cachelet_store_subscription_losses_total")
+	if err := proxy.Update(netshape.Link{Latency: 20 * time.Second}, netshape.Link{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(0, false)
+	if got := p.metric(t, "hoard_cachelet_store_subscription_losses_total"); got <= losses {
+		t.Errorf("losses counted %v after the hang, want > %v", got, losses)
+	}
+	// Back (the held toxic is updated in place, not removed mid-hold):
+	// the subscription comes up again.
+	if err := proxy.Update(netshape.Link{Latency: time.Millisecond}, netshape.Link{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(1, true)
 	t.Logf("notification delay: %v s summed over %v notifications",
 		p.metric(t, "hoard_cachelet_store_change_delay_seconds_sum"), p.metric(t, "hoard_cachelet_store_change_delay_seconds_count"))
 }
