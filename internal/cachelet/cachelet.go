@@ -23,7 +23,8 @@
 // the peer protocol's owner side, handoff.go ownership handoffs on ring
 // changes, split.go the bandwidth policy's split downloads, drop.go bulk
 // drops, access.go access metadata and pre-warming, budget.go run-time
-// budget changes, counters.go and metrics.go what is counted.
+// budget changes, external.go the store's change notifications (writers
+// outside hoard), counters.go and metrics.go what is counted.
 package cachelet
 
 import (
