@@ -74,6 +74,10 @@ var configKeys = map[string]string{
 	"sweep-min-reads":      "cache.sweep_min_reads",
 	"sweep-idle":           "cache.sweep_idle",
 
+	"store-changes":           "cache.store_changes",
+	"store-changes-heartbeat": "cache.store_changes_heartbeat",
+	"store-changes-probe":     "cache.store_changes_probe",
+
 	"disk-dir":             "disk.dir",
 	"disk-budget":          "disk.budget",
 	"disk-min-object-size": "disk.min_object_size",

@@ -110,6 +110,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	df.register(fs, doc.Disk)
 	var ef erasureFlags
 	ef.register(fs, doc.Cache.Erasure)
+	var chf changeFlags
+	chf.register(fs)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	var pageSize poolFlag // a size, or off (-1), as --buffer-pool
@@ -128,6 +130,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if err := df.apply(&cfg); err != nil {
+		return err
+	}
+	if err := chf.apply(&cfg); err != nil {
 		return err
 	}
 	cfg.Cachelet.MemoryLimitOverhead = int64(overhead)

@@ -24,7 +24,8 @@
 // changes, split.go the bandwidth policy's split downloads, pages.go
 // ranges kept in pages, drop.go bulk
 // drops, access.go access metadata and pre-warming, budget.go run-time
-// budget changes, counters.go and metrics.go what is counted.
+// budget changes, external.go the store's change notifications (writers
+// outside hoard), counters.go and metrics.go what is counted.
 package cachelet
 
 import (
@@ -129,6 +130,10 @@ type Config struct {
 	// application's cachelets at once. It needs Members and Ranges.
 	// Default nil: off.
 	Bandwidth *BandwidthConfig
+	// External, when set, follows the store's change notifications so
+	// that objects changed outside hoard are dropped (external.go, ADR
+	// 0029). Default nil: local reads trust their copies as they are.
+	External *ExternalConfig
 
 	// Erasure, when set, keeps large objects as erasure-coded shards
 	// over the application's cachelets (erasure.go). Default nil: off.
@@ -313,6 +318,10 @@ type Cachelet struct {
 	valMu sync.Mutex
 	vals  validations
 
+	// The store's change subscriptions; nil when not followed
+	// (external.go).
+	ext *external
+
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
 	stopFills context.CancelFunc
@@ -403,6 +412,9 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		c.startHandoff()
 	}
 	c.startSweeps()
+	if cfg.External != nil {
+		c.ext = newExternal(c, *cfg.External, reg)
+	}
 	return c, nil
 }
 
@@ -426,6 +438,7 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
+	c.ext.close()
 	kctx, kcancel := context.WithTimeout(context.Background(), min(diskKeepTimeout, c.cfg.DrainTimeout))
 	c.keepOnDisk(kctx)
 	kcancel()

@@ -23,6 +23,10 @@ type Object struct {
 	// the metrics.
 	Body    io.ReadCloser
 	Outcome Outcome
+	// Unfollowed: the store's changes to the bucket are followed
+	// (Config.External) but the subscription was not up, so the cached
+	// copy was checked with the store instead of trusted (external.go).
+	Unfollowed bool
 }
 
 // Length is the number of bytes in Body.
@@ -95,7 +99,7 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 	if outcome == LocalHit {
 		c.notePrewarmHit(k)
 	}
-	obj := &Object{Info: info, Outcome: outcome}
+	obj := &Object{Info: info, Outcome: outcome, Unfollowed: sv.unfollowed}
 	off, n := int64(0), info.Size
 	if rng != nil {
 		r, err := ResolveRange(*rng, info.Size)
@@ -149,6 +153,9 @@ type served struct {
 	// the entry's (objectInfo).
 	info    store.ObjectInfo
 	outcome Outcome
+	// unfollowed: checked with the store because the bucket's change
+	// subscription was not up (Object.Unfollowed).
+	unfollowed bool
 }
 
 // objectInfo is the metadata of the object served.
@@ -291,12 +298,25 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		e.Release()
 		return c.fetch(ctx, k, nil, route)
 	}
+	if c.ext != nil && c.cfg.ReadMode == ReadOwner {
+		c.ext.trusted(k.Bucket) // subscribes: copies kept here are dropped when told
+	}
+	unfollowed := false
 	switch c.cfg.ReadMode {
 	case ReadLocal:
+		if c.untrusted(k) { // changes outside hoard not followed now
+			sv, _, err := c.validateAlone(ctx, k, e)
+			sv.unfollowed = true
+			return sv, err
+		}
 		return fromEntry(e, LocalHit), nil
 	case ReadOwner:
 		addr, self := c.cfg.owner(k)
 		switch {
+		case self && c.untrusted(k):
+			// Changes outside hoard not followed now: the store's
+			// word, below.
+			unfollowed = true
 		case self:
 			// The owner holds the newest version written through
 			// the application: its memory is the answer.
@@ -314,6 +334,7 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 		// The owner setting's fallback asks alone, as it always did:
 		// shared checks are strong's (ADR 0019).
 		sv, _, err := c.validateAlone(ctx, k, e)
+		sv.unfollowed = unfollowed
 		return sv, err
 	}
 	// The store's word, shared with the reads of e arriving meanwhile
@@ -329,7 +350,7 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 		return store.ObjectInfo{}, errNULKey
 	}
 	e := c.cache.Peek(k)
-	if e != nil && c.cfg.ReadMode == ReadLocal {
+	if e != nil && c.cfg.ReadMode == ReadLocal && !c.untrusted(k) {
 		return e.Info(), nil
 	}
 	if c.cfg.ReadMode == ReadOwner || c.cfg.WriteTarget != WriteStore {

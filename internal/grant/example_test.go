@@ -31,7 +31,8 @@ func ExamplePolicy() {
 	//         "s3:GetBucketObjectLockConfiguration",
 	//         "s3:GetLifecycleConfiguration",
 	//         "s3:GetBucketCors",
-	//         "s3:GetEncryptionConfiguration"
+	//         "s3:GetEncryptionConfiguration",
+	//         "s3:ListenBucketNotification"
 	//       ],
 	//       "Resource": [
 	//         "arn:aws:s3:::models",

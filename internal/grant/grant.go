@@ -157,6 +157,10 @@ var (
 		"s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketVersions",
 		"s3:GetBucketVersioning", "s3:GetBucketTagging", "s3:GetBucketObjectLockConfiguration",
 		"s3:GetLifecycleConfiguration", "s3:GetBucketCors", "s3:GetEncryptionConfiguration",
+		// MinIO's change stream of the bucket, which cachelets follow
+		// to notice writers outside hoard (ADR 0029); bucket-scoped,
+		// unlike s3:ListenNotification (every bucket), never granted.
+		"s3:ListenBucketNotification",
 	}
 	readObjectActions = []string{
 		"s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes",

@@ -109,7 +109,7 @@ func TestPolicy(t *testing.T) {
 		allowed[r] = acts
 	}
 	roBucket := []string{"s3:GetBucketCors", "s3:GetBucketLocation", "s3:GetBucketObjectLockConfiguration", "s3:GetBucketTagging",
-		"s3:GetBucketVersioning", "s3:GetEncryptionConfiguration", "s3:GetLifecycleConfiguration", "s3:ListBucket", "s3:ListBucketVersions"}
+		"s3:GetBucketVersioning", "s3:GetEncryptionConfiguration", "s3:GetLifecycleConfiguration", "s3:ListBucket", "s3:ListBucketVersions", "s3:ListenBucketNotification"}
 	roObject := []string{"s3:GetObject", "s3:GetObjectAttributes", "s3:GetObjectLegalHold", "s3:GetObjectRetention", "s3:GetObjectTagging",
 		"s3:GetObjectVersion", "s3:GetObjectVersionAttributes", "s3:GetObjectVersionTagging"}
 	rwBucket := sorted(roBucket, "s3:CreateBucket", "s3:DeleteBucketCors", "s3:ListBucketMultipartUploads", "s3:PutBucketCors",

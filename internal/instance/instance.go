@@ -483,6 +483,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		s.disk = in.disk
 		cfg.Cachelet.Disk = in.disk
 	}
+	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
+		ext := *x
+		ext.Listener = st // the store's change notifications (ADR 0029)
+		cfg.Cachelet.External = &ext
+	}
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,11 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		// The store could not confirm this copy (serve_stale_if_error).
 		h.Set("x-hoard-stale", "true")
 	}
+	if obj.Unfollowed {
+		// Changes to the bucket are followed, but not now: the copy was
+		// checked with the store (ADR 0029).
+		h.Set("x-hoard-changes", "unfollowed")
+	}
 	status := http.StatusOK
 	if obj.Range != nil {
 		status = http.StatusPartialContent
