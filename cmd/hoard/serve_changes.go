@@ -10,7 +10,7 @@ import (
 )
 
 // changeFlags are `hoard serve`'s settings for writers outside hoard
-// (cachelet.ExternalConfig, ADR 0029).
+// (cachelet.ExternalConfig, ADR 0028).
 type changeFlags struct {
 	on        bool
 	heartbeat time.Duration

@@ -122,7 +122,7 @@ type Config struct {
 	DiskBudget int64
 	// DiskDir holds the applications' disk tiers; default Dir/disk.
 	DiskDir string
-	// CodeFetch is how instances get their code (lazy.go, ADR 0028):
+	// CodeFetch is how instances get their code (lazy.go, ADR 0027):
 	// CodeFetchLazy, CodeFetchWhole, or CodeFetchAuto (the default: lazy
 	// where FUSE mounts are possible). $HOARD_CODE_FETCH sets it too.
 	CodeFetch string

@@ -17,7 +17,7 @@ import (
 	"github.com/hoard-io/hoard/internal/lazyfs"
 )
 
-// How an agent gets an instance's code (Config.CodeFetch, ADR 0028).
+// How an agent gets an instance's code (Config.CodeFetch, ADR 0027).
 const (
 	// CodeFetchAuto is lazy where this host can mount FUSE file systems
 	// (root, /dev/fuse), whole elsewhere.

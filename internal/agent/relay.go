@@ -25,7 +25,7 @@ import (
 )
 
 // Relaying a lazily read package down the application's function tree
-// (FaaSNet §3, ADR 0028): an agent fetches the package object's bytes
+// (FaaSNet §3, ADR 0027): an agent fetches the package object's bytes
 // from its parent agent (StartRequest.Parent), which serves them from
 // what it has fetched, fetching what it lacks from its own parent or the
 // store; the tree's root fetches from the store. Every block is verified

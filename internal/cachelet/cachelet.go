@@ -132,7 +132,7 @@ type Config struct {
 	Bandwidth *BandwidthConfig
 	// External, when set, follows the store's change notifications so
 	// that objects changed outside hoard are dropped (external.go, ADR
-	// 0029). Default nil: local reads trust their copies as they are.
+	// 0028). Default nil: local reads trust their copies as they are.
 	External *ExternalConfig
 
 	// Erasure, when set, keeps large objects as erasure-coded shards

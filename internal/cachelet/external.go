@@ -17,7 +17,7 @@ import (
 	"github.com/hoard-io/hoard/internal/store"
 )
 
-// Writers outside hoard (ADR 0029). With ExternalConfig set, the cachelet
+// Writers outside hoard (ADR 0028). With ExternalConfig set, the cachelet
 // follows the store's change notifications for every bucket it reads and
 // drops its copy of an object another writer changed. Under the settings
 // that read locally (ReadLocal, and ReadOwner on the key's owner) a cached
@@ -142,7 +142,7 @@ func newExternal(c *Cachelet, cfg ExternalConfig, reg prometheus.Registerer) *ex
 
 // trusted reports whether bucket's subscription is up, subscribing to it
 // when it is the first read of the bucket. Nil: not following (trusted,
-// as before ADR 0029).
+// as before ADR 0028).
 func (x *external) trusted(bucket string) bool {
 	if x == nil {
 		return true

@@ -19,7 +19,7 @@ import (
 )
 
 // TestListenGrant: an application's store identity may follow the changes
-// of its own buckets (ADR 0029) and of no other: the attacker, app beta,
+// of its own buckets (ADR 0028) and of no other: the attacker, app beta,
 // is refused the change stream of alpha's bucket.
 func TestListenGrant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

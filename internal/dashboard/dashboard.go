@@ -1,5 +1,5 @@
 // Package dashboard holds the web pages of hoard's dashboards, built into
-// the binary: the platform's (served by the controller, ADR 27) and a
+// the binary: the platform's (served by the controller, ADR 26) and a
 // standalone cachelet's (served by `hoard serve` next to its /metrics).
 // The pages are static: each polls a JSON state document its server
 // makes. They allow only their own scripts and styles (SecurityHeaders).

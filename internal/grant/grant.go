@@ -158,7 +158,7 @@ var (
 		"s3:GetBucketVersioning", "s3:GetBucketTagging", "s3:GetBucketObjectLockConfiguration",
 		"s3:GetLifecycleConfiguration", "s3:GetBucketCors", "s3:GetEncryptionConfiguration",
 		// MinIO's change stream of the bucket, which cachelets follow
-		// to notice writers outside hoard (ADR 0029); bucket-scoped,
+		// to notice writers outside hoard (ADR 0028); bucket-scoped,
 		// unlike s3:ListenNotification (every bucket), never granted.
 		"s3:ListenBucketNotification",
 	}

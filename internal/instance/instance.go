@@ -485,7 +485,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	}
 	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
 		ext := *x
-		ext.Listener = st // the store's change notifications (ADR 0029)
+		ext.Listener = st // the store's change notifications (ADR 0028)
 		cfg.Cachelet.External = &ext
 	}
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)

@@ -6,7 +6,7 @@
 // be fetched, is an I/O error (EIO) to the reader, never other bytes.
 //
 // It is how an agent starts an instance before its code package is local
-// (docs/adr/0028-lazy-code.md).
+// (docs/adr/0027-lazy-code.md).
 package lazyfs
 
 import (

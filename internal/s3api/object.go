@@ -50,7 +50,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	if obj.Unfollowed {
 		// Changes to the bucket are followed, but not now: the copy was
-		// checked with the store (ADR 0029).
+		// checked with the store (ADR 0028).
 		h.Set("x-hoard-changes", "unfollowed")
 	}
 	status := http.StatusOK
