@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -56,17 +54,7 @@ func TestScrape(t *testing.T) {
 // unbounded baseline's. It runs the hoard binary ($HOARD_BIN, or bin/hoard
 // at the module root) and MinIO.
 func BenchmarkMemory(b *testing.B) {
-	bin := os.Getenv("HOARD_BIN")
-	if bin == "" {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		bin = filepath.Join(filepath.Dir(string(out[:len(out)-1])), "bin", "hoard")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		b.Fatalf("hoard binary: %v (go build -o bin/hoard ./cmd/hoard, or set $HOARD_BIN)", err)
-	}
+	bin := benchHoardBinary(b)
 	for range b.N {
 		rep, err := RunMemory(b.Context(), MemoryConfig{HoardBinary: bin, Ops: 300})
 		if err != nil {

@@ -324,6 +324,9 @@ func (s *Server) outgoing(r *http.Request, rq *request, body []byte) (*http.Requ
 		// whole body arriving, as the typed PUT's does (store/s3 Put).
 		// Not for UploadPart: a part with a checksum of its own breaks
 		// the completion of an upload without checksums on versitygw.
+		// A part keeps its X-Amz-Content-Sha256 of signed chunks, and
+		// the store client sends it in chunks signed anew, the last one
+		// too, which a body cut short lacks (store/s3 Pass).
 		capture = &errCapture{r: newExactBody(r.Body, n)}
 		name := checksum.CRC32C.HeaderName()
 		out.Trailer = http.Header{name: {checksum.Encode(make([]byte, checksum.CRC32C.Size()))}}

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import io
+import urllib.parse
 import zlib
 
 import botocore.httpchecksum
@@ -157,12 +158,12 @@ def _signing_key(secret: str, date: str) -> bytes:
     return key
 
 
-def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False, extra=None):
+def _signed_chunked_put(endpoint, creds, bucket, key, data, chunk_size=64 * 1024, tamper=False, extra=None, query=""):
     chunks = [data[i : i + chunk_size] for i in range(0, len(data), chunk_size)] + [b""]
     encoded_len = 0
     for c in chunks:
         encoded_len += len(f"{len(c):x};chunk-signature=") + 64 + 2 + len(c) + 2
-    path = f"/{bucket}/{key}"
+    path = f"/{bucket}/{key}" + (f"?{query}" if query else "")
     headers = {
         "Content-Encoding": "aws-chunked",
         "X-Amz-Decoded-Content-Length": str(len(data)),
@@ -208,6 +209,27 @@ def test_signed_aws_chunked_put_tampered_chunk(endpoint, creds, s3, bucket, extr
     assert resp.status == 403, resp.body
     assert resp.error_code == "SignatureDoesNotMatch"
     assert object_bytes(s3, bucket, "signed-chunks") == b"original"
+
+
+def test_signed_aws_chunked_part_tampered_chunk(endpoint, creds, s3, bucket):
+    """A part whose chunk signature fails is refused and never recorded:
+    nothing of it shows in ListParts, and the upload completes with the
+    part sent again."""
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
+    data = random_bytes(300 * 1024)
+    query = urllib.parse.urlencode({"partNumber": "1", "uploadId": up}, quote_via=urllib.parse.quote)
+    resp = _signed_chunked_put(endpoint, creds, bucket, "mp", data, tamper=True, query=query)
+    assert resp.status == 403, resp.body
+    assert resp.error_code == "SignatureDoesNotMatch"
+    assert s3.list_parts(Bucket=bucket, Key="mp", UploadId=up).get("Parts", []) == []
+    resp = _signed_chunked_put(endpoint, creds, bucket, "mp", data, query=query)
+    assert resp.status == 200, resp.body
+    etag = resp.headers["etag"]
+    assert etag.strip('"') == hashlib.md5(data).hexdigest()
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    )
+    assert object_bytes(s3, bucket, "mp") == data
 
 
 @pytest.mark.parametrize("extra", [{}, {"x-amz-tagging": "a=1"}], ids=["typed", "passed-through"])

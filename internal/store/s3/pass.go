@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -51,7 +52,10 @@ var (
 // signature replaces. The caller removes the client's own signature from
 // the query. The body is sent unsigned (UNSIGNED-PAYLOAD), or signed by
 // the hex SHA-256 req's X-Amz-Content-Sha256 gives (the client's, which
-// the store then checks), streamed,
+// the store then checks), or, where that header is
+// STREAMING-AWS4-HMAC-SHA256-PAYLOAD (the client's body came in signed
+// chunks, which the caller has decoded and verifies as they stream), in
+// aws-chunked chunks signed anew with the store's identity, streamed,
 // with req.ContentLength (-1: chunked); it is not retried. A request
 // with a Trailer (a checksum whose value its body sets once read to its
 // end) is sent as S3's unsigned aws-chunked stream with that trailer.
@@ -133,6 +137,7 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	// store checks it too: a body cut short, or not the one signed, is
 	// never committed, whatever a store does with a request cut short.
 	payload := req.Header.Get("X-Amz-Content-Sha256")
+	chunks := payload == streamingSigned
 	if len(payload) != 2*sha256.Size || !isHex(payload) {
 		payload = ""
 	}
@@ -158,12 +163,32 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 		out.Header.Set("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
 		return signer.SignV4Trailer(*out, s.accessKey, s.secretKey, "", s.region, req.Trailer), nil
 	}
+	if chunks && out.ContentLength > 0 {
+		// Signed chunks of the store's identity, the last (empty) one
+		// signed too: a body cut short lacks it, and the store refuses
+		// the request rather than commit what arrived (versitygw
+		// records a part, or an object, cut short when its body was
+		// sent unsigned).
+		return signer.StreamingSignV4(out, s.accessKey, s.secretKey, "", s.region, out.ContentLength, time.Now().UTC(), newSHA256()), nil
+	}
 	if payload == "" {
 		payload = "UNSIGNED-PAYLOAD"
 	}
 	out.Header.Set("X-Amz-Content-Sha256", payload)
 	return signer.SignV4(*out, s.accessKey, s.secretKey, "", s.region), nil
 }
+
+// streamingSigned is the X-Amz-Content-Sha256 of a body sent in signed
+// aws-chunked chunks.
+const streamingSigned = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+
+// sha256Hasher is the hash StreamingSignV4 wants: a SHA-256 that can be
+// closed.
+type sha256Hasher struct{ hash.Hash }
+
+func (sha256Hasher) Close() {}
+
+func newSHA256() sha256Hasher { return sha256Hasher{sha256.New()} }
 
 func isHex(s string) bool {
 	_, err := hex.DecodeString(s)
