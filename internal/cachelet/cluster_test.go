@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -452,5 +453,48 @@ func TestHandoffUnderOwner(t *testing.T) {
 		if got, _, err := g.read(t, i, "k"); err != nil || !bytes.Equal(got, v3) {
 			t.Fatalf("cachelet %d after a write to the new owner: %v", i, err)
 		}
+	}
+}
+
+// TestHandoffDoomsAFillInFlight: under the owner settings a fill that
+// began before a ring change (its bytes fetched before the old owners
+// delivered their queued writes) is not kept when it ends after the
+// handoff's clears: the next read fetches again instead of trusting it.
+func TestHandoffDoomsAFillInFlight(t *testing.T) {
+	s, _ := ParseConsistency("owner")
+	g := newGroup(t, 3, s.Apply)
+	for _, r := range g.routers {
+		r.set(g.addrs[1])
+	}
+	v1 := object("k", 1, 100<<10)
+	g.put(t, "k", v1)
+	owner := g.members[1]
+	hold := g.st.HoldBody(testBucket, "k", 30<<10)
+	slow, err := owner.Get(t.Context(), testBucket, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold.Reached()
+	for _, c := range g.members {
+		c.OwnershipChanged() // the same owner; a handoff all the same
+	}
+	hold.Release()
+	got, err := io.ReadAll(slow.Body)
+	slow.Body.Close()
+	if err != nil || !bytes.Equal(got, v1) {
+		t.Fatalf("the reader of the doomed fill got %d bytes, %v; want v1 whole", len(got), err)
+	}
+	if err := owner.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for owner.Stats().Reserved != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := owner.Stats(); st.Objects != 0 || st.Reserved != 0 {
+		t.Fatalf("stats %+v: the fill begun before the handoff was kept", st)
+	}
+	if n := toFloat64(owner.m.fills.WithLabelValues("doomed")); n != 1 {
+		t.Errorf("fills{doomed} = %v, want 1", n)
 	}
 }

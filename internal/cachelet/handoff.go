@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -43,10 +44,16 @@ func (c *Config) ownerMode() bool {
 		(c.ReadMode == ReadOwner || c.WriteTarget == WriteOwner)
 }
 
+// everyKey matches every key (doomInFlight).
+func everyKey(cache.Key) bool { return true }
+
 // startHandoff begins a handoff for the current ring; a newer one
 // supersedes an older one still running (waiters wait for the newest).
 func (c *Cachelet) startHandoff() {
 	id, done := c.keys.beginHandoff()
+	// Fills and store requests already in flight began before the flushes:
+	// doomed, they cannot land after the clears below and be trusted.
+	c.keys.doomInFlight(everyKey)
 	c.cache.Clear()
 	var rev int64
 	if c.cfg.Revision != nil {
@@ -66,6 +73,7 @@ func (c *Cachelet) startHandoff() {
 				}
 			}
 		}
+		c.keys.doomInFlight(everyKey)
 		c.cache.Clear() // nothing fetched meanwhile predates the flushes
 		c.keys.endHandoff(id)
 		close(done)
