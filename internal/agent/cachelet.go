@@ -268,7 +268,7 @@ func (in *Instance) waitReady(ctx context.Context, ctl *control.Client) (control
 
 // setCounters keeps the cachelet's counters for api.InstanceInfo.
 func (in *Instance) setCounters(s control.Stats) {
-	cc := api.CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes}
+	cc := api.CacheCounters{EvictedAgain: s.EvictedAgain, CacheBytes: s.CacheBytes, BudgetBytes: s.BudgetBytes, Erasure: s.Erasure}
 	for _, r := range s.Reads {
 		cc.Reads += r.Count
 	}

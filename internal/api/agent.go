@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/erasure"
 )
 
 // The node agent's HTTP API, used by the controller (AgentClient). Every
@@ -193,6 +195,9 @@ type CacheCounters struct {
 	EvictedAgain int64 `json:"evicted_again"` // evictions of objects evicted before
 	CacheBytes   int64 `json:"cache_bytes"`
 	BudgetBytes  int64 `json:"budget_bytes"`
+	// Erasure is the cachelet's erasure-coded shards and risk; nil when
+	// the application does not shard large objects.
+	Erasure *erasure.Health `json:"erasure,omitempty"`
 }
 
 // InvokeRequest runs one function in an instance.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/erasure"
 )
 
 // Counters is a snapshot of what the cachelet has served since it started,
@@ -29,6 +30,8 @@ type Counters struct {
 	// cachelets' objects are not counted: they churn whatever the number
 	// of instances, while an owned share shrinks as instances are added.
 	EvictedAgain int64 `json:"evicted_again"`
+	// Erasure is the erasure-coded path's figures; nil when it is off.
+	Erasure *erasure.Health `json:"erasure,omitempty"`
 }
 
 // ReadCounters splits reads by how they were served. A read counts once
@@ -112,7 +115,12 @@ func (c *Cachelet) SettledCounters(ctx context.Context) Counters {
 func (c *Cachelet) Counters() Counters {
 	k := &c.m.counts
 	s := c.cache.Stats()
+	var ec *erasure.Health
+	if c.ec != nil {
+		ec = c.ec.health()
+	}
 	return Counters{
+		Erasure: ec,
 		Reads: ReadCounters{
 			LocalHit: k.localHit.load(), LocalMiss: k.localMiss.load(),
 			RemoteHit: k.remoteHit.load(), RemoteMiss: k.remoteMiss.load(),

@@ -149,6 +149,7 @@ type ecPath struct {
 	// Risk (erasure_risk.go), under mu.
 	lastMembers  map[string]bool
 	losses       []time.Time
+	lostTotal    int64 // departures seen since the start
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 

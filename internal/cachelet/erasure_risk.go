@@ -35,10 +35,21 @@ func (e *ecPath) noteMembers() {
 				e.losses = e.losses[1:]
 			}
 			e.losses = append(e.losses, now)
+			e.lostTotal++
 			e.memberLosses.Inc()
 		}
 	}
 	e.lastMembers = cur
+}
+
+// health sums up the shards held and the risk (Counters.Erasure).
+func (e *ecPath) health() *erasure.Health {
+	st := e.shards.Stats()
+	h := &erasure.Health{Shards: st.Shards, HeldBytes: st.Bytes, BudgetBytes: st.Budget, LossProbability: e.risk()}
+	e.mu.Lock()
+	h.MembersLost = e.lostTotal
+	e.mu.Unlock()
+	return h
 }
 
 // risk is the probability of losing an object within the next hour.

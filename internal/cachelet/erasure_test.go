@@ -92,6 +92,13 @@ func TestErasureReadsNeverWrongBytes(t *testing.T) {
 	// The first read goes to the owner (member 0), which shards it.
 	g.mustRead(t, 5, "big", want, PassThrough) // streamed, not kept whole
 	g.waitShards(t, info.ETag)
+	// Each holder's counters show its shard (what the dashboard shows).
+	for i, c := range g.members[:5] {
+		h := c.Counters().Erasure
+		if h == nil || h.Shards != 1 || h.HeldBytes <= 0 || h.BudgetBytes != 1<<20 || h.LossProbability != 0 {
+			t.Fatalf("member %d's erasure counters: %+v", i, h)
+		}
+	}
 	if g.members[0].ec.coded(int64(len(want))) != 25*5*4096 {
 		t.Fatalf("coded size %d", g.members[0].ec.coded(int64(len(want))))
 	}

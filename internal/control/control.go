@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
@@ -319,6 +320,8 @@ type Stats struct {
 	// EvictedAgain counts evictions of owned objects evicted before (the
 	// cache-size scaling policy's signal).
 	EvictedAgain int64 `json:"evicted_again"`
+	// Erasure is the erasure-coded path's figures; nil when it is off.
+	Erasure *erasure.Health `json:"erasure,omitempty"`
 }
 
 // ReadCount is how many reads of one kind ended and the bytes they sent.

@@ -201,3 +201,16 @@ func (s *Store) Pieces(bucket, key, etag string, first, end int) (int, string, [
 
 // ErrNotHeld: the store holds no shard of that object version.
 var ErrNotHeld = errors.New("erasure: shard not held")
+
+// Health is a cachelet's erasure-coding figures as the platform shows them
+// (its counters, the agent's instance info, the dashboard): the shards it
+// holds for its application, their bytes against their budget, the
+// probability of losing an object within the next hour (LossProbability,
+// from the departures it saw) and the members it saw leave.
+type Health struct {
+	Shards          int     `json:"shards"`
+	HeldBytes       int64   `json:"held_bytes"`
+	BudgetBytes     int64   `json:"budget_bytes"`
+	LossProbability float64 `json:"loss_probability"`
+	MembersLost     int64   `json:"members_lost"`
+}

@@ -41,7 +41,7 @@ func (in *Instance) Stats() control.Stats {
 			"pass_through": control.ReadCount(r.PassThrough), "disk_hit": control.ReadCount(r.DiskHit),
 		},
 		Writes: c.Writes, CacheBytes: c.CacheBytes, CacheObjects: c.CacheObjects,
-		BudgetBytes: c.BudgetBytes, EvictedAgain: c.EvictedAgain,
+		BudgetBytes: c.BudgetBytes, EvictedAgain: c.EvictedAgain, Erasure: c.Erasure,
 	}
 }
 

@@ -453,22 +453,7 @@ func BenchmarkCodeTree(b *testing.B) {
 			it := 0
 			for b.Loop() {
 				it++
-				dir := b.TempDir()
-				rng := rand.New(rand.NewPCG(uint64(it), 9))
-				model := make([]byte, 32<<20)
-				for i := range model {
-					model[i] = byte(rng.Uint32())
-				}
-				want := sha256.Sum256(model)
-				for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
-					if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-						b.Fatal(err)
-					}
-				}
-				pkg, err := appspec.PackBlocks(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
+				pkg, want := treeBenchPackage(b, uint64(it), 9, nodes)
 				info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 				if err != nil {
 					b.Fatal(err)
@@ -623,22 +608,7 @@ func BenchmarkCodeTreeNodes(b *testing.B) {
 			it := 0
 			for b.Loop() {
 				it++
-				dir := b.TempDir()
-				rng := rand.New(rand.NewPCG(uint64(it), 11))
-				model := make([]byte, 32<<20)
-				for i := range model {
-					model[i] = byte(rng.Uint32())
-				}
-				want := sha256.Sum256(model)
-				for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
-					if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-						b.Fatal(err)
-					}
-				}
-				pkg, err := appspec.PackBlocks(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
+				pkg, want := treeBenchPackage(b, uint64(it), 11, nodes)
 				if _, err := n.Controller.Deploy(context.Background(), pkg.Data); err != nil {
 					b.Fatal(err)
 				}
@@ -695,4 +665,28 @@ func storeBytes(b *testing.B, n *Nodes) int64 {
 		}
 	}
 	return sum
+}
+
+// treeBenchPackage packs the tree benchmarks' application: benchTreeSpec
+// for nodes instances, benchTreeFns, and a 32 MiB model of random bytes
+// from (seed, stream); want is the model's SHA-256.
+func treeBenchPackage(tb testing.TB, seed, stream uint64, nodes int) (pkg *appspec.Package, want [32]byte) {
+	tb.Helper()
+	dir := tb.TempDir()
+	rng := rand.New(rand.NewPCG(seed, stream))
+	model := make([]byte, 32<<20)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	want = sha256.Sum256(model)
+	for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	pkg, err := appspec.PackBlocks(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pkg, want
 }

@@ -87,6 +87,15 @@
     body.dataset.apps = (st.apps || []).map((a) => a.name).join(",");
   }
 
+  // shardHealth shows the erasure-coded shards an instance holds for its
+  // application and the loss risk it computes (InfiniCache).
+  function shardHealth(h) {
+    if (!h) return null;
+    const risk = h.loss_probability > 0 ? (100 * h.loss_probability).toPrecision(2) + "% an hour" : "none seen";
+    return el("div", { class: "muted shards" }, h.shards + " shards, " + bytes(h.held_bytes) + " of " + bytes(h.budget_bytes) +
+      "; loss risk " + risk + (h.members_lost ? " (" + h.members_lost + " members lost)" : ""));
+  }
+
   function drawNodes(st) {
     const box = document.getElementById("nodes");
     const cards = (st.agents || []).map((ag) => {
@@ -99,7 +108,8 @@
             el("div", { class: "muted" }, "memory " + bytes(inst.memory_usage) + " of " + bytes(inst.memory_limit)),
             gauge(inst.memory_usage, inst.memory_limit, "", "memory"),
             el("div", { class: "muted" }, "cache " + bytes(cache.cache_bytes) + " of " + bytes(cache.budget_bytes)),
-            gauge(cache.cache_bytes, cache.budget_bytes, "cache", "cache")),
+            gauge(cache.cache_bytes, cache.budget_bytes, "cache", "cache"),
+            shardHealth(cache.erasure)),
           el("td", { class: "num" }, inst.invocations, el("div", { class: "muted" }, ago(inst.last_used))));
       });
       return el("div", { class: "card", "data-agent": ag.id },
