@@ -51,7 +51,7 @@
       return el("li", {}, id, kids.length ? el("ul", {}, ...kids) : null);
     };
     return el("div", { class: "tree" }, el("div", { class: "muted" }, "function tree: " + (t.nodes || []).length +
-      " agents, height " + t.height), el("ul", {}, item(t.root, 0)));
+      ((t.nodes || []).length === 1 ? " agent" : " agents") + ", height " + t.height), el("ul", {}, item(t.root, 0)));
   }
 
   function drawApps(st) {
