@@ -405,6 +405,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.ec != nil {
 		c.wg.Add(1)
 		go c.ec.rebuildLoop()
+		if c.ec.cfg.WarmUp > 0 {
+			c.wg.Add(1)
+			go c.ec.warmLoop()
+		}
 	}
 	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the

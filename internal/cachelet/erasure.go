@@ -78,6 +78,9 @@ type ErasureConfig struct {
 	// RebuildDelay is how long a rebuild waits after a membership change,
 	// so that members lost together are rebuilt in one pass. Default 1 s.
 	RebuildDelay time.Duration `yaml:"rebuild_delay"`
+	// WarmUp is how often the cachelet visits every shard it holds
+	// (erasure_warm.go). Default 60 s; negative: never.
+	WarmUp time.Duration `yaml:"warm_up"`
 
 	// Placer and Peers: default from Router and Peers (cluster.Member,
 	// peer.Client).
@@ -99,6 +102,9 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if c.RebuildDelay == 0 {
 		c.RebuildDelay = time.Second
 	}
+	if c.WarmUp == 0 {
+		c.WarmUp = DefaultWarmUp
+	}
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
 	}
@@ -119,6 +125,9 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	}
 	return nil
 }
+
+// DefaultWarmUp is ErasureConfig.WarmUp's default, InfiniCache's.
+const DefaultWarmUp = time.Minute
 
 // rebuildTime is how long sending n bytes takes at RebuildRate.
 func (c *ErasureConfig) rebuildTime(n int64) time.Duration {
@@ -152,7 +161,11 @@ type ecPath struct {
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 
-	counts struct{ hits, misses, fallbacks, rebuilt atomic.Int64 } // ErasureCounters
+	counts struct{ hits, misses, fallbacks, rebuilt, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+
+	// Warm-up (erasure_warm.go).
+	lastWarm                                     atomic.Int64 // unix nanoseconds
+	warmUps, warmBytes, warmSeconds, warmDropped prometheus.Counter
 
 	reads, fills    *prometheus.CounterVec
 	shardsFetched   *prometheus.CounterVec
@@ -170,6 +183,7 @@ func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPat
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
+	e.warmMetrics(reg)
 	// The members already there when the cachelet is built: the ring may
 	// have formed before it, with no change left to tell it of them, and a
 	// departure must count against them.

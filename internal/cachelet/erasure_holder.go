@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -61,6 +62,10 @@ type ErasureCounters struct {
 	Hits, Misses, Fallbacks int64
 	// Rebuilt: shards this cachelet rebuilt and wrote to a new holder.
 	Rebuilt int64
+	// WarmUps and WarmUpBytes: warm-ups run and the bytes they read;
+	// LastWarmUp: when the last ended (zero before the first).
+	WarmUps, WarmUpBytes int64
+	LastWarmUp           time.Time
 }
 
 // ErasureCounters returns the counts so far (zero when off).
@@ -69,7 +74,8 @@ func (c *Cachelet) ErasureCounters() ErasureCounters {
 		return ErasureCounters{}
 	}
 	n := &c.ec.counts
-	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load()}
+	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load(),
+		WarmUps: n.warmUps.Load(), WarmUpBytes: n.warmBytes.Load(), LastWarmUp: c.ec.lastWarmUp()}
 }
 
 // ErasureStats is what the erasure path holds (nil when off).

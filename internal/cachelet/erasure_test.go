@@ -208,3 +208,54 @@ func TestErasureSettings(t *testing.T) {
 		t.Fatalf("alone: %v", err)
 	}
 }
+
+func TestErasureWarmUp(t *testing.T) {
+	g := newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		c.Router = placeRouter{c.Router.(*staticRouter)}
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10},
+			Memory: 1 << 20, WarmUp: 10 * time.Millisecond, RebuildDelay: time.Millisecond}
+	})
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	shard := g.members[3].ec.shards.Get(testBucket, "big", info.ETag)
+
+	// The loop runs on its own and reports each visit of the shard held.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.members[3].ErasureCounters().WarmUps < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no warm-up ran")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n := g.members[3].ErasureCounters()
+	if n.WarmUpBytes < 2*int64(len(shard.Data)) || n.LastWarmUp.IsZero() {
+		t.Fatalf("warm-up counters %+v, shard of %d bytes", n, len(shard.Data))
+	}
+	if toFloat64(g.members[3].ec.warmBytes) < float64(2*len(shard.Data)) {
+		t.Fatalf("hoard_erasure_warmup_bytes_total %v", toFloat64(g.members[3].ec.warmBytes))
+	}
+
+	// A shard gone bad behind the store's back: a warm-up finds it before
+	// a read does, drops it, and the rebuild that follows restores a good
+	// one.
+	g.corrupt(t, 3, info.ETag, 5000)
+	deadline = time.Now().Add(10 * time.Second)
+	for toFloat64(g.members[3].ec.warmDropped) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the damaged shard was not dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.waitShards(t, info.ETag)
+	again := g.members[3].ec.shards.Get(testBucket, "big", info.ETag)
+	if again == shard || again.Manifest.Verify(again.Key.Index, 0, again.Data) != nil {
+		t.Fatal("the shard was not rebuilt whole")
+	}
+	g.mustRead(t, 5, "big", want, ErasureHit)
+}

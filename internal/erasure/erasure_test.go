@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -279,10 +280,23 @@ func TestStore(t *testing.T) {
 	if err := NewStore(100).Put(&Shard{Key: ShardKey{"b", "k", "etag1", 0}, Manifest: m, Data: shards[0]}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("over budget: %v", err)
 	}
+	// Touch reads a shard whole without reordering the eviction list, and
+	// drops one that no longer verifies.
+	before := st.Keys()
+	if n, err := st.Touch(before[0]); err != nil || n != 3*1024 || !slices.Equal(st.Keys(), before) {
+		t.Fatalf("Touch: %d, %v, order %v then %v", n, err, before, st.Keys())
+	}
+	st.Peek(before[1]).Data[10] ^= 1 // a fault behind the store's back
+	if _, err := st.Touch(before[1]); !errors.Is(err, ErrCorrupt) || st.Peek(before[1]) != nil || st.Stats().Bytes != 6*1024 {
+		t.Fatalf("Touch of a damaged shard: %v, stats %+v", err, st.Stats())
+	}
+	if _, err := st.Touch(before[1]); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Touch of a dropped shard: %v", err)
+	}
 	if n := st.Delete("b", "k", "etag0"); n != 0 {
 		t.Fatalf("Delete of another version dropped %d", n)
 	}
-	if n := st.Delete("b", "k", ""); n != 3 || st.Stats().Bytes != 0 || len(st.Keys()) != 0 {
+	if n := st.Delete("b", "k", ""); n != 2 || st.Stats().Bytes != 0 || len(st.Keys()) != 0 {
 		t.Fatalf("Delete dropped %d, left %+v", n, st.Stats())
 	}
 }
