@@ -75,7 +75,7 @@ func TestErasureCodedObject(t *testing.T) {
 	fc := &faultCluster{app: app, store: srv}
 	for i := range n {
 		p := newHoardProc(t, dir, app, i)
-		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB")
+		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB", "--erasure-warmup", "200ms")
 		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 		procs = append(procs, p)
 		ids = append(ids, p.id)
@@ -209,6 +209,17 @@ func TestErasureCodedObject(t *testing.T) {
 			t.Fatalf("after the write (%v fills): %s\n%s", fills(), why, reader.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Every holder's warm-up visits its shard (and reports what it read).
+	deadline = time.Now().Add(30 * time.Second)
+	for _, id := range holders {
+		for byID[id].sample(t, "hoard_erasure_warmup_bytes_total") < shardBytes || byID[id].sample(t, `hoard_erasure_warmup_dropped_total`) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("holder %s: warm-ups read %v bytes, dropped %v shards; want at least its shard's %d and none dropped", id,
+					byID[id].sample(t, "hoard_erasure_warmup_bytes_total"), byID[id].sample(t, "hoard_erasure_warmup_dropped_total"), shardBytes)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	read("read of the new version")
 	if hits() != 3 {
