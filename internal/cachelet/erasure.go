@@ -158,6 +158,7 @@ type ecPath struct {
 	// Risk (erasure_risk.go), under mu.
 	lastMembers  map[string]bool
 	losses       []time.Time
+	faults       []time.Time // shards warm-ups dropped
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 

@@ -227,14 +227,14 @@ func TestErasureWarmUp(t *testing.T) {
 
 	// The loop runs on its own and reports each visit of the shard held.
 	deadline := time.Now().Add(10 * time.Second)
-	for g.members[3].ErasureCounters().WarmUps < 2 {
+	for g.members[3].ErasureCounters().WarmUpBytes < 2*int64(len(shard.Data)) {
 		if time.Now().After(deadline) {
 			t.Fatal("no warm-up ran")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	n := g.members[3].ErasureCounters()
-	if n.WarmUpBytes < 2*int64(len(shard.Data)) || n.LastWarmUp.IsZero() {
+	if n.WarmUps < 2 || n.LastWarmUp.IsZero() {
 		t.Fatalf("warm-up counters %+v, shard of %d bytes", n, len(shard.Data))
 	}
 	if toFloat64(g.members[3].ec.warmBytes) < float64(2*len(shard.Data)) {
@@ -258,4 +258,12 @@ func TestErasureWarmUp(t *testing.T) {
 		t.Fatal("the shard was not rebuilt whole")
 	}
 	g.mustRead(t, 5, "big", want, ErasureHit)
+
+	// The damage found counts in the risk, the more the longer a damaged
+	// shard can go unnoticed between warm-ups.
+	e := g.members[3].ec
+	soon, late := e.risk(), e.riskWith(time.Hour)
+	if soon <= 0 || late <= soon || late > 1 {
+		t.Fatalf("loss probability %v with warm-ups every 10ms, %v every hour", soon, late)
+	}
 }

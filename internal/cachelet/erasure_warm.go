@@ -48,6 +48,7 @@ func (e *ecPath) warmUp() (read int64, dropped int) {
 		if errors.Is(err, erasure.ErrCorrupt) && sh != nil {
 			dropped++
 			bad = append(bad, sh)
+			e.noteFault()
 			e.c.log.Warn("warm-up dropped a shard that no longer verifies", "bucket", k.Bucket, "key", k.Key, "index", k.Index)
 		}
 	}
