@@ -387,7 +387,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	c.keys = newKeyState(c.cache)
-	c.cfg.applyMemoryLimit(ccfg.Budget)
+	c.cfg.applyMemoryLimit(cfg.Cache.Budget) // the shards held too
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
 			return nil

@@ -129,6 +129,12 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 // DefaultWarmUp is ErasureConfig.WarmUp's default, InfiniCache's.
 const DefaultWarmUp = time.Minute
 
+// shareOf is the shard store's share of a whole budget of n bytes: the
+// share Memory was of the budget at the start.
+func (e *ecPath) shareOf(n int64) int64 {
+	return int64(float64(n) * float64(e.cfg.Memory) / float64(e.c.cfg.Cache.Budget))
+}
+
 // rebuildTime is how long sending n bytes takes at RebuildRate.
 func (c *ErasureConfig) rebuildTime(n int64) time.Duration {
 	return time.Duration(float64(n) / float64(c.RebuildRate) * float64(time.Second))

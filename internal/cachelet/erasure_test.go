@@ -267,3 +267,39 @@ func TestErasureWarmUp(t *testing.T) {
 		t.Fatalf("loss probability %v with warm-ups every 10ms, %v every hour", soon, late)
 	}
 }
+
+// SetBudget sets the whole budget: the shards keep their share of it
+// (Memory of Cache.Budget at the start), evicting to fit, and the budget
+// reported back is the one set.
+func TestErasureSetBudget(t *testing.T) {
+	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	c := g.members[3]
+	if b, used := c.Budget(); b != 4<<20 || used == 0 {
+		t.Fatalf("at the start: budget %d, used %d; want 4 MiB", b, used)
+	}
+	shard := int64(len(c.ec.shards.Get(testBucket, "big", info.ETag).Data))
+
+	c.SetBudget(2 << 20)
+	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1536<<10 || c.ec.shards.Stats().Budget != 512<<10 {
+		t.Fatalf("after SetBudget(2 MiB): whole %d, memory tier %d, shards %d", b, c.cache.Stats().Budget, c.ec.shards.Stats().Budget)
+	}
+	if n := c.Counters(); n.BudgetBytes != 2<<20 || n.CacheBytes < shard {
+		t.Fatalf("counters %+v, want the whole budget and the shard held", n)
+	}
+	// Below the shard's size: the shard goes, and is reported freed.
+	if freed := c.SetBudget(2 * shard); freed < shard || c.ec.shards.Stats().Bytes != 0 {
+		t.Fatalf("SetBudget(%d): freed %d, shards left %+v", 2*shard, freed, c.ec.shards.Stats())
+	}
+	c.SetBudget(4 << 20)
+	if b, _ := c.Budget(); b != 4<<20 || c.ec.shards.Stats().Budget != 1<<20 {
+		t.Fatalf("raised back: whole %d, shards %d", b, c.ec.shards.Stats().Budget)
+	}
+	// The object still reads right: a holder lost its shard, k are left.
+	g.mustRead(t, 5, "big", want, ErasureHit)
+}

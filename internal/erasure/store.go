@@ -236,3 +236,20 @@ func (s *Store) Peek(k ShardKey) *Shard {
 	}
 	return nil
 }
+
+// SetBudget changes the store's budget to n bytes (a negative n is 0),
+// evicting the least recently used shards to fit, and returns the bytes
+// evicted.
+func (s *Store) SetBudget(n int64) (freed int64) {
+	n = max(n, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.budget = n
+	for s.used > s.budget {
+		old := s.lru.Back().Value.(*Shard)
+		freed += int64(len(old.Data))
+		s.drop(old.Key)
+		s.evicted++
+	}
+	return freed
+}
