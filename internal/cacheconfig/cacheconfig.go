@@ -246,6 +246,10 @@ type Erasure struct {
 	// WarmUp is how often a cachelet visits every shard it holds; 0:
 	// every 60 s.
 	WarmUp Duration `json:"warm_up,omitempty"`
+	// Backup is how often a cachelet sends the shards it holds that
+	// changed since its last backup to its backup holder; 0: every 5
+	// minutes.
+	Backup Duration `json:"backup,omitempty"`
 }
 
 // MaxErasureShards bounds K+R.
@@ -270,8 +274,8 @@ func (e *Erasure) validate() error {
 	if e.Threshold < 0 || e.Memory < 0 || e.Chunk < 0 {
 		return fmt.Errorf("%w: erasure sizes must not be negative", ErrInvalid)
 	}
-	if e.WarmUp < 0 {
-		return fmt.Errorf("%w: erasure warm-up interval %s must not be negative", ErrInvalid, time.Duration(e.WarmUp))
+	if e.WarmUp < 0 || e.Backup < 0 {
+		return fmt.Errorf("%w: erasure warm-up (%s) and backup (%s) intervals must not be negative", ErrInvalid, time.Duration(e.WarmUp), time.Duration(e.Backup))
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package cachelet
 import (
 	"runtime/debug"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/erasure"
 )
 
 // SetBudget changes the cachelet's budget to n bytes (a negative n is 0)
@@ -44,7 +46,7 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 		// the lower limit brings on then finds the evicted bytes garbage.
 		freed = c.cache.SetBudget(tier)
 		if c.ec != nil {
-			freed += c.ec.shards.SetBudget(shards)
+			freed += c.ec.setBudget(shards)
 		}
 		c.cfg.applyMemoryLimit(n)
 		if freed > 0 {
@@ -56,7 +58,7 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 		c.cfg.applyMemoryLimit(n)
 		freed = c.cache.SetBudget(tier)
 		if c.ec != nil {
-			freed += c.ec.shards.SetBudget(shards)
+			freed += c.ec.setBudget(shards)
 		}
 		if n > old {
 			c.m.budgetChanges.WithLabelValues("raise").Inc()
@@ -77,9 +79,11 @@ func (c *Cachelet) Budget() (budget, used int64) {
 	s := c.cache.Stats()
 	budget, used = s.Budget, s.Bytes
 	if c.ec != nil {
-		es := c.ec.shards.Stats()
-		budget += es.Budget
-		used += es.Bytes
+		for _, st := range []*erasure.Store{c.ec.shards, c.ec.bk.store} {
+			es := st.Stats()
+			budget += es.Budget
+			used += es.Bytes
+		}
 	}
 	return budget, used
 }

@@ -409,6 +409,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 			c.wg.Add(1)
 			go c.ec.warmLoop()
 		}
+		if c.ec.cfg.Backup > 0 {
+			c.wg.Add(1)
+			go c.ec.backupLoop()
+		}
 	}
 	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the

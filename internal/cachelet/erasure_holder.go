@@ -20,17 +20,29 @@ func (c *Cachelet) PeerShardPut(_ context.Context, bucket, key, etag string, ind
 		return fmt.Errorf("%w: erasure coding is off here", peer.ErrBadRequest)
 	}
 	err := c.ec.shards.Receive(erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}, manifest, body, size)
+	if err == nil {
+		c.ec.stored.Inc()
+		return nil
+	}
+	if errors.Is(err, erasure.ErrCorrupt) || errors.Is(err, erasure.ErrBadManifest) {
+		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
+	}
+	return shardError(err)
+}
+
+// shardError is a shard store's refusal as the peer protocol's error.
+func shardError(err error) error {
 	switch {
 	case errors.Is(err, erasure.ErrCorrupt), errors.Is(err, erasure.ErrBadManifest):
-		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
 		return fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
 	case errors.Is(err, erasure.ErrTooLarge):
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
-	case err == nil:
-		c.ec.stored.Inc()
 	}
 	return err
 }
+
+// errNoBackups: a backup sent to a cachelet that keeps none.
+var errNoBackups = fmt.Errorf("%w: this cachelet keeps no shard backups", peer.ErrBadRequest)
 
 // PeerShard serves the pieces of a shard this cachelet holds.
 func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first, end int) (int, string, []byte, error) {

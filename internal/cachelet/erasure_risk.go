@@ -37,6 +37,9 @@ func (e *ecPath) noteMembers() {
 			}
 			e.losses = append(e.losses, now)
 			e.memberLosses.Inc()
+			if len(e.departed) < maxLosses {
+				e.departed = append(e.departed, a)
+			}
 		}
 	}
 	e.lastMembers = cur

@@ -272,7 +272,7 @@ func TestErasureWarmUp(t *testing.T) {
 // (Memory of Cache.Budget at the start), evicting to fit, and the budget
 // reported back is the one set.
 func TestErasureSetBudget(t *testing.T) {
-	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it
+	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it (backups a quarter of that)
 	want := make([]byte, 200_000)
 	_, _ = rand.Read(want)
 	g.put(t, "big", want)
@@ -286,8 +286,9 @@ func TestErasureSetBudget(t *testing.T) {
 	shard := int64(len(c.ec.shards.Get(testBucket, "big", info.ETag).Data))
 
 	c.SetBudget(2 << 20)
-	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1536<<10 || c.ec.shards.Stats().Budget != 512<<10 {
-		t.Fatalf("after SetBudget(2 MiB): whole %d, memory tier %d, shards %d", b, c.cache.Stats().Budget, c.ec.shards.Stats().Budget)
+	ecBudget := func() int64 { return c.ec.shards.Stats().Budget + c.ec.bk.store.Stats().Budget }
+	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1536<<10 || ecBudget() != 512<<10 || c.ec.bk.store.Stats().Budget != 128<<10 {
+		t.Fatalf("after SetBudget(2 MiB): whole %d, memory tier %d, shards and backups %d", b, c.cache.Stats().Budget, ecBudget())
 	}
 	if n := c.Counters(); n.BudgetBytes != 2<<20 || n.CacheBytes < shard {
 		t.Fatalf("counters %+v, want the whole budget and the shard held", n)
@@ -297,8 +298,8 @@ func TestErasureSetBudget(t *testing.T) {
 		t.Fatalf("SetBudget(%d): freed %d, shards left %+v", 2*shard, freed, c.ec.shards.Stats())
 	}
 	c.SetBudget(4 << 20)
-	if b, _ := c.Budget(); b != 4<<20 || c.ec.shards.Stats().Budget != 1<<20 {
-		t.Fatalf("raised back: whole %d, shards %d", b, c.ec.shards.Stats().Budget)
+	if b, _ := c.Budget(); b != 4<<20 || ecBudget() != 1<<20 {
+		t.Fatalf("raised back: whole %d, shards and backups %d", b, ecBudget())
 	}
 	// The object still reads right: a holder lost its shard, k are left.
 	g.mustRead(t, 5, "big", want, ErasureHit)

@@ -91,7 +91,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
 	c.Erasure = nil
 	if e := s.Erasure; e != nil {
-		c.Erasure = &ErasureConfig{Memory: e.Memory, WarmUp: e.WarmUp.D()}
+		c.Erasure = &ErasureConfig{Memory: e.Memory, WarmUp: e.WarmUp.D(), Backup: e.Backup.D()}
 		c.Erasure.DataShards, c.Erasure.ParityShards = e.DataShards, e.ParityShards
 		c.Erasure.Threshold, c.Erasure.ChunkSize = e.Threshold, int(e.Chunk)
 	}
