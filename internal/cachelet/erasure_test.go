@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -303,4 +304,69 @@ func TestErasureSetBudget(t *testing.T) {
 	}
 	// The object still reads right: a holder lost its shard, k are left.
 	g.mustRead(t, 5, "big", want, ErasureHit)
+}
+
+// backupRouter names member i+1 the backup holder of member i.
+type backupRouter struct{ placeRouter }
+
+func (r backupRouter) BackupHolder(origin string) string {
+	i := slices.Index(r.all, origin)
+	if i < 0 {
+		return ""
+	}
+	return r.all[(i+1)%len(r.all)]
+}
+
+// A backup sends only the shards changed since the last one; the holder
+// keeps them verified and apart from its own.
+func TestErasureBackupDelta(t *testing.T) {
+	g := newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		c.Router = backupRouter{placeRouter{c.Router.(*staticRouter)}}
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10},
+			Memory: 1 << 20, Backup: time.Hour}
+	})
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	c, holder := g.members[2], g.members[3]
+	own := holder.ec.shards.Get(testBucket, "big", info.ETag)
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("first backup sent %d shards, want its one", n)
+	}
+	if n := c.ec.backupOnce(t.Context()); n != 0 {
+		t.Fatalf("a backup with nothing changed sent %d shards", n)
+	}
+	mine := c.ec.shards.Get(testBucket, "big", info.ETag)
+	kept := holder.ec.bk.store.Peek(mine.Key)
+	if kept == nil || !bytes.Equal(kept.Data, mine.Data) || holder.ec.shards.Get(testBucket, "big", info.ETag) != own {
+		t.Fatal("the backup holder does not keep the shard apart from its own")
+	}
+	if toFloat64(c.ec.bk.sentBytes) != float64(len(mine.Data)) {
+		t.Fatalf("hoard_erasure_backup_bytes_total %v", toFloat64(c.ec.bk.sentBytes))
+	}
+
+	// A new version: only its shard goes.
+	want2 := bytes.Repeat([]byte("second version "), 15_000)
+	g.put(t, "big", want2)
+	info2, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want2, PassThrough)
+	g.waitShards(t, info2.ETag)
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("backup after a new version sent %d shards, want 1", n)
+	}
+
+	// Damaged bytes are refused, and the holder keeps nothing of them.
+	bad := bytes.Clone(mine.Data)
+	bad[100] ^= 1
+	k := mine.Key
+	k.Key = "other"
+	err := g.members[4].PeerShardBackup(t.Context(), g.addrs[2], k.Bucket, k.Key, k.ETag, k.Index, mine.Encoded, bytes.NewReader(bad), int64(len(bad)))
+	if err == nil || g.members[4].ec.bk.store.Peek(k) != nil {
+		t.Fatalf("a damaged backup: %v", err)
+	}
 }
