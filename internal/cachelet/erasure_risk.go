@@ -52,7 +52,8 @@ func (e *ecPath) noteMembers() {
 // shard held; missing until the warm-up that finds it and the repair:
 // W_s = WarmUp + delay + rebuild). A shard is missing at a given time with
 // probability 1 - e^-(λW_r + μW_s), which LossProbability is given as the
-// rate (λW_r + μW_s)/W over the longer window W.
+// rate (λW_r + μW_s)/W over the longer window W. With backups, W_r is
+// q·lease + (1-q)·W_r for the share q of shards backed up unchanged.
 func (e *ecPath) risk() float64 { return e.riskWith(e.cfg.WarmUp) }
 
 // riskWith is risk with warm-ups every warmUp.
@@ -66,6 +67,12 @@ func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	e.mu.Unlock()
 	held := e.shards.Stats().Shards
 	wr := membership.DefaultTTL + repair
+	// Backups: a lost holder's shards that its backup holder has are
+	// copied back as soon as the departure is seen (W_b = the lease);
+	// the share q of shards backed up is this cachelet's own.
+	if q := e.backedUpShare(held); q > 0 {
+		wr = time.Duration(q*float64(membership.DefaultTTL) + (1-q)*float64(wr))
+	}
 	ws := warmUp + repair
 	// Losses per instance-hour over the last hour (a cachelet up for less
 	// than an hour counts the hour all the same: a rate from a few
@@ -81,6 +88,25 @@ func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	}
 	rate := (lambda*wr.Seconds() + mu*ws.Seconds()) / window.Seconds()
 	return erasure.LossProbability(e.cfg.DataShards, e.cfg.ParityShards, rate, window, time.Hour)
+}
+
+// backedUpShare is the share of the shards held (held of them) that the
+// last backup sent and that have not changed since: about 1 - B/(2L) for
+// shards living L on average under a backup interval B.
+func (e *ecPath) backedUpShare(held int) float64 {
+	if e.cfg.BackupMemory == 0 || held == 0 {
+		return 0
+	}
+	b := &e.bk
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for k, sh := range b.sent {
+		if e.shards.Peek(k) == sh {
+			n++
+		}
+	}
+	return min(float64(n)/float64(held), 1)
 }
 
 // recent counts the times within the last hour.
@@ -109,7 +135,7 @@ func (e *ecPath) riskMetrics(reg prometheus.Registerer) {
 	e.memberLosses = prometheus.NewCounter(prometheus.CounterOpts{Name: "hoard_erasure_member_losses_total",
 		Help: "Members of the application seen leaving (the loss rate behind hoard_erasure_loss_probability)."})
 	p := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_loss_probability",
-		Help: "Probability of losing a sharded object within the next hour, from k, r, the instance loss rate of the last hour and the repair window, and the rate of damaged shards found by warm-ups with the warm-up interval (docs/design/erasure-coding.md)."},
+		Help: "Probability of losing a sharded object within the next hour, from k, r, the instance loss rate of the last hour and the repair window (shortened for the share of shards backed up), and the rate of damaged shards found by warm-ups with the warm-up interval (docs/design/erasure-coding.md)."},
 		e.risk)
 	if reg != nil {
 		reg.MustRegister(e.memberLosses, p)

@@ -356,8 +356,17 @@ func TestErasureBackupDelta(t *testing.T) {
 	info2, _ := g.st.Stat(t.Context(), testBucket, "big")
 	g.mustRead(t, 5, "big", want2, PassThrough)
 	g.waitShards(t, info2.ETag)
+	// The share backed up enters the loss probability: a member lost,
+	// the risk is lower with the shard backed up than before.
+	c.ec.mu.Lock()
+	c.ec.losses = append(c.ec.losses, time.Now())
+	c.ec.mu.Unlock()
+	before := c.ec.risk()
 	if n := c.ec.backupOnce(t.Context()); n != 1 {
 		t.Fatalf("backup after a new version sent %d shards, want 1", n)
+	}
+	if after := c.ec.risk(); c.ec.backedUpShare(1) != 1 || after <= 0 || after >= before {
+		t.Fatalf("loss probability %v before the backup, %v after (share backed up %v)", before, after, c.ec.backedUpShare(1))
 	}
 
 	// Damaged bytes are refused, and the holder keeps nothing of them.
