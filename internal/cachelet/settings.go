@@ -127,7 +127,8 @@ func (c Config) Settings() cacheconfig.Settings {
 	}
 	if e := c.Erasure; e != nil {
 		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,
-			Threshold: e.Threshold, Memory: e.Memory, Chunk: int64(e.ChunkSize)}
+			Threshold: e.Threshold, Memory: e.Memory, Chunk: int64(e.ChunkSize),
+			WarmUp: cacheconfig.Duration(max(e.WarmUp, 0)), Backup: cacheconfig.Duration(max(e.Backup, 0))}
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode
 	if target == "" {
