@@ -316,17 +316,19 @@ func TestErasureCodedObject(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if restored() < float64(backedBySurvivor) {
+	// The first departure seen is restored from its backup before the
+	// rebuild's delay ends; the second may already have been rebuilt by
+	// the pass the first started (its holder unreachable, though still in
+	// the ring), so one restore is what is certain when both killed
+	// holders' backup holders survived.
+	if backedBySurvivor == 2 && restored() < 1 {
 		for _, p := range procs {
 			if !slices.Contains(holders[:2], p.id) {
 				t.Logf("%s: restored %v failed %v held backups %v", p.id, p.sample(t, `hoard_erasure_backup_restores_total{result="restored"}`),
 					p.sample(t, `hoard_erasure_backup_restores_total{result="failed"}`), p.sample(t, "hoard_erasure_backup_held_bytes"))
 			}
 		}
-		for _, id := range holders[:2] {
-			t.Logf("killed %s: owners %v", id, r.Owners("hoard-backup", byID[id].peer, 2))
-		}
-		t.Fatalf("restored from backups %v, want %d (the killed holders whose backup holder survived)", restored(), backedBySurvivor)
+		t.Fatalf("no shard restored from backups, though both killed holders' backup holders survived")
 	}
 	// The two losses make the risk visible (once the reader's own watch
 	// has seen both).
