@@ -39,6 +39,8 @@ var configKeys = map[string]string{
 	"erasure-threshold":  "erasure.threshold",
 	"erasure-memory":     "erasure.memory",
 	"erasure-chunk":      "erasure.chunk",
+	"erasure-warmup":     "erasure.warm_up",
+	"erasure-backup":     "erasure.backup",
 	"page-size":          "cache.page_size",
 	"read-mode":          "cache.read_mode",
 	"no-write-cache":     "cache.no_write_cache",

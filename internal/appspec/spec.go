@@ -230,6 +230,13 @@ type ErasureSpec struct {
 	// Memory is what each cachelet keeps of shards for the application,
 	// out of the cache budget. Default a quarter of the budget.
 	Memory Size `yaml:"memory,omitempty"`
+	// WarmUp is how often each cachelet visits every shard it holds,
+	// keeping an idle instance's shards resident and checked. Default 60s.
+	WarmUp Duration `yaml:"warm_up,omitempty"`
+	// Backup is how often each cachelet sends the shards it holds that
+	// changed since its last backup to its backup holder (its ring
+	// successor), which hands them to a replacement. Default 5m.
+	Backup Duration `yaml:"backup,omitempty"`
 }
 
 // ScalingSpec tunes the scale controller's policies for the application.
@@ -271,7 +278,8 @@ func (e *ErasureSpec) settings() *cacheconfig.Erasure {
 		return nil
 	}
 	k, r, _ := cacheconfig.ParseShards(e.Shards)
-	return &cacheconfig.Erasure{DataShards: k, ParityShards: r, Threshold: int64(e.Threshold), Memory: int64(e.Memory)}
+	return &cacheconfig.Erasure{DataShards: k, ParityShards: r, Threshold: int64(e.Threshold), Memory: int64(e.Memory),
+		WarmUp: cacheconfig.Duration(e.WarmUp), Backup: cacheconfig.Duration(e.Backup)}
 }
 
 // Function is one function of the application.
@@ -515,6 +523,9 @@ func (c *CacheSpec) validate() error {
 		}
 		if e.Threshold < 0 || e.Memory < 0 || e.Memory >= c.Budget {
 			return invalid("cache: erasure: threshold must not be negative, memory below the budget")
+		}
+		if e.WarmUp < 0 || e.Backup < 0 {
+			return invalid("cache: erasure: warm_up (%s) and backup (%s) must not be negative", e.WarmUp.D(), e.Backup.D())
 		}
 	}
 	return nil

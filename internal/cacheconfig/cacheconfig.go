@@ -243,6 +243,13 @@ type Erasure struct {
 	Memory int64 `json:"memory_bytes,omitempty"`
 	// Chunk is the most bytes of one shard per stripe; 0: 1 MiB.
 	Chunk int64 `json:"chunk_bytes,omitempty"`
+	// WarmUp is how often a cachelet visits every shard it holds; 0:
+	// every 60 s.
+	WarmUp Duration `json:"warm_up,omitempty"`
+	// Backup is how often a cachelet sends the shards it holds that
+	// changed since its last backup to its backup holder; 0: every 5
+	// minutes.
+	Backup Duration `json:"backup,omitempty"`
 }
 
 // MaxErasureShards bounds K+R.
@@ -266,6 +273,9 @@ func (e *Erasure) validate() error {
 	}
 	if e.Threshold < 0 || e.Memory < 0 || e.Chunk < 0 {
 		return fmt.Errorf("%w: erasure sizes must not be negative", ErrInvalid)
+	}
+	if e.WarmUp < 0 || e.Backup < 0 {
+		return fmt.Errorf("%w: erasure warm-up (%s) and backup (%s) intervals must not be negative", ErrInvalid, time.Duration(e.WarmUp), time.Duration(e.Backup))
 	}
 	return nil
 }

@@ -3,10 +3,14 @@ package cachelet
 import (
 	"runtime/debug"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/erasure"
 )
 
-// SetBudget changes the memory tier's budget to n bytes (a negative n is
-// 0) while the cachelet runs, and returns the bytes of the cached objects
+// SetBudget changes the cachelet's budget to n bytes (a negative n is 0)
+// while the cachelet runs: with erasure coding, the shard store keeps the
+// share of it Erasure.Memory was of Cache.Budget and the memory tier has
+// the rest, each evicting to fit, and returns the bytes of the cached objects
 // it evicted to fit: complete objects go in the eviction policy's order,
 // fills in flight keep their reservations (and are not kept if they no
 // longer fit when they end; see cache.SetBudget). Raising the budget evicts
@@ -29,11 +33,21 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	c.budgetMu.Lock()
 	defer c.budgetMu.Unlock()
 	start := c.clock.Now()
-	old := c.cache.Stats().Budget
+	old, _ := c.Budget()
+	// The shards held for the application keep their share of the
+	// budget (Erasure.Memory of Cache.Budget at the start).
+	tier, shards := n, int64(0)
+	if c.ec != nil {
+		shards = c.ec.shareOf(n)
+		tier = n - shards
+	}
 	if n < old {
 		// Evict first, then lower the runtime's limit: the collection
 		// the lower limit brings on then finds the evicted bytes garbage.
-		freed = c.cache.SetBudget(n)
+		freed = c.cache.SetBudget(tier)
+		if c.ec != nil {
+			freed += c.ec.setBudget(shards)
+		}
 		c.cfg.applyMemoryLimit(n)
 		if freed > 0 {
 			debug.FreeOSMemory()
@@ -42,17 +56,36 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 		c.m.budgetEvicted.Add(float64(freed))
 	} else {
 		c.cfg.applyMemoryLimit(n)
-		freed = c.cache.SetBudget(n)
+		freed = c.cache.SetBudget(tier)
+		if c.ec != nil {
+			freed += c.ec.setBudget(shards)
+		}
 		if n > old {
 			c.m.budgetChanges.WithLabelValues("raise").Inc()
 		}
 	}
 	if n != old {
 		s := c.cache.Stats()
-		c.log.Info("cache budget changed", "from_bytes", old, "to_bytes", n, "freed_bytes", freed,
+		c.log.Info("cache budget changed", "from_bytes", old, "to_bytes", n, "shard_bytes", shards, "freed_bytes", freed,
 			"cache_bytes", s.Bytes, "reserved_bytes", s.Reserved, "objects", s.Objects, "took", c.clock.Now().Sub(start).Round(time.Microsecond))
 	}
 	return freed
+}
+
+// Budget is the cachelet's whole budget (the memory tier's and the shard
+// store's, what Config.Cache.Budget and SetBudget set) and the bytes
+// held within it.
+func (c *Cachelet) Budget() (budget, used int64) {
+	s := c.cache.Stats()
+	budget, used = s.Budget, s.Bytes
+	if c.ec != nil {
+		for _, st := range []*erasure.Store{c.ec.shards, c.ec.bk.store} {
+			es := st.Stats()
+			budget += es.Budget
+			used += es.Bytes
+		}
+	}
+	return budget, used
 }
 
 // applyMemoryLimit sets the Go runtime's soft memory limit to

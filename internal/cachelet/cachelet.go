@@ -387,7 +387,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	c.keys = newKeyState(c.cache)
-	c.cfg.applyMemoryLimit(ccfg.Budget)
+	c.cfg.applyMemoryLimit(cfg.Cache.Budget) // the shards held too
 	wrap := func(q string) prometheus.Registerer {
 		if reg == nil {
 			return nil
@@ -405,6 +405,14 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if c.ec != nil {
 		c.wg.Add(1)
 		go c.ec.rebuildLoop()
+		if c.ec.cfg.WarmUp > 0 {
+			c.wg.Add(1)
+			go c.ec.warmLoop()
+		}
+		if c.ec.cfg.Backup > 0 {
+			c.wg.Add(1)
+			go c.ec.backupLoop()
+		}
 	}
 	if c.cfg.ownerMode() {
 		// A cachelet joining an application takes keys over from the

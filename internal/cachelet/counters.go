@@ -110,7 +110,8 @@ func (c *Cachelet) SettledCounters(ctx context.Context) Counters {
 }
 
 // Counters returns a snapshot of the read and write counters and of the
-// memory tier's occupancy. It is cheap: atomic loads and one look at the
+// occupancy of the whole budget (Budget: the memory tier and the shards
+// held for the application). It is cheap: atomic loads and one look at the
 // cache's totals.
 func (c *Cachelet) Counters() Counters {
 	k := &c.m.counts
@@ -119,6 +120,7 @@ func (c *Cachelet) Counters() Counters {
 	if c.ec != nil {
 		ec = c.ec.health()
 	}
+	budget, used := c.Budget()
 	return Counters{
 		Erasure: ec,
 		Reads: ReadCounters{
@@ -127,9 +129,9 @@ func (c *Cachelet) Counters() Counters {
 			PassThrough: k.passThrough.load(), DiskHit: k.diskHit.load(),
 		},
 		Writes:       k.writes.Load(),
-		CacheBytes:   s.Bytes,
+		CacheBytes:   used,
 		CacheObjects: int64(s.Objects),
-		BudgetBytes:  s.Budget,
+		BudgetBytes:  budget,
 		EvictedAgain: c.evicted.again.Load(),
 	}
 }

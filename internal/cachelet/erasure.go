@@ -78,6 +78,17 @@ type ErasureConfig struct {
 	// RebuildDelay is how long a rebuild waits after a membership change,
 	// so that members lost together are rebuilt in one pass. Default 1 s.
 	RebuildDelay time.Duration `yaml:"rebuild_delay"`
+	// WarmUp is how often the cachelet visits every shard it holds
+	// (erasure_warm.go). Default 60 s; negative: never.
+	WarmUp time.Duration `yaml:"warm_up"`
+	// Backup is how often the cachelet sends the shards it holds that
+	// changed since the last backup to its backup holder
+	// (erasure_backup.go). Default 5 min; negative: never.
+	Backup time.Duration `yaml:"backup"`
+	// BackupMemory bounds the backups of its peers' shards this cachelet
+	// keeps, out of Memory. Default a quarter of Memory (none when Backup
+	// is negative).
+	BackupMemory int64 `yaml:"backup_memory"`
 
 	// Placer and Peers: default from Router and Peers (cluster.Member,
 	// peer.Client).
@@ -99,11 +110,25 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if c.RebuildDelay == 0 {
 		c.RebuildDelay = time.Second
 	}
+	if c.WarmUp == 0 {
+		c.WarmUp = DefaultWarmUp
+	}
+	if c.Backup == 0 {
+		c.Backup = DefaultBackup
+	}
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
 	}
 	if c.Memory >= cfg.Cache.Budget {
 		return fmt.Errorf("cachelet: erasure memory %d must be below the cache budget %d", c.Memory, cfg.Cache.Budget)
+	}
+	switch {
+	case c.BackupMemory < 0 || c.BackupMemory >= c.Memory:
+		return fmt.Errorf("cachelet: erasure backup memory %d must be below the erasure memory %d", c.BackupMemory, c.Memory)
+	case c.Backup < 0:
+		c.BackupMemory = 0
+	case c.BackupMemory == 0:
+		c.BackupMemory = c.Memory / 4
 	}
 	if c.Window == 0 {
 		c.Window = 4
@@ -118,6 +143,27 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 		c.Peers, _ = cfg.Peers.(ShardPeers)
 	}
 	return nil
+}
+
+// DefaultWarmUp and DefaultBackup are ErasureConfig's WarmUp and
+// Backup defaults, InfiniCache's.
+const (
+	DefaultWarmUp = time.Minute
+	DefaultBackup = 5 * time.Minute
+)
+
+// shareOf is the shard store's share of a whole budget of n bytes: the
+// share Memory was of the budget at the start.
+func (e *ecPath) shareOf(n int64) int64 {
+	return int64(float64(n) * float64(e.cfg.Memory) / float64(e.c.cfg.Cache.Budget))
+}
+
+// setBudget gives the shard store and the backups a share of n bytes
+// between them, as Memory was split at the start, and returns the bytes
+// evicted.
+func (e *ecPath) setBudget(n int64) (freed int64) {
+	backups := int64(float64(n) * float64(e.cfg.BackupMemory) / float64(e.cfg.Memory))
+	return e.shards.SetBudget(n-backups) + e.bk.store.SetBudget(backups)
 }
 
 // rebuildTime is how long sending n bytes takes at RebuildRate.
@@ -149,11 +195,20 @@ type ecPath struct {
 	// Risk (erasure_risk.go), under mu.
 	lastMembers  map[string]bool
 	losses       []time.Time
-	lostTotal    int64 // departures seen since the start
+	lostTotal    int64       // departures seen since the start
+	faults       []time.Time // shards warm-ups dropped
+	departed     []string    // members left since the last takeover (erasure_backup.go)
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 
-	counts struct{ hits, misses, fallbacks, rebuilt atomic.Int64 } // ErasureCounters
+	counts struct{ hits, misses, fallbacks, rebuilt, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+
+	// Backups (erasure_backup.go).
+	bk backupState
+
+	// Warm-up (erasure_warm.go).
+	lastWarm                                     atomic.Int64 // unix nanoseconds
+	warmUps, warmBytes, warmSeconds, warmDropped prometheus.Counter
 
 	reads, fills    *prometheus.CounterVec
 	shardsFetched   *prometheus.CounterVec
@@ -167,10 +222,12 @@ const maxPendingFills = 64
 const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
-	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]string{},
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]string{},
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
+	e.warmMetrics(reg)
+	e.backupInit(reg)
 	// The members already there when the cachelet is built: the ring may
 	// have formed before it, with no change left to tell it of them, and a
 	// departure must count against them.

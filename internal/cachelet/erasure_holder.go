@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/peer"
@@ -19,17 +20,29 @@ func (c *Cachelet) PeerShardPut(_ context.Context, bucket, key, etag string, ind
 		return fmt.Errorf("%w: erasure coding is off here", peer.ErrBadRequest)
 	}
 	err := c.ec.shards.Receive(erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}, manifest, body, size)
+	if err == nil {
+		c.ec.stored.Inc()
+		return nil
+	}
+	if errors.Is(err, erasure.ErrCorrupt) || errors.Is(err, erasure.ErrBadManifest) {
+		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
+	}
+	return shardError(err)
+}
+
+// shardError is a shard store's refusal as the peer protocol's error.
+func shardError(err error) error {
 	switch {
 	case errors.Is(err, erasure.ErrCorrupt), errors.Is(err, erasure.ErrBadManifest):
-		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
 		return fmt.Errorf("%w: %v", peer.ErrBadRequest, err)
 	case errors.Is(err, erasure.ErrTooLarge):
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
-	case err == nil:
-		c.ec.stored.Inc()
 	}
 	return err
 }
+
+// errNoBackups: a backup sent to a cachelet that keeps none.
+var errNoBackups = fmt.Errorf("%w: this cachelet keeps no shard backups", peer.ErrBadRequest)
 
 // PeerShard serves the pieces of a shard this cachelet holds.
 func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first, end int) (int, string, []byte, error) {
@@ -61,6 +74,10 @@ type ErasureCounters struct {
 	Hits, Misses, Fallbacks int64
 	// Rebuilt: shards this cachelet rebuilt and wrote to a new holder.
 	Rebuilt int64
+	// WarmUps and WarmUpBytes: warm-ups run and the bytes they read;
+	// LastWarmUp: when the last ended (zero before the first).
+	WarmUps, WarmUpBytes int64
+	LastWarmUp           time.Time
 }
 
 // ErasureCounters returns the counts so far (zero when off).
@@ -69,7 +86,8 @@ func (c *Cachelet) ErasureCounters() ErasureCounters {
 		return ErasureCounters{}
 	}
 	n := &c.ec.counts
-	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load()}
+	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load(),
+		WarmUps: n.warmUps.Load(), WarmUpBytes: n.warmBytes.Load(), LastWarmUp: c.ec.lastWarmUp()}
 }
 
 // ErasureStats is what the erasure path holds (nil when off).

@@ -32,22 +32,34 @@ func (e *ecPath) rebuildLoop() {
 			return
 		case <-e.kick:
 		}
-		// Let a burst of changes (several members lost at once) settle
-		// into one pass.
-		select {
-		case <-e.c.stopped.Done():
-			return
-		case <-e.c.clock.After(e.cfg.RebuildDelay):
-		}
-		select {
-		case <-e.kick:
-		default:
+		// The departed members' backups first, as soon as each departure
+		// is seen: what they restore needs no rebuild. Let a burst of
+		// changes (several members lost at once) settle into one pass.
+		e.takeOverDeparted()
+		delay := e.c.clock.After(e.cfg.RebuildDelay)
+	settle:
+		for {
+			select {
+			case <-e.c.stopped.Done():
+				return
+			case <-e.kick:
+				e.takeOverDeparted()
+			case <-delay:
+				break settle
+			}
 		}
 		start := e.c.clock.Now()
 		e.rebuildAll(e.c.stopped)
 		e.mu.Lock()
 		e.lastRebuild = e.c.clock.Now().Sub(start)
 		e.mu.Unlock()
+	}
+}
+
+// takeOverDeparted restores the backups of the members seen leaving.
+func (e *ecPath) takeOverDeparted() {
+	if d := e.takeDeparted(); len(d) > 0 && e.cfg.BackupMemory > 0 {
+		e.takeOver(e.c.stopped, d)
 	}
 }
 

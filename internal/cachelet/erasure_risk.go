@@ -12,7 +12,8 @@ import (
 // The risk of losing a sharded object (docs/design/erasure-coding.md):
 // from k, r, the loss rate of instances this cachelet observed in the
 // last hour, and the repair window (the membership's lease, the rebuild's
-// delay and the last rebuild's duration), exposed as a gauge.
+// delay and the last rebuild's duration), and the shards its warm-ups
+// found damaged with the warm-up interval, exposed as a gauge.
 
 // maxLosses bounds the departures remembered.
 const maxLosses = 1024
@@ -37,6 +38,9 @@ func (e *ecPath) noteMembers() {
 			e.losses = append(e.losses, now)
 			e.lostTotal++
 			e.memberLosses.Inc()
+			if len(e.departed) < maxLosses {
+				e.departed = append(e.departed, a)
+			}
 		}
 	}
 	e.lastMembers = cur
@@ -53,33 +57,96 @@ func (e *ecPath) health() *erasure.Health {
 }
 
 // risk is the probability of losing an object within the next hour.
-func (e *ecPath) risk() float64 {
+// Two causes make a shard missing: its holder's loss (rate λ, observed as
+// departures; missing for the repair window W_r: lease, delay, rebuild),
+// and damage a warm-up finds (rate μ, observed as the warm-up's drops per
+// shard held; missing until the warm-up that finds it and the repair:
+// W_s = WarmUp + delay + rebuild). A shard is missing at a given time with
+// probability 1 - e^-(λW_r + μW_s), which LossProbability is given as the
+// rate (λW_r + μW_s)/W over the longer window W. With backups, W_r is
+// q·lease + (1-q)·W_r for the share q of shards backed up unchanged.
+func (e *ecPath) risk() float64 { return e.riskWith(e.cfg.WarmUp) }
+
+// riskWith is risk with warm-ups every warmUp.
+func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	now := e.c.clock.Now()
 	e.mu.Lock()
+	n := recent(e.losses, now)
+	faults := recent(e.faults, now)
+	members := len(e.lastMembers) + 1
+	repair := e.cfg.RebuildDelay + e.lastRebuild
+	e.mu.Unlock()
+	held := e.shards.Stats().Shards
+	wr := membership.DefaultTTL + repair
+	// Backups: a lost holder's shards that its backup holder has are
+	// copied back as soon as the departure is seen (W_b = the lease);
+	// the share q of shards backed up is this cachelet's own.
+	if q := e.backedUpShare(held); q > 0 {
+		wr = time.Duration(q*float64(membership.DefaultTTL) + (1-q)*float64(wr))
+	}
+	ws := warmUp + repair
+	// Losses per instance-hour over the last hour (a cachelet up for less
+	// than an hour counts the hour all the same: a rate from a few
+	// minutes would be noise); faults per shard-hour likewise.
+	lambda := float64(n) / float64(members+n) / time.Hour.Seconds()
+	mu := float64(faults) / float64(held+faults) / time.Hour.Seconds()
+	window := wr
+	if faults > 0 && ws > window {
+		window = ws
+	}
+	if n == 0 && faults == 0 {
+		return 0
+	}
+	rate := (lambda*wr.Seconds() + mu*ws.Seconds()) / window.Seconds()
+	return erasure.LossProbability(e.cfg.DataShards, e.cfg.ParityShards, rate, window, time.Hour)
+}
+
+// backedUpShare is the share of the shards held (held of them) that the
+// last backup sent and that have not changed since: about 1 - B/(2L) for
+// shards living L on average under a backup interval B.
+func (e *ecPath) backedUpShare(held int) float64 {
+	if e.cfg.BackupMemory == 0 || held == 0 {
+		return 0
+	}
+	b := &e.bk
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	n := 0
-	for _, t := range e.losses {
+	for k, sh := range b.sent {
+		if e.shards.Peek(k) == sh {
+			n++
+		}
+	}
+	return min(float64(n)/float64(held), 1)
+}
+
+// recent counts the times within the last hour.
+func recent(ts []time.Time, now time.Time) int {
+	n := 0
+	for _, t := range ts {
 		if now.Sub(t) <= time.Hour {
 			n++
 		}
 	}
-	members := len(e.lastMembers) + 1
-	window := membership.DefaultTTL + e.cfg.RebuildDelay + e.lastRebuild
-	e.mu.Unlock()
-	if n == 0 {
-		return 0
+	return n
+}
+
+// noteFault records a shard a warm-up dropped.
+func (e *ecPath) noteFault() {
+	now := e.c.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.faults) == maxLosses {
+		e.faults = e.faults[1:]
 	}
-	// Losses per instance-hour over the last hour (a cachelet up for less
-	// than an hour counts the hour all the same: a rate from a few
-	// minutes would be noise).
-	rate := float64(n) / float64(members+n) / time.Hour.Seconds()
-	return erasure.LossProbability(e.cfg.DataShards, e.cfg.ParityShards, rate, window, time.Hour)
+	e.faults = append(e.faults, now)
 }
 
 func (e *ecPath) riskMetrics(reg prometheus.Registerer) {
 	e.memberLosses = prometheus.NewCounter(prometheus.CounterOpts{Name: "hoard_erasure_member_losses_total",
 		Help: "Members of the application seen leaving (the loss rate behind hoard_erasure_loss_probability)."})
 	p := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_loss_probability",
-		Help: "Probability of losing a sharded object within the next hour, from k, r, the instance loss rate of the last hour and the repair window (docs/design/erasure-coding.md)."},
+		Help: "Probability of losing a sharded object within the next hour, from k, r, the instance loss rate of the last hour and the repair window (shortened for the share of shards backed up), and the rate of damaged shards found by warm-ups with the warm-up interval (docs/design/erasure-coding.md)."},
 		e.risk)
 	if reg != nil {
 		reg.MustRegister(e.memberLosses, p)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,5 +214,175 @@ func TestErasureSettings(t *testing.T) {
 	c = Config{Cache: cache.Config{Budget: 1 << 20}, Erasure: &ErasureConfig{}}
 	if _, err := New(c, nil, nil, nil); !errors.Is(err, errNoApplication) {
 		t.Fatalf("alone: %v", err)
+	}
+}
+
+func TestErasureWarmUp(t *testing.T) {
+	g := newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		c.Router = placeRouter{c.Router.(*staticRouter)}
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10},
+			Memory: 1 << 20, WarmUp: 10 * time.Millisecond, RebuildDelay: time.Millisecond}
+	})
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	shard := g.members[3].ec.shards.Get(testBucket, "big", info.ETag)
+
+	// The loop runs on its own and reports each visit of the shard held.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.members[3].ErasureCounters().WarmUpBytes < 2*int64(len(shard.Data)) {
+		if time.Now().After(deadline) {
+			t.Fatal("no warm-up ran")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n := g.members[3].ErasureCounters()
+	if n.WarmUps < 2 || n.LastWarmUp.IsZero() {
+		t.Fatalf("warm-up counters %+v, shard of %d bytes", n, len(shard.Data))
+	}
+	if toFloat64(g.members[3].ec.warmBytes) < float64(2*len(shard.Data)) {
+		t.Fatalf("hoard_erasure_warmup_bytes_total %v", toFloat64(g.members[3].ec.warmBytes))
+	}
+
+	// A shard gone bad behind the store's back: a warm-up finds it before
+	// a read does, drops it, and the rebuild that follows restores a good
+	// one.
+	g.corrupt(t, 3, info.ETag, 5000)
+	deadline = time.Now().Add(10 * time.Second)
+	for toFloat64(g.members[3].ec.warmDropped) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the damaged shard was not dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.waitShards(t, info.ETag)
+	again := g.members[3].ec.shards.Get(testBucket, "big", info.ETag)
+	if again == shard || again.Manifest.Verify(again.Key.Index, 0, again.Data) != nil {
+		t.Fatal("the shard was not rebuilt whole")
+	}
+	g.mustRead(t, 5, "big", want, ErasureHit)
+
+	// The damage found counts in the risk, the more the longer a damaged
+	// shard can go unnoticed between warm-ups.
+	e := g.members[3].ec
+	soon, late := e.risk(), e.riskWith(time.Hour)
+	if soon <= 0 || late <= soon || late > 1 {
+		t.Fatalf("loss probability %v with warm-ups every 10ms, %v every hour", soon, late)
+	}
+}
+
+// SetBudget sets the whole budget: the shards keep their share of it
+// (Memory of Cache.Budget at the start), evicting to fit, and the budget
+// reported back is the one set.
+func TestErasureSetBudget(t *testing.T) {
+	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it (backups a quarter of that)
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	c := g.members[3]
+	if b, used := c.Budget(); b != 4<<20 || used == 0 {
+		t.Fatalf("at the start: budget %d, used %d; want 4 MiB", b, used)
+	}
+	shard := int64(len(c.ec.shards.Get(testBucket, "big", info.ETag).Data))
+
+	c.SetBudget(2 << 20)
+	ecBudget := func() int64 { return c.ec.shards.Stats().Budget + c.ec.bk.store.Stats().Budget }
+	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1536<<10 || ecBudget() != 512<<10 || c.ec.bk.store.Stats().Budget != 128<<10 {
+		t.Fatalf("after SetBudget(2 MiB): whole %d, memory tier %d, shards and backups %d", b, c.cache.Stats().Budget, ecBudget())
+	}
+	if n := c.Counters(); n.BudgetBytes != 2<<20 || n.CacheBytes < shard {
+		t.Fatalf("counters %+v, want the whole budget and the shard held", n)
+	}
+	// Below the shard's size: the shard goes, and is reported freed.
+	if freed := c.SetBudget(2 * shard); freed < shard || c.ec.shards.Stats().Bytes != 0 {
+		t.Fatalf("SetBudget(%d): freed %d, shards left %+v", 2*shard, freed, c.ec.shards.Stats())
+	}
+	c.SetBudget(4 << 20)
+	if b, _ := c.Budget(); b != 4<<20 || ecBudget() != 1<<20 {
+		t.Fatalf("raised back: whole %d, shards and backups %d", b, ecBudget())
+	}
+	// The object still reads right: a holder lost its shard, k are left.
+	g.mustRead(t, 5, "big", want, ErasureHit)
+}
+
+// backupRouter names member i+1 the backup holder of member i.
+type backupRouter struct{ placeRouter }
+
+func (r backupRouter) BackupHolder(origin string) string {
+	i := slices.Index(r.all, origin)
+	if i < 0 {
+		return ""
+	}
+	return r.all[(i+1)%len(r.all)]
+}
+
+// A backup sends only the shards changed since the last one; the holder
+// keeps them verified and apart from its own.
+func TestErasureBackupDelta(t *testing.T) {
+	g := newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		c.Router = backupRouter{placeRouter{c.Router.(*staticRouter)}}
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10},
+			Memory: 1 << 20, Backup: time.Hour}
+	})
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough)
+	g.waitShards(t, info.ETag)
+	c, holder := g.members[2], g.members[3]
+	own := holder.ec.shards.Get(testBucket, "big", info.ETag)
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("first backup sent %d shards, want its one", n)
+	}
+	if n := c.ec.backupOnce(t.Context()); n != 0 {
+		t.Fatalf("a backup with nothing changed sent %d shards", n)
+	}
+	mine := c.ec.shards.Get(testBucket, "big", info.ETag)
+	kept := holder.ec.bk.store.Peek(mine.Key)
+	if kept == nil || !bytes.Equal(kept.Data, mine.Data) || holder.ec.shards.Get(testBucket, "big", info.ETag) != own {
+		t.Fatal("the backup holder does not keep the shard apart from its own")
+	}
+	if toFloat64(c.ec.bk.sentBytes) != float64(len(mine.Data)) {
+		t.Fatalf("hoard_erasure_backup_bytes_total %v", toFloat64(c.ec.bk.sentBytes))
+	}
+
+	// A new version: only its shard goes.
+	want2 := bytes.Repeat([]byte("second version "), 15_000)
+	g.put(t, "big", want2)
+	info2, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want2, PassThrough)
+	g.waitShards(t, info2.ETag)
+	// The share backed up enters the loss probability: a member lost,
+	// the risk is lower with the shard backed up than before.
+	c.ec.mu.Lock()
+	c.ec.losses = append(c.ec.losses, time.Now())
+	c.ec.mu.Unlock()
+	before := c.ec.risk()
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("backup after a new version sent %d shards, want 1", n)
+	}
+	if after := c.ec.risk(); c.ec.backedUpShare(1) != 1 || after <= 0 || after >= before {
+		t.Fatalf("loss probability %v before the backup, %v after (share backed up %v)", before, after, c.ec.backedUpShare(1))
+	}
+
+	// Damaged bytes are refused, and the holder keeps nothing of them.
+	bad := bytes.Clone(mine.Data)
+	bad[100] ^= 1
+	k := mine.Key
+	k.Key = "other"
+	err := g.members[4].PeerShardBackup(t.Context(), g.addrs[2], k.Bucket, k.Key, k.ETag, k.Index, mine.Encoded, bytes.NewReader(bad), int64(len(bad)))
+	if err == nil || g.members[4].ec.bk.store.Peek(k) != nil {
+		t.Fatalf("a damaged backup: %v", err)
 	}
 }

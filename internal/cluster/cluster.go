@@ -336,6 +336,24 @@ func (m *Member) Place(bucket, key string, n int) []string {
 	return out
 }
 
+// BackupHolder implements the cachelet's backup placement: the peer
+// address of the member that keeps backups of the shards of the member at
+// peer address origin, "" when there is none. It is the first owner on
+// the ring of origin's own key that is not origin, so once origin leaves
+// the ring still names the same member (its arc passes to the next owner).
+func (m *Member) BackupHolder(origin string) string {
+	if m.Lost() {
+		return ""
+	}
+	v := m.view.Load()
+	for _, id := range v.ring.Owners("hoard-backup", origin, 2) {
+		if addr := v.addrs[id]; addr != origin && addr != "" {
+			return addr
+		}
+	}
+	return ""
+}
+
 // PeerAddr is the peer address this member advertises.
 func (m *Member) PeerAddr() string { return m.cfg.PeerAddr }
 

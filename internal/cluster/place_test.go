@@ -45,3 +45,41 @@ func TestPlaceOnDistinctNodes(t *testing.T) {
 		}
 	})
 }
+
+// A member's backup holder is another member, every member names the
+// same one, and it stays the same once the member has left.
+func TestBackupHolderSurvivesItsOrigin(t *testing.T) {
+	for leave := range 6 {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFixture(t)
+			var ms []*Member
+			for i := range 6 {
+				id := fmt.Sprintf("m%d", i)
+				m, err := Join(t.Context(), Config{App: "app", ID: id, PeerAddr: id + ":7000", Registry: f.reg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = m.Close(context.Background()) })
+				ms = append(ms, m)
+			}
+			synctest.Wait()
+			before := map[string]string{}
+			for _, m := range ms {
+				h := ms[0].BackupHolder(m.PeerAddr())
+				if h == "" || h == m.PeerAddr() || ms[4].BackupHolder(m.PeerAddr()) != h {
+					t.Fatalf("backup holder of %s: %q (another member says %q)", m.PeerAddr(), h, ms[4].BackupHolder(m.PeerAddr()))
+				}
+				before[m.PeerAddr()] = h
+			}
+			gone := ms[leave].PeerAddr()
+			if err := ms[leave].Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			watcher := ms[(leave+1)%6]
+			if got := watcher.BackupHolder(gone); got != before[gone] || len(watcher.Members()) != 5 {
+				t.Fatalf("after %s left: its backup holder %q, was %q (%d members)", gone, got, before[gone], len(watcher.Members()))
+			}
+		})
+	}
+}

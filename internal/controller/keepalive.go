@@ -87,12 +87,18 @@ func (c *Controller) ended(a *app, trigger string) {
 // representative; then, with a pre-warm window, an instance that has run
 // an invocation unloads at once (the next load is scheduled), and one
 // pre-loaded stays for the keep-alive window; without one, every idle
-// instance stays for the keep-alive window. The caller holds c.mu.
+// instance stays for the keep-alive window. An application with erasure
+// coding is the exception: any of its instances may hold shards of its
+// large objects, which a pre-load does not bring back, so none unloads
+// sooner than keep_alive (its cachelet's warm-up keeps the shards
+// resident meanwhile; ADR 0023). The caller holds c.mu.
 func (a *app) keepFor(in *inst) time.Duration {
 	d := a.decision
 	switch {
 	case d.Mode != keepalive.ModeHistogram:
 		return a.spec.KeepAlive.D()
+	case a.spec.Cache.Erasure != nil:
+		return max(d.KeepAlive, a.spec.KeepAlive.D())
 	case d.PreWarm > 0 && !in.preloaded:
 		return 0
 	default:

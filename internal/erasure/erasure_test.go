@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/ring"
 )
@@ -279,10 +281,23 @@ func TestStore(t *testing.T) {
 	if err := NewStore(100).Put(&Shard{Key: ShardKey{"b", "k", "etag1", 0}, Manifest: m, Data: shards[0]}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("over budget: %v", err)
 	}
+	// Touch reads a shard whole without reordering the eviction list, and
+	// drops one that no longer verifies.
+	before := st.Keys()
+	if n, err := st.Touch(before[0]); err != nil || n != 3*1024 || !slices.Equal(st.Keys(), before) {
+		t.Fatalf("Touch: %d, %v, order %v then %v", n, err, before, st.Keys())
+	}
+	st.Peek(before[1]).Data[10] ^= 1 // a fault behind the store's back
+	if _, err := st.Touch(before[1]); !errors.Is(err, ErrCorrupt) || st.Peek(before[1]) != nil || st.Stats().Bytes != 6*1024 {
+		t.Fatalf("Touch of a damaged shard: %v, stats %+v", err, st.Stats())
+	}
+	if _, err := st.Touch(before[1]); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Touch of a dropped shard: %v", err)
+	}
 	if n := st.Delete("b", "k", "etag0"); n != 0 {
 		t.Fatalf("Delete of another version dropped %d", n)
 	}
-	if n := st.Delete("b", "k", ""); n != 3 || st.Stats().Bytes != 0 || len(st.Keys()) != 0 {
+	if n := st.Delete("b", "k", ""); n != 2 || st.Stats().Bytes != 0 || len(st.Keys()) != 0 {
 		t.Fatalf("Delete dropped %d, left %+v", n, st.Stats())
 	}
 }
@@ -296,4 +311,50 @@ func BenchmarkEncode(b *testing.B) {
 	for b.Loop() {
 		encodeAll(b, c, data)
 	}
+}
+
+// BenchmarkWarmUp is the cost of one warm-up of a shard store holding
+// 64 MiB (Store.Touch of every shard), next to a same-run baseline that
+// only reads the same bytes once (a sum over them): warm_up_per_read is
+// the ratio, and ms/64MiB what a pass costs each WarmUp interval.
+func BenchmarkWarmUp(b *testing.B) {
+	c := Config{ChunkSize: 1 << 20}
+	_ = c.Validate()
+	data := make([]byte, 80<<20) // RS(10+2): 12 shards of 8 MiB
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	m, shards := encodeAll(b, c, data)
+	enc := m.Encode()
+	st := NewStore(1 << 30)
+	var held int64
+	for i := range 8 { // 64 MiB held
+		if err := st.Put(&Shard{Key: ShardKey{"b", "k", "etag1", i}, Manifest: m, Encoded: enc, Data: shards[i]}); err != nil {
+			b.Fatal(err)
+		}
+		held += int64(len(shards[i]))
+	}
+	keys := st.Keys()
+	var base, warm time.Duration
+	var sink uint64
+	b.SetBytes(held)
+	for b.Loop() {
+		t0 := time.Now()
+		for _, k := range keys {
+			for _, v := range st.Peek(k).Data {
+				sink += uint64(v)
+			}
+		}
+		t1 := time.Now()
+		for _, k := range keys {
+			if _, err := st.Touch(k); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base, warm = base+t1.Sub(t0), warm+time.Since(t1)
+	}
+	_ = sink
+	b.ReportMetric(float64(warm.Milliseconds())/float64(b.N), "warmup_ms/64MiB")
+	b.ReportMetric(float64(base.Milliseconds())/float64(b.N), "read_ms/64MiB")
+	b.ReportMetric(float64(warm)/float64(base), "warm_up_per_read")
 }

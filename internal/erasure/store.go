@@ -214,3 +214,55 @@ type Health struct {
 	LossProbability float64 `json:"loss_probability"`
 	MembersLost     int64   `json:"members_lost"`
 }
+
+// Touch reads every byte of the shard k and checks it against its
+// manifest: a warm-up's visit, which leaves the eviction order as it is.
+// A shard that no longer verifies is dropped (a doubt is a miss; a
+// rebuild restores it) and ErrCorrupt returned; ErrNotHeld when the store
+// no longer holds k. n is the bytes read.
+func (s *Store) Touch(k ShardKey) (n int64, err error) {
+	s.mu.Lock()
+	el, ok := s.byKey[k]
+	s.mu.Unlock()
+	if !ok {
+		return 0, ErrNotHeld
+	}
+	sh := el.Value.(*Shard)
+	// Shards are never modified in place: verify outside the lock.
+	if err := sh.Manifest.Verify(k.Index, 0, sh.Data); err != nil {
+		s.mu.Lock()
+		if cur, ok := s.byKey[k]; ok && cur.Value.(*Shard) == sh {
+			s.drop(k)
+		}
+		s.mu.Unlock()
+		return int64(len(sh.Data)), err
+	}
+	return int64(len(sh.Data)), nil
+}
+
+// Peek returns the shard k, or nil, leaving the eviction order as it is.
+func (s *Store) Peek(k ShardKey) *Shard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.byKey[k]; ok {
+		return el.Value.(*Shard)
+	}
+	return nil
+}
+
+// SetBudget changes the store's budget to n bytes (a negative n is 0),
+// evicting the least recently used shards to fit, and returns the bytes
+// evicted.
+func (s *Store) SetBudget(n int64) (freed int64) {
+	n = max(n, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.budget = n
+	for s.used > s.budget {
+		old := s.lru.Back().Value.(*Shard)
+		freed += int64(len(old.Data))
+		s.drop(old.Key)
+		s.evicted++
+	}
+	return freed
+}

@@ -62,7 +62,8 @@ func (t controlTarget) Drop(bucket, prefix string) int {
 func (t controlTarget) SetBudget(n int64) control.BudgetResult {
 	freed := t.in.cachelet.SetBudget(n)
 	s := t.in.cachelet.Stats()
-	return control.BudgetResult{Budget: s.Budget, Freed: freed, CacheBytes: s.Bytes, ReservedBytes: s.Reserved}
+	budget, used := t.in.cachelet.Budget()
+	return control.BudgetResult{Budget: budget, Freed: freed, CacheBytes: used, ReservedBytes: s.Reserved}
 }
 
 func (t controlTarget) Prewarm(ctx context.Context, keys []control.Key) (control.PrewarmResult, error) {

@@ -75,7 +75,7 @@ func TestErasureCodedObject(t *testing.T) {
 	fc := &faultCluster{app: app, store: srv}
 	for i := range n {
 		p := newHoardProc(t, dir, app, i)
-		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB")
+		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB", "--erasure-warmup", "200ms", "--erasure-backup", "200ms")
 		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 		procs = append(procs, p)
 		ids = append(ids, p.id)
@@ -173,6 +173,20 @@ func TestErasureCodedObject(t *testing.T) {
 		t.Fatalf("erasure hits %v after a ranged read, want 2", hits())
 	}
 
+	// Each holder backs its shard up to its backup holder.
+	sent := func(id string) float64 { return byID[id].sample(t, `hoard_erasure_backups_total{result="sent"}`) }
+	sent0 := map[string]float64{}
+	deadline = time.Now().Add(30 * time.Second)
+	for _, id := range holders {
+		for sent(id) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("holder %s never backed its shard up\n%s", id, byID[id].logTail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		sent0[id] = sent(id)
+	}
+
 	// A write through the cachelets: the next read has the new bytes,
 	// the old version's shards are dropped and the new one is sharded.
 	want = make([]byte, len(want))
@@ -209,6 +223,27 @@ func TestErasureCodedObject(t *testing.T) {
 			t.Fatalf("after the write (%v fills): %s\n%s", fills(), why, reader.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Every holder's warm-up visits its shard (and reports what it read).
+	deadline = time.Now().Add(30 * time.Second)
+	for _, id := range holders {
+		for byID[id].sample(t, "hoard_erasure_warmup_bytes_total") < shardBytes || byID[id].sample(t, `hoard_erasure_warmup_dropped_total`) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("holder %s: warm-ups read %v bytes, dropped %v shards; want at least its shard's %d and none dropped", id,
+					byID[id].sample(t, "hoard_erasure_warmup_bytes_total"), byID[id].sample(t, "hoard_erasure_warmup_dropped_total"), shardBytes)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The new version's shards are backed up too (a delta: one shard each).
+	deadline = time.Now().Add(30 * time.Second)
+	for _, id := range holders[:2] {
+		for sent(id) < sent0[id]+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("holder %s never backed the new version's shard up", id)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	read("read of the new version")
 	if hits() != 3 {
@@ -249,13 +284,51 @@ func TestErasureCodedObject(t *testing.T) {
 		}
 		return true
 	}
+	// The killed holders' backup holders (the ring's first owner of each
+	// one's peer address other than itself) that survive write their
+	// backups to the new placement as soon as they see the departure,
+	// before the rebuild's delay: those shards need no rebuild.
+	restored := func() float64 {
+		var sum float64
+		for _, p := range procs {
+			if !slices.Contains(holders[:2], p.id) {
+				sum += p.sample(t, `hoard_erasure_backup_restores_total{result="restored"}`)
+			}
+		}
+		return sum
+	}
+	backedBySurvivor := 0
+	for _, id := range holders[:2] {
+		for _, o := range r.Owners("hoard-backup", byID[id].peer, 2) {
+			if o != id {
+				if !slices.Contains(holders[:2], o) {
+					backedBySurvivor++
+				}
+				break
+			}
+		}
+	}
 	// (Two leases may expire apart: a pass over seven members may come
 	// first, and the one over six completes the placement.)
-	for rebuilt() < 2 || !allHold() {
+	for rebuilt()+restored() < 2 || !allHold() {
 		if time.Now().After(deadline) {
-			t.Fatalf("shards rebuilt: %v, want 2; every member of the new placement %v holding one: %v", rebuilt(), holders6, allHold())
+			t.Fatalf("shards rebuilt: %v, restored from backups %v, want 2 in all; every member of the new placement %v holding one: %v", rebuilt(), restored(), holders6, allHold())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The first departure seen is restored from its backup before the
+	// rebuild's delay ends; the second may already have been rebuilt by
+	// the pass the first started (its holder unreachable, though still in
+	// the ring), so one restore is what is certain when both killed
+	// holders' backup holders survived.
+	if backedBySurvivor == 2 && restored() < 1 {
+		for _, p := range procs {
+			if !slices.Contains(holders[:2], p.id) {
+				t.Logf("%s: restored %v failed %v held backups %v", p.id, p.sample(t, `hoard_erasure_backup_restores_total{result="restored"}`),
+					p.sample(t, `hoard_erasure_backup_restores_total{result="failed"}`), p.sample(t, "hoard_erasure_backup_held_bytes"))
+			}
+		}
+		t.Fatalf("no shard restored from backups, though both killed holders' backup holders survived")
 	}
 	// The two losses make the risk visible (once the reader's own watch
 	// has seen both).

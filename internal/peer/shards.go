@@ -38,6 +38,16 @@ type ShardHolder interface {
 	PeerShardDelete(ctx context.Context, bucket, key, etag string)
 }
 
+// ShardBackupHolder is implemented by ShardHolders that keep backups of
+// their peers' shards (the cachelet does): a shard PUT naming an origin
+// ("backup" in the query) is a backup of a shard the origin holds, kept
+// apart from the holder's own shards.
+type ShardBackupHolder interface {
+	// PeerShardBackup keeps a backup of shard index of bucket/key at etag
+	// held by the member at peer address origin; as PeerShardPut.
+	PeerShardBackup(ctx context.Context, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error
+}
+
 // MaxShardBytes bounds one shard written to a peer.
 const MaxShardBytes = 1 << 30
 
@@ -74,7 +84,18 @@ func (s *Server) serveShard(a answer, r *http.Request) {
 			return
 		}
 		body := &trailerChecked{r: r.Body, req: r, remaining: size, crc: crc32.New(castagnoli)}
-		if err := h.PeerShardPut(r.Context(), bucket, key, etag, index, r.Header.Get(hdrManifest), body, size); err != nil {
+		put := h.PeerShardPut
+		if origin := q.Get("backup"); origin != "" {
+			b, ok := h.(ShardBackupHolder)
+			if !ok {
+				a.error(fmt.Errorf("%w: this cachelet keeps no backups", ErrBadRequest))
+				return
+			}
+			put = func(ctx context.Context, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+				return b.PeerShardBackup(ctx, origin, bucket, key, etag, index, manifest, body, size)
+			}
+		}
+		if err := put(r.Context(), bucket, key, etag, index, r.Header.Get(hdrManifest), body, size); err != nil {
 			if body.err != nil {
 				err = body.err
 			}
@@ -119,9 +140,27 @@ func (s *Server) serveShard(a answer, r *http.Request) {
 // CRC32C trailer; manifest is the object's encoded manifest, against which
 // the holder checks every piece before it keeps the shard.
 func (c *Client) ShardPut(ctx context.Context, addr, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+	return c.shardPut(ctx, addr, "", bucket, key, etag, index, manifest, body, size)
+}
+
+// ShardBackup stores a backup of shard index of bucket/key at etag, which
+// the member at peer address origin holds, on the cachelet at addr; as
+// ShardPut.
+func (c *Client) ShardBackup(ctx context.Context, addr, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+	if origin == "" {
+		return fmt.Errorf("%w: a backup needs its origin", ErrBadRequest)
+	}
+	return c.shardPut(ctx, addr, origin, bucket, key, etag, index, manifest, body, size)
+}
+
+func (c *Client) shardPut(ctx context.Context, addr, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
 	cb := &crcBody{r: body, crc: crc32.New(castagnoli)}
+	extra := []string{"index", strconv.Itoa(index)}
+	if origin != "" {
+		extra = append(extra, "backup", origin)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
-		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, etag, "index", strconv.Itoa(index)), cb)
+		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, etag, extra...), cb)
 	if err != nil {
 		return err
 	}

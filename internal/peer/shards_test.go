@@ -174,3 +174,65 @@ func TestShardAttacker(t *testing.T) {
 		t.Fatalf("forged answer: %v", err)
 	}
 }
+
+// backupOwner keeps backups in a second store, by origin.
+type backupOwner struct {
+	shardOwner
+	backups *erasure.Store
+	origins map[erasure.ShardKey]string
+}
+
+func (o backupOwner) PeerShardBackup(_ context.Context, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
+	k := erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}
+	if err := o.backups.Receive(k, manifest, body, size); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	o.origins[k] = origin
+	return nil
+}
+
+// A backup reaches the holder's backups, not its shards, with its origin;
+// a holder that keeps none refuses it; damaged bytes and the wrong secret
+// leave nothing.
+func TestShardBackup(t *testing.T) {
+	auth, err := NewAuth("app1", []byte(secret), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := backupOwner{shardOwner{newFakeOwner(), erasure.NewStore(1 << 20)}, erasure.NewStore(1 << 20), map[erasure.ShardKey]string{}}
+	srv := httptest.NewServer(NewServer(auth, owner, nil))
+	defer srv.Close()
+	cl := NewClient(auth, ClientConfig{})
+	defer cl.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	ctx := context.Background()
+	m, shards := coded(t, randomBytes(5000))
+	enc := m.Encode()
+	if err := cl.ShardBackup(ctx, addr, "10.0.0.7:7001", "b", "k", "v1", 3, enc, bytes.NewReader(shards[3]), int64(len(shards[3]))); err != nil {
+		t.Fatal(err)
+	}
+	k := erasure.ShardKey{Bucket: "b", Key: "k", ETag: "v1", Index: 3}
+	if owner.backups.Peek(k) == nil || owner.shards.Stats().Shards != 0 || owner.origins[k] != "10.0.0.7:7001" {
+		t.Fatalf("backup kept %v, own shards %d, origin %q", owner.backups.Peek(k) != nil, owner.shards.Stats().Shards, owner.origins[k])
+	}
+	bad := bytes.Clone(shards[2])
+	bad[0] ^= 1
+	if err := cl.ShardBackup(ctx, addr, "10.0.0.7:7001", "b", "k", "v1", 2, enc, bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("damaged backup: %v", err)
+	}
+	other, _ := NewAuth("app1", []byte("another-secret-0123456789"), nil)
+	if err := NewClient(other, ClientConfig{}).ShardBackup(ctx, addr, "x", "b", "k", "v1", 2, enc, bytes.NewReader(shards[2]), int64(len(shards[2]))); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if owner.backups.Stats().Shards != 1 {
+		t.Fatalf("kept %d backups, want the one", owner.backups.Stats().Shards)
+	}
+	if err := cl.ShardBackup(ctx, addr, "", "b", "k", "v1", 2, enc, bytes.NewReader(shards[2]), int64(len(shards[2]))); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("no origin: %v", err)
+	}
+	// A holder that keeps no backups refuses one.
+	_, _, plain := newShardPair(t)
+	if err := cl.ShardBackup(ctx, strings.TrimPrefix(plain.URL, "http://"), "o", "b", "k", "v1", 2, enc, bytes.NewReader(shards[2]), int64(len(shards[2]))); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("to a holder without backups: %v", err)
+	}
+}
