@@ -168,6 +168,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = rq.body
 	}
 
+	if isPostForm(r, bucket, key) && perr == nil {
+		// A browser-form upload carries its signature in the form.
+		rq.op = "PostObject"
+		if err := s.postObject(sw, r, rq); err != nil {
+			s.writeError(sw, r, rq, err)
+		}
+		return
+	}
 	ar, err := s.auth.Verify(r)
 	if err != nil {
 		s.m.authFailures.WithLabelValues(errorCode(err)).Inc()

@@ -145,6 +145,8 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	for k, vs := range req.Header {
 		out.Header[k] = append([]string(nil), vs...)
 	}
+	formSigned := req.Header.Get(FormSignedHeader) != ""
+	out.Header.Del(FormSignedHeader)
 	for _, hs := range [][]string{hopHeaders, ownHeaders, signatureHeaders} {
 		for _, h := range hs {
 			out.Header.Del(h)
@@ -156,7 +158,7 @@ func (s *Store) outgoing(ctx context.Context, req *http.Request) (*http.Request,
 	} else {
 		out.ContentLength = 0
 	}
-	if s.accessKey == "" {
+	if s.accessKey == "" || formSigned {
 		return out, nil
 	}
 	if len(req.Trailer) > 0 && out.ContentLength > 0 {
