@@ -274,6 +274,9 @@ type Cachelet struct {
 	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
+	// hmu guards begun, a handoff OwnershipChanging began (handoff.go).
+	hmu   sync.Mutex
+	begun *begunHandoff
 	// buffering and accepting bound the bodies of buffered writes held
 	// in memory at once (consistency.go): this cachelet's clients', and
 	// those peers hand it as the owner. Apart, so that two owners

@@ -153,6 +153,16 @@ const servedForPeer Outcome = "for_peer"
 func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error) {
 	if persist == peer.PersistAsync {
 		if c.inHandoff() {
+			// Refused, the writer writes the store itself. What this
+			// cachelet took as the key's owner before the ring changed is
+			// older than that write and must be in the store first, or it
+			// would land over it (the handoff delivers it too, but the
+			// writer does not wait for the handoff). Only the queue for
+			// the store is awaited: it depends on no other member, whose
+			// own handoff may be waiting on this one.
+			if err := c.toStore.Drain(ctx); err != nil {
+				return store.PutResult{}, fmt.Errorf("%w: queued writes not delivered before the refusal: %v", store.ErrUnavailable, err)
+			}
 			return store.PutResult{}, errHandoff
 		}
 		if c.leaving.Load() {

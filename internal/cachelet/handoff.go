@@ -47,10 +47,49 @@ func (c *Config) ownerMode() bool {
 // everyKey matches every key (doomInFlight).
 func everyKey(cache.Key) bool { return true }
 
-// startHandoff begins a handoff for the current ring; a newer one
-// supersedes an older one still running (waiters wait for the newest).
-func (c *Cachelet) startHandoff() {
+// OwnershipChanging tells the cachelet that the ring is about to change
+// (the membership watcher calls it before the new ring answers Owner, and
+// OwnershipChanged after). Under the owner settings the handoff begins
+// here: were it to begin only after the swap, a read arriving in between
+// would find this cachelet the owner by the new ring and trust a copy it
+// kept as a mere writer or reader, which the old owner may have replaced.
+func (c *Cachelet) OwnershipChanging() {
+	if !c.cfg.ownerMode() {
+		return
+	}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.begun != nil {
+		return // begun already; OwnershipChanged has not run yet
+	}
 	id, done := c.keys.beginHandoff()
+	c.keys.doomInFlight(everyKey)
+	c.cache.Clear()
+	c.begun = &begunHandoff{id: id, done: done}
+}
+
+// begunHandoff is a handoff OwnershipChanging began for startHandoff to
+// carry out.
+type begunHandoff struct {
+	id   uint64
+	done chan struct{}
+}
+
+// startHandoff begins a handoff for the current ring (or carries out the
+// one OwnershipChanging began); a newer one supersedes an older one still
+// running (waiters wait for the newest).
+func (c *Cachelet) startHandoff() {
+	c.hmu.Lock()
+	b := c.begun
+	c.begun = nil
+	c.hmu.Unlock()
+	var id uint64
+	var done chan struct{}
+	if b != nil {
+		id, done = b.id, b.done
+	} else {
+		id, done = c.keys.beginHandoff()
+	}
 	// Fills and store requests already in flight began before the flushes:
 	// doomed, they cannot land after the clears below and be trusted.
 	c.keys.doomInFlight(everyKey)

@@ -161,7 +161,7 @@ func (s *keyState) unpersisted(k cache.Key, w *cache.Entry) {
 func (s *keyState) persisted(k cache.Key, w *cache.Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.t.Persisted(k, w)
+	s.doomLocked(s.t.Persisted(k, w))
 }
 
 // doomInFlight dooms what the keys match accepts have in flight (fills,

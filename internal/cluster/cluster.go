@@ -63,6 +63,11 @@ type Config struct {
 	// at a time, so it must not block long (later changes wait for it) and
 	// must not call Close. Owner already answers from new when it runs.
 	OnChange func(old, new *ring.Ring)
+	// OnChanging, if set, is called on the watch goroutine just before a
+	// new ring is swapped in (Owner still answers from the old one), and
+	// OnChange always follows it. It lets a cachelet stop trusting its
+	// memory before any Owner question can be answered by the new ring.
+	OnChanging func()
 }
 
 // Validate checks the config and fills in defaults.
@@ -246,6 +251,9 @@ func (m *Member) apply(s membership.Snapshot) {
 	v := &view{rev: s.Revision, ring: r, members: s.Members, addrs: make(map[string]string, len(s.Members))}
 	for _, mem := range s.Members {
 		v.addrs[mem.ID] = mem.PeerAddr
+	}
+	if m.cfg.OnChanging != nil {
+		m.cfg.OnChanging()
 	}
 	m.view.Store(v)
 	m.log.Info("membership changed", "revision", s.Revision, "members", s.IDs())

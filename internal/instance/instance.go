@@ -456,6 +456,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 					cl.OwnershipChanged()
 				}
 			},
+			OnChanging: func() {
+				if cl := in.current.Load(); cl != nil {
+					cl.OwnershipChanging()
+				}
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("instance: %w", err)

@@ -18,8 +18,10 @@ import (
 //     ending, is doomed;
 //   - a write's final entry is doomed exactly when an Invalidate or
 //     another write overtook it;
+//   - an answer to a GET given while a queued write is unpersisted, or
+//     asked before that write reached the store, is never published;
 //   - a read that misses the cache while a queued write is unpersisted
-//     and nothing fills is served the newest queued write;
+//     is served the newest queued write;
 //   - once every read and write has ended, the table holds nothing.
 type model struct {
 	t   *Table[int, string, string]
@@ -138,7 +140,9 @@ func (m *model) step(r *rand.Rand) {
 		e := m.name("e")
 		d := t.Install(k, f, e)
 		m.doom(d.Doom)
-		overtook := m.asks[f] != m.epoch[k]
+		// Overtaken by a write, or answered while a queued write was
+		// unpersisted (the store may not have had it).
+		overtook := m.asks[f] != m.epoch[k] || m.queued[k] != ""
 		switch {
 		case d.Stream:
 			m.fail("install streamed before close")
@@ -208,14 +212,18 @@ func (m *model) step(r *rand.Rand) {
 			m.fail("write %s overtaken=%v, but its final entry doomed=%v", w, over, !over)
 		}
 		t.WriteDone(k, final)
-	case 10: // a write is queued for the store
+	case 10: // a write is queued for the store (the shell invalidates first)
+		m.doom(t.Invalidate(k))
+		m.wover[k]++
+		m.overtaken(k)
 		w := m.name("q")
 		t.Unpersisted(k, w)
 		m.queued[k] = w
 	case 11: // the newest queued write reaches the store
 		if w := m.queued[k]; w != "" {
-			t.Persisted(k, w)
+			m.doom(t.Persisted(k, w))
 			delete(m.queued, k)
+			m.overtaken(k)
 		}
 	}
 }

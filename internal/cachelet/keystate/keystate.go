@@ -246,8 +246,10 @@ func (t *Table[K, E, F]) endAsk(k K, s *key[E, F], f F) E {
 
 // Install decides what becomes of the answer to the store GET f of k, to
 // be filled into entry e (its memory already reserved). Once the shell
-// closed, nothing is filled (Stream). An answer to a GET a write overtook
-// is filled for its readers but not published (Doom holds e). Otherwise e
+// closed, nothing is filled (Stream). An answer to a GET a write overtook,
+// or given while k has an unpersisted write (the store's answer is never
+// newer than that write, which lands over it), is filled for its readers
+// but not published (Doom holds e). Otherwise e
 // becomes what new reads of k join, and the older answer it replaces, if
 // any, is doomed. A GET that is not registered counts as overtaken.
 func (t *Table[K, E, F]) Install(k K, f F, e E) Install[E] {
@@ -262,7 +264,9 @@ func (t *Table[K, E, F]) Install(k K, f F, e E) Install[E] {
 		return Install[E]{Doom: []E{e}}
 	}
 	a.entry = e
-	if a.doomed {
+	if a.doomed || s.unpersisted != ze {
+		// A write the store may not have had when it answered is
+		// queued: the answer is older than what this cachelet holds.
 		return Install[E]{Doom: []E{e}}
 	}
 	var doom []E
@@ -394,17 +398,22 @@ func (t *Table[K, E, F]) Unpersisted(k K, w E) {
 
 // Persisted says the queued write w of k reached the store (or was
 // superseded, or given up): reads go to the store again. A newer queued
-// write of k stays.
-func (t *Table[K, E, F]) Persisted(k K, w E) {
+// write of k stays. When w was the newest, the store GETs of k in flight
+// are doomed and returned: they may have been answered before the store
+// had w, and Install no longer refuses them.
+func (t *Table[K, E, F]) Persisted(k K, w E) []E {
 	var ze E
 	s := t.keys[k]
 	if s == nil {
-		return
+		return nil
 	}
+	var doom []E
 	if s.unpersisted == w {
 		s.unpersisted = ze
+		doom = t.doomReads(s)
 	}
 	t.tidy(k, s)
+	return doom
 }
 
 // IsUnpersisted reports whether k has a write the store does not have yet.

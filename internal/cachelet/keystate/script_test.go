@@ -34,7 +34,7 @@ import (
 //	acked K W E            WriteAcked (placeholder W, final E): the entries to doom
 //	writedone K W          WriteDone
 //	unpersisted K W        Unpersisted
-//	persisted K W          Persisted
+//	persisted K W          Persisted: the entries to doom
 //	doominflight PREFIX    DoomInFlight over keys with that prefix: the entries to doom
 //	drop K                 Drop: "keep" or the entries to doom
 //	prewarmed K            Prewarmed
@@ -153,8 +153,7 @@ func (s *script) run(args []string) (string, error) {
 		t.Unpersisted(args[0], args[1])
 		return "ok", nil
 	case "persisted":
-		t.Persisted(args[0], args[1])
-		return "ok", nil
+		return dooms(t.Persisted(args[0], args[1])), nil
 	case "doominflight":
 		p := args[0]
 		return dooms(t.DoomInFlight(func(k string) bool { return strings.HasPrefix(k, p) })), nil
