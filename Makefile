@@ -201,6 +201,7 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,remote-hit,remote-miss,tcp --boto3=false >/dev/null
 	$(BIN) bench consistency --increments 50 >/dev/null
 	$(BIN) bench disk --objects 6 --size 256KiB --passes 1 --preset local >/dev/null
+	$(BIN) bench changes --writes 3 --reads 20 >/dev/null
 	$(BIN) bench ranges --min-size 12MiB --max-size 16MiB --ranges 4 --max-range 4MiB --max-object 8MiB >/dev/null
 	$(BIN) bench throughput --connections 4 --duration 200ms --warmup 50ms --targets bare-http,minio,hoard-local,hoard-strong-hot,hoard-strong-many >/dev/null
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

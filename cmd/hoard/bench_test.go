@@ -58,3 +58,24 @@ func TestBenchAllHelpListsExperiments(t *testing.T) {
 		t.Errorf("hoard bench --help does not list all:\n%s", errOut.String())
 	}
 }
+
+// `hoard bench changes` refuses bad flags before starting anything.
+func TestBenchChangesFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--latency", "1500us"}, "whole number of milliseconds"},
+		{[]string{"--latency", "0s"}, "whole number of milliseconds"},
+		{[]string{"--writes", "0"}, "must be positive"},
+		{[]string{"--reads", "-3"}, "must be positive"},
+		{[]string{"--filler", "0s"}, "--filler must not be 0"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"bench", "changes", "--minio", "/nonexistent/minio"}, tt.args...)
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tt.wantErr) {
+			t.Errorf("hoard %s: exit %d, want 2 with %q\nstderr: %s", strings.Join(args, " "), code, tt.wantErr, errOut.String())
+		}
+	}
+}

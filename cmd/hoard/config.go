@@ -75,6 +75,7 @@ var configKeys = map[string]string{
 	"serve-stale-if-error": "cache.serve_stale_if_error",
 	"sweep-min-reads":      "cache.sweep_min_reads",
 	"sweep-idle":           "cache.sweep_idle",
+	"final-outputs":        "cache.final_outputs",
 
 	"store-changes":           "cache.store_changes",
 	"store-changes-heartbeat": "cache.store_changes_heartbeat",

@@ -44,6 +44,7 @@ type cacheFlags struct {
 	consistency       string
 	sweep, sweepIdle  time.Duration
 	sweepMinReads     int
+	finalOutputs      string
 	memoryOverhead    int64 // not a flag: from a configuration document
 }
 
@@ -70,6 +71,7 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 	fs.DurationVar(&c.sweep, "sweep", def.SweepInterval.D(), "sweep memory this often (OFC: 300s): objects read fewer than --sweep-min-reads times, or not for --sweep-idle, are dropped (to the disk tier when there is one); default: no sweep")
 	fs.IntVar(&c.sweepMinReads, "sweep-min-reads", def.SweepMinReads, "with --sweep: the fewest reads that keep an object (default 5)")
 	fs.DurationVar(&c.sweepIdle, "sweep-idle", def.SweepIdle.D(), "with --sweep: how long an unread object stays (default 30m)")
+	fs.StringVar(&c.finalOutputs, "final-outputs", def.FinalOutputs, "where final outputs land (written, never read by the application's functions), as bucket/prefix,...: writes there leave memory once the store has them")
 }
 
 // settings is the flags as one document.
@@ -81,6 +83,7 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
 		ServeStaleIfError: c.serveStale,
 		SweepInterval:     cacheconfig.Duration(c.sweep), SweepMinReads: c.sweepMinReads, SweepIdle: cacheconfig.Duration(c.sweepIdle),
+		FinalOutputs: c.finalOutputs,
 	}
 	if s.Consistency != "" {
 		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {

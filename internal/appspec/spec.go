@@ -218,6 +218,13 @@ type CacheSpec struct {
 	// Erasure keeps the application's large objects as Reed-Solomon
 	// shards over its instances' cachelets (InfiniCache). Default: off.
 	Erasure *ErasureSpec `yaml:"erasure,omitempty"`
+	// FinalOutputs are where the application's final outputs land: what
+	// its functions write and none of them reads (OFC §6). A write there
+	// leaves the cachelet's memory once the store has it. Each must be a
+	// read-write bucket of the application, and none may overlap what an
+	// object trigger fires on or a pipeline's intermediate location (a
+	// function reads those). Default none.
+	FinalOutputs []Location `yaml:"final_outputs,omitempty"`
 }
 
 // ErasureSpec is an application's erasure coding of large objects.
@@ -268,8 +275,46 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 
 		ServeStaleIfError: c.ServeStaleIfError,
 		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
-		Erasure: c.Erasure.settings(),
+		Erasure:      c.Erasure.settings(),
+		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
 	}
+}
+
+// finalOutputs is c.FinalOutputs as the cachelet's locations.
+func (c CacheSpec) finalOutputs() []cacheconfig.Location {
+	var out []cacheconfig.Location
+	for _, l := range c.FinalOutputs {
+		out = append(out, cacheconfig.Location{Bucket: l.Bucket, Prefix: l.Prefix})
+	}
+	return out
+}
+
+// validateFinalOutputs checks cache.final_outputs against the buckets,
+// the object triggers and the pipelines' intermediate locations.
+func (s *Spec) validateFinalOutputs() error {
+	if len(s.Cache.FinalOutputs) > cacheconfig.MaxFinalOutputs {
+		return invalid("cache: final_outputs: at most %d locations", cacheconfig.MaxFinalOutputs)
+	}
+	for _, fo := range s.Cache.finalOutputs() {
+		if strings.Contains(fo.Bucket, ",") || strings.Contains(fo.Prefix, ",") {
+			return invalid("cache: final_outputs %s: a location may not contain ','", fo)
+		}
+		if a, ok := s.Buckets.Set().Lookup(fo.Bucket); !ok || a != grant.ReadWrite {
+			return invalid("cache: final_outputs %s: bucket %q is not one of the application's read-write buckets", fo, fo.Bucket)
+		}
+		for _, t := range s.Triggers {
+			if t != nil && t.Object != nil && fo.Overlaps(cacheconfig.Location{Bucket: t.Object.Bucket, Prefix: t.Object.Prefix}) {
+				return invalid("cache: final_outputs %s overlaps the object trigger on %s/%s, whose function reads what is written there",
+					fo, t.Object.Bucket, t.Object.Prefix)
+			}
+		}
+		for name, p := range s.Pipelines {
+			if p != nil && p.Intermediate != nil && fo.Overlaps(cacheconfig.Location{Bucket: p.Intermediate.Bucket, Prefix: p.Intermediate.Prefix}) {
+				return invalid("cache: final_outputs %s overlaps pipeline %s's intermediate location, which its stages read", fo, name)
+			}
+		}
+	}
+	return nil
 }
 
 // settings is e as the cachelet's settings (validated: Shards parses).
@@ -462,7 +507,7 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("%w (trigger %d)", err, i+1)
 		}
 	}
-	return nil
+	return s.validateFinalOutputs()
 }
 
 func checkMemory(what string, m Size) error {

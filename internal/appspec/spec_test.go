@@ -81,18 +81,25 @@ func TestParseFillsDefaults(t *testing.T) {
 func TestParseRejects(t *testing.T) {
 	base := "name: a\nfunctions: {f: {handler: m.h}}\n"
 	for name, tc := range map[string]struct{ spec, want string }{
-		"unknown field":     {base + "colour: red\n", "colour"},
-		"bad name":          {"name: Bad_Name\nfunctions: {f: {handler: m.h}}\n", "name"},
-		"no functions":      {"name: a\n", "no functions"},
-		"bad handler":       {"name: a\nfunctions: {f: {handler: handler}}\n", "handler"},
-		"bad size":          {base + "memory: lots\n", "bad size"},
-		"tiny memory":       {base + "memory: 1MiB\n", "memory"},
-		"bad duration":      {base + "timeout: soon\n", "bad duration"},
-		"long timeout":      {base + "timeout: 2h\n", "timeout"},
-		"bad consistency":   {base + "cache: {consistency: maybe}\n", "consistency"},
-		"ttl needs ttl":     {base + "cache: {eviction: ttl}\n", "ttl"},
-		"ttl on lru":        {base + "cache: {ttl: 1m}\n", "ttl"},
-		"sweep reads alone": {base + "cache: {sweep_min_reads: 3}\n", "sweep_interval"},
+		"unknown field":      {base + "colour: red\n", "colour"},
+		"bad name":           {"name: Bad_Name\nfunctions: {f: {handler: m.h}}\n", "name"},
+		"no functions":       {"name: a\n", "no functions"},
+		"bad handler":        {"name: a\nfunctions: {f: {handler: handler}}\n", "handler"},
+		"bad size":           {base + "memory: lots\n", "bad size"},
+		"tiny memory":        {base + "memory: 1MiB\n", "memory"},
+		"bad duration":       {base + "timeout: soon\n", "bad duration"},
+		"long timeout":       {base + "timeout: 2h\n", "timeout"},
+		"bad consistency":    {base + "cache: {consistency: maybe}\n", "consistency"},
+		"ttl needs ttl":      {base + "cache: {eviction: ttl}\n", "ttl"},
+		"ttl on lru":         {base + "cache: {ttl: 1m}\n", "ttl"},
+		"sweep reads alone":  {base + "cache: {sweep_min_reads: 3}\n", "sweep_interval"},
+		"final not a bucket": {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: xyz}]}\n", "read-write buckets"},
+		"final read-only":    {base + "buckets: {abc: read-only}\ncache: {final_outputs: [{bucket: abc}]}\n", "read-write buckets"},
+		"final comma":        {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: abc, prefix: 'a,b'}]}\n", "','"},
+		"final triggered": {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: abc, prefix: out/}]}\n" +
+			"triggers: [{object: {bucket: abc, prefix: out/thumbs/}, function: f}]\n", "object trigger"},
+		"final intermediate": {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: abc}]}\n" +
+			"pipelines: {p: {intermediate: {bucket: abc, prefix: tmp/}, stages: [{name: a, function: f}]}}\n", "intermediate"},
 		"negative sweep":    {base + "cache: {sweep: -1s}\n", "bad duration"},
 		"disk both":         {base + "cache: {no_disk: true, disk_budget: 1GiB}\n", "no_disk"},
 		"trigger both":      {base + "triggers: [{http: /x, object: {bucket: abc}, function: f}]\n", "exactly one"},
@@ -323,6 +330,14 @@ func TestCacheSettings(t *testing.T) {
 	}
 	if err := got.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	f, err := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\nbuckets: {abc: read-write, out: read-write}\n" +
+		"cache: {final_outputs: [{bucket: abc, prefix: reports/}, {bucket: out}]}\ntriggers: [{object: {bucket: abc, prefix: in/}, function: f}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fo := f.Cache.Settings().FinalOutputs; fo != "abc/reports/,out/" {
+		t.Errorf("final outputs %q, want abc/reports/,out/", fo)
 	}
 	d, _ := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\n"))
 	if ds := d.Cache.Settings(); ds.Consistency != "strong" || ds.Eviction != cacheconfig.PolicyOwnerLRU || ds.Budget != DefaultCacheBudget {

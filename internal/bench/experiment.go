@@ -99,6 +99,7 @@ func Experiments() []Experiment {
 		throughputExperiment(),
 		simulationExperiment(),
 		diskExperiment(),
+		changesExperiment(),
 		predictionExperiment(),
 		localityExperiment(),
 		memMacroExperiment(),

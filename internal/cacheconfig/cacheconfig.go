@@ -229,6 +229,67 @@ type Settings struct {
 	// the application's cachelets (cachelet.ErasureConfig). Default nil:
 	// off.
 	Erasure *Erasure `json:"erasure,omitempty"`
+	// FinalOutputs are where the application's final outputs land:
+	// objects its functions write and none of them reads (OFC §6). A
+	// write under one is not kept in memory once the store has it (under
+	// the store write target, not kept at all; under owner and local,
+	// dropped when persisted). Reads of such an object are cached as any
+	// other. Written as locations "bucket/prefix" ("bucket" for all of
+	// it) separated by commas, so that Settings stay comparable
+	// (ParseLocations). Default none.
+	FinalOutputs string `json:"final_outputs,omitempty"`
+}
+
+// Location is a bucket and a key prefix ("" for the whole bucket).
+type Location struct {
+	Bucket string `json:"bucket"`
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// Contains reports whether bucket/key lies under l.
+func (l Location) Contains(bucket, key string) bool {
+	return l.Bucket == bucket && strings.HasPrefix(key, l.Prefix)
+}
+
+// Overlaps reports whether some key lies under both l and o.
+func (l Location) Overlaps(o Location) bool {
+	return l.Bucket == o.Bucket && (strings.HasPrefix(l.Prefix, o.Prefix) || strings.HasPrefix(o.Prefix, l.Prefix))
+}
+
+// MaxFinalOutputs bounds Settings.FinalOutputs.
+const MaxFinalOutputs = 64
+
+// String writes l as ParseLocations reads it.
+func (l Location) String() string { return l.Bucket + "/" + l.Prefix }
+
+// ParseLocations reads "bucket/prefix,bucket2,..." (Settings.FinalOutputs):
+// at most MaxFinalOutputs locations, each with a bucket.
+func ParseLocations(s string) ([]Location, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Location
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		bucket, prefix, _ := strings.Cut(part, "/")
+		if bucket == "" {
+			return nil, fmt.Errorf("%w: location %q needs a bucket (bucket/prefix)", ErrInvalid, part)
+		}
+		out = append(out, Location{Bucket: bucket, Prefix: prefix})
+	}
+	if len(out) > MaxFinalOutputs {
+		return nil, fmt.Errorf("%w: at most %d final_outputs locations", ErrInvalid, MaxFinalOutputs)
+	}
+	return out, nil
+}
+
+// JoinLocations writes locs as ParseLocations reads them.
+func JoinLocations(locs []Location) string {
+	parts := make([]string, len(locs))
+	for i, l := range locs {
+		parts[i] = l.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // Erasure is an application's erasure coding of large objects: K data
@@ -336,6 +397,9 @@ func (s Settings) Validate() error {
 	}
 	if s.SweepInterval == 0 && (s.SweepMinReads != 0 || s.SweepIdle != 0) {
 		return fmt.Errorf("%w: sweep_min_reads and sweep_idle need a sweep_interval", ErrInvalid)
+	}
+	if _, err := ParseLocations(s.FinalOutputs); err != nil {
+		return err
 	}
 	if s.Erasure != nil {
 		return s.Erasure.validate()

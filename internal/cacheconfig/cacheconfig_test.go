@@ -3,6 +3,7 @@ package cacheconfig
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +93,31 @@ func TestSettingsJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"ttl": 5}`), &back); err == nil {
 		t.Fatal("a bare number read as a duration")
+	}
+}
+
+// Final-output locations round-trip and refuse a location without a
+// bucket.
+func TestLocations(t *testing.T) {
+	locs, err := ParseLocations(" out/reports/, thumbs ")
+	if err != nil || len(locs) != 2 || locs[0] != (Location{"out", "reports/"}) || locs[1] != (Location{"thumbs", ""}) {
+		t.Fatalf("ParseLocations = %+v, %v", locs, err)
+	}
+	if got := JoinLocations(locs); got != "out/reports/,thumbs/" {
+		t.Errorf("JoinLocations = %q", got)
+	}
+	if !locs[0].Contains("out", "reports/2024") || locs[0].Contains("out", "report") || locs[0].Contains("thumbs", "reports/x") {
+		t.Error("Contains")
+	}
+	if !locs[0].Overlaps(Location{"out", ""}) || !locs[0].Overlaps(Location{"out", "reports/q"}) || locs[0].Overlaps(Location{"out", "in/"}) {
+		t.Error("Overlaps")
+	}
+	for _, bad := range []string{"/prefix", "a,,b", "," + strings.Repeat("b,", MaxFinalOutputs)} {
+		if _, err := ParseLocations(bad); err == nil {
+			t.Errorf("ParseLocations(%q) accepted", bad)
+		}
+		if err := (Settings{FinalOutputs: bad}).Validate(); err == nil {
+			t.Errorf("Validate accepted final_outputs %q", bad)
+		}
 	}
 }

@@ -101,6 +101,10 @@ type Config struct {
 	// in memory (after the store acknowledged them). Default true; set
 	// DisableWriteCaching to turn it off.
 	DisableWriteCaching bool
+	// FinalOutputs are where the application's final outputs land
+	// (cacheconfig.Settings.FinalOutputs, final.go): writes under them
+	// leave memory once the store has them.
+	FinalOutputs []cacheconfig.Location
 	// MemoryLimitOverhead, when positive, has the cachelet keep the Go
 	// runtime's soft memory limit (runtime/debug.SetMemoryLimit, what
 	// GOMEMLIMIT sets) at the cache's budget plus this many bytes less

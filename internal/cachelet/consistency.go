@@ -53,17 +53,27 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			}
 			if c.cfg.WriteMode == WriteAsync {
 				c.wmu.Lock()
-				c.keep(k, data, etag, opts)
-				c.toOwner.Enqueue(w)
+				e := c.keep(k, data, etag, opts)
+				done := c.toOwner.Enqueue(w)
 				c.wmu.Unlock()
+				if c.finalOutput(bucket, key) {
+					// The owner persists it and drops its own copy.
+					c.dropWhenPersisted(k, e, done)
+				}
 				c.m.writes.WithLabelValues("queued_to_owner", "ok").Inc()
 				return acked, nil
 			}
 			res, err := c.cfg.Peers.Put(ctx, addr, bucket, key, bytes.NewReader(data), size, opts, peer.PersistAsync)
 			if err == nil {
-				c.wmu.Lock()
-				c.keep(k, data, etag, opts)
-				c.wmu.Unlock()
+				if c.finalOutput(bucket, key) {
+					// The owner holds it until persisted; no copy here.
+					c.Invalidate(bucket, key)
+					c.m.finalOutputs.WithLabelValues("written").Inc()
+				} else {
+					c.wmu.Lock()
+					c.keep(k, data, etag, opts)
+					c.wmu.Unlock()
+				}
 				c.m.writes.WithLabelValues("to_owner", "ok").Inc()
 				res.Checksums = acked.Checksums
 				return res, nil
@@ -191,8 +201,11 @@ func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
 	// a Drain (a synchronization point's) sees the write settled, so
 	// that a delete made after the Drain is never answered by it.
 	w.Settled = func() { c.keys.persisted(k, e) }
-	c.toStore.Enqueue(w)
+	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
+	if c.finalOutput(k.Bucket, k.Object) {
+		c.dropWhenPersisted(k, e, done)
+	}
 }
 
 // storeSink persists queued writes to the store.

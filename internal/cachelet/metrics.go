@@ -30,6 +30,9 @@ type metrics struct {
 	budgetChanges *prometheus.CounterVec // hoard_cachelet_budget_changes_total{direction}
 	budgetEvicted prometheus.Counter     // hoard_cachelet_budget_evicted_bytes_total
 	sweptBytes    prometheus.Counter     // hoard_cache_swept_bytes_total
+	// finalOutputs counts final outputs not kept in memory, by when
+	// (final.go).
+	finalOutputs *prometheus.CounterVec // hoard_cachelet_final_outputs_dropped_total{when}
 
 	peerFallbacks prometheus.Counter
 	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
@@ -126,6 +129,13 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cache_swept_bytes_total",
 		Help: "Bytes dropped from the memory tier by the periodic sweep.",
 	})
+	m.finalOutputs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_final_outputs_dropped_total",
+		Help: "Writes under the application's final_outputs locations not kept in memory: written (the store had them when the write was answered) or persisted (dropped once written back to the store).",
+	}, []string{"when"})
+	for _, w := range []string{"written", "persisted"} {
+		m.finalOutputs.WithLabelValues(w)
+	}
 	m.budgetEvicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_budget_evicted_bytes_total",
 		Help: "Bytes evicted from the memory tier to fit a lowered budget (the memory daemon giving the function memory); also counted in hoard_cache_evicted_bytes_total.",
@@ -144,7 +154,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

@@ -63,7 +63,8 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// upload that finds the bound reached streams to the store uncached,
 	// so unfinished uploads cannot evict the cache.
 	charge := c.cache.Charge(size)
-	if !c.cfg.DisableWriteCaching && size >= 0 && c.cache.ReserveUpload(charge) {
+	final := c.finalOutput(bucket, key)
+	if !c.cfg.DisableWriteCaching && !final && size >= 0 && c.cache.ReserveUpload(charge) {
 		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
 		c.keys.beginWrite(k, e)
 		buf = &teeBuffer{r: body, b: c.cache.NewBuilder(size)}
@@ -76,6 +77,9 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	}
 	if e == nil {
 		c.Invalidate(bucket, key)
+		if final && err == nil {
+			c.m.finalOutputs.WithLabelValues("written").Inc()
+		}
 		return res, err
 	}
 	if err != nil || buf.over || buf.b.Len() != size {

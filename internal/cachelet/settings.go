@@ -84,6 +84,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 		c.Cache.MaxObjectSize = s.MaxObjectSize
 	}
 	c.DisableWriteCaching = s.NoWriteCache
+	c.FinalOutputs, _ = cacheconfig.ParseLocations(s.FinalOutputs) // checked by Validate
 	c.ServeStaleIfError = s.ServeStaleIfError
 	if s.MemoryLimitOverhead > 0 {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
@@ -122,8 +123,8 @@ func (c Config) Settings() cacheconfig.Settings {
 		Eviction: c.Cache.Policy, TTL: cacheconfig.Duration(c.Cache.TTL), LargeObjectSize: c.Cache.LargeObjectSize,
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
-		ServeStaleIfError: c.ServeStaleIfError,
-		SweepInterval:     cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
+		ServeStaleIfError: c.ServeStaleIfError, FinalOutputs: cacheconfig.JoinLocations(c.FinalOutputs),
+		SweepInterval: cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
 	}
 	if e := c.Erasure; e != nil {
 		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,

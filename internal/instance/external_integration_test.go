@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -335,95 +334,4 @@ func TestExternalWritersNotified(t *testing.T) {
 	waitUp(1, true)
 	t.Logf("notification delay: %v s summed over %v notifications",
 		p.metric(t, "hoard_cachelet_store_change_delay_seconds_sum"), p.metric(t, "hoard_cachelet_store_change_delay_seconds_count"))
-}
-
-// TestMeasureOwnerNotifiedVsStrong is a measurement, run on demand
-// (HOARD_MEASURE_CHANGES=1; figures in docs/benchmarks.md): local hits of
-// one 4 KiB object over a store link of 10 ms each way, through a cachelet
-// under `owner` following the store's changes (its subscription up, kept
-// moving by filler writes) and one under `strong`, read alternately in the
-// same run.
-func TestMeasureOwnerNotifiedVsStrong(t *testing.T) {
-	if os.Getenv("HOARD_MEASURE_CHANGES") != "1" {
-		t.Skip("a measurement: HOARD_MEASURE_CHANGES=1 runs it")
-	}
-	bin := hoardBinary(t)
-	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const bucket, key = "linked", "obj"
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := putValue(ctx, direct, bucket, key, []byte(strings.Repeat("x", 4096))); err != nil {
-		t.Fatal(err)
-	}
-	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
-	if err != nil {
-		t.Fatalf("start toxiproxy: %v", err)
-	}
-	t.Cleanup(func() { shaper.Close() })
-	link := netshape.Link{Latency: 10 * time.Millisecond}
-	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), link, link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := newHoardProc(t, dir, "own", 0)
-	owner.start(t, bin, "own", "", proxy.Endpoint, "--consistency", "owner", "--store-changes", "--store-changes-heartbeat", "3s")
-	strong := newHoardProc(t, dir, "str", 1)
-	strong.start(t, bin, "str", "", proxy.Endpoint, "--consistency", "strong")
-	for _, p := range []*hoardProc{owner, strong} {
-		(&faultCluster{}).waitHealthy(t, p)
-		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
-	}
-	pad := strings.Repeat("f", 1800)
-	filled := make(chan struct{})
-	go func() {
-		defer close(filled)
-		for i := 0; ctx.Err() == nil; i++ {
-			_, _ = direct.PutObject(ctx, bucket, fmt.Sprintf("filler/%d", i%8), strings.NewReader(""), 0,
-				minio.PutObjectOptions{UserMetadata: map[string]string{"pad": pad}})
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	defer func() { cancel(); <-filled }()
-	deadline := time.Now().Add(60 * time.Second)
-	for owner.metric(t, "hoard_cachelet_store_subscriptions_up") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the subscription never came up")
-		}
-		getValue(ctx, owner.client, bucket, key)
-		time.Sleep(50 * time.Millisecond)
-	}
-	getValue(ctx, owner.client, bucket, key)
-	getValue(ctx, strong.client, bucket, key)
-	const n = 300
-	var ownT, strT []time.Duration
-	for range n {
-		for _, c := range []struct {
-			p   *hoardProc
-			out *[]time.Duration
-		}{{owner, &ownT}, {strong, &strT}} {
-			start := time.Now()
-			if _, err := getValue(ctx, c.p.client, bucket, key); err != nil {
-				t.Fatal(err)
-			}
-			*c.out = append(*c.out, time.Since(start))
-		}
-	}
-	pct := func(d []time.Duration, q float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[int(q*float64(len(s)-1))]
-	}
-	t.Logf("4 KiB local hits over a 10 ms each-way store link, %d each, alternated:", n)
-	t.Logf("  owner + --store-changes: p50 %v p99 %v", pct(ownT, 0.5), pct(ownT, 0.99))
-	t.Logf("  strong:                  p50 %v p99 %v", pct(strT, 0.5), pct(strT, 0.99))
-	t.Logf("  owner/strong p50 ratio: %.3f", float64(pct(ownT, 0.5))/float64(pct(strT, 0.5)))
-	if got := owner.metric(t, `hoard_cachelet_reads_total{outcome="local_hit"}`); got < n {
-		t.Errorf("owner local hits %v, want >= %d", got, n)
-	}
 }
