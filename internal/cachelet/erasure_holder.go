@@ -63,6 +63,7 @@ func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first,
 func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, etag string) {
 	if c.ec != nil {
 		c.ec.shards.Delete(bucket, key, etag)
+		c.ec.dropVersion(bucket, key, etag)
 	}
 }
 
