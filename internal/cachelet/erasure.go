@@ -201,7 +201,7 @@ type ecPath struct {
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 
-	counts struct{ hits, misses, fallbacks, rebuilt, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+	counts struct{ hits, misses, fallbacks, rebuilt, restored, warmUps, warmBytes atomic.Int64 } // ErasureCounters
 
 	// Backups (erasure_backup.go).
 	bk backupState

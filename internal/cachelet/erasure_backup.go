@@ -394,6 +394,7 @@ func (e *ecPath) takeOver(ctx context.Context, departed []string) {
 			continue
 		}
 		b.restores.WithLabelValues("restored").Inc()
+		e.counts.restored.Add(1)
 		e.pace(ctx, int64(len(sh.Data)))
 	}
 }
