@@ -255,6 +255,9 @@ func TestShardBackup(t *testing.T) {
 			t.Fatalf("drop %s: %v, kept %v", q, err, owner.backups.Peek(k) != nil)
 		}
 	}
+	if err := NewClient(other, ClientConfig{}).ShardBackupDrop(ctx, addr, "10.0.0.7:7001", "", "", "", -1); !errors.Is(err, ErrUnauthenticated) || owner.backups.Peek(k) == nil {
+		t.Fatalf("a drop with the wrong secret: %v, kept %v", err, owner.backups.Peek(k) != nil)
+	}
 	if err := cl.ShardBackupDrop(ctx, addr, "", "b", "k", "v1", 3); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("a drop without origin: %v", err)
 	}
