@@ -31,15 +31,18 @@ import (
 // counts reads decoded from shards, reads that found fewer than k (the
 // object lost from the cache: the store served it, and it is sharded
 // again), and shards rebuilt, next to the loss probability that
-// erasure.LossProbability computes for the run's loss rate.
+// erasure.LossProbability computes for the run's loss rate. Each interval
+// runs twice: backups off, and on at InfiniCache's 5 min compressed as
+// the intervals are (15 s).
 
 func erasureAvailabilityExperiment() Experiment {
 	return Experiment{
 		Name:       "erasure-availability",
 		Title:      "Erasure-coded objects while instances are reclaimed: hits, objects lost, shards rebuilt",
 		Reproduces: []Reference{refInfiniCache},
-		// Iterations: seconds of reads per reclaim interval.
-		Quick: Options{Iterations: 10},
+		// Iterations: seconds of reads per reclaim interval and backup
+		// setting.
+		Quick: Options{Iterations: 20},
 		Full:  Options{Iterations: 60},
 		Run:   runErasureAvailability,
 	}
@@ -50,6 +53,10 @@ func erasureAvailabilityExperiment() Experiment {
 // seconds; the loss rate per second is what the probability takes.
 var availIntervals = []time.Duration{3 * time.Second, 1500 * time.Millisecond, 500 * time.Millisecond}
 
+// availBackup is InfiniCache's backup interval (5 min) compressed as the
+// reclaim intervals are.
+const availBackup = 15 * time.Second
+
 const (
 	availMembers = 14
 	availObjects = 16
@@ -58,6 +65,9 @@ const (
 
 type availRun struct {
 	interval                    time.Duration
+	backups                     bool
+	restored                    int64   // shards restored from backups
+	backedUp                    float64 // share of the shards held backed up, at the end
 	reads, hits, misses, wrong  int64
 	lost                        int // distinct objects that missed
 	rebuilt, reclaimed          int64
@@ -110,20 +120,26 @@ func runErasureAvailability(ctx context.Context, o Options) (*Result, error) {
 	}
 	var runs []availRun
 	for ri, interval := range availIntervals {
-		run, err := availabilityRun(ctx, etcd.Endpoints(), stEP, fmt.Sprintf("ec-avail-%d", ri), bucket, interval, time.Duration(secs)*time.Second, log)
-		if err != nil {
-			return nil, fmt.Errorf("reclaim every %v: %w", interval, err)
+		for _, backups := range []bool{false, true} {
+			run, err := availabilityRun(ctx, etcd.Endpoints(), stEP, fmt.Sprintf("ec-avail-%d-%v", ri, backups), bucket, interval, backups, time.Duration(secs)*time.Second, log)
+			if err != nil {
+				return nil, fmt.Errorf("reclaim every %v (backups %v): %w", interval, backups, err)
+			}
+			say("reclaim every %-6v backups %-5v reads %d, decoded %d, missed %d (%d objects), rebuilt %d shards, restored %d; objects lost expected %.2f",
+				interval, backups, run.reads, run.hits, run.misses, run.lost, run.rebuilt, run.restored, run.computed*availObjects)
+			runs = append(runs, run)
 		}
-		say("reclaim every %-6v reads %d, decoded %d, missed %d (%d objects), rebuilt %d shards; objects lost expected %.2f",
-			interval, run.reads, run.hits, run.misses, run.lost, run.rebuilt, run.computed*availObjects)
-		runs = append(runs, run)
 	}
 	return availabilityResult(o, secs, runs, time.Since(started)), nil
 }
 
 // availabilityRun runs one reclaim interval in a fresh application.
-func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoint, app, bucket string, interval, length time.Duration, log *slog.Logger) (availRun, error) {
-	run := availRun{interval: interval}
+func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoint, app, bucket string, interval time.Duration, backups bool, length time.Duration, log *slog.Logger) (availRun, error) {
+	run := availRun{interval: interval, backups: backups}
+	backup := time.Duration(-1)
+	if backups {
+		backup = availBackup
+	}
 	var regs []*etcdmembership.Registry
 	ins := map[int]*instance.Instance{}
 	defer func() {
@@ -142,7 +158,7 @@ func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoi
 			return err
 		}
 		regs = append(regs, reg)
-		ec := &cachelet.ErasureConfig{Memory: 96 << 20}
+		ec := &cachelet.ErasureConfig{Memory: 96 << 20, Backup: backup}
 		in, err := instance.Start(ctx, instance.Config{
 			MetricsListen: "off", Region: benchRegion, AccessKey: clientKey, SecretKey: clientSec,
 			Store:    s3store.Config{Endpoint: st.Endpoint, AccessKey: st.AccessKey, SecretKey: st.SecretKey, Region: benchRegion},
@@ -209,7 +225,7 @@ func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoi
 	rnd := rand.New(rand.NewPCG(1, uint64(interval)))
 	began := time.Now()
 	lastReclaim := began
-	var rebuiltGone int64 // rebuilt by members since reclaimed
+	var rebuiltGone, restoredGone int64 // by members since reclaimed
 	lost := map[string]bool{}
 	for time.Since(began) < length {
 		if time.Since(lastReclaim) >= interval {
@@ -221,7 +237,9 @@ func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoi
 				}
 			}
 			v := victims[rnd.IntN(len(victims))]
-			rebuiltGone += ins[v].Cachelet().ErasureCounters().Rebuilt
+			gone := ins[v].Cachelet().ErasureCounters()
+			rebuiltGone += gone.Rebuilt
+			restoredGone += gone.Restored
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			_ = ins[v].Close(cctx)
 			cancel()
@@ -245,15 +263,28 @@ func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoi
 	run.readSeconds = time.Since(began).Seconds()
 	end := reader.Cachelet().ErasureCounters()
 	run.hits, run.misses = end.Hits-base.Hits, end.Misses-base.Misses
-	run.rebuilt = rebuiltGone
+	run.rebuilt, run.restored = rebuiltGone, restoredGone
+	var held, backedUp int
 	for _, in := range ins {
-		run.rebuilt += in.Cachelet().ErasureCounters().Rebuilt
+		n := in.Cachelet().ErasureCounters()
+		run.rebuilt += n.Rebuilt
+		run.restored += n.Restored
+		backedUp += n.BackedUp
+		held += in.Cachelet().ErasureStats().Shards
+	}
+	if held > 0 {
+		run.backedUp = float64(backedUp) / float64(held)
 	}
 	// The loss rate of the run, per instance and second; the repair
 	// window: the rebuild's delay and a rebuild at its rate (the
 	// departure itself is seen at once: a closed member leaves).
 	run.lossesPerInstS = float64(run.reclaimed) / float64(availMembers) / run.readSeconds
-	w := time.Second + time.Duration(float64(m.ShardSize())/float64(64<<20)*float64(time.Second))
+	restore := time.Duration(float64(m.ShardSize()) / float64(64<<20) * float64(time.Second))
+	w := time.Second + restore
+	// With backups, the share q backed up is restored as soon as the
+	// departure is seen, without the rebuild's delay (the cachelet's own
+	// model, erasure_risk.go).
+	w = time.Duration(run.backedUp*float64(restore) + (1-run.backedUp)*float64(w))
 	run.window = w.Seconds()
 	run.lost = len(lost)
 	run.computed = erasure.LossProbability(10, 2, run.lossesPerInstS, w, time.Duration(run.readSeconds*float64(time.Second)))
@@ -262,14 +293,18 @@ func availabilityRun(ctx context.Context, etcdEndpoints []string, st storeEndpoi
 
 func availabilityResult(o Options, secs int, runs []availRun, took time.Duration) *Result {
 	tbl := Table{ID: "availability", Title: "Reads while instances are reclaimed",
-		Columns: []string{"reclaim every", "instances reclaimed", "reads", "decoded from shards", "hit ratio", "reads missed", "objects lost", "objects lost, computed", "shards rebuilt", "wrong bytes"}}
+		Columns: []string{"reclaim every", "backups", "share backed up", "instances reclaimed", "reads", "decoded from shards", "hit ratio", "reads missed", "objects lost", "objects lost, computed", "shards rebuilt", "shards restored from backups", "wrong bytes"}}
 	var rows []Comparison
 	for _, r := range runs {
 		ratio := float64(r.hits) / float64(max(r.reads, 1))
-		tbl.Rows = append(tbl.Rows, []string{r.interval.String(), fmt.Sprint(r.reclaimed), fmt.Sprint(r.reads), fmt.Sprint(r.hits),
+		bk := "off"
+		if r.backups {
+			bk = "every " + availBackup.String()
+		}
+		tbl.Rows = append(tbl.Rows, []string{r.interval.String(), bk, fmt.Sprintf("%.0f%%", 100*r.backedUp), fmt.Sprint(r.reclaimed), fmt.Sprint(r.reads), fmt.Sprint(r.hits),
 			fmt.Sprintf("%.1f%%", 100*ratio), fmt.Sprint(r.misses), fmt.Sprint(r.lost), fmt.Sprintf("%.2f", r.computed*availObjects),
-			fmt.Sprint(r.rebuilt), fmt.Sprint(r.wrong)})
-		rows = append(rows, Compare(fmt.Sprintf("reclaim every %v: wrong bytes", r.interval), "reads", F(0), F(float64(r.wrong)), LowerIsBetter, 0,
+			fmt.Sprint(r.rebuilt), fmt.Sprint(r.restored), fmt.Sprint(r.wrong)})
+		rows = append(rows, Compare(fmt.Sprintf("reclaim every %v, backups %s: wrong bytes", r.interval, bk), "reads", F(0), F(float64(r.wrong)), LowerIsBetter, 0,
 			"", "A doubt is a miss: every read must return the object's bytes."))
 	}
 	return &Result{
@@ -285,8 +320,11 @@ func availabilityResult(o Options, secs int, runs []availRun, took time.Duration
 			"InfiniCache's reclaims every 60, 30 and 10 s, compressed 20-fold. Objects lost are reads that found fewer than 10 shards "+
 			"(the store served them and they were sharded again), counted once per object. The computed figure is the objects times "+
 			"erasure.LossProbability over the run's length, for its loss rate per instance and a repair window of the rebuild's delay "+
-			"plus a shard at the rebuild rate.",
-			availMembers, availObjects, bytesize.Human(availSize), secs),
+			"plus a shard at the rebuild rate; with backups, the share backed up at the end of the run (of the shards held) "+
+			"counts a window of the restore alone. Each interval runs with backups off and on (every %v: InfiniCache's 5 min "+
+			"compressed 20-fold, as the intervals are), each in a fresh application; a replacement sends its first backup one "+
+			"interval after it joined.",
+			availMembers, availObjects, bytesize.Human(availSize), secs, availBackup),
 		Settings: RunSettings{ObjectSizes: []int64{availSize}, Link: LinkLoopback,
 			Iterations: []Count{{What: "seconds of reads per interval", N: secs}}},
 		Rows:   rows,

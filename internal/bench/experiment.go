@@ -94,6 +94,7 @@ func Experiments() []Experiment {
 		bandwidthExperiment(),
 		erasureExperiment(),
 		erasureAvailabilityExperiment(),
+		erasureRegistryExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

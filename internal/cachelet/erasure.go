@@ -201,7 +201,7 @@ type ecPath struct {
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
 
-	counts struct{ hits, misses, fallbacks, rebuilt, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+	counts struct{ hits, misses, fallbacks, rebuilt, restored, warmUps, warmBytes atomic.Int64 } // ErasureCounters
 
 	// Backups (erasure_backup.go).
 	bk backupState
@@ -286,8 +286,10 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 	if err != nil {
 		return nil, false, nil // the ordinary path gives the store's answer
 	}
+	// The version read is the one a later write invalidates (its shards
+	// and their backups), not the one first seen.
+	e.saw(k, info)
 	if !e.cfg.Applies(info.Size) {
-		e.saw(k, info)
 		return nil, false, nil
 	}
 	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
@@ -726,6 +728,7 @@ func (c *Cachelet) ecInvalidate(k cache.Key) {
 	// Only the version last seen: a write's new version may be sharded
 	// by the time a delete arrives, and must stay.
 	e.shards.Delete(k.Bucket, k.Object, etag)
+	e.dropVersion(k.Bucket, k.Object, etag)
 	addrs := e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards())
 	self := e.cfg.Placer.PeerAddr()
 	e.deletes.Inc()

@@ -63,6 +63,7 @@ func (c *Cachelet) PeerShard(_ context.Context, bucket, key, etag string, first,
 func (c *Cachelet) PeerShardDelete(_ context.Context, bucket, key, etag string) {
 	if c.ec != nil {
 		c.ec.shards.Delete(bucket, key, etag)
+		c.ec.dropVersion(bucket, key, etag)
 	}
 }
 
@@ -73,7 +74,12 @@ type ErasureCounters struct {
 	// window did (the store served the rest).
 	Hits, Misses, Fallbacks int64
 	// Rebuilt: shards this cachelet rebuilt and wrote to a new holder.
-	Rebuilt int64
+	// Restored: backed-up shards of departed members it wrote to their
+	// object's placement.
+	Rebuilt, Restored int64
+	// BackedUp: the shards held that the last backup sent and that have
+	// not changed since.
+	BackedUp int
 	// WarmUps and WarmUpBytes: warm-ups run and the bytes they read;
 	// LastWarmUp: when the last ended (zero before the first).
 	WarmUps, WarmUpBytes int64
@@ -86,7 +92,9 @@ func (c *Cachelet) ErasureCounters() ErasureCounters {
 		return ErasureCounters{}
 	}
 	n := &c.ec.counts
+	held := c.ec.shards.Stats().Shards
 	return ErasureCounters{Hits: n.hits.Load(), Misses: n.misses.Load(), Fallbacks: n.fallbacks.Load(), Rebuilt: n.rebuilt.Load(),
+		Restored: n.restored.Load(), BackedUp: int(c.ec.backedUpShare(held)*float64(held) + 0.5),
 		WarmUps: n.warmUps.Load(), WarmUpBytes: n.warmBytes.Load(), LastWarmUp: c.ec.lastWarmUp()}
 }
 

@@ -386,3 +386,97 @@ func TestErasureBackupDelta(t *testing.T) {
 		t.Fatalf("a damaged backup: %v", err)
 	}
 }
+
+// Stale backups are dropped: a shard its origin no longer holds (written
+// over), everything of an origin that starts again, what a holder keeps
+// for a member whose holder it no longer is, and a version a write
+// changed; each counted by reason.
+func TestErasureBackupsDropStale(t *testing.T) {
+	g := newGroup(t, 6, func(c *Config) {
+		c.Cache.Budget = 4 << 20
+		c.Cache.MaxObjectSize = 2 << 20
+		sr := c.Router.(*staticRouter)
+		c.Router, c.Members = backupRouter{placeRouter{sr}}, sr
+		c.Erasure = &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2, Threshold: 64 << 10, ChunkSize: 4 << 10},
+			Memory: 1 << 20, Backup: time.Hour}
+	})
+	dropped := func(c *Cachelet, reason string) float64 { return toFloat64(c.ec.bk.dropped.WithLabelValues(reason)) }
+	v1 := make([]byte, 200_000)
+	_, _ = rand.Read(v1)
+	g.put(t, "big", v1)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", v1, PassThrough)
+	g.waitShards(t, info.ETag)
+	g.mustRead(t, 0, "big", v1, ErasureHit) // member 0 knows the version it will write over
+	// Member 4 holds a shard; member 5, outside the placement, its backup.
+	c, holder := g.members[4], g.members[5]
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("first backup sent %d shards, want 1", n)
+	}
+	old := c.ec.shards.Get(testBucket, "big", info.ETag).Key
+	if holder.ec.bk.store.Peek(old) == nil {
+		t.Fatal("the holder keeps no backup")
+	}
+
+	// Written over through member 0: the placement drops its shards; the
+	// backup outside it is dropped at the origin's next pass.
+	v2 := bytes.Repeat([]byte("second version "), 15_000)
+	if _, err := g.members[0].Put(t.Context(), testBucket, "big", bytes.NewReader(v2), int64(len(v2)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.ec.shards.Peek(old) != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the origin still holds the shard written over")
+		}
+	}
+	info2, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.waitShards(t, info2.ETag) // written as shards
+	g.mustRead(t, 5, "big", v2, ErasureHit)
+	if holder.ec.bk.store.Peek(old) == nil {
+		t.Fatal("the backup went before the origin's pass named it")
+	}
+	// The pass sends the new version's shard and drops the old one's.
+	if n := c.ec.backupOnce(t.Context()); n != 1 {
+		t.Fatalf("backup of the new version sent %d shards, want 1", n)
+	}
+	cur := c.ec.shards.Get(testBucket, "big", info2.ETag)
+	if holder.ec.bk.store.Peek(old) != nil || holder.ec.bk.store.Peek(cur.Key) == nil || dropped(holder, dropNotHeld) != 1 {
+		t.Fatalf("after the origin's pass: old backup kept %v, new kept %v, dropped not_held %v",
+			holder.ec.bk.store.Peek(old) != nil, holder.ec.bk.store.Peek(cur.Key) != nil, dropped(holder, dropNotHeld))
+	}
+
+	// The origin starts again at the same address, holding nothing: its
+	// first pass drops all it had backed up.
+	c.ec.shards.Delete(testBucket, "big", "")
+	c.ec.bk.mu.Lock()
+	c.ec.bk.to, c.ec.bk.sent = "", map[erasure.ShardKey]*erasure.Shard{}
+	c.ec.bk.mu.Unlock()
+	if n := c.ec.backupOnce(t.Context()); n != 0 || holder.ec.bk.store.Peek(cur.Key) != nil || dropped(holder, dropReset) != 1 {
+		t.Fatalf("a restarted origin's pass: sent %d, backup kept %v, dropped reset %v", n, holder.ec.bk.store.Peek(cur.Key) != nil, dropped(holder, dropReset))
+	}
+
+	// Member 5 keeps backups for member 4 (its holder), for member 2
+	// (whose holder is member 3) and for an address no longer a member:
+	// a prune drops member 2's alone.
+	keep := func(origin string, index int) erasure.ShardKey {
+		sh := g.members[index].ec.shards.Get(testBucket, "big", info2.ETag)
+		if err := holder.PeerShardBackup(t.Context(), origin, testBucket, "big", info2.ETag, sh.Key.Index, sh.Encoded, bytes.NewReader(sh.Data), int64(len(sh.Data))); err != nil {
+			t.Fatal(err)
+		}
+		return sh.Key
+	}
+	mine, moved, gone := keep(g.addrs[4], 1), keep(g.addrs[2], 2), keep("127.0.0.1:1", 3)
+	holder.ec.pruneBackups()
+	if holder.ec.bk.store.Peek(moved) != nil || holder.ec.bk.store.Peek(mine) == nil || holder.ec.bk.store.Peek(gone) == nil || dropped(holder, dropMoved) != 1 {
+		t.Fatalf("prune: moved kept %v, own origin's kept %v, departed's kept %v, dropped moved %v",
+			holder.ec.bk.store.Peek(moved) != nil, holder.ec.bk.store.Peek(mine) != nil, holder.ec.bk.store.Peek(gone) != nil, dropped(holder, dropMoved))
+	}
+
+	// A write's invalidation drops the version's backups with its shards.
+	if err := holder.Delete(t.Context(), testBucket, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if holder.ec.bk.store.Stats().Shards != 0 || dropped(holder, dropInvalidated) != 2 {
+		t.Fatalf("after a delete: %d backups kept, dropped invalidated %v", holder.ec.bk.store.Stats().Shards, dropped(holder, dropInvalidated))
+	}
+}

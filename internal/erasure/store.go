@@ -130,6 +130,15 @@ func (s *Store) Delete(bucket, key, etag string) int {
 	return n
 }
 
+// Remove drops the shard k, and says whether the store held it.
+func (s *Store) Remove(k ShardKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.byKey[k]
+	s.drop(k)
+	return ok
+}
+
 // Keys lists the shards held, least recently used first.
 func (s *Store) Keys() []ShardKey {
 	s.mu.Lock()

@@ -245,6 +245,29 @@ func TestErasureCodedObject(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// The old version's backups are dropped (invalidated with its shards,
+	// or named by their origin's next backup): the members keep one
+	// backup per shard held, of the new version alone.
+	backupsHeld := func() (held, dropped float64) {
+		for _, p := range procs {
+			held += p.sample(t, "hoard_erasure_backup_held_bytes")
+			for _, r := range []string{"not_held", "invalidated"} {
+				dropped += p.sample(t, `hoard_erasure_backup_dropped_total{reason="`+r+`"}`)
+			}
+		}
+		return held, dropped
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		held, dropped := backupsHeld()
+		if held == float64(len(holders)*shardBytes) && dropped >= float64(len(holders)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backups held %v bytes, want %d (one shard per holder); stale ones dropped %v, want %d", held, len(holders)*shardBytes, dropped, len(holders))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	read("read of the new version")
 	if hits() != 3 {
 		t.Fatalf("erasure hits %v after a read of the new version, want 3", hits())

@@ -46,6 +46,11 @@ type ShardBackupHolder interface {
 	// PeerShardBackup keeps a backup of shard index of bucket/key at etag
 	// held by the member at peer address origin; as PeerShardPut.
 	PeerShardBackup(ctx context.Context, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error
+	// PeerShardBackupDrop drops the backups this holder keeps for origin
+	// of shard index of bucket/key at etag (index -1: every index; etag
+	// "": every version); with bucket and key "", every backup of origin.
+	// A shard DELETE naming an origin ("backup" in the query) is one.
+	PeerShardBackupDrop(ctx context.Context, origin, bucket, key, etag string, index int)
 }
 
 // MaxShardBytes bounds one shard written to a peer.
@@ -71,6 +76,27 @@ func (s *Server) serveShard(a answer, r *http.Request) {
 	}
 	q := r.URL.Query()
 	bucket, key, etag := q.Get("bucket"), q.Get("key"), q.Get("etag")
+	if origin := q.Get("backup"); origin != "" && r.Method == http.MethodDelete {
+		b, ok := h.(ShardBackupHolder)
+		if !ok {
+			a.error(fmt.Errorf("%w: this cachelet keeps no backups", ErrBadRequest))
+			return
+		}
+		index := -1
+		if v := q.Get("index"); v != "" {
+			var err error
+			if index, err = strconv.Atoi(v); err != nil || index < 0 {
+				index = -2
+			}
+		}
+		if (bucket == "") != (key == "") || (bucket == "" && (etag != "" || index != -1)) || index < -1 {
+			a.error(fmt.Errorf("%w: a backup drop names bucket and key (and maybe etag and index >= 0), or neither", ErrBadRequest))
+			return
+		}
+		b.PeerShardBackupDrop(r.Context(), origin, bucket, key, etag, index)
+		a.whole(http.StatusNoContent, nil)
+		return
+	}
 	if bucket == "" || key == "" || (etag == "" && r.Method != http.MethodDelete) {
 		a.error(fmt.Errorf("%w: a shard needs bucket, key and etag", ErrBadRequest))
 		return
@@ -238,8 +264,27 @@ func (c *Client) ShardGet(ctx context.Context, addr, bucket, key, etag string, f
 // ShardDelete asks the cachelet at addr to drop its shards of bucket/key
 // at version etag ("": of every version).
 func (c *Client) ShardDelete(ctx context.Context, addr, bucket, key, etag string) error {
+	return c.shardDelete(ctx, addr, shardQuery(bucket, key, etag))
+}
+
+// ShardBackupDrop asks the cachelet at addr to drop the backups it keeps
+// for the member at peer address origin of shard index of bucket/key at
+// version etag (index -1: every index; etag "": every version); with
+// bucket and key "", every backup of origin.
+func (c *Client) ShardBackupDrop(ctx context.Context, addr, origin, bucket, key, etag string, index int) error {
+	if origin == "" || (bucket == "") != (key == "") || (bucket == "" && (etag != "" || index != -1)) || index < -1 {
+		return fmt.Errorf("%w: a backup drop needs its origin, and bucket and key or neither", ErrBadRequest)
+	}
+	extra := []string{"backup", origin}
+	if index >= 0 {
+		extra = append(extra, "index", strconv.Itoa(index))
+	}
+	return c.shardDelete(ctx, addr, shardQuery(bucket, key, etag, extra...))
+}
+
+func (c *Client) shardDelete(ctx context.Context, addr, query string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete,
-		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, etag), nil)
+		c.scheme+addr+"/v1/shard?"+query, nil)
 	if err != nil {
 		return err
 	}

@@ -191,6 +191,15 @@ func (o backupOwner) PeerShardBackup(_ context.Context, origin, bucket, key, eta
 	return nil
 }
 
+func (o backupOwner) PeerShardBackupDrop(_ context.Context, origin, bucket, key, etag string, index int) {
+	for k, from := range o.origins {
+		if from == origin && (bucket == "" || (k.Bucket == bucket && k.Key == key && (etag == "" || k.ETag == etag) && (index < 0 || k.Index == index))) {
+			o.backups.Remove(k)
+			delete(o.origins, k)
+		}
+	}
+}
+
 // A backup reaches the holder's backups, not its shards, with its origin;
 // a holder that keeps none refuses it; damaged bytes and the wrong secret
 // leave nothing.
@@ -229,6 +238,34 @@ func TestShardBackup(t *testing.T) {
 	}
 	if err := cl.ShardBackup(ctx, addr, "", "b", "k", "v1", 2, enc, bytes.NewReader(shards[2]), int64(len(shards[2]))); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("no origin: %v", err)
+	}
+	// Drops: another origin's name drops nothing; bad input is refused
+	// and drops nothing; the origin's drop of its shard does.
+	if err := cl.ShardBackupDrop(ctx, addr, "10.0.0.8:7001", "", "", "", -1); err != nil || owner.backups.Peek(k) == nil {
+		t.Fatalf("another origin's reset: %v, kept %v", err, owner.backups.Peek(k) != nil)
+	}
+	for _, q := range []string{"backup=o&bucket=b", "backup=o&etag=v1", "backup=o&bucket=b&key=k&index=x", "backup=10.0.0.7:7001&index=3"} {
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/shard?"+q, nil)
+		resp, err := cl.do(cl.http, req, addr)
+		if err == nil {
+			err = readError(resp)
+			resp.Body.Close()
+		}
+		if !errors.Is(err, ErrBadRequest) || owner.backups.Peek(k) == nil {
+			t.Fatalf("drop %s: %v, kept %v", q, err, owner.backups.Peek(k) != nil)
+		}
+	}
+	if err := NewClient(other, ClientConfig{}).ShardBackupDrop(ctx, addr, "10.0.0.7:7001", "", "", "", -1); !errors.Is(err, ErrUnauthenticated) || owner.backups.Peek(k) == nil {
+		t.Fatalf("a drop with the wrong secret: %v, kept %v", err, owner.backups.Peek(k) != nil)
+	}
+	if err := cl.ShardBackupDrop(ctx, addr, "", "b", "k", "v1", 3); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("a drop without origin: %v", err)
+	}
+	if err := cl.ShardBackupDrop(ctx, addr, "10.0.0.7:7001", "b", "k", "v1", 2); err != nil || owner.backups.Peek(k) == nil {
+		t.Fatalf("drop of another index: %v, kept %v", err, owner.backups.Peek(k) != nil)
+	}
+	if err := cl.ShardBackupDrop(ctx, addr, "10.0.0.7:7001", "b", "k", "v1", 3); err != nil || owner.backups.Peek(k) != nil {
+		t.Fatalf("drop of the backup: %v, kept %v", err, owner.backups.Peek(k) != nil)
 	}
 	// A holder that keeps no backups refuses one.
 	_, _, plain := newShardPair(t)
