@@ -226,6 +226,10 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 		return op, s.pass
 	case storeOnlyKey(rq.key):
 		return op, s.pass
+	case op == "GetObject" && unpackedRequested(r.Header):
+		// The bytes a block-format object packs: a read of the cache's
+		// own (unpacked.go), never the store's answer as it is.
+		return op, fn
 	case (op == "GetObject" || op == "HeadObject") && rq.query.Has("partNumber"):
 		// One part of a multipart object: the store knows its bounds.
 		return op, s.pass
