@@ -102,6 +102,7 @@ func Experiments() []Experiment {
 		predictionExperiment(),
 		localityExperiment(),
 		memMacroExperiment(),
+		treeFailureExperiment(),
 	}
 }
 
