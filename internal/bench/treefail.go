@@ -176,7 +176,7 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := n.DistributeTree(ctx, pkg.Data, want, kill)
+		d, err := n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill})
 		if err != nil {
 			return nil, nil, err
 		}

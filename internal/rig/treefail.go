@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,7 +22,8 @@ import (
 )
 
 // The function-tree benchmarks' application, "big": one function that
-// reads the package's whole model.bin and returns its SHA-256.
+// reads the package's whole model.bin, a MiB at a time (sleeping "pace"
+// seconds after each where the event says), and returns its SHA-256.
 const benchTreeSpec = `
 name: big
 memory: 128MiB
@@ -35,11 +37,12 @@ functions:
 `
 
 const benchTreeFns = `
-import hashlib, os
+import hashlib, os, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 def read(event, context):
+    pace = float((event or {}).get("pace", 0))
     h = hashlib.sha256()
     with open(os.path.join(HERE, "model.bin"), "rb") as f:
         while True:
@@ -47,6 +50,8 @@ def read(event, context):
             if not b:
                 break
             h.update(b)
+            if pace:
+                time.sleep(pace)
     return {"sha256": h.hexdigest()}
 `
 
@@ -79,6 +84,10 @@ type TreeDistribution struct {
 	// AllRead: from the start to the last surviving node's read of the
 	// whole model.
 	AllRead time.Duration
+	// ChildReadsFrom is the agent the child fetched from at the end:
+	// the last parent it reattached to where the tree said (its log),
+	// else the next one up the chain its start request named.
+	ChildReadsFrom string
 	// KillToResume: from the kill to the child's next bytes from an
 	// agent (it turned elsewhere in the tree); KillToChild: to its read
 	// done; KillToTree: to the controller's tree without the victim.
@@ -124,14 +133,26 @@ func (n *Nodes) agentCounter(ctx context.Context, a *NodeAgent, series string) (
 	return 0, true
 }
 
+// TreeRun says how DistributeTree runs.
+type TreeRun struct {
+	// Kill kills the tree's middle node (the one with a parent and the
+	// most children) in the middle of the distribution.
+	Kill bool
+	// Pace is how long each instance sleeps after each MiB it reads
+	// (0: none), which stretches the distribution.
+	Pace time.Duration
+}
+
 // DistributeTree deploys pkg (TreeModelPackage's application, whose
 // model's SHA-256 is want) and invokes its function once per agent at
 // once, so that each node starts an instance and reads the whole model
-// through the function tree. With kill, the tree's middle node (one with
-// a parent and a child) is killed (SIGKILL of its agent) as soon as its
+// through the function tree. With run.Kill, the tree's middle node (one
+// with a parent and the most children) is killed (SIGKILL of its agent) as soon as its
 // child has an eighth of the package from it: in the middle of the
 // distribution. Agents killed before take no part.
-func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, kill bool) (*TreeDistribution, error) {
+func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, run TreeRun) (*TreeDistribution, error) {
+	kill := run.Kill
+	event, _ := json.Marshal(map[string]float64{"pace": run.Pace.Seconds()})
 	agents := map[string]*NodeAgent{}
 	for _, a := range n.Agents {
 		select {
@@ -163,7 +184,7 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, k
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec, err := n.Controller.Invoke(ctx, "big", "read", nil, "bench")
+			rec, err := n.Controller.Invoke(ctx, "big", "read", event, "bench")
 			results <- result{rec, err, time.Now()}
 		}()
 	}
@@ -226,6 +247,16 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, k
 		p, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries)
 		s, _ := n.agentCounter(ctx, agents[d.Child], fromStoreSeries)
 		d.ChildFromAgents, d.ChildFromStore = p-baseParent[d.Child], s-baseStore[d.Child]
+		d.ChildReadsFrom = d.Parent
+		if log, err := os.ReadFile(agents[d.Child].LogPath); err == nil {
+			for _, line := range strings.Split(string(log), "\n") {
+				if strings.Contains(line, "reattached where the function tree says") && strings.Contains(line, "package="+info.Rev) {
+					if _, after, ok := strings.Cut(line, " parent="); ok {
+						d.ChildReadsFrom = strings.Fields(after)[0]
+					}
+				}
+			}
+		}
 	}
 	return d, nil
 }
@@ -240,8 +271,10 @@ func (n *Nodes) killMiddle(ctx context.Context, d *TreeDistribution, rev string,
 			return fmt.Errorf("rig: no tree of %d nodes with a middle node", len(agents))
 		}
 		if tr := n.treeOf("big"); tr != nil && tr.Rev == rev && len(tr.Nodes) == len(agents) {
+			most := 0
 			for _, nd := range tr.Nodes {
-				if nd.Parent != "" && len(nd.Children) > 0 {
+				if nd.Parent != "" && len(nd.Children) > most {
+					most = len(nd.Children)
 					d.Victim, d.Parent, d.Child, d.Shape = nd.ID, nd.Parent, nd.Children[0], tr.Shape
 				}
 			}
