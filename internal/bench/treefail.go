@@ -34,13 +34,14 @@ func treeFailureExperiment() Experiment {
 }
 
 // TreeFailureMethod says what the tree-failure experiment measures.
-const TreeFailureMethod = "Four node agents, each a `hoard agent` process in its own network namespace behind a 400 Mbit/s link, " +
+const TreeFailureMethod = "Six node agents, each a `hoard agent` process in its own network namespace behind a 400 Mbit/s link, " +
 	"the store behind a shared 160 Mbit/s link (the several-nodes rig, ADR 13). Each round deploys a package holding a 32 MiB " +
 	"random model and invokes its function once per node at once: each node starts an instance from the lazily mounted " +
 	"package and reads the whole model, its blocks relayed down the function tree. The round without a kill is the " +
 	"baseline; in the next round (a new version, a new tree) the tree's middle node (a parent with a parent) is killed " +
 	"(SIGKILL of its agent) once its child has an eighth of the package from it. Recovery is the time from the kill to " +
-	"the child's next bytes from another agent; each surviving node's model is checked against its SHA-256. A fresh rig per round pair."
+	"the child's next bytes from another agent (it turns at once to the next agent up its chain, then reattaches where the " +
+	"controller's rebalanced tree puts it); each surviving node's model is checked against its SHA-256. A fresh rig per round pair."
 
 func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	started := time.Now()
@@ -76,11 +77,11 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	for i := range base {
 		b, k := base[i], killed[i]
 		corrupted += int64(b.Corrupted + k.Corrupted)
-		survivorsShort += int64(3 - len(k.SurvivorsOK))
+		survivorsShort += int64(treeFailureNodes - 1 - len(k.SurvivorsOK))
 		fromStore += k.ChildFromStore
 		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprintf("%.0f", ms(b.AllRead)), k.Shape, k.Victim,
 			fmt.Sprintf("%.1f", float64(k.ChildAtKill)/(1<<20)), fmt.Sprintf("%.0f", ms(k.KillToResume)), fmt.Sprintf("%.0f", ms(k.KillToChild)),
-			fmt.Sprintf("%.0f", ms(k.AllRead)), fmt.Sprintf("%.0f", ms(k.KillToTree)), k.After, fmt.Sprint(b.Corrupted + k.Corrupted)})
+			fmt.Sprintf("%.0f", ms(k.AllRead)), fmt.Sprintf("%.0f", ms(k.KillToTree)), k.After, k.NewParent, k.ChildReadsFrom, fmt.Sprint(b.Corrupted + k.Corrupted)})
 	}
 	allBase := median(base, func(d *rig.TreeDistribution) time.Duration { return d.AllRead })
 	allKill := median(killed, func(d *rig.TreeDistribution) time.Duration { return d.AllRead })
@@ -90,12 +91,12 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(), Method: TreeFailureMethod,
 		Settings: RunSettings{Link: "several-nodes rig: nodes 400 Mbit/s, store 160 Mbit/s shared, 2 ms", ObjectSizes: []int64{32 << 20},
 			Iterations: []Count{{What: "round pairs (baseline, kill)", N: rounds}},
-			Other:      []Setting{{Name: "nodes", Value: "4, one instance each"}, {Name: "killed", Value: "the tree's middle node, SIGKILL"}}},
-		Tables: []Table{{ID: "tree-failure", Title: "Distributions of a 32 MiB model to four nodes, without and with a node killed",
+			Other:      []Setting{{Name: "nodes", Value: "6, one instance each"}, {Name: "killed", Value: "the tree's middle node, SIGKILL"}}},
+		Tables: []Table{{ID: "tree-failure", Title: "Distributions of a 32 MiB model to six nodes, without and with a node killed",
 			Columns: []string{"round", "baseline all read (ms)", "tree", "killed", "child had (MiB)", "kill to resume (ms)",
-				"kill to child done (ms)", "all survivors read (ms)", "kill to tree rebalanced (ms)", "tree after", "corrupted"},
+				"kill to child done (ms)", "all survivors read (ms)", "kill to tree rebalanced (ms)", "tree after", "child's parent there", "child read from at the end", "corrupted"},
 			Rows:    rows,
-			Caption: "Each round on a fresh rig; the child's bytes after the kill come from the next node up the tree."}},
+			Caption: "Each round on a fresh rig; after the kill the child reads from the next node up its chain, then from where the rebalanced tree puts it, if it is still reading then."}},
 	}
 	var cats []string
 	var vb, vk, vr []*float64
@@ -103,7 +104,7 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 		cats = append(cats, fmt.Sprintf("round %d", i+1))
 		vb, vk, vr = append(vb, F(ms(base[i].AllRead))), append(vk, F(ms(killed[i].AllRead))), append(vr, F(ms(killed[i].KillToResume)))
 	}
-	res.Plots = append(res.Plots, Plot{Kind: PlotBar, ID: "tree-failure", Title: "Four nodes read a 32 MiB model down the function tree",
+	res.Plots = append(res.Plots, Plot{Kind: PlotBar, ID: "tree-failure", Title: "Six nodes read a 32 MiB model down the function tree",
 		Unit: "ms", YLabel: "ms", Categories: cats, Series: []Series{
 			{Label: "all read, no kill", Values: vb}, {Label: "all survivors read, middle node killed", Values: vk},
 			{Label: "kill to the child's next bytes", Values: vr}},
@@ -120,6 +121,10 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	res.Seconds = time.Since(started).Seconds()
 	return res, nil
 }
+
+// treeFailureNodes is the rig's size: node-0(node-1(node-3,node-4),
+// node-2(node-5,-)), whose middle node node-1 is killed.
+const treeFailureNodes = 6
 
 // treeFailureRound runs a baseline distribution and one with a kill on
 // a fresh rig.
@@ -153,7 +158,7 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 	defer cancel()
 	n, err := rig.StartNodes(sctx, rig.NodesConfig{
 		// "hbt": this experiment's prefix, apart from `hoard up`'s and the tests'.
-		Net:                hostnet.Config{Nodes: 4, Prefix: "hbt", NodeRate: 50_000_000, StoreRate: 20_000_000},
+		Net:                hostnet.Config{Nodes: treeFailureNodes, Prefix: "hbt", NodeRate: 50_000_000, StoreRate: 20_000_000},
 		Dir:                dir,
 		HoardBin:           hoardBin,
 		MinIOBin:           env.MinIOBinary,
@@ -172,7 +177,7 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		if err != nil {
 			return nil, nil, err
 		}
-		pkg, want, err := rig.TreeModelPackage(pdir, seed, uint64(17+i), 4, 32<<20)
+		pkg, want, err := rig.TreeModelPackage(pdir, seed, uint64(17+i), treeFailureNodes, 32<<20)
 		if err != nil {
 			return nil, nil, err
 		}
