@@ -24,7 +24,9 @@ import (
 // ranged or not, is of the object as the store holds it, the packed
 // container, and goes through Get and pages as any object.
 //
-// Every read asks the store for the object's current version (one Stat);
+// Every read asks the store for the object's current version (one Stat),
+// after the writes to the key still queued here or at other cachelets
+// (owner and local write targets) are delivered (Settle);
 // the object's index is read once per version (its tail, pinned to the
 // ETag) and kept in a small table; each block is fetched as a ranged GET
 // pinned to the ETag, decoded and checked against its CRC-32C before it
@@ -131,6 +133,11 @@ func (c *Cachelet) GetUnpacked(ctx context.Context, bucket, key string, rng *sto
 		return nil, errNULKey
 	}
 	k := cache.Key{Bucket: bucket, Object: key}
+	// Writes still queued (owner and local write targets) first: the
+	// blocks are read from the store.
+	if err := c.Settle(ctx, bucket, key); err != nil {
+		return nil, c.unpackedFailed(err)
+	}
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.FillTimeout)
 	info, err := c.store.Stat(sctx, bucket, key)
 	cancel()

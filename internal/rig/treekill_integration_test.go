@@ -6,6 +6,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/lazyfs"
 )
 
 // TestFunctionTreeNodeKilled: six node agents (processes in network
@@ -21,6 +23,9 @@ import (
 // surviving node reads the whole model with the right digest (0
 // corrupted), and node-3 takes nothing from the store.
 func TestFunctionTreeNodeKilled(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
 	n := startNodes(t, 6)
 	pkg, want := treeBenchPackage(t, 1, 13, 6)
 	d, err := n.DistributeTree(context.Background(), pkg.Data, want, TreeRun{Kill: true, Pace: 50 * time.Millisecond})
