@@ -249,6 +249,16 @@ func TestUnpackedRangeFetchesOnlyItsBlocks(t *testing.T) {
 	refused("not packed", "plain", "true", "", "InvalidRequest")
 	refused("bad value", "model.blk", "yes", "", "InvalidArgument")
 	refused("two ranges", "model.blk", "true", "bytes=0-1,5-6", "InvalidArgument")
+	// A version is the store's to find: refused, not passed through as the packed object.
+	var vo minio.GetObjectOptions
+	vo.Set("x-hoard-unpacked", "true")
+	vo.VersionID = "null"
+	if body, _, _, err := core.GetObject(ctx, bucket, "model.blk", vo); err == nil {
+		body.Close()
+		t.Fatal("a version's unpacked read was served")
+	} else if er := minio.ToErrorResponse(err); er.Code != "InvalidArgument" {
+		t.Fatalf("a version's unpacked read: %v", err)
+	}
 	if got := get(t, c, bucket, "plain", minio.GetObjectOptions{}); !bytes.Equal(got, plain) {
 		t.Fatal("plain object changed")
 	}

@@ -18,8 +18,13 @@ var (
 	errUnpackedValue = apiErr("InvalidArgument", http.StatusBadRequest, "x-hoard-unpacked must be true.")
 	errUnpackedRange = apiErr("InvalidArgument", http.StatusBadRequest,
 		"x-hoard-unpacked reads one range of the unpacked bytes: bytes=a-b, bytes=a- or bytes=-n.")
-	errUnpackedPart = apiErr("InvalidArgument", http.StatusBadRequest, "x-hoard-unpacked reads no part of a multipart object.")
+	errUnpackedPart  = apiErr("InvalidArgument", http.StatusBadRequest, "x-hoard-unpacked reads no part of a multipart object.")
+	errUnpackedOther = apiErr("InvalidArgument", http.StatusBadRequest,
+		"x-hoard-unpacked reads the current version, with no subresource, version or other option the cache does not read.")
 )
+
+// unpackedUnsupported refuses an unpacked read the cache does not serve.
+func unpackedUnsupported(http.ResponseWriter, *http.Request, *request) error { return errUnpackedOther }
 
 // unpackedRequested reports whether a request carries x-hoard-unpacked
 // (with any value: a wrong one is refused, not ignored).
