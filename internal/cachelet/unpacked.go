@@ -50,7 +50,9 @@ const (
 	unpackedReadersMax  = 16
 	unpackedIndexBlocks = 1 << 16
 	// unpackedRunMax bounds one store fetch of consecutive missing
-	// blocks (stored bytes), as blockfmt's reader does.
+	// blocks (stored bytes), as blockfmt's reader does; their decoded
+	// bytes, held until served, are bounded by twice that (but a run
+	// holds at least one block).
 	unpackedRunMax = 8 << 20
 )
 
@@ -350,7 +352,7 @@ func (b *unpackedBody) next() error {
 	// Missing blocks: fetch the run, verify each, keep and serve.
 	off, total := b.rd.BlockSpan(first)
 	j := first + 1
-	for ; j <= last && j-first < 64; j++ {
+	for ; j <= last && int64(j-first+1)*bs <= unpackedRunMax*2; j++ {
 		if e := c.cache.Peek(unpackedBlockKey(b.k, b.info.ETag, j)); e != nil {
 			break
 		}
