@@ -63,6 +63,11 @@ type Config struct {
 	// (cache triggers), with their application's token
 	// (api.Credentials.PlatformToken) as bearer token.
 	NotifyURL string
+	// Trees, when set, is where an agent whose parent in a function
+	// tree failed reads the tree again, to reattach where it says
+	// (treefollow.go); nil: it keeps to the chain its start request
+	// named.
+	Trees TreeSource
 	// ControllerURL, when set, is the controller's base URL: each
 	// cachelet's bandwidth policy reads its application's measured load
 	// time and limit there and sends urgent votes, with its application's token.

@@ -48,9 +48,10 @@ type lazyCode struct {
 
 	serving chan struct{} // relay answers being made (relay.go)
 
-	errs     prometheus.Counter
-	rejected prometheus.Counter
-	relayed  *prometheus.CounterVec
+	errs       prometheus.Counter
+	rejected   prometheus.Counter
+	reattached prometheus.Counter
+	relayed    *prometheus.CounterVec
 }
 
 type mounted struct {
@@ -72,6 +73,8 @@ type CodeMount struct {
 	// FromParent and FromStore split what was fetched: from the parent
 	// agent in the function tree, and from the store.
 	FromParent, FromStore int64
+	// Parent is the agent asked now ("" for the store).
+	Parent string
 	// Rejected counts fetches from the parent refused because a block
 	// did not match its SHA-256.
 	Rejected int64
@@ -125,11 +128,16 @@ func (a *Agent) setupCodeFetch() error {
 		Name: "hoard_agent_lazy_code_relay_bytes_total",
 		Help: "Bytes of lazily read code packages fetched, by where from (parent: the agent above in the function tree; store).",
 	}, []string{"from"})
+	a.lazy.reattached = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_agent_lazy_code_reattached_total",
+		Help: "Times a lazily read package's parent changed to the one the function tree names, after a parent failed.",
+	})
 	a.lazy.rejected = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_relay_rejected_total",
 		Help: "Fetches from a parent agent refused because a block did not match its SHA-256 (the package is then read from the store).",
 	})
 	if reg := a.cfg.Registerer; reg != nil {
+		reg.MustRegister(a.lazy.reattached)
 		reg.MustRegister(a.lazy.errs, a.lazy.rejected, a.lazy.relayed,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
@@ -176,7 +184,8 @@ func (a *Agent) CodeMounts() []CodeMount {
 		s := m.fs.Stats()
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
 			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
-			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Rejected: m.src.rejected.Load()})
+			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Rejected: m.src.rejected.Load(),
+			Parent: m.src.currentParent()})
 	}
 	return out
 }

@@ -139,6 +139,10 @@ type relaySource struct {
 	cur        int    // the parent asked now: parents[cur]
 	parentBad  bool   // every parent given up: the store only
 	parentData bool   // some of have came from the parent
+	app        string // whose tree this package is relayed down
+	failed     map[string]bool
+	detached   bool      // a parent failed: the tree is followed (treefollow.go)
+	treeRead   time.Time // when the tree was last read
 
 	fetchMu               sync.Mutex // one upstream fetch at a time
 	fromParent, fromStore atomic.Int64
@@ -172,7 +176,7 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents 
 		}
 	}
 	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
-		parents: parents, sums: sums, file: f, created: time.Now()}, nil
+		parents: parents, sums: sums, file: f, created: time.Now(), app: appOfKey(ref.Key)}, nil
 }
 
 func (s *relaySource) covered(off, end int64) bool {
@@ -237,6 +241,7 @@ func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
 // none, it failed before, or it fails now (a block that does not match
 // its SHA-256 is a failure). It returns the parts of p that may be kept.
 func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span, error) {
+	s.followTree(ctx, false)
 	for {
 		s.mu.Lock()
 		var parent *api.Registration
@@ -269,11 +274,8 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span
 		}
 		// It failed: the next ancestor up the tree, then the store.
 		s.a.log.Warn("an agent above in the function tree failed; trying the next", "package", s.sha, "agent", parent.ID, "err", err)
-		s.mu.Lock()
-		if s.cur < len(s.parents) && s.parents[s.cur].ID == parent.ID {
-			s.cur++
-		}
-		s.mu.Unlock()
+		s.parentFailed(parent.ID)
+		s.followTree(ctx, true)
 	}
 	body, _, _, err := s.a.cfg.Store.Get(ctx, s.bucket, s.key, store.GetOptions{
 		Range: &store.ByteRange{Start: off, End: off + int64(len(p)) - 1}, IfMatch: s.etag,

@@ -293,3 +293,30 @@ func TestWriterRefuses(t *testing.T) {
 		t.Error("AddFile on a plain object accepted")
 	}
 }
+
+// TestDecodeBlock: a block decoded from its stored span is its bytes; a
+// flipped stored byte, a short span or a block out of range is an error.
+func TestDecodeBlock(t *testing.T) {
+	data := payload(5*4096+100, 4)
+	obj := pack(t, data, WithBlockSize(4096))
+	r := open(t, obj)
+	for i := range r.Blocks() {
+		off, n := r.BlockSpan(i)
+		got, err := r.DecodeBlock(i, obj[off:off+n])
+		end := min((i+1)*4096, len(data))
+		if err != nil || !bytes.Equal(got, data[i*4096:end]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		bad := bytes.Clone(obj[off : off+n])
+		bad[n/2] ^= 0x40
+		if _, err := r.DecodeBlock(i, bad); !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrFormat) {
+			t.Fatalf("block %d flipped: %v", i, err)
+		}
+		if _, err := r.DecodeBlock(i, obj[off:off+n-1]); !errors.Is(err, ErrFormat) {
+			t.Fatalf("block %d short: %v", i, err)
+		}
+	}
+	if _, err := r.DecodeBlock(r.Blocks(), nil); err == nil {
+		t.Fatal("block past the end decoded")
+	}
+}

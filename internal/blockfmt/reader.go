@@ -460,3 +460,38 @@ func (r *Reader) slot() *cached {
 	r.cache[lru].block = -1
 	return &r.cache[lru]
 }
+
+// DecodeBlock decompresses block i from its stored bytes (the span
+// BlockSpan(i) names) and verifies them against the block's checksum. It
+// returns new bytes, the block's uncompressed length, or an error wrapping
+// ErrChecksum or ErrFormat; it leaves the Reader's own cache alone, so a
+// caller that keeps blocks elsewhere (a cachelet) decodes through it.
+func (r *Reader) DecodeBlock(i int, stored []byte) ([]byte, error) {
+	if i < 0 || i >= len(r.lengths) {
+		return nil, fmt.Errorf("blockfmt: block %d of %d", i, len(r.lengths))
+	}
+	l := r.lengths[i]
+	if int64(len(stored)) != int64(l&^storedBit) {
+		return nil, formatErr("block %d: %d stored bytes, want %d", i, len(stored), l&^storedBit)
+	}
+	raw := r.blockLen(i)
+	var data []byte
+	if l&storedBit != 0 {
+		data = append(make([]byte, 0, raw), stored...)
+	} else {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.dec == nil {
+			return nil, errors.New("blockfmt: read after Close")
+		}
+		var err error
+		data, err = r.dec.DecodeAll(stored, make([]byte, 0, raw))
+		if err != nil {
+			return nil, formatErr("block %d: %v", i, err)
+		}
+	}
+	if int64(len(data)) != raw || checksum(data) != r.sums[i] {
+		return nil, fmt.Errorf("%w: block %d", ErrChecksum, i)
+	}
+	return data, nil
+}

@@ -315,6 +315,8 @@ type Cachelet struct {
 	ec *ecPath
 	// The page index and page fills (pages.go).
 	pages *pages
+	// Unpacked reads of block-format objects (unpacked.go).
+	unpacked *unpackedState
 	// Buckets' versioning, for writes held in memory (versioning.go).
 	vers versioning
 
@@ -361,6 +363,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, err
 	}
 	c.pages = newPages(cfg.PageSize, reg)
+	c.unpacked = newUnpackedState(reg)
 	ccfg := cfg.Cache
 	if cfg.Erasure != nil {
 		if cfg.Erasure.Placer == nil || cfg.Erasure.Peers == nil {

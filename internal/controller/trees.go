@@ -17,25 +17,14 @@ import (
 	"github.com/hoard-io/hoard/internal/ftree"
 )
 
-// EtcdTrees holds each application's function tree: the balanced binary
-// tree of the agents hosting an instance of its deployed version
-// (FaaSNet §3, internal/ftree), kept in etcd so that a restarted
-// controller goes on with the same tree.
-const EtcdTrees = "/hoard/platform/trees/"
+// EtcdTrees holds each application's function tree (api.EtcdTrees), kept
+// in etcd so that a restarted controller goes on with the same tree.
+const EtcdTrees = api.EtcdTrees
 
-// Bounds on a tree read back from etcd (it is checked as untrusted).
-const (
-	maxTreeBytes = 1 << 20
-	maxTreeNodes = 4096
-)
+const maxTreeNodes = api.MaxTreeNodes
 
 // treeRecord is a tree's value in etcd.
-type treeRecord struct {
-	// Rev is the package digest the tree distributes; a new version
-	// starts a new tree.
-	Rev  string      `json:"rev"`
-	Tree ftree.State `json:"tree"`
-}
+type treeRecord = api.TreeRecord
 
 // trees is the controller's function trees, by application.
 type trees struct {
@@ -50,25 +39,7 @@ type appTree struct {
 }
 
 // parseTree checks a tree read from etcd.
-func parseTree(val []byte) (treeRecord, *ftree.Tree, error) {
-	var rec treeRecord
-	if len(val) > maxTreeBytes {
-		return rec, nil, fmt.Errorf("%d bytes, more than %d", len(val), maxTreeBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(val))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rec); err != nil {
-		return rec, nil, err
-	}
-	if len(rec.Rev) != 64 || strings.Trim(rec.Rev, "0123456789abcdef") != "" {
-		return rec, nil, fmt.Errorf("bad package digest %q", rec.Rev)
-	}
-	if len(rec.Tree.Nodes) > maxTreeNodes {
-		return rec, nil, fmt.Errorf("%d nodes, more than %d", len(rec.Tree.Nodes), maxTreeNodes)
-	}
-	t, err := ftree.FromState(rec.Tree)
-	return rec, t, err
-}
+func parseTree(val []byte) (treeRecord, *ftree.Tree, error) { return api.ParseTree(val) }
 
 // loadTrees reads the trees from etcd; one that does not parse is
 // dropped (and rebuilt from the instances by the next sync).

@@ -188,12 +188,19 @@ func NewAdmin(cli *clientv3.Client, prefix string) *Admin {
 }
 
 // AddAgent makes (or renews, with a new password) the user of agent id,
-// which may read and write its registration key alone.
+// which may write its registration key alone, and read the agents'
+// registrations and the function trees (to reattach where its
+// application's tree says when its parent there fails).
 func (a *Admin) AddAgent(ctx context.Context, id string) (Credentials, error) {
 	key := api.EtcdPrefix + id
 	name := agentPrefix + id
 	if err := a.role(ctx, name, key, "", clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
 		return Credentials{}, err
+	}
+	for _, p := range []string{api.EtcdPrefix, api.EtcdTrees} {
+		if err := a.role(ctx, name, p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermRead)); err != nil {
+			return Credentials{}, err
+		}
 	}
 	return a.user(ctx, name, []string{name})
 }

@@ -231,6 +231,23 @@ func TestAgentUser(t *testing.T) {
 	if _, err := cli.Put(ctx, etcdmembership.MemberKey("", "a", "x"), "{}"); !denied(err) {
 		t.Errorf("plant a member: %v", err)
 	}
+	// It reads the other agents' registrations and the function trees
+	// (to reattach where its tree says), and writes neither.
+	if _, err := root.Put(ctx, api.EtcdTrees+"a", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cli.Get(ctx, api.EtcdTrees+"a"); err != nil || len(r.Kvs) != 1 {
+		t.Errorf("read a function tree: %v", err)
+	}
+	if _, err := cli.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix()); err != nil {
+		t.Errorf("read the registrations: %v", err)
+	}
+	if _, err := cli.Put(ctx, api.EtcdTrees+"a", `{"rev":"x"}`); !denied(err) {
+		t.Errorf("write a function tree: %v", err)
+	}
+	if _, err := cli.Delete(ctx, api.EtcdPrefix+"node-1"); !denied(err) {
+		t.Errorf("delete another agent's registration: %v", err)
+	}
 	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
 		t.Errorf("leave: %v", err)
 	}

@@ -392,34 +392,6 @@ func TestFunctionTreeParentFails(t *testing.T) {
 	}
 }
 
-const benchTreeSpec = `
-name: big
-memory: 128MiB
-timeout: 120s
-keep_alive: 1h
-max_instances: %d
-buckets: {data: read-only}
-cache: {budget: 16MiB}
-functions:
-  read: {handler: fns.read}
-`
-
-const benchTreeFns = `
-import hashlib, os
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-def read(event, context):
-    h = hashlib.sha256()
-    with open(os.path.join(HERE, "model.bin"), "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-    return {"sha256": h.hexdigest()}
-`
-
 // BenchmarkCodeTree: N node agents (in one process, loopback between
 // them, the store behind the faast preset's store link: 90 MB/s, 10 ms
 // each way) each start an instance of one package at once, and each
@@ -667,24 +639,11 @@ func storeBytes(b *testing.B, n *Nodes) int64 {
 	return sum
 }
 
-// treeBenchPackage packs the tree benchmarks' application: benchTreeSpec
-// for nodes instances, benchTreeFns, and a 32 MiB model of random bytes
-// from (seed, stream); want is the model's SHA-256.
+// treeBenchPackage packs the tree benchmarks' application
+// (TreeModelPackage) with a 32 MiB model; want is the model's SHA-256.
 func treeBenchPackage(tb testing.TB, seed, stream uint64, nodes int) (pkg *appspec.Package, want [32]byte) {
 	tb.Helper()
-	dir := tb.TempDir()
-	rng := rand.New(rand.NewPCG(seed, stream))
-	model := make([]byte, 32<<20)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	want = sha256.Sum256(model)
-	for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
+	pkg, want, err := TreeModelPackage(tb.TempDir(), seed, stream, nodes, 32<<20)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -139,8 +139,9 @@ type Nodes struct {
 	Store         *localstore.Server
 	Agents        []*NodeAgent
 
-	shaper *netshape.Server
-	tls    *nodesPKI // nil without NodesConfig.TLS
+	shaper     *netshape.Server
+	tls        *nodesPKI // nil without NodesConfig.TLS
+	agentToken string    // to read the agents' metrics
 
 	closeOnce sync.Once
 }
@@ -208,7 +209,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 	if err != nil {
 		return nil, err
 	}
-	n := &Nodes{Net: hn}
+	n := &Nodes{Net: hn, agentToken: cfg.AgentToken}
 	defer func() {
 		if err != nil {
 			n.Close()

@@ -287,6 +287,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 			SandboxUIDBase: cfg.SandboxUIDBase, SandboxUIDCount: cfg.SandboxUIDCount, SlackPool: cfg.SlackPool,
 			DiskBudget: cfg.DiskBudget,
 			CodeFetch:  cfg.CodeFetch, NoCodeRelay: cfg.NoCodeRelay, PeerTLS: peerTLS,
+			Trees: agent.EtcdTrees(cli),
 		}
 		if t := cfg.TLS; t != nil {
 			acfg.TLS = &agent.TLS{Issuer: t.Issuer, CA: t.CA}

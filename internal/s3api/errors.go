@@ -61,6 +61,10 @@ var table = []struct {
 	{store.ErrNoSuchUpload, apiErr("NoSuchUpload", http.StatusNotFound, "The specified multipart upload does not exist.")},
 	{store.ErrUnavailable, errUnavailable},
 
+	// Unpacked reads (x-hoard-unpacked).
+	{cachelet.ErrNotPacked, apiErr("InvalidRequest", http.StatusBadRequest, "The object is not in hoard's block format; read it without x-hoard-unpacked.")},
+	{cachelet.ErrBlockChecksum, apiErr("InternalError", http.StatusBadGateway, "A block of the object, as the store holds it, does not match its checksum; none of its bytes were served.")},
+
 	// Authentication.
 	{s3auth.ErrMissingAuth, apiErr("AccessDenied", http.StatusForbidden, "Access Denied. Anonymous requests are not allowed.")},
 	{s3auth.ErrExpired, apiErr("AccessDenied", http.StatusForbidden, "Request has expired")},

@@ -19,6 +19,9 @@ import (
 )
 
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) error {
+	if unpackedRequested(r.Header) {
+		return s.getUnpacked(w, r, rq)
+	}
 	var rng *store.ByteRange
 	if h := r.Header.Get("Range"); h != "" {
 		if br, ok := parseRange(h); ok {

@@ -214,6 +214,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // typed one carrying a query parameter or an x-amz-* header its handler
 // does not honour, goes to the store as it is (pass.go).
 func (s *Server) route(r *http.Request, rq *request) (string, handler) {
+	if r.Method == http.MethodGet && unpackedRequested(r.Header) {
+		// The bytes a block-format object packs: a read of the cache's
+		// own (unpacked.go), never the store's answer as it is; what it
+		// does not read (a version, a subresource, a header it does
+		// not carry, a key only the store may name) is refused, not
+		// passed through as the packed object.
+		if op, fn := s.typedRoute(r, rq); op == "GetObject" {
+			if unknownSubresource(rq.query) != "" || rq.query.Has("versionId") || !carried(op, r.Header) || storeOnlyKey(rq.key) {
+				return op, unpackedUnsupported
+			}
+			return op, fn
+		}
+	}
 	if unknownSubresource(rq.query) != "" {
 		return passOp(r.Method, rq), s.pass
 	}

@@ -1,0 +1,306 @@
+package rig
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
+)
+
+// The function-tree benchmarks' application, "big": one function that
+// reads the package's whole model.bin, a MiB at a time (sleeping "pace"
+// seconds after each where the event says), and returns its SHA-256.
+const benchTreeSpec = `
+name: big
+memory: 128MiB
+timeout: 120s
+keep_alive: 1h
+max_instances: %d
+buckets: {data: read-only}
+cache: {budget: 16MiB}
+functions:
+  read: {handler: fns.read}
+`
+
+const benchTreeFns = `
+import hashlib, os, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def read(event, context):
+    pace = float((event or {}).get("pace", 0))
+    h = hashlib.sha256()
+    with open(os.path.join(HERE, "model.bin"), "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+            if pace:
+                time.sleep(pace)
+    return {"sha256": h.hexdigest()}
+`
+
+// TreeModelPackage packs the function-tree benchmarks' application "big"
+// in dir (for up to nodes instances) with a model of size random bytes
+// from (seed, stream), in the block format; want is the model's SHA-256.
+func TreeModelPackage(dir string, seed, stream uint64, nodes, size int) (pkg *appspec.Package, want [32]byte, err error) {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	model := make([]byte, size)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	want = sha256.Sum256(model)
+	for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
+			return nil, want, err
+		}
+	}
+	pkg, err = appspec.PackBlocks(dir)
+	return pkg, want, err
+}
+
+// TreeDistribution is one run of Nodes.DistributeTree.
+type TreeDistribution struct {
+	// Victim is the node killed, Child its child and Parent its parent
+	// in the tree ("" without a kill); Shape the tree at the kill, After
+	// the controller's tree once it no longer holds the victim, and
+	// NewParent the child's parent there.
+	Victim, Child, Parent, Shape, After, NewParent string
+	// AllRead: from the start to the last surviving node's read of the
+	// whole model.
+	AllRead time.Duration
+	// ChildReadsFrom is the agent the child fetched from at the end:
+	// the last parent it reattached to where the tree said (its log),
+	// else the next one up the chain its start request named.
+	ChildReadsFrom string
+	// KillToResume: from the kill to the child's next bytes from an
+	// agent (it turned elsewhere in the tree); KillToChild: to its read
+	// done; KillToTree: to the controller's tree without the victim.
+	KillToResume, KillToChild, KillToTree time.Duration
+	// ChildAtKill: bytes the child had from agents at the kill;
+	// ChildFromAgents and ChildFromStore: what it took in all.
+	ChildAtKill, ChildFromAgents, ChildFromStore int64
+	// Invocations: OK with the model's digest, OK with another (corrupted),
+	// failed. SurvivorsOK: the nodes with a right read.
+	OK, Corrupted, Failed int
+	SurvivorsOK           map[string]bool
+	// Size is the package's.
+	Size int64
+}
+
+const (
+	fromParentSeries = `hoard_agent_lazy_code_relay_bytes_total{from="parent"}`
+	fromStoreSeries  = `hoard_agent_lazy_code_relay_bytes_total{from="store"}`
+)
+
+// agentCounter reads one series of a node agent's metrics; false when
+// the agent does not answer (it was killed).
+func (n *Nodes) agentCounter(ctx context.Context, a *NodeAgent, series string) (int64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	req.Header.Set("Authorization", "Bearer "+n.agentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	resp.Body.Close()
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), true
+		}
+	}
+	return 0, true
+}
+
+// TreeRun says how DistributeTree runs.
+type TreeRun struct {
+	// Kill kills the tree's middle node (the one with a parent and the
+	// most children) in the middle of the distribution.
+	Kill bool
+	// Pace is how long each instance sleeps after each MiB it reads
+	// (0: none), which stretches the distribution.
+	Pace time.Duration
+}
+
+// DistributeTree deploys pkg (TreeModelPackage's application, whose
+// model's SHA-256 is want) and invokes its function once per agent at
+// once, so that each node starts an instance and reads the whole model
+// through the function tree. With run.Kill, the tree's middle node (one
+// with a parent and the most children) is killed (SIGKILL of its agent) as soon as its
+// child has an eighth of the package from it: in the middle of the
+// distribution. Agents killed before take no part.
+func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, run TreeRun) (*TreeDistribution, error) {
+	kill := run.Kill
+	event, _ := json.Marshal(map[string]float64{"pace": run.Pace.Seconds()})
+	agents := map[string]*NodeAgent{}
+	for _, a := range n.Agents {
+		select {
+		case <-a.Exited(): // killed by an earlier run
+		default:
+			agents[a.ID] = a
+		}
+	}
+	nodes := len(agents)
+	info, err := n.Controller.Deploy(ctx, pkg)
+	if err != nil {
+		return nil, err
+	}
+	d := &TreeDistribution{Size: int64(len(pkg)), SurvivorsOK: map[string]bool{}}
+	baseParent, baseStore := map[string]int64{}, map[string]int64{}
+	for _, a := range agents {
+		baseParent[a.ID], _ = n.agentCounter(ctx, a, fromParentSeries)
+		baseStore[a.ID], _ = n.agentCounter(ctx, a, fromStoreSeries)
+	}
+	type result struct {
+		rec *api.Invocation
+		err error
+		at  time.Time
+	}
+	results := make(chan result, nodes)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := n.Controller.Invoke(ctx, "big", "read", event, "bench")
+			results <- result{rec, err, time.Now()}
+		}()
+	}
+	var killed time.Time
+	if kill {
+		if err := n.killMiddle(ctx, d, info.Rev, agents, baseParent); err != nil {
+			wg.Wait()
+			return nil, err
+		}
+		killed = time.Now()
+		v0, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries)
+		// Watched from the kill on: the child's next bytes from an agent
+		// and the controller's tree without the victim.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && (d.KillToResume == 0 || d.KillToTree == 0); time.Sleep(5 * time.Millisecond) {
+				if v, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries); d.KillToResume == 0 && v > v0 {
+					d.KillToResume = time.Since(killed)
+				}
+				if d.KillToTree != 0 {
+					continue
+				}
+				if tr := n.treeOf("big"); tr != nil && tr.Rev == info.Rev && len(tr.Nodes) == nodes-1 {
+					d.KillToTree, d.After = time.Since(killed), tr.Shape
+					for _, nd := range tr.Nodes {
+						if nd.ID == d.Child {
+							d.NewParent = nd.Parent
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	where := map[string]string{}
+	for _, a := range n.Controller.Apps() {
+		for _, in := range a.Instances {
+			where[in.ID] = in.Agent
+		}
+	}
+	wantHex := []byte(hex.EncodeToString(want[:]))
+	for r := range results {
+		switch {
+		case r.err != nil || r.rec == nil || !r.rec.OK:
+			d.Failed++
+		case bytes.Contains(r.rec.Result, wantHex):
+			d.OK++
+			d.SurvivorsOK[where[r.rec.Instance]] = true
+			d.AllRead = max(d.AllRead, r.at.Sub(t0))
+			if kill && where[r.rec.Instance] == d.Child {
+				d.KillToChild = r.at.Sub(killed)
+			}
+		default:
+			d.Corrupted++
+		}
+	}
+	if kill {
+		p, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries)
+		s, _ := n.agentCounter(ctx, agents[d.Child], fromStoreSeries)
+		d.ChildFromAgents, d.ChildFromStore = p-baseParent[d.Child], s-baseStore[d.Child]
+		d.ChildReadsFrom = d.Parent
+		if log, err := os.ReadFile(agents[d.Child].LogPath); err == nil {
+			for _, line := range strings.Split(string(log), "\n") {
+				if strings.Contains(line, "reattached where the function tree says") && strings.Contains(line, "package="+info.Rev) {
+					if _, after, ok := strings.Cut(line, " parent="); ok {
+						d.ChildReadsFrom = strings.Fields(after)[0]
+					}
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+// killMiddle waits for the tree of version rev to hold every agent,
+// picks its middle node, waits until that node's child has an eighth of
+// the package from it, and kills the node.
+func (n *Nodes) killMiddle(ctx context.Context, d *TreeDistribution, rev string, agents map[string]*NodeAgent, baseParent map[string]int64) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for d.Victim == "" {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("rig: no tree of %d nodes with a middle node", len(agents))
+		}
+		if tr := n.treeOf("big"); tr != nil && tr.Rev == rev && len(tr.Nodes) == len(agents) {
+			most := 0
+			for _, nd := range tr.Nodes {
+				if nd.Parent != "" && len(nd.Children) > most {
+					most = len(nd.Children)
+					d.Victim, d.Parent, d.Child, d.Shape = nd.ID, nd.Parent, nd.Children[0], tr.Shape
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("rig: %s took no eighth of the package from %s", d.Child, d.Victim)
+		}
+		if v, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries); v-baseParent[d.Child] >= d.Size/8 {
+			d.ChildAtKill = v - baseParent[d.Child]
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	agents[d.Victim].Kill()
+	return nil
+}
+
+// treeOf is app's function tree as the controller holds it, or nil.
+func (n *Nodes) treeOf(app string) *api.FuncTree {
+	for _, a := range n.Controller.Apps() {
+		if a.Name == app {
+			return a.Tree
+		}
+	}
+	return nil
+}
