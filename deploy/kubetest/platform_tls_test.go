@@ -1,0 +1,478 @@
+//go:build kube
+
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/etcdauth"
+	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/pki"
+)
+
+// TestChartPlatformTLS runs the controller and an agent as the chart
+// renders them with tls.enabled and Secrets of the operator's: the pods'
+// volumes are laid out as the kubelet mounts them (Secrets 0440), their
+// init containers' scripts run, then `hoard controller` and `hoard
+// agent` run with the containers' own arguments against an etcd with the
+// etcd Secret's certificate. It checks what the chart promises: etcd's
+// authentication turned on by the controller, the agent signed in as the
+// agents' shared user (not root), the identity checks of `hoard up
+// --tls` at the agent's and the controller's listeners (attackers with no
+// certificate, another CA's, a cachelet's of the agents' issuer, the
+// CLI's), and no secret on a command line or in an environment.
+func TestChartPlatformTLS(t *testing.T) {
+	helm := bin(t, "HOARD_HELM_BIN")
+	hoard := bin(t, "HOARD_BIN")
+	chart := chartDir(t)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// The operator's PKI: a root, the parts' certificates, the agents'
+	// issuing CA (cachelets' identities only), and a stranger's CA.
+	ca, err := pki.OpenCA(filepath.Join(root, "pki", "ca"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(name string, id pki.Identity, hosts ...string) pki.Files {
+		f, err := ca.Issue(name, pki.Request{Identity: id, Hosts: hosts, Server: true, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	controllerF := issue("controller", pki.Controller(), "127.0.0.1", "hoard-controller.hoard.svc")
+	agentF := issue("agent", pki.Agent("hoard-agent"), "127.0.0.1")
+	etcdF := issue("etcd", pki.Client("etcd"), "127.0.0.1", "localhost")
+	cliF := issue("cli", pki.Client("cli"), "127.0.0.1")
+	issuerDir := filepath.Join(root, "pki", "issuer")
+	if err := ca.IssueCA(issuerDir); err != nil {
+		t.Fatal(err)
+	}
+	issuer, err := pki.LoadCA(issuerDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheletF, err := issuer.IssueIn(filepath.Join(root, "pki"), "cachelet", pki.Request{Identity: pki.Cachelet("a", "a-1"), Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := pki.OpenCA(filepath.Join(root, "pki", "stranger"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerF, err := stranger.Issue("controller", pki.Request{Identity: pki.Controller(), Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tlsSecret := func(f pki.Files) map[string]string {
+		return map[string]string{"tls.crt": read(f.Cert), "tls.key": read(f.Key), "ca.crt": read(ca.CertFile())}
+	}
+	secrets := map[string]map[string]string{
+		"hoard-store":            {"access-key": "storeaccess0123", "secret-key": "storesecret0123456789"},
+		"hoard-identities":       {"identities.yaml": "{}\n"},
+		"hoard-controller-tls":   tlsSecret(controllerF),
+		"hoard-agent-tls":        tlsSecret(agentF),
+		"hoard-agent-issuer-tls": {"tls.crt": read(filepath.Join(issuerDir, "ca.crt")), "tls.key": read(filepath.Join(issuerDir, "ca.key")), "ca.crt": read(ca.CertFile())},
+	}
+
+	// etcd, as the operator's (etcd.deploy=false), with the etcd Secret's
+	// certificate, client certificates required; authentication still off.
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(root, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+		TLS: &etcdembed.TLSFiles{Cert: etcdF.Cert, Key: etcdF.Key, CA: ca.CertFile()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+
+	controllerPort, agentPort := freePort(t), freePort(t)
+	objs := render(t, helm, chart, "-f", filepath.Join(chart, "ci", "platform-tls-values.yaml"),
+		"--set", fmt.Sprintf("etcd.deploy=false,etcd.endpoints={%s},controller.port=%d,agent.port=%d", etcd.Endpoints()[0], controllerPort, agentPort))
+	var controllerPod, agentPod map[string]any
+	for _, o := range objs {
+		switch o.kind() {
+		case "Secret":
+			data := map[string]string{}
+			for k, v := range o["data"].(map[string]any) {
+				b, err := base64.StdEncoding.DecodeString(v.(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				data[k] = string(b)
+			}
+			secrets[o.name()] = data
+		case "Deployment":
+			controllerPod = podSpec(o)
+		case "DaemonSet":
+			agentPod = podSpec(o)
+		}
+	}
+	if controllerPod == nil || agentPod == nil {
+		t.Fatal("the chart rendered no controller or no agent")
+	}
+	for _, name := range []string{"hoard-etcd-root", "hoard-etcd-agents", "hoard-tokens"} {
+		if secrets[name] == nil {
+			t.Fatalf("the chart made no Secret %s", name)
+		}
+	}
+	if u := secrets["hoard-etcd-agents"]["username"]; u == etcdauth.Root {
+		t.Fatalf("the agents' etcd user is root")
+	}
+
+	// No secret on a command line or in an environment.
+	var secretValues []string
+	for _, data := range secrets {
+		for k, v := range data {
+			if !slices.Contains([]string{"tls.crt", "ca.crt", "username", "identities.yaml"}, k) {
+				secretValues = append(secretValues, strings.TrimSpace(v))
+			}
+		}
+	}
+	for _, pod := range []map[string]any{controllerPod, agentPod} {
+		for _, c := range containers(pod) {
+			b, err := json.Marshal([]any{c["command"], c["args"], c["env"]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range secretValues {
+				if strings.Contains(string(b), v) {
+					t.Errorf("container %s: a secret on its command line or in its environment", c["name"])
+				}
+			}
+		}
+	}
+
+	// The controller: it turns etcd's authentication on and makes the
+	// agents' user before it serves.
+	cdir := filepath.Join(root, "controller")
+	controllerArgs := mountPod(t, cdir, controllerPod, secrets)
+	controllerExited := startProcess(t, hoard, controllerArgs, filepath.Join(cdir, "log"))
+	controllerURL := fmt.Sprintf("https://127.0.0.1:%d", controllerPort)
+	admin := secrets["hoard-tokens"]["admin-token"]
+	agentToken := secrets["hoard-tokens"]["agent-token"]
+	cli := httpsClient(t, cliF, ca.CertFile())
+	waitUntil(t, ctx, "the controller serving", controllerExited, filepath.Join(cdir, "log"), func() error {
+		return status(ctx, cli, controllerURL+"/v1/apps", admin, http.StatusOK)
+	})
+
+	// etcd: authentication on; nothing without a user, even with a
+	// certificate of the CA; root is the Secret's.
+	etcdTLS, err := pki.ClientConfig(pki.Files{Cert: cliF.Cert, Key: cliF.Key, CA: ca.CertFile()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := etcdauth.ClientTLS(etcd.Endpoints(), etcdauth.Credentials{}, etcdTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if _, err := anon.Get(ctx, "/hoard/platform/", clientv3.WithPrefix()); !errors.Is(err, rpctypes.ErrUserEmpty) && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("etcd without a user: %v, want refused", err)
+	}
+	rootCli, err := etcdauth.ClientTLS(etcd.Endpoints(), etcdauth.Credentials{Username: etcdauth.Root, Password: secrets["hoard-etcd-root"]["password"]}, etcdTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rootCli.Close()
+
+	// The agent, signed in to etcd as the agents' user.
+	adir := filepath.Join(root, "agent")
+	agentArgs := mountPod(t, adir, agentPod, secrets)
+	// Its etcd user is the agents' (never root), in a file only it reads.
+	credsPath := filepath.Join(adir, "volumes", "run", "etcd.json")
+	if st, err := os.Stat(credsPath); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the agent's etcd credentials: %v, %v; want a file of mode 0600", st, err)
+	}
+	if c, err := etcdauth.ReadFile(credsPath); err != nil || c.Username != secrets["hoard-etcd-agents"]["username"] {
+		t.Fatalf("the agent signs in to etcd as %q (%v), want the agents' user", c.Username, err)
+	}
+	agentExited := startProcess(t, hoard, agentArgs, filepath.Join(adir, "log"))
+	waitUntil(t, ctx, "the agent registered", agentExited, filepath.Join(adir, "log"), func() error {
+		r, err := rootCli.Get(ctx, api.EtcdPrefix+"agent-node-a")
+		if err == nil && len(r.Kvs) == 0 {
+			err = errors.New("not yet")
+		}
+		return err
+	})
+	agentsCli, err := etcdauth.ClientTLS(etcd.Endpoints(), etcdauth.Credentials{Username: secrets["hoard-etcd-agents"]["username"], Password: secrets["hoard-etcd-agents"]["password"]}, etcdTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentsCli.Close()
+	if _, err := agentsCli.Get(ctx, "/hoard/platform/apps/", clientv3.WithPrefix()); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("the agents' user reads the application records: %v", err)
+	}
+
+	// The agent's API takes the controller alone.
+	agentURL := fmt.Sprintf("https://127.0.0.1:%d/v1/instances", agentPort)
+	if err := status(ctx, httpsClient(t, controllerF, ca.CertFile()), agentURL, agentToken, http.StatusOK); err != nil {
+		t.Errorf("the controller at the agent: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		files pki.Files
+		want  int // 0: refused at the handshake
+	}{
+		{"no certificate", pki.Files{}, 0},
+		{"another CA's controller", strangerF, 0},
+		{"a cachelet of the agents' issuer", cacheletF, 0},
+		{"the CLI", cliF, 0},
+		{"another agent (package relay only)", agentF, http.StatusForbidden},
+	} {
+		err := status(ctx, httpsClient(t, c.files, ca.CertFile()), agentURL, agentToken, c.want)
+		if err != nil {
+			t.Errorf("%s at the agent: %v", c.name, err)
+		}
+	}
+	// The controller's API takes certificates of the CA alone.
+	for _, c := range []struct {
+		name  string
+		files pki.Files
+	}{{"no certificate", pki.Files{}}, {"another CA's controller", strangerF}} {
+		if err := status(ctx, httpsClient(t, c.files, ca.CertFile()), controllerURL+"/v1/apps", admin, 0); err != nil {
+			t.Errorf("%s at the controller: %v", c.name, err)
+		}
+	}
+	if err := status(ctx, httpsClient(t, cacheletF, ca.CertFile()), controllerURL+"/v1/apps", "", http.StatusUnauthorized); err != nil {
+		t.Errorf("a cachelet without a token at the controller: %v", err)
+	}
+}
+
+func podSpec(o object) map[string]any {
+	return o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+func containers(pod map[string]any) []map[string]any {
+	var cs []map[string]any
+	for _, key := range []string{"initContainers", "containers"} {
+		l, _ := pod[key].([]any)
+		for _, c := range l {
+			cs = append(cs, c.(map[string]any))
+		}
+	}
+	return cs
+}
+
+// mountPod lays pod's volumes out under dir as the kubelet mounts them
+// (Secrets' items with their defaultMode, empty directories), runs its
+// init containers' shell scripts there, and returns its container's
+// arguments with the mount paths moved under dir and the downward API's
+// variables set (the pod on 127.0.0.1, node "node-a").
+func mountPod(t *testing.T, dir string, pod map[string]any, secrets map[string]map[string]string) []string {
+	t.Helper()
+	volumes := map[string]string{} // name → directory
+	for _, v := range pod["volumes"].([]any) {
+		v := v.(map[string]any)
+		name := v["name"].(string)
+		d := filepath.Join(dir, "volumes", name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		volumes[name] = d
+		var sources []map[string]any
+		mode := os.FileMode(0o644)
+		if s, ok := v["secret"].(map[string]any); ok {
+			sources = append(sources, map[string]any{"name": s["secretName"], "items": s["items"]})
+			if m, ok := s["defaultMode"].(int); ok {
+				mode = os.FileMode(m)
+			}
+		}
+		if p, ok := v["projected"].(map[string]any); ok {
+			if m, ok := p["defaultMode"].(int); ok {
+				mode = os.FileMode(m)
+			}
+			for _, src := range p["sources"].([]any) {
+				sources = append(sources, src.(map[string]any)["secret"].(map[string]any))
+			}
+		}
+		if len(sources) > 0 && mode&0o044 == 0o044 {
+			// The kubelet's mode for Secrets: 0440 with fsGroup, which
+			// hoard refuses for its secret files (the init containers
+			// copy them).
+			t.Fatalf("volume %s: mode %v: the chart sets none, or one others may read", name, mode)
+		}
+		for _, s := range sources {
+			data, ok := secrets[s["name"].(string)]
+			if !ok {
+				t.Fatalf("volume %s: no Secret %s", name, s["name"])
+			}
+			for _, it := range s["items"].([]any) {
+				it := it.(map[string]any)
+				val, ok := data[it["key"].(string)]
+				if !ok {
+					t.Fatalf("volume %s: Secret %s has no key %s", name, s["name"], it["key"])
+				}
+				p := filepath.Join(d, it["path"].(string))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(val), mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// remap moves a container's mount paths (longest first) under dir.
+	remap := func(c map[string]any, s string) string {
+		type m struct{ path, dir string }
+		var ms []m
+		for _, vm := range c["volumeMounts"].([]any) {
+			vm := vm.(map[string]any)
+			ms = append(ms, m{vm["mountPath"].(string), volumes[vm["name"].(string)]})
+		}
+		sort.Slice(ms, func(i, j int) bool { return len(ms[i].path) > len(ms[j].path) })
+		var pairs []string
+		for _, x := range ms {
+			pairs = append(pairs, x.path, x.dir)
+		}
+		return strings.NewReplacer(pairs...).Replace(s)
+	}
+	for _, ic := range pod["initContainers"].([]any) {
+		ic := ic.(map[string]any)
+		args := ic["args"].([]any)
+		script := remap(ic, args[0].(string))
+		cmd := exec.Command("/bin/sh", "-euc", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("init container %s: %v\n%s", ic["name"], err, out)
+		}
+	}
+	c := pod["containers"].([]any)[0].(map[string]any)
+	var out []string
+	for _, a := range c["args"].([]any) {
+		s := remap(c, a.(string))
+		s = strings.NewReplacer("$(POD_IP)", "127.0.0.1", "$(NODE_NAME)", "node-a", "$(POD_NAME)", "hoard-agent-x").Replace(s)
+		out = append(out, s)
+	}
+	return out
+}
+
+// startProcess runs hoard with args until the test ends, its output in
+// logPath; an environment with nothing of the test's.
+func startProcess(t *testing.T, hoard string, args []string, logPath string) <-chan struct{} {
+	t.Helper()
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	cmd := exec.Command(hoard, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + filepath.Dir(logPath)}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s %s's log:\n%s", filepath.Base(hoard), args[0], tail(readFile(logPath), 3000))
+		}
+	})
+	return exited
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+// waitUntil polls check until it passes, failing the test (with the log
+// at logPath) when ctx ends or the process exits first.
+func waitUntil(t *testing.T, ctx context.Context, what string, exited <-chan struct{}, logPath string, check func() error) {
+	t.Helper()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v\n%s", what, err, tail(readFile(logPath), 3000))
+		case <-exited:
+			t.Fatalf("%s: the process exited: %v\n%s", what, err, tail(readFile(logPath), 3000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// httpsClient presents f's certificate (none when f is zero) and trusts
+// the CA bundle caFile, host names checked.
+func httpsClient(t *testing.T, f pki.Files, caFile string) *http.Client {
+	t.Helper()
+	tc, err := pki.ClientConfig(pki.Files{Cert: f.Cert, Key: f.Key, CA: caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+}
+
+// status GETs url with a bearer token and checks the answer's status;
+// want 0 means the TLS handshake must fail (no answer at all).
+func status(ctx context.Context, c *http.Client, url, token string, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		var terr *tls.CertificateVerificationError
+		if want == 0 && !errors.As(err, &terr) {
+			return nil // refused by the server's handshake
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if want == 0 {
+		return fmt.Errorf("answered %d, want the handshake refused", resp.StatusCode)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%d %s, want %d", resp.StatusCode, bytes.TrimSpace(body), want)
+	}
+	return nil
+}
