@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -599,5 +600,78 @@ func TestFileIssuerRenewed(t *testing.T) {
 	}
 	if readCert(t, f.Cert).CheckSignatureFrom(second) != nil {
 		t.Error("mid-update, a certificate not of the CA loaded last")
+	}
+}
+
+// TestStoreClientConfig: the store's TLS trusts a store of the platform's
+// CA and the system's roots (a public S3), refuses a stranger's, checks
+// host names, and presents no certificate.
+func TestStoreClientConfig(t *testing.T) {
+	ca, _ := newCA(t)
+	f, err := ca.Issue("store", Request{Identity: Client("store"), Hosts: []string{"127.0.0.1"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCfg, err := ServerConfig(Files{Cert: f.Cert, Key: f.Key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			http.Error(w, "a client certificate", http.StatusBadRequest)
+		}
+	}))
+	srv.Listener = tls.NewListener(srv.Listener, srvCfg) // not StartTLS: see TestMutualTLS
+	srv.Start()
+	defer srv.Close()
+	srv.URL = strings.Replace(srv.URL, "http://", "https://", 1)
+	get := func(caFile, url string) error {
+		cfg, err := StoreClientConfig(caFile)
+		if err != nil {
+			return err
+		}
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+	if err := get(ca.CertFile(), srv.URL); err != nil {
+		t.Errorf("a store of the platform's CA: %v", err)
+	}
+	stranger, _ := newCA(t)
+	if err := get(stranger.CertFile(), srv.URL); err == nil {
+		t.Error("a store of another CA was trusted")
+	}
+	if err := get(ca.CertFile(), strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)); err == nil {
+		t.Error("a store's certificate for another host name was trusted")
+	}
+	if _, err := StoreClientConfig(filepath.Join(t.TempDir(), "none.crt")); err == nil {
+		t.Error("a missing CA bundle was accepted")
+	}
+	// The system's roots are kept beside the bundle.
+	cfg, err := StoreClientConfig(ca.CertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	if err != nil {
+		t.Fatalf("the system's bundle: %v", err)
+	}
+	var root *x509.Certificate
+	for rest := b; root == nil; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			t.Fatal("no certificate in the system's bundle")
+		}
+		root, _ = x509.ParseCertificate(blk.Bytes)
+	}
+	if _, err := root.Verify(x509.VerifyOptions{Roots: cfg.RootCAs}); err != nil {
+		t.Errorf("a system root (%s) is not trusted: %v", root.Subject, err)
 	}
 }
