@@ -101,6 +101,7 @@ func TestChartDryRun(t *testing.T) {
 		// Each agent pod's own certificate from cert-manager's csi-driver
 		// (an inline CSI volume; the Certificates are cert-manager's kind,
 		// checked by TestChartCertManager).
+		{"sidecar-tls-cert-manager-csi", "sidecar-values.yaml", []string{"--set", "tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true,sidecar.apps[0].tlsSecret="}, []string{"Deployment"}},
 		{"platform-tls-cert-manager-csi", "platform-values.yaml", []string{"--set", "tls.enabled=true,tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true"}, []string{"DaemonSet", "Certificate"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,6 +185,37 @@ func TestChartCertManager(t *testing.T) {
 	dns := fmt.Sprint(spec["dnsNames"])
 	if !strings.Contains(dns, "*.hoard-etcd.hoard.svc") || !strings.Contains(dns, "hoard-etcd.hoard.svc") {
 		t.Errorf("etcd's Certificate names %s, not its members", dns)
+	}
+
+	// An application without a tlsSecret: a Certificate for its
+	// cachelets (its identity, 127.0.0.1 for its function), or with the
+	// csi-driver one per pod.
+	objs = render(t, helm, chart, "-f", filepath.Join(chart, "ci", "sidecar-values.yaml"),
+		"--set", "tls.certManager.issuer=hoard-ca,sidecar.apps[0].tlsSecret=")
+	var thumbs map[string]any
+	for _, o := range objs {
+		if o.kind() == "Certificate" && o.name() == "thumbs-cachelet" {
+			thumbs = o["spec"].(map[string]any)
+		}
+		if o.kind() == "Certificate" && o.name() == "etl-cachelet" {
+			t.Error("a Certificate for etl, which has a tlsSecret")
+		}
+	}
+	if thumbs == nil || fmt.Sprint(thumbs["uris"]) != "[hoard://app/thumbs/thumbs-cachelet]" || fmt.Sprint(thumbs["ipAddresses"]) != "[127.0.0.1]" || thumbs["secretName"] != "thumbs-cachelet-tls" {
+		t.Errorf("thumbs's cachelets' Certificate: %v", thumbs)
+	}
+	objs = render(t, helm, chart, "-f", filepath.Join(chart, "ci", "sidecar-values.yaml"),
+		"--set", "tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true,sidecar.apps[0].tlsSecret=")
+	for _, o := range objs {
+		if o.kind() == "Certificate" && strings.HasSuffix(o.name(), "-cachelet") {
+			t.Errorf("with the csi-driver, a Certificate %s", o.name())
+		}
+		if o.kind() == "Deployment" && o.name() == "thumbs" {
+			b, _ := json.Marshal(podSpec(o)["volumes"])
+			if !strings.Contains(string(b), `"csi.cert-manager.io/uri-sans":"hoard://app/thumbs/${POD_NAME}"`) || !strings.Contains(string(b), `"csi.cert-manager.io/ip-sans":"127.0.0.1"`) {
+				t.Errorf("thumbs's volumes: %s", b)
+			}
+		}
 	}
 }
 
@@ -328,6 +360,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "tls.enabled=true,tls.controllerSecret=c,tls.etcdSecret=e,tls.agentSecret=a"}, "tls.agentIssuerSecret (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required"},
 		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "etcd.auth.enabled=false"}, "etcd.agentCredentialsSecret is required with etcd.auth.enabled=false"},
 		{[]string{"-f", filepath.Join(chart, "ci", "sidecar-values.yaml"), "--set", "sidecar.apps[0].name=Bad_Name"}, "1-40 of a-z 0-9 -"},
+		{[]string{"-f", filepath.Join(chart, "ci", "sidecar-values.yaml"), "--set", "sidecar.apps[1].tlsSecret="}, "sidecar.apps[etl].tlsSecret (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required"},
 	} {
 		out, err := helmTemplate(helm, chart, c.args...)
 		if err == nil || !strings.Contains(string(out), c.want) {

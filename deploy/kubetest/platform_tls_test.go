@@ -28,6 +28,7 @@ import (
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/etcdembed"
+	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/pki"
 )
 
@@ -175,7 +176,7 @@ func TestChartPlatformTLS(t *testing.T) {
 	// The controller: it turns etcd's authentication on and makes the
 	// agents' user before it serves.
 	cdir := filepath.Join(root, "controller")
-	controllerArgs := mountPod(t, cdir, controllerPod, secrets)
+	controllerArgs := mountPod(t, cdir, controllerPod, secrets, "controller")
 	controllerExited := startProcess(t, hoard, controllerArgs, filepath.Join(cdir, "log"))
 	controllerURL := fmt.Sprintf("https://127.0.0.1:%d", controllerPort)
 	admin := secrets["hoard-tokens"]["admin-token"]
@@ -207,7 +208,7 @@ func TestChartPlatformTLS(t *testing.T) {
 
 	// The agent, signed in to etcd as the agents' user.
 	adir := filepath.Join(root, "agent")
-	agentArgs := mountPod(t, adir, agentPod, secrets)
+	agentArgs := mountPod(t, adir, agentPod, secrets, "agent")
 	// Its etcd user is the agents' (never root), in a file only it reads.
 	credsPath := filepath.Join(adir, "volumes", "run", "etcd.json")
 	if st, err := os.Stat(credsPath); err != nil || st.Mode().Perm() != 0o600 {
@@ -285,20 +286,20 @@ func containers(pod map[string]any) []map[string]any {
 
 // mountPod lays pod's volumes out under dir as the kubelet mounts them
 // (Secrets' items with their defaultMode, empty directories), runs its
-// init containers' shell scripts there, and returns its container's
-// arguments with the mount paths moved under dir and the downward API's
-// variables set (the pod on 127.0.0.1, node "node-a").
-func mountPod(t *testing.T, dir string, pod map[string]any, secrets map[string]map[string]string) []string {
+// init containers' shell scripts there, and returns the arguments of its
+// container named name with the mount paths moved under dir and the
+// downward API's variables set (the pod on 127.0.0.1, node "node-a").
+func mountPod(t *testing.T, dir string, pod map[string]any, secrets map[string]map[string]string, name string) []string {
 	t.Helper()
 	volumes := map[string]string{} // name → directory
 	for _, v := range pod["volumes"].([]any) {
 		v := v.(map[string]any)
-		name := v["name"].(string)
-		d := filepath.Join(dir, "volumes", name)
+		vname := v["name"].(string)
+		d := filepath.Join(dir, "volumes", vname)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		volumes[name] = d
+		volumes[vname] = d
 		var sources []map[string]any
 		mode := os.FileMode(0o644)
 		if s, ok := v["secret"].(map[string]any); ok {
@@ -319,18 +320,18 @@ func mountPod(t *testing.T, dir string, pod map[string]any, secrets map[string]m
 			// The kubelet's mode for Secrets: 0440 with fsGroup, which
 			// hoard refuses for its secret files (the init containers
 			// copy them).
-			t.Fatalf("volume %s: mode %v: the chart sets none, or one others may read", name, mode)
+			t.Fatalf("volume %s: mode %v: the chart sets none, or one others may read", vname, mode)
 		}
 		for _, s := range sources {
 			data, ok := secrets[s["name"].(string)]
 			if !ok {
-				t.Fatalf("volume %s: no Secret %s", name, s["name"])
+				t.Fatalf("volume %s: no Secret %s", vname, s["name"])
 			}
 			for _, it := range s["items"].([]any) {
 				it := it.(map[string]any)
 				val, ok := data[it["key"].(string)]
 				if !ok {
-					t.Fatalf("volume %s: Secret %s has no key %s", name, s["name"], it["key"])
+					t.Fatalf("volume %s: Secret %s has no key %s", vname, s["name"], it["key"])
 				}
 				p := filepath.Join(d, it["path"].(string))
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -370,7 +371,15 @@ func mountPod(t *testing.T, dir string, pod map[string]any, secrets map[string]m
 			t.Fatalf("init container %s: %v\n%s", ic["name"], err, out)
 		}
 	}
-	c := pod["containers"].([]any)[0].(map[string]any)
+	var c map[string]any
+	for _, x := range pod["containers"].([]any) {
+		if x.(map[string]any)["name"] == name {
+			c = x.(map[string]any)
+		}
+	}
+	if c == nil {
+		t.Fatalf("no container %s", name)
+	}
 	var out []string
 	for _, a := range c["args"].([]any) {
 		s := remap(c, a.(string))
@@ -475,4 +484,168 @@ func status(ctx context.Context, c *http.Client, url, token string, want int) er
 		return fmt.Errorf("%d %s, want %d", resp.StatusCode, bytes.TrimSpace(body), want)
 	}
 	return nil
+}
+
+// TestChartSidecarTLS runs the cachelet sidecars of two applications as
+// the chart renders them with tls.enabled and their Secrets (laid out as
+// the kubelet mounts them, their init containers run): each serves S3 over
+// https to its function (which trusts AWS_CA_BUNDLE, the CA alone mounted
+// in its container), joins its ring through an etcd that requires client
+// certificates, and takes its own application's cachelets alone at its
+// peer listener: another application's, another CA's and none are
+// refused at the handshake.
+func TestChartSidecarTLS(t *testing.T) {
+	helm := bin(t, "HOARD_HELM_BIN")
+	hoard := bin(t, "HOARD_BIN")
+	chart := chartDir(t)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	ca, err := pki.OpenCA(filepath.Join(root, "pki", "ca"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(name string, id pki.Identity) pki.Files {
+		f, err := ca.Issue(name, pki.Request{Identity: id, Hosts: []string{"127.0.0.1", "localhost"}, Server: true, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	thumbsF, thumbs2F, etlF := issue("thumbs", pki.Cachelet("thumbs", "thumbs-cachelet")), issue("thumbs2", pki.Cachelet("thumbs", "thumbs-other")), issue("etl", pki.Cachelet("etl", "etl-cachelet"))
+	etcdF := issue("etcd", pki.Client("etcd"))
+	stranger, err := pki.OpenCA(filepath.Join(root, "pki", "stranger"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerF, err := stranger.Issue("thumbs", pki.Request{Identity: pki.Cachelet("thumbs", "x"), Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(root, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+		TLS: &etcdembed.TLSFiles{Cert: etcdF.Cert, Key: etcdF.Key, CA: ca.CertFile()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	secrets := map[string]map[string]string{}
+	type app struct {
+		name             string
+		files            pki.Files
+		s3, peer, metric int
+	}
+	apps := []app{{"thumbs", thumbsF, freePort(t), freePort(t), freePort(t)}, {"etl", etlF, freePort(t), freePort(t), freePort(t)}}
+	var entries []map[string]any
+	for _, a := range apps {
+		doc, err := json.Marshal(map[string]any{
+			"version": 1, "app": a.name,
+			"access_key": a.name + "-function-key", "secret_key": a.name + "-function-secret-0123456789",
+			"peer_secret":    a.name + "-peer-secret-0123456789",
+			"etcd_endpoints": etcd.Endpoints(),
+			"store":          map[string]any{"endpoint": "https://127.0.0.1:1", "access_key": "storeaccess0123", "secret_key": "storesecret0123456789"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[a.name+"-cachelet"] = map[string]string{"document.json": string(doc)}
+		secrets[a.name+"-tls"] = map[string]string{"tls.crt": read(a.files.Cert), "tls.key": read(a.files.Key), "ca.crt": read(ca.CertFile())}
+		entries = append(entries, map[string]any{"name": a.name, "image": "docker.io/hoard-io/hoard-worker:dev", "replicas": 1,
+			"secret": a.name + "-cachelet", "tlsSecret": a.name + "-tls", "s3Port": a.s3, "peerPort": a.peer, "metricsPort": a.metric})
+	}
+	appsJSON, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, helm, chart, "-f", filepath.Join(chart, "ci", "sidecar-values.yaml"), "--set-json", "sidecar.apps="+string(appsJSON),
+		"--set", "etcd.deploy=false,etcd.endpoints={"+etcd.Endpoints()[0]+"}")
+	pods := map[string]map[string]any{}
+	for _, o := range objs {
+		if o.kind() == "Deployment" {
+			pods[o.name()] = podSpec(o)
+		}
+	}
+	for _, a := range apps {
+		pod := pods[a.name]
+		if pod == nil {
+			t.Fatalf("no Deployment %s", a.name)
+		}
+		// The function's container: https, the CA bundle, and of the TLS
+		// volume the CA alone.
+		fn := containers(pod)[1]
+		env, _ := json.Marshal(fn["env"])
+		mounts, _ := json.Marshal(fn["volumeMounts"])
+		if !strings.Contains(string(env), fmt.Sprintf(`"value":"https://127.0.0.1:%d"`, a.s3)) || !strings.Contains(string(env), `{"name":"AWS_CA_BUNDLE","value":"/etc/hoard/ca/ca.crt"}`) {
+			t.Errorf("%s's function's environment: %s", a.name, env)
+		}
+		if string(mounts) != `[{"mountPath":"/etc/hoard/ca/ca.crt","name":"tls","readOnly":true,"subPath":"ca.crt"}]` {
+			t.Errorf("%s's function mounts %s, want the CA alone", a.name, mounts)
+		}
+		dir := filepath.Join(root, a.name)
+		args := mountPod(t, dir, pod, secrets, "cachelet")
+		exited := startProcess(t, hoard, args, filepath.Join(dir, "log"))
+		s3 := httpsClient(t, pki.Files{}, filepath.Join(dir, "volumes", "tls", "ca.crt"))
+		// S3 over https, the certificate trusted through the CA bundle the
+		// function gets: an unsigned request is the S3 front's to refuse.
+		waitUntil(t, ctx, a.name+"'s cachelet serving S3 over https", exited, filepath.Join(dir, "log"), func() error {
+			return status(ctx, s3, fmt.Sprintf("https://127.0.0.1:%d/", a.s3), "", http.StatusForbidden)
+		})
+	}
+
+	// Both joined their rings through etcd, over TLS with their
+	// certificates.
+	etcdTLS, err := pki.ClientConfig(pki.Files{Cert: etcdF.Cert, Key: etcdF.Key, CA: ca.CertFile()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := etcdauth.ClientTLS(etcd.Endpoints(), etcdauth.Credentials{}, etcdTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for _, a := range apps {
+		waitUntil(t, ctx, a.name+" in its ring", nil, filepath.Join(root, a.name, "log"), func() error {
+			r, err := cli.Get(ctx, etcdmembership.RingPrefix("", a.name), clientv3.WithPrefix())
+			if err == nil && len(r.Kvs) != 1 {
+				err = fmt.Errorf("%d members", len(r.Kvs))
+			}
+			return err
+		})
+	}
+
+	// thumbs's peer listener: its application's cachelets alone.
+	peer := fmt.Sprintf("https://127.0.0.1:%d/", apps[0].peer)
+	if _, err := answered(ctx, httpsClient(t, thumbs2F, ca.CertFile()), peer); err != nil {
+		t.Errorf("another cachelet of thumbs at thumbs's peer listener: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		files pki.Files
+	}{{"etl's cachelet", etlF}, {"no certificate", pki.Files{}}, {"another CA's thumbs cachelet", strangerF}} {
+		if err := status(ctx, httpsClient(t, c.files, ca.CertFile()), peer, "", 0); err != nil {
+			t.Errorf("%s at thumbs's peer listener: %v", c.name, err)
+		}
+	}
+}
+
+// answered GETs url and returns the status of whatever answer came.
+func answered(ctx context.Context, c *http.Client, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
