@@ -274,6 +274,15 @@ func TestChartCertManagerPlatform(t *testing.T) {
 	if vols := mounted(objs, "Deployment"); !strings.Contains(vols, `"secretName":"hoard-controller-tls"`) {
 		t.Errorf("the controller's volumes: %s", vols)
 	}
+	// Prometheus scrapes the controller and the agents over https.
+	for _, o := range objs {
+		if o.kind() == "Deployment" || o.kind() == "DaemonSet" {
+			ann := o["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
+			if ann["prometheus.io/scheme"] != "https" {
+				t.Errorf("%s's scrape annotations: %v", o.kind(), ann)
+			}
+		}
+	}
 
 	// Without name constraints (cert-manager's feature gate off).
 	objs = render(t, helm, chart, append(base, "--set", "tls.certManager.nameConstraints=false")...)

@@ -109,6 +109,9 @@ or a backslash is refused (the JSON is written by printf).
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
+{{- if .https }}
+prometheus.io/scheme: https
+{{- end }}
 {{- end }}
 {{- end -}}
 
