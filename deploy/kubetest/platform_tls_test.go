@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,6 +233,13 @@ func TestChartPlatformTLS(t *testing.T) {
 	defer agentsCli.Close()
 	if _, err := agentsCli.Get(ctx, "/hoard/platform/apps/", clientv3.WithPrefix()); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("the agents' user reads the application records: %v", err)
+	}
+
+	// The controller calls the agent (its dashboard's state asks every
+	// agent for its instances) over mutual TLS, each checking the other's
+	// role.
+	if err := agentAnswersController(ctx, t, cliF, ca.CertFile(), controllerURL, admin); err != nil {
+		t.Errorf("the controller calling the agent: %v", err)
 	}
 
 	// The agent's API takes the controller alone.
@@ -648,4 +656,58 @@ func answered(ctx context.Context, c *http.Client, url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// agentAnswersController signs in to the controller's dashboard (the
+// admin's token, the CLI's certificate) and checks that its state lists
+// agent-node-a as answering: the controller reached its API.
+func agentAnswersController(ctx context.Context, t *testing.T, cliF pki.Files, caFile, controllerURL, admin string) error {
+	t.Helper()
+	c := httpsClient(t, cliF, caFile)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return err
+	}
+	c.Jar = jar
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, controllerURL+"/v1/dashboard/login", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	var login struct {
+		Path string `json:"path"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&login)
+	resp.Body.Close()
+	if err != nil || login.Path == "" {
+		return fmt.Errorf("a login code: %v (%s)", err, resp.Status)
+	}
+	if _, err := answered(ctx, c, controllerURL+login.Path); err != nil {
+		return err
+	}
+	req, err = http.NewRequestWithContext(ctx, http.MethodGet, controllerURL+"/dashboard/api/state", nil)
+	if err != nil {
+		return err
+	}
+	resp, err = c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Agents []struct {
+			ID, Error string
+		} `json:"agents"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return fmt.Errorf("the dashboard's state (%s): %v", resp.Status, err)
+	}
+	if len(st.Agents) != 1 || st.Agents[0].ID != "agent-node-a" || st.Agents[0].Error != "" {
+		return fmt.Errorf("the dashboard's agents: %+v", st.Agents)
+	}
+	return nil
 }
