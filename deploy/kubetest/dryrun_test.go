@@ -248,11 +248,17 @@ func TestChartCertManagerPlatform(t *testing.T) {
 	}
 	objs := render(t, helm, chart, base...)
 	cs := certs(objs)
-	if len(cs) != 4 {
-		t.Fatalf("Certificates %v, want the controller's, etcd's, the agents' and their issuer's", cs)
+	if len(cs) != 5 {
+		t.Fatalf("Certificates %v, want the controller's, the CLI's, etcd's, the agents' and their issuer's", cs)
 	}
 	if u := fmt.Sprint(cs["hoard-controller"]["uris"]); u != "[hoard://platform/controller]" {
 		t.Errorf("the controller's URI SANs: %s", u)
+	}
+	if ip := fmt.Sprint(cs["hoard-controller"]["ipAddresses"]); ip != "[127.0.0.1]" {
+		t.Errorf("the controller's IP SANs (kubectl port-forward): %s", ip)
+	}
+	if cli := cs["hoard-cli"]; fmt.Sprint(cli["uris"]) != "[hoard://platform/client/admin]" || fmt.Sprint(cli["usages"]) != "[client auth digital signature]" {
+		t.Errorf("the CLI's Certificate: %v", cli)
 	}
 	agent := cs["hoard-agent"]
 	if u := fmt.Sprint(agent["uris"]); !strings.HasPrefix(u, "[hoard://platform/agent/") || agent["secretName"] != "hoard-agent-tls" {
@@ -293,7 +299,7 @@ func TestChartCertManagerPlatform(t *testing.T) {
 	// One certificate per agent pod from the csi-driver: no shared one.
 	objs = render(t, helm, chart, append(base, "--set", "tls.certManager.csiDriver=true")...)
 	cs = certs(objs)
-	if _, ok := cs["hoard-agent"]; ok || len(cs) != 3 {
+	if _, ok := cs["hoard-agent"]; ok || len(cs) != 4 {
 		t.Errorf("with the csi-driver, Certificates %v", cs)
 	}
 	vols = mounted(objs, "DaemonSet")
