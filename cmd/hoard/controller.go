@@ -72,7 +72,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err := prepareEtcdAuth(ctx, cfg, &tf, *enableAuth, *agentsCreds); err != nil {
 			return err
 		}
-		log.Info("etcd's authentication is on", "agents_user_made", *agentsCreds != "")
+		log.Info("etcd's users prepared", "auth_checked_on", *enableAuth, "agents_user", *agentsCreds != "")
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
