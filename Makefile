@@ -129,10 +129,12 @@ helm-lint: $(TOOLS)/helm
 	$(TOOLS)/helm lint --strict deploy/helm/hoard
 	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/platform-values.yaml
 	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/sidecar-values.yaml
+	$(TOOLS)/helm lint --strict deploy/helm/hoard -f deploy/helm/hoard/ci/platform-tls-values.yaml
 
 # The chart on a real control plane: etcd and kube-apiserver, every
-# object applied server-side with dry-run (deploy/kubetest).
-test-kube: helm-lint $(TOOLS)/kube-apiserver
+# object applied server-side with dry-run (deploy/kubetest); and the
+# controller and an agent run as the chart renders them with TLS.
+test-kube: helm-lint $(TOOLS)/kube-apiserver $(BIN)
 	$(GO) test -tags kube -count=1 -timeout 5m -run 'TestChart' ./deploy/kubetest
 	cd deploy/images && $(GO) test -count=1 ./...
 

@@ -35,7 +35,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	slack := fs.String("slack-pool", "100MiB", "memory the node lends running invocations that outgrow their predicted size (0: none)")
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, false)
-	issuer := fs.String("tls-issuer", "", "with --tls-cert: a CA directory (ca.crt, ca.key mode 0600; an intermediate CA of the operator's, say) the agent issues its cachelets' certificates from")
+	issuer := fs.String("tls-issuer", "", "with --tls-cert: a CA directory (ca.crt, ca.key mode 0600; an intermediate CA of the operator's, say) the agent issues its cachelets' certificates from; read again when its certificate file changes")
 	secrets := secretsFlag(fs, "token", "store-access-key", "store-secret-key")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -66,7 +66,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if tf.ca == "" || *issuer == "" {
 			return fmt.Errorf("%w: --tls-cert needs --tls-ca (the platform's CA) and --tls-issuer (the CA of its cachelets' certificates)", errUsage)
 		}
-		ca, err := pki.LoadCA(*issuer, nil)
+		// Read again when renewed in place (a mounted Secret cert-manager
+		// renews).
+		ca, err := pki.OpenIssuer(*issuer, nil)
 		if err != nil {
 			return err
 		}

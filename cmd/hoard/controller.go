@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
+	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
 )
@@ -27,6 +29,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&cfg.DisablePrediction, "no-prediction", false, "give every invocation its booked memory: no memory models, no sized sandboxes")
 	fs.IntVar(&cfg.Prediction.MinInvocations, "prediction-min-invocations", 100, "invocations a function's memory model must have seen before its predictions size sandboxes")
+	enableAuth := fs.Bool("etcd-enable-auth", false, "turn etcd's authentication on at start, root's password that of --etcd-credentials (user root), unless it is on already; then check that password (what `hoard up` does)")
+	agentsCreds := fs.String("etcd-agents-credentials", "", `with --etcd-credentials of root: a file (mode 0600) of {"username", "password"} for the etcd user every agent shares (made or given this password at start; it registers agents and reads their registrations and the function trees)`)
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, true)
 	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key")
@@ -64,6 +68,12 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if *enableAuth || *agentsCreds != "" {
+		if err := prepareEtcdAuth(ctx, cfg, &tf, *enableAuth, *agentsCreds); err != nil {
+			return err
+		}
+		log.Info("etcd's users prepared", "auth_checked_on", *enableAuth, "agents_user", *agentsCreds != "")
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
@@ -78,4 +88,48 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	<-ctx.Done()
 	p.Close()
 	return nil
+}
+
+// etcdAuthTimeout bounds turning etcd's authentication on and making the
+// agents' user at the controller's start.
+const etcdAuthTimeout = 30 * time.Second
+
+// prepareEtcdAuth turns etcd's authentication on (enable) and makes the
+// user the agents share (agentsFile), signed in as root with
+// cfg.EtcdCredentials, over TLS where the endpoints are https (the
+// controller's certificate: etcd asks for one first).
+func prepareEtcdAuth(ctx context.Context, cfg rig.Config, tf *tlsFlags, enable bool, agentsFile string) error {
+	if cfg.EtcdCredentials.Username != etcdauth.Root {
+		return fmt.Errorf("%w: --etcd-enable-auth and --etcd-agents-credentials need --etcd-credentials of etcd's root user", errUsage)
+	}
+	var agents etcdauth.Credentials
+	if agentsFile != "" {
+		var err error
+		if agents, err = etcdauth.ReadFile(agentsFile); err != nil {
+			return fmt.Errorf("%w: --etcd-agents-credentials: %v", errUsage, err)
+		}
+		if agents.Username == etcdauth.Root {
+			return fmt.Errorf("%w: --etcd-agents-credentials: the agents' user may not be root", errUsage)
+		}
+	}
+	tc, err := tf.client(cfg.EtcdEndpoints...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdAuthTimeout)
+	defer cancel()
+	if enable {
+		if err := etcdauth.EnableTLS(ctx, cfg.EtcdEndpoints, tc, cfg.EtcdCredentials.Password); err != nil {
+			return err
+		}
+	}
+	if agentsFile == "" {
+		return nil
+	}
+	cli, err := etcdauth.ClientTLS(cfg.EtcdEndpoints, cfg.EtcdCredentials, tc)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer cli.Close()
+	return etcdauth.NewAdmin(cli, "").AddAgents(ctx, agents)
 }

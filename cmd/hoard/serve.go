@@ -212,9 +212,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // certificate, the S3 endpoint serves https (no client certificate asked:
 // functions sign with SigV4); with a CA bundle too, the peer protocol is
 // mutual TLS (a peer must present a certificate of this application or of
-// the platform, and must be one when dialled), and the calls to the
-// controller and an https store trust the bundle and present the
-// certificate.
+// the platform, and must be one when dialled), the calls to the
+// controller trust the bundle and present the certificate, and an https
+// store is trusted by the bundle or the system's roots (a public S3).
 func serveTLS(cfg *instance.Config, tf tlsFlags) error {
 	if err := tf.validate(); err != nil {
 		return err
@@ -240,7 +240,10 @@ func serveTLS(cfg *instance.Config, tf tlsFlags) error {
 	if cfg.PlatformTLS, err = tf.client(cfg.NotifyURL, cfg.PlatformURL); err != nil {
 		return err
 	}
-	cfg.Store.TLS, err = tf.client(cfg.Store.Endpoint)
+	if strings.HasPrefix(cfg.Store.Endpoint, "https://") && tf.ca != "" {
+		// A public endpoint (AWS S3) as well as one of the platform's CA.
+		cfg.Store.TLS, err = pki.StoreClientConfig(tf.ca)
+	}
 	return err
 }
 

@@ -97,12 +97,21 @@ func TestChartDryRun(t *testing.T) {
 		{"platform", "platform-values.yaml", nil, []string{"Deployment", "DaemonSet", "StatefulSet", "Service", "Secret", "ServiceAccount"}},
 		{"platform-unprivileged-agent", "platform-values.yaml", []string{"--set", "agent.privileged=false"}, []string{"DaemonSet"}},
 		{"sidecar", "sidecar-values.yaml", nil, []string{"Deployment", "StatefulSet", "Service", "ServiceAccount"}},
+		{"platform-tls", "platform-tls-values.yaml", nil, []string{"Deployment", "DaemonSet", "StatefulSet", "Secret"}},
+		// Each agent pod's own certificate from cert-manager's csi-driver
+		// (an inline CSI volume; the Certificates are cert-manager's kind,
+		// checked by TestChartCertManager).
+		{"sidecar-tls-cert-manager-csi", "sidecar-values.yaml", []string{"--set", "tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true,sidecar.apps[0].tlsSecret="}, []string{"Deployment"}},
+		{"platform-tls-cert-manager-csi", "platform-values.yaml", []string{"--set", "tls.enabled=true,tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true"}, []string{"DaemonSet", "Certificate"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			objs := render(t, helm, chart, append([]string{"-f", filepath.Join(chart, "ci", c.values)}, c.set...)...)
 			kinds := map[string]int{}
 			for _, o := range objs {
 				kinds[o.kind()]++
+				if o.apiVersion() == "cert-manager.io/v1" {
+					continue
+				}
 				if code, body := api.dryRunApply(t, o); code != http.StatusOK && code != http.StatusCreated {
 					t.Errorf("%s %s refused (%d): %s", o.kind(), o.name(), code, body)
 				}
@@ -177,6 +186,177 @@ func TestChartCertManager(t *testing.T) {
 	if !strings.Contains(dns, "*.hoard-etcd.hoard.svc") || !strings.Contains(dns, "hoard-etcd.hoard.svc") {
 		t.Errorf("etcd's Certificate names %s, not its members", dns)
 	}
+
+	// An application without a tlsSecret: a Certificate for its
+	// cachelets (its identity, 127.0.0.1 for its function), or with the
+	// csi-driver one per pod.
+	objs = render(t, helm, chart, "-f", filepath.Join(chart, "ci", "sidecar-values.yaml"),
+		"--set", "tls.certManager.issuer=hoard-ca,sidecar.apps[0].tlsSecret=")
+	var thumbs map[string]any
+	for _, o := range objs {
+		if o.kind() == "Certificate" && o.name() == "thumbs-cachelet" {
+			thumbs = o["spec"].(map[string]any)
+		}
+		if o.kind() == "Certificate" && o.name() == "etl-cachelet" {
+			t.Error("a Certificate for etl, which has a tlsSecret")
+		}
+	}
+	if thumbs == nil || fmt.Sprint(thumbs["uris"]) != "[hoard://app/thumbs/thumbs-cachelet]" || fmt.Sprint(thumbs["ipAddresses"]) != "[127.0.0.1]" || thumbs["secretName"] != "thumbs-cachelet-tls" {
+		t.Errorf("thumbs's cachelets' Certificate: %v", thumbs)
+	}
+	objs = render(t, helm, chart, "-f", filepath.Join(chart, "ci", "sidecar-values.yaml"),
+		"--set", "tls.certManager.issuer=hoard-ca,tls.certManager.csiDriver=true,sidecar.apps[0].tlsSecret=")
+	for _, o := range objs {
+		if o.kind() == "Certificate" && strings.HasSuffix(o.name(), "-cachelet") {
+			t.Errorf("with the csi-driver, a Certificate %s", o.name())
+		}
+		if o.kind() == "Deployment" && o.name() == "thumbs" {
+			b, _ := json.Marshal(podSpec(o)["volumes"])
+			if !strings.Contains(string(b), `"csi.cert-manager.io/uri-sans":"hoard://app/thumbs/${POD_NAME}"`) || !strings.Contains(string(b), `"csi.cert-manager.io/ip-sans":"127.0.0.1"`) {
+				t.Errorf("thumbs's volumes: %s", b)
+			}
+		}
+	}
+}
+
+// TestChartCertManagerPlatform: in platform mode cert-manager issues the
+// controller, etcd, the agents (one certificate they share, or one per
+// pod through its csi-driver) and the agents' issuing CA, constrained to
+// cachelets' identities; each Secret is the one its pods mount.
+func TestChartCertManagerPlatform(t *testing.T) {
+	helm := bin(t, "HOARD_HELM_BIN")
+	chart := chartDir(t)
+	base := []string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "tls.enabled=true,tls.certManager.issuer=hoard-ca"}
+	certs := func(objs []object) map[string]map[string]any {
+		m := map[string]map[string]any{}
+		for _, o := range objs {
+			if o.kind() == "Certificate" {
+				m[o.name()] = o["spec"].(map[string]any)
+			}
+		}
+		return m
+	}
+	mounted := func(objs []object, kind string) string {
+		for _, o := range objs {
+			if o.kind() == kind {
+				b, _ := json.Marshal(podSpec(o)["volumes"])
+				return string(b)
+			}
+		}
+		t.Fatalf("no %s", kind)
+		return ""
+	}
+	objs := render(t, helm, chart, base...)
+	cs := certs(objs)
+	if len(cs) != 5 {
+		t.Fatalf("Certificates %v, want the controller's, the CLI's, etcd's, the agents' and their issuer's", cs)
+	}
+	if u := fmt.Sprint(cs["hoard-controller"]["uris"]); u != "[hoard://platform/controller]" {
+		t.Errorf("the controller's URI SANs: %s", u)
+	}
+	if ip := fmt.Sprint(cs["hoard-controller"]["ipAddresses"]); ip != "[127.0.0.1]" {
+		t.Errorf("the controller's IP SANs (kubectl port-forward): %s", ip)
+	}
+	if cli := cs["hoard-cli"]; fmt.Sprint(cli["uris"]) != "[hoard://platform/client/admin]" || fmt.Sprint(cli["usages"]) != "[client auth digital signature]" {
+		t.Errorf("the CLI's Certificate: %v", cli)
+	}
+	agent := cs["hoard-agent"]
+	if u := fmt.Sprint(agent["uris"]); !strings.HasPrefix(u, "[hoard://platform/agent/") || agent["secretName"] != "hoard-agent-tls" {
+		t.Errorf("the agents' Certificate: %v", agent)
+	}
+	if us := fmt.Sprint(agent["usages"]); !strings.Contains(us, "server auth") || !strings.Contains(us, "client auth") {
+		t.Errorf("the agents' usages: %s", us)
+	}
+	iss := cs["hoard-agent-issuer"]
+	if iss["isCA"] != true || fmt.Sprint(iss["nameConstraints"]) != "map[critical:true permitted:map[uriDomains:[app]]]" || iss["secretName"] != "hoard-agent-issuer-tls" {
+		t.Errorf("the agents' issuer: %v", iss)
+	}
+	vols := mounted(objs, "DaemonSet")
+	for _, want := range []string{`"secretName":"hoard-agent-tls"`, `"secretName":"hoard-agent-issuer-tls"`, `"path":"ca.key"`} {
+		if !strings.Contains(vols, want) {
+			t.Errorf("the agents' volumes lack %s: %s", want, vols)
+		}
+	}
+	if vols := mounted(objs, "Deployment"); !strings.Contains(vols, `"secretName":"hoard-controller-tls"`) {
+		t.Errorf("the controller's volumes: %s", vols)
+	}
+	// Prometheus scrapes the controller and the agents over https.
+	for _, o := range objs {
+		if o.kind() == "Deployment" || o.kind() == "DaemonSet" {
+			ann := o["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
+			if ann["prometheus.io/scheme"] != "https" {
+				t.Errorf("%s's scrape annotations: %v", o.kind(), ann)
+			}
+		}
+	}
+
+	// Without name constraints (cert-manager's feature gate off).
+	objs = render(t, helm, chart, append(base, "--set", "tls.certManager.nameConstraints=false")...)
+	if nc, ok := certs(objs)["hoard-agent-issuer"]["nameConstraints"]; ok {
+		t.Errorf("nameConstraints=false rendered %v", nc)
+	}
+
+	// One certificate per agent pod from the csi-driver: no shared one.
+	objs = render(t, helm, chart, append(base, "--set", "tls.certManager.csiDriver=true")...)
+	cs = certs(objs)
+	if _, ok := cs["hoard-agent"]; ok || len(cs) != 4 {
+		t.Errorf("with the csi-driver, Certificates %v", cs)
+	}
+	vols = mounted(objs, "DaemonSet")
+	for _, want := range []string{`"driver":"csi.cert-manager.io"`, `"csi.cert-manager.io/uri-sans":"hoard://platform/agent/${POD_NAME}"`, `"csi.cert-manager.io/issuer-name":"hoard-ca"`, `"secretName":"hoard-agent-issuer-tls"`} {
+		if !strings.Contains(vols, want) {
+			t.Errorf("the agents' volumes lack %s: %s", want, vols)
+		}
+	}
+}
+
+// TestChartEtcdAuth: the controller turns etcd's authentication on and
+// makes the agents' user, whose Secret (not root's) the agents mount;
+// with auth left to the operator the controller does neither.
+func TestChartEtcdAuth(t *testing.T) {
+	helm := bin(t, "HOARD_HELM_BIN")
+	chart := chartDir(t)
+	find := func(objs []object, kind string) object {
+		for _, o := range objs {
+			if o.kind() == kind {
+				return o
+			}
+		}
+		t.Fatalf("no %s", kind)
+		return nil
+	}
+	args := func(o object) string {
+		b, _ := json.Marshal(containers(podSpec(o))[1]["args"])
+		return string(b)
+	}
+	vols := func(o object) string {
+		b, _ := json.Marshal(podSpec(o)["volumes"])
+		return string(b)
+	}
+	objs := render(t, helm, chart, "-f", filepath.Join(chart, "ci", "platform-values.yaml"))
+	if a := args(find(objs, "Deployment")); !strings.Contains(a, `"--etcd-enable-auth"`) || !strings.Contains(a, `"--etcd-agents-credentials=/run/hoard/etcd-agents.json"`) {
+		t.Errorf("the controller's arguments: %s", a)
+	}
+	if v := vols(find(objs, "DaemonSet")); !strings.Contains(v, `"name":"hoard-etcd-agents"`) || strings.Contains(v, "hoard-etcd-root") {
+		t.Errorf("the agents mount %s, want the agents' etcd Secret and not root's", v)
+	}
+	var made []string
+	for _, o := range objs {
+		if o.kind() == "Secret" {
+			made = append(made, o.name())
+		}
+	}
+	if fmt.Sprint(made) != "[hoard-etcd-agents hoard-tokens]" {
+		t.Errorf("Secrets made %v, want the agents' etcd user's and the tokens (root's is the operator's here)", made)
+	}
+
+	objs = render(t, helm, chart, "-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "etcd.auth.enabled=false,etcd.agentCredentialsSecret=my-agents")
+	if a := args(find(objs, "Deployment")); strings.Contains(a, "--etcd-enable-auth") || strings.Contains(a, "--etcd-agents-credentials") {
+		t.Errorf("with etcd.auth.enabled=false the controller's arguments: %s", a)
+	}
+	if v := vols(find(objs, "DaemonSet")); !strings.Contains(v, `"name":"my-agents"`) {
+		t.Errorf("the agents mount %s, want my-agents", v)
+	}
 }
 
 // TestChartRefusesBadValues: values the chart cannot honour fail at
@@ -191,8 +371,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{nil, "store.endpoint is required"},
 		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "etcd.replicas=2"}, "etcd.replicas must be odd"},
 		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "store.identities=aws"}, "store.identities must be file or minio"},
-		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "tls.enabled=true"}, "the agents need certificates"},
+		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "tls.enabled=true,tls.controllerSecret=c,tls.etcdSecret=e,tls.agentIssuerSecret=i"}, "tls.agentSecret (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required"},
+		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "tls.enabled=true,tls.controllerSecret=c,tls.etcdSecret=e,tls.agentSecret=a"}, "tls.agentIssuerSecret (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required"},
+		{[]string{"-f", filepath.Join(chart, "ci", "platform-values.yaml"), "--set", "etcd.auth.enabled=false"}, "etcd.agentCredentialsSecret is required with etcd.auth.enabled=false"},
 		{[]string{"-f", filepath.Join(chart, "ci", "sidecar-values.yaml"), "--set", "sidecar.apps[0].name=Bad_Name"}, "1-40 of a-z 0-9 -"},
+		{[]string{"-f", filepath.Join(chart, "ci", "sidecar-values.yaml"), "--set", "sidecar.apps[1].tlsSecret="}, "sidecar.apps[etl].tlsSecret (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required"},
 	} {
 		out, err := helmTemplate(helm, chart, c.args...)
 		if err == nil || !strings.Contains(string(out), c.want) {

@@ -205,6 +205,48 @@ func (a *Admin) AddAgent(ctx context.Context, id string) (Credentials, error) {
 	return a.user(ctx, name, []string{name})
 }
 
+// AgentsRole is the role of the one user every node agent shares where
+// agents' IDs are not known before they start (a Kubernetes DaemonSet:
+// AddAgents).
+const AgentsRole = "hoard-agents"
+
+// ErrReservedUser is returned by AddAgents for a user name that is
+// root's or one of the names the Admin gives agents and instances.
+var ErrReservedUser = errors.New("etcdauth: reserved user name")
+
+// AddAgents makes (or updates) the user every node agent shares, named
+// and with the password of c (the operator's, from a file): it may write
+// any agent's registration key and read the registrations and the
+// function trees, and nothing else (not the application records). Where
+// each agent has an ID known beforehand (`hoard up --nodes`), AddAgent's
+// user of its own is narrower: the shared user may also rewrite another
+// agent's registration.
+func (a *Admin) AddAgents(ctx context.Context, c Credentials) error {
+	if c.Username == "" || c.Password == "" {
+		return errors.New("etcdauth: the agents' user needs a name and a password")
+	}
+	if c.Username == Root || strings.HasPrefix(c.Username, agentPrefix) || strings.HasPrefix(c.Username, instancePrefix) {
+		return fmt.Errorf("%w: %q", ErrReservedUser, c.Username)
+	}
+	if err := a.role(ctx, AgentsRole, api.EtcdPrefix, clientv3.GetPrefixRangeEnd(api.EtcdPrefix), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		return err
+	}
+	if err := a.role(ctx, AgentsRole, api.EtcdTrees, clientv3.GetPrefixRangeEnd(api.EtcdTrees), clientv3.PermissionType(clientv3.PermRead)); err != nil {
+		return err
+	}
+	if _, err := a.cli.UserAdd(ctx, c.Username, c.Password); errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		if _, err := a.cli.UserChangePassword(ctx, c.Username, c.Password); err != nil {
+			return fmt.Errorf("etcdauth: user %s: %w", c.Username, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("etcdauth: adding user %s: %w", c.Username, err)
+	}
+	if _, err := a.cli.UserGrantRole(ctx, c.Username, AgentsRole); err != nil {
+		return fmt.Errorf("etcdauth: granting %s to %s: %w", AgentsRole, c.Username, err)
+	}
+	return nil
+}
+
 // AddInstance makes the user of instance id of app: it may read app's
 // ring (the membership prefix) and read and write its own member key.
 // The caller removes it (RemoveInstance) when the instance is gone.

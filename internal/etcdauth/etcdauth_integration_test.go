@@ -252,3 +252,72 @@ func TestAgentUser(t *testing.T) {
 		t.Errorf("leave: %v", err)
 	}
 }
+
+// TestAgentsUser: the user agents share on Kubernetes, whose IDs are not
+// known beforehand, registers any agent and reads what agents read, and
+// touches nothing else; its password is the operator's, changed by
+// calling AddAgents again; root's and the Admin's own names are refused.
+func TestAgentsUser(t *testing.T) {
+	eps, root, admin := start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := root.Put(ctx, "/hoard/platform/apps/a", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, api.EtcdTrees+"a", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{Root, "hoard-agent:x", "hoard-instance:y", ""} {
+		if err := admin.AddAgents(ctx, Credentials{Username: name, Password: "p"}); err == nil {
+			t.Errorf("AddAgents as %q succeeded", name)
+		}
+	}
+	if err := admin.AddAgents(ctx, Credentials{Username: "hoard-agents", Password: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	c := Credentials{Username: "hoard-agents", Password: NewPassword()}
+	if err := admin.AddAgents(ctx, c); err != nil {
+		t.Fatalf("again, with a new password: %v", err)
+	}
+	if cli, err := Client(eps, Credentials{Username: "hoard-agents", Password: "first"}); err == nil {
+		_, err = cli.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix())
+		cli.Close()
+		if !denied(err) {
+			t.Errorf("the old password: %v", err)
+		}
+	}
+	cli := dial(t, eps, c)
+	lease, err := cli.Grant(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"agent-node-a", "agent-node-b"} {
+		if _, err := cli.Put(ctx, api.EtcdPrefix+id, `{"id":"`+id+`"}`, clientv3.WithLease(lease.ID)); err != nil {
+			t.Errorf("register %s: %v", id, err)
+		}
+	}
+	if r, err := cli.Get(ctx, api.EtcdPrefix, clientv3.WithPrefix()); err != nil || len(r.Kvs) != 2 {
+		t.Errorf("read the registrations: %v", err)
+	}
+	if r, err := cli.Get(ctx, api.EtcdTrees+"a"); err != nil || len(r.Kvs) != 1 {
+		t.Errorf("read a function tree: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"read an application's record", func() error { _, err := cli.Get(ctx, "/hoard/platform/apps/a"); return err }},
+		{"write a function tree", func() error { _, err := cli.Put(ctx, api.EtcdTrees+"a", `{"rev":"x"}`); return err }},
+		{"plant a ring member", func() error { _, err := cli.Put(ctx, etcdmembership.MemberKey("", "a", "x"), "{}"); return err }},
+		{"read everything", func() error { _, err := cli.Get(ctx, "", clientv3.WithFromKey()); return err }},
+		{"add a user", func() error { _, err := cli.UserAdd(ctx, "x", "y"); return err }},
+		{"grant itself root", func() error { _, err := cli.UserGrantRole(ctx, c.Username, Root); return err }},
+	} {
+		if err := tc.op(); !denied(err) {
+			t.Errorf("%s: %v, want permission denied", tc.name, err)
+		}
+	}
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Errorf("leave: %v", err)
+	}
+}

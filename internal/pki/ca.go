@@ -245,6 +245,11 @@ func (ca *CA) IssueIn(dir, name string, req Request) (Files, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		URIs:         []*url.URL{req.Identity.URI()},
 	}
+	// Never beyond the CA: a chain is valid only while all of it is (an
+	// operator's intermediate may be shorter-lived than a leaf).
+	if tmpl.NotAfter.After(ca.cert.NotAfter) {
+		tmpl.NotAfter = ca.cert.NotAfter
+	}
 	if req.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 	}

@@ -252,6 +252,29 @@ func ClientConfig(f Files, allow Allow) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// StoreClientConfig is the TLS of calls to the object store, which is
+// not one of hoard's parts: it trusts the system's roots (a public
+// endpoint such as AWS S3) and the CA bundle at caFile when set (a store
+// of the operator's, or MinIO under `hoard up --tls`), host names
+// checked, and presents no certificate (a store authenticates requests
+// by their signatures).
+func StoreClientConfig(caFile string) (*tls.Config, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("pki: CA bundle: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("pki: CA bundle %s: no certificate in it", caFile)
+		}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
 // checkIdentity is a server's VerifyConnection: the chain was verified
 // by crypto/tls (RequireAndVerifyClientCert); the identity is checked.
 func checkIdentity(allow Allow) func(tls.ConnectionState) error {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -513,5 +514,164 @@ func TestReload(t *testing.T) {
 	}
 	if got := served(); !got.Equal(renewed) {
 		t.Error("the pair changed after its key file was removed")
+	}
+}
+
+// writeIntermediate writes into dir (LoadCA's layout) an intermediate CA
+// of root valid for life, and returns its certificate.
+func writeIntermediate(t *testing.T, root *CA, dir string, life time.Duration) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "agent issuer"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(life),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
+		PermittedURIDomains: []string{"app"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root.cert, &key.PublicKey, root.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePair(filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile), der, nil, key, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestFileIssuerRenewed: an issuing CA renewed in place (as cert-manager
+// renews a mounted Secret) is used from the next certificate on, a
+// certificate of the old one is reissued, a file caught mid-update keeps
+// the CA loaded last; and no leaf outlives its CA.
+func TestFileIssuerRenewed(t *testing.T) {
+	root, _ := newCA(t)
+	dir := filepath.Join(t.TempDir(), "issuer")
+	if _, err := OpenIssuer(dir, nil); err == nil {
+		t.Fatal("OpenIssuer opened an empty directory")
+	}
+	first := writeIntermediate(t, root, dir, 24*time.Hour)
+	iss, err := OpenIssuer(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Identity: Cachelet("a", "a-1"), Server: true, Client: true}
+	inst := t.TempDir()
+	f, err := iss.IssueIn(inst, "cachelet", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := readCert(t, f.Cert)
+	if leaf.CheckSignatureFrom(first) != nil {
+		t.Fatal("the leaf is not the first CA's")
+	}
+	if leaf.NotAfter.After(first.NotAfter) {
+		t.Errorf("the leaf ends %v, after its CA (%v)", leaf.NotAfter, first.NotAfter)
+	}
+
+	second := writeIntermediate(t, root, dir, 48*time.Hour)
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, CACertFile), later, later); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{inst, t.TempDir()} {
+		f, err := iss.IssueIn(d, "cachelet", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readCert(t, f.Cert).CheckSignatureFrom(second) != nil {
+			t.Errorf("after the renewal, a certificate in %s is not the new CA's", d)
+		}
+	}
+
+	// Caught mid-update: the last CA loaded goes on issuing.
+	if err := os.WriteFile(filepath.Join(dir, CACertFile), []byte("-----BEGIN"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err = iss.IssueIn(t.TempDir(), "cachelet", req)
+	if err != nil {
+		t.Fatalf("mid-update: %v", err)
+	}
+	if readCert(t, f.Cert).CheckSignatureFrom(second) != nil {
+		t.Error("mid-update, a certificate not of the CA loaded last")
+	}
+}
+
+// TestStoreClientConfig: the store's TLS trusts a store of the platform's
+// CA and the system's roots (a public S3), refuses a stranger's, checks
+// host names, and presents no certificate.
+func TestStoreClientConfig(t *testing.T) {
+	ca, _ := newCA(t)
+	f, err := ca.Issue("store", Request{Identity: Client("store"), Hosts: []string{"127.0.0.1"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCfg, err := ServerConfig(Files{Cert: f.Cert, Key: f.Key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			http.Error(w, "a client certificate", http.StatusBadRequest)
+		}
+	}))
+	srv.Listener = tls.NewListener(srv.Listener, srvCfg) // not StartTLS: see TestMutualTLS
+	srv.Start()
+	defer srv.Close()
+	srv.URL = strings.Replace(srv.URL, "http://", "https://", 1)
+	get := func(caFile, url string) error {
+		cfg, err := StoreClientConfig(caFile)
+		if err != nil {
+			return err
+		}
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+	if err := get(ca.CertFile(), srv.URL); err != nil {
+		t.Errorf("a store of the platform's CA: %v", err)
+	}
+	stranger, _ := newCA(t)
+	if err := get(stranger.CertFile(), srv.URL); err == nil {
+		t.Error("a store of another CA was trusted")
+	}
+	if err := get(ca.CertFile(), strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)); err == nil {
+		t.Error("a store's certificate for another host name was trusted")
+	}
+	if _, err := StoreClientConfig(filepath.Join(t.TempDir(), "none.crt")); err == nil {
+		t.Error("a missing CA bundle was accepted")
+	}
+	// The system's roots are kept beside the bundle.
+	cfg, err := StoreClientConfig(ca.CertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	if err != nil {
+		t.Fatalf("the system's bundle: %v", err)
+	}
+	var root *x509.Certificate
+	for rest := b; root == nil; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			t.Fatal("no certificate in the system's bundle")
+		}
+		root, _ = x509.ParseCertificate(blk.Bytes)
+	}
+	if _, err := root.Verify(x509.VerifyOptions{Roots: cfg.RootCAs}); err != nil {
+		t.Errorf("a system root (%s) is not trusted: %v", root.Subject, err)
 	}
 }

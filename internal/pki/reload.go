@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -51,4 +52,62 @@ func (kp *keyPair) get() (*tls.Certificate, error) {
 	}
 	kp.pair, kp.modTime, kp.size = &pair, fi.ModTime(), fi.Size()
 	return kp.pair, nil
+}
+
+// FileIssuer is a CA in a directory (LoadCA's ca.crt and ca.key) read
+// again when its certificate file changes: an operator's issuing CA that
+// cert-manager or another tool renews in place, as Kubernetes updates a
+// mounted Secret. Certificates already issued keep chaining to the CA
+// that issued them; the next IssueIn uses the new one (IssueIn reissues
+// what no longer chains to it). Its methods are safe for concurrent use.
+type FileIssuer struct {
+	dir string
+	now func() time.Time
+
+	mu      sync.Mutex
+	ca      *CA
+	modTime time.Time
+	size    int64
+}
+
+// OpenIssuer loads the CA in dir (LoadCA); now nil means time.Now.
+func OpenIssuer(dir string, now func() time.Time) (*FileIssuer, error) {
+	i := &FileIssuer{dir: dir, now: now}
+	if _, err := i.current(); err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// current returns the CA, loaded again if its certificate file changed
+// since it was loaded; a file that cannot be loaded (mid-update) keeps
+// the CA loaded last.
+func (i *FileIssuer) current() (*CA, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	fi, err := os.Stat(filepath.Join(i.dir, CACertFile))
+	if err != nil || (i.ca != nil && fi.ModTime().Equal(i.modTime) && fi.Size() == i.size) {
+		if i.ca == nil {
+			return nil, fmt.Errorf("pki: CA in %s: %w", i.dir, err)
+		}
+		return i.ca, nil
+	}
+	ca, err := LoadCA(i.dir, i.now)
+	if err != nil {
+		if i.ca != nil {
+			return i.ca, nil
+		}
+		return nil, err
+	}
+	i.ca, i.modTime, i.size = ca, fi.ModTime(), fi.Size()
+	return ca, nil
+}
+
+// IssueIn is the current CA's IssueIn.
+func (i *FileIssuer) IssueIn(dir, name string, req Request) (Files, error) {
+	ca, err := i.current()
+	if err != nil {
+		return Files{}, err
+	}
+	return ca.IssueIn(dir, name, req)
 }

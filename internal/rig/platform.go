@@ -231,7 +231,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		if etcdTLS, err = pki.ClientConfig(t.own(&cfg), nil); err != nil {
 			return nil, err
 		}
-		if storeTLS, err = pki.ClientConfig(pki.Files{CA: t.CA}, nil); err != nil {
+		// The store may be a public endpoint (AWS S3) as well as one of
+		// the platform's CA.
+		if storeTLS, err = pki.StoreClientConfig(t.CA); err != nil {
 			return nil, err
 		}
 		if cfg.Agent {

@@ -109,5 +109,36 @@ or a backslash is refused (the JSON is written by printf).
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
+{{- if .https }}
+prometheus.io/scheme: https
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secrets of etcd's root and of the agents' shared user. */}}
+{{- define "hoard.etcdRootSecret" -}}
+{{ .Values.etcd.credentialsSecret | default (printf "%s-etcd-root" (include "hoard.fullname" .)) }}
+{{- end -}}
+
+{{- define "hoard.etcdAgentsSecret" -}}
+{{- if and (not .Values.etcd.auth.enabled) (not .Values.etcd.agentCredentialsSecret) -}}
+{{- fail "etcd.agentCredentialsSecret is required with etcd.auth.enabled=false (the operator's etcd user for the agents)" -}}
+{{- end -}}
+{{ .Values.etcd.agentCredentialsSecret | default (printf "%s-etcd-agents" (include "hoard.fullname" .)) }}
+{{- end -}}
+
+{{/*
+The Secrets of TLS (tls.enabled): each the operator's, or the one
+cert-manager fills when tls.certManager.issuer is set. A name left empty
+without an issuer is an error naming the value.
+*/}}
+{{- define "hoard.tlsSecret" -}}
+{{- $v := index .ctx.Values.tls .value -}}
+{{- if $v -}}
+{{ $v }}
+{{- else if .ctx.Values.tls.certManager.issuer -}}
+{{ printf "%s-%s-tls" (include "hoard.fullname" .ctx) .suffix }}
+{{- else -}}
+{{- fail (printf "tls.%s (a Secret of type kubernetes.io/tls) or tls.certManager.issuer is required with tls.enabled" .value) -}}
+{{- end -}}
 {{- end -}}
