@@ -8,6 +8,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/predict"
 )
 
 // Config says what to compare.
@@ -51,6 +52,16 @@ type Config struct {
 	// votes are tallied, not acted on: instances stay as many. Default
 	// (0): no votes.
 	VoteInterval time.Duration
+	// Predict replays memory prediction over the invocations that carry a
+	// peak (Event.Peak): Prediction configures the models (zero: the
+	// controller's defaults), SlackPool is each application's slack pool
+	// (0: DefaultSlackPool; negative: none).
+	Predict    bool
+	Prediction predict.Config
+	SlackPool  int64
+	// Erasure, when set, places objects of its threshold and up as coded
+	// shards and replays instance losses (ErasureConfig).
+	Erasure *ErasureConfig
 	// Access models each read's time by its outcome, to report the share
 	// of data-access time saved against reading the store directly
 	// (CacheResult.Improvement). Default (zero): DefaultAccessModel.
@@ -225,6 +236,19 @@ func (c *Config) Validate() error {
 	}
 	if c.VoteInterval < 0 {
 		return errors.New("sim: the vote interval must not be negative")
+	}
+	if c.Predict {
+		if err := c.Prediction.Validate(); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		if c.SlackPool == 0 {
+			c.SlackPool = DefaultSlackPool
+		}
+	}
+	if c.Erasure != nil {
+		if err := c.Erasure.validate(c.Instances); err != nil {
+			return err
+		}
 	}
 	if c.Prices == (Prices{}) {
 		c.Prices = DefaultPrices

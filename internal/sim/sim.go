@@ -29,6 +29,9 @@ type Simulator struct {
 	lastOwner ownerMemo
 	nextVote  time.Time // the next round of scale votes
 
+	predict *predictRun // with Config.Predict
+	erasure *erasureRun // with Config.Erasure
+
 	events     int64
 	start, now time.Time
 }
@@ -57,6 +60,16 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{},
 			times: map[string]*accessTimes{}})
+	}
+	if cfg.Predict {
+		s.predict = newPredictRun(cfg.Prediction, cfg.SlackPool)
+	}
+	if cfg.Erasure != nil {
+		x, err := newErasureRun(*cfg.Erasure, s.names)
+		if err != nil {
+			return nil, err
+		}
+		s.erasure = x
 	}
 	for _, k := range cfg.KeepAlives {
 		if k.Histogram {
@@ -98,7 +111,7 @@ func (s *Simulator) Step(e Event) error {
 	if s.events > 0 && e.Time.Before(s.now) {
 		return fmt.Errorf("%w: event %d at %s follows one at %s", ErrOutOfOrder, s.events+1, e.Time.UTC().Format(time.RFC3339Nano), s.now.UTC().Format(time.RFC3339Nano))
 	}
-	if e.Size < 0 || e.Offset < 0 || e.Length < 0 || e.Duration < 0 || e.MemoryMB < 0 {
+	if e.Size < 0 || e.Offset < 0 || e.Length < 0 || e.Duration < 0 || e.MemoryMB < 0 || e.Peak < 0 {
 		return fmt.Errorf("sim: event %d: negative size, range, duration or memory", s.events+1)
 	}
 	if s.events == 0 {
@@ -115,6 +128,12 @@ func (s *Simulator) Step(e Event) error {
 	}
 	s.events++
 	s.finishUntil(e.Time)
+	if s.predict != nil {
+		s.predict.returnUntil(e.Time)
+	}
+	if s.erasure != nil {
+		s.erasure.advance(e.Time)
+	}
 	s.now = e.Time
 	s.clock.now = e.Time
 	switch e.Kind {
@@ -122,6 +141,9 @@ func (s *Simulator) Step(e Event) error {
 		inst := s.instance(e.Invocation)
 		for _, c := range s.caches {
 			c.read(&e, inst)
+		}
+		if s.erasure != nil {
+			s.erasure.read(&e)
 		}
 	case Write:
 		inst := s.instance(e.Invocation)
@@ -145,6 +167,9 @@ func (s *Simulator) Step(e Event) error {
 		}
 		for _, a := range s.alive {
 			a.invoked(e.App, e.Time, mem)
+		}
+		if s.predict != nil {
+			s.predict.invoked(&e, mem)
 		}
 		heap.Push(&s.ends, end{at: e.Time.Add(e.Duration), app: e.App})
 	default:
@@ -210,6 +235,12 @@ func (s *Simulator) Report() Report {
 	}
 	for _, a := range s.alive {
 		r.KeepAlives = append(r.KeepAlives, a.result(s.now, s.cfg.Prices))
+	}
+	if s.predict != nil {
+		r.Prediction = s.predict.result()
+	}
+	if s.erasure != nil {
+		r.Erasure = s.erasure.result()
 	}
 	return r
 }
