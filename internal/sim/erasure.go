@@ -67,7 +67,7 @@ type erasureRun struct {
 	p      float64 // one instance lost within a window
 	apps   map[string]*erasureApp
 	order  []*erasureApp // apps in order of their first sharded object: the losses' draws follow it
-	window int64 // windows begun so far
+	window int64         // windows begun so far
 	next   time.Time
 
 	objects, shards, lost int64
