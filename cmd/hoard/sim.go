@@ -61,6 +61,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
 	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the cache-size scaling policy's votes every this often (the controller's round is 5s) and tally them (0: none)")
+	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the cache-size votes: add and remove instances as the controller does (implies --votes 5s when not given)")
+	fs.IntVar(&o.cfg.MaxInstances, "max-instances", 0, "with --scale: the most instances per application (0: 16, or --instances if more)")
 	var slack, erasureSpec, erasureThreshold string
 	var lossRate float64
 	var repairWindow time.Duration
@@ -145,6 +147,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if o.cfg.PreWarm {
 		o.cfg.Lifecycle = true
+	}
+	if o.cfg.Scale && o.cfg.VoteInterval == 0 {
+		o.cfg.VoteInterval = 5 * time.Second
 	}
 	if o.parallel < 1 {
 		return nil, fmt.Errorf("%w: --parallel must be at least 1", errUsage)

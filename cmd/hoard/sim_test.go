@@ -45,6 +45,8 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", "--generate", "--instances", "6", "--erasure", "4"}, 2, "--erasure"},
 		{[]string{"sim", "--generate", "--instances", "6", "--erasure", "4+2", "--loss-rate", "-1"}, 2, "loss rate"},
 		{[]string{"sim", "--generate", "--predict", "--slack-pool", "-5MiB"}, 2, "--slack-pool"},
+		{[]string{"sim", "--generate", "--events", "20000", "--cache-sizes", "64KiB", "--instances", "2", "--scale", "--max-instances", "4"}, 0, "instances added"},
+		{[]string{"sim", "--generate", "--instances", "8", "--scale", "--max-instances", "4"}, 2, "max instances 4"},
 		{[]string{"sim"}, 2, "one of --trace FILE and --generate"},
 		{[]string{"sim", "--generate", "--cache-sizes", "lots"}, 2, `bad size "lots"`},
 		{[]string{"sim", "--generate", "--policies", "fifo"}, 2, "fifo"},

@@ -53,6 +53,8 @@ type CacheResult struct {
 	// CacheVotes tallies the cache-size scaling policy's votes, with
 	// Config.VoteInterval.
 	CacheVotes *Votes `json:"cache_votes,omitempty"`
+	// Scaling is what applying the votes did, with Config.Scale.
+	Scaling *ScaleResult `json:"scaling,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
 	CostUSD float64 `json:"cost_usd"`
 	// Improvement is the data-access time saved against reading the
@@ -109,6 +111,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, c := range r.Caches {
+		if sc := c.Scaling; sc != nil {
+			fmt.Fprintf(w, "\nscaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
+				c.Policy, sizeLabel(c.CacheBytes), sc.Outs, sc.Ins, sc.MeanInstances, sc.PeakInstances, sc.CacheGBs, r.Instances, sc.FixedCacheGBs)
+		}
 	}
 	if p := r.Prediction; p != nil {
 		fmt.Fprintf(w, "\nmemory prediction: %d functions (%d mature), %d invocations with a peak, %d predicted, %d sized (%.1f%%), %d trainings\n",
