@@ -112,9 +112,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, c := range r.Caches {
+	for i, c := range r.Caches {
 		if sc := c.Scaling; sc != nil {
-			fmt.Fprintf(w, "\nscaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
+			if i == 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "scaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
 				c.Policy, sizeLabel(c.CacheBytes), sc.Outs, sc.Ins, sc.MeanInstances, sc.PeakInstances, sc.CacheGBs, r.Instances, sc.FixedCacheGBs)
 		}
 	}
