@@ -39,7 +39,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 			"       hoard sim --generate [--seed N] [--apps N] [--duration D] [--events N] [flags]\n\n"+
 			"Replays a trace, or a generated workload, through hoard's cache eviction, ring placement\n"+
 			"and keep-alive policies on a simulated clock, and prints hit ratios, bytes from the store,\n"+
-			"cold starts, wasted memory-time and cost per policy and cache size.\n\nflags:")
+			"cold starts, wasted memory-time and cost per policy and cache size; with --scale, --predict\n"+
+			"and --erasure, also applied scale votes, memory prediction and erasure-coded placement.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	o := &simOptions{}

@@ -41,8 +41,8 @@ func (e *ErasureConfig) validate(instances int) error {
 		return fmt.Errorf("sim: erasure %d+%d needs at least %d instances per application (--instances), have %d",
 			e.DataShards, e.ParityShards, e.DataShards+e.ParityShards, instances)
 	}
-	if e.Threshold < 0 || e.Window < 0 || e.LossRate < 0 || e.LossRate > 3600 {
-		return errors.New("sim: erasure threshold and window must not be negative, the loss rate in [0, 3600] per instance per hour")
+	if e.Threshold < 0 || e.Window < 0 || e.Window > 0 && e.Window < time.Second || e.LossRate < 0 || e.LossRate > 3600 {
+		return errors.New("sim: erasure threshold must not be negative, the repair window at least 1s, the loss rate in [0, 3600] per instance per hour")
 	}
 	if e.Threshold == 0 {
 		e.Threshold = DefaultErasureThreshold

@@ -65,6 +65,9 @@ func TestErasurePlacementAgreesWithTheCachelet(t *testing.T) {
 	if _, err := New(Config{Instances: 8, Erasure: &ErasureConfig{DataShards: 3, ParityShards: 2, LossRate: -1}}); err == nil {
 		t.Fatal("a negative loss rate was accepted")
 	}
+	if _, err := New(Config{Instances: 8, Erasure: &ErasureConfig{DataShards: 3, ParityShards: 2, Window: time.Millisecond}}); err == nil {
+		t.Fatal("a 1 ms repair window was accepted (a day would be 86 million windows)")
+	}
 }
 
 // Objects lost under a loss rate are those erasure.LossProbability
