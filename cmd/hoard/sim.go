@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/sim"
 )
 
@@ -38,7 +39,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 			"       hoard sim --generate [--seed N] [--apps N] [--duration D] [--events N] [flags]\n\n"+
 			"Replays a trace, or a generated workload, through hoard's cache eviction, ring placement\n"+
 			"and keep-alive policies on a simulated clock, and prints hit ratios, bytes from the store,\n"+
-			"cold starts, wasted memory-time and cost per policy and cache size.\n\nflags:")
+			"cold starts, wasted memory-time and cost per policy and cache size; with --scale, --predict\n"+
+			"and --erasure, also applied scale votes, memory prediction and erasure-coded placement.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	o := &simOptions{}
@@ -60,6 +62,17 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
 	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the cache-size scaling policy's votes every this often (the controller's round is 5s) and tally them (0: none)")
+	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the cache-size votes: add and remove instances as the controller does (implies --votes 5s when not given)")
+	fs.IntVar(&o.cfg.MaxInstances, "max-instances", 0, "with --scale: the most instances per application (0: 16, or --instances if more)")
+	var slack, erasureSpec, erasureThreshold string
+	var lossRate float64
+	var repairWindow time.Duration
+	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per application trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
+	fs.StringVar(&slack, "slack-pool", "100MiB", "with --predict: each application's slack pool (0: none)")
+	fs.StringVar(&erasureSpec, "erasure", "", "replay erasure-coded placement of large objects as K+R shards on each application's ring (needs --instances >= K+R), e.g. 10+2")
+	fs.StringVar(&erasureThreshold, "erasure-threshold", "10MB", "with --erasure: the smallest object sharded")
+	fs.Float64Var(&lossRate, "loss-rate", 0, "with --erasure: instances lost per instance per hour")
+	fs.DurationVar(&repairWindow, "repair-window", time.Minute, "with --erasure: how long a lost instance's shards stay missing")
 	fs.StringVar(&access, "access-model", "", "each read's modelled time by outcome, for the time saved against the store: local=LAT+RATE,remote=LAT+RATE,store=LAT+RATE (default "+sim.DefaultAccessModel.String()+")")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
@@ -77,6 +90,27 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if (o.durations != "" || o.memory != "") && o.format != "azure-invocations" {
 		return nil, fmt.Errorf("%w: --durations and --memory go with --format azure-invocations", errUsage)
+	}
+	if n, err := parseBytes(slack); err != nil || n < 0 {
+		return nil, fmt.Errorf("%w: --slack-pool: bad size %q", errUsage, slack)
+	} else if n == 0 {
+		o.cfg.SlackPool = -1
+	} else {
+		o.cfg.SlackPool = n
+	}
+	if erasureSpec != "" {
+		k, r, err := cacheconfig.ParseShards(erasureSpec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --erasure: %v", errUsage, err)
+		}
+		th, err := parseBytes(erasureThreshold)
+		if err != nil || th <= 0 {
+			return nil, fmt.Errorf("%w: --erasure-threshold: bad size %q", errUsage, erasureThreshold)
+		}
+		if repairWindow <= 0 {
+			return nil, fmt.Errorf("%w: --repair-window must be positive", errUsage)
+		}
+		o.cfg.Erasure = &sim.ErasureConfig{DataShards: k, ParityShards: r, Threshold: th, LossRate: lossRate, Window: repairWindow, Seed: o.gen.Seed}
 	}
 	if access != "" {
 		m, err := sim.ParseAccessModel(access)
@@ -114,6 +148,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if o.cfg.PreWarm {
 		o.cfg.Lifecycle = true
+	}
+	if o.cfg.Scale && o.cfg.VoteInterval == 0 {
+		o.cfg.VoteInterval = 5 * time.Second
 	}
 	if o.parallel < 1 {
 		return nil, fmt.Errorf("%w: --parallel must be at least 1", errUsage)

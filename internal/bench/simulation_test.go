@@ -39,6 +39,19 @@ func TestSimulationExperiment(t *testing.T) {
 	if len(ka) != 2 || len(ka[0].X) != len(simKeepAlives) || len(ka[1].X) != 1 {
 		t.Fatalf("keep-alive plot: %+v", ka)
 	}
+	tables := map[string]Table{}
+	for _, tb := range res.Tables {
+		tables[tb.ID] = tb
+	}
+	if p := tables["prediction"]; len(p.Rows) != 1 || p.Rows[0][1] == "0" {
+		t.Errorf("prediction table: %+v", p.Rows)
+	}
+	if x := tables["erasure"]; len(x.Rows) != 1 || x.Rows[0][0] == "0" {
+		t.Errorf("erasure table: %+v", x.Rows)
+	}
+	if sc := tables["scaling"]; len(sc.Rows) != 3 {
+		t.Errorf("scaling table: %+v", sc.Rows)
+	}
 	for i := 1; i < len(ka[0].X); i++ {
 		if ka[0].X[i] < ka[0].X[i-1] || ka[0].Y[i] > ka[0].Y[i-1] {
 			t.Errorf("a longer fixed keep-alive should waste more and start colder less: %v, %v", ka[0].X, ka[0].Y)

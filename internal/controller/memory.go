@@ -208,14 +208,7 @@ func (fm *fnModel) limit(fs predict.Features) (int64, int) {
 	fm.mu.Lock()
 	m := fm.model
 	fm.mu.Unlock()
-	if m == nil || !m.Maturity().Mature {
-		return 0, -1
-	}
-	k, ok := m.Predict(fs)
-	if !ok {
-		return 0, -1
-	}
-	return m.Interval().Upper(k + 1), k
+	return predict.Sized(m, fs)
 }
 
 // observe feeds an invocation's outcome to its function's model and, when

@@ -153,6 +153,22 @@ func (m *Model) Limit(fs Features) (bytes int64, ok bool) {
 	return m.iv.Upper(k + 1), true
 }
 
+// Sized is what an invocation with features fs is given under model m
+// (nil: none yet): the limit of Limit and the class predicted, or 0 and
+// -1 when m is not mature or cannot place the invocation (give the booked
+// memory). The controller sizes invocations with it and `hoard sim`
+// replays them with it.
+func Sized(m *Model, fs Features) (limit int64, class int) {
+	if m == nil || !m.maturity.Mature {
+		return 0, -1
+	}
+	k, ok := m.Predict(fs)
+	if !ok {
+		return 0, -1
+	}
+	return m.iv.Upper(k + 1), k
+}
+
 func (m *Model) slot(name string) int {
 	lo, hi := 0, len(m.features)
 	for lo < hi {

@@ -5,6 +5,7 @@ package rig
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
@@ -19,24 +20,88 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
 )
 
+// dashboardSpec is the dashboard test's own application, deployed and
+// invoked through the controller's HTTP API as a user's would be.
+const dashboardSpec = `
+name: dash
+memory: 96MiB
+timeout: 20s
+keep_alive: 1h
+max_instances: 2
+buckets: {data: read-only}
+cache: {budget: 16MiB}
+functions:
+  count: {handler: words.count}
+`
+
+const dashboardFns = `
+import boto3
+
+s3 = boto3.client("s3")
+
+def count(event, context):
+    body = s3.get_object(Bucket=event["bucket"], Key=event["key"])["Body"].read()
+    return {"words": len(body.split()), "bytes": len(body)}
+`
+
+// deployOverAPI packs spec and its code and deploys them through the
+// controller's HTTP API.
+func deployOverAPI(t *testing.T, client *api.ControllerClient, spec, fileName, code string) *api.AppInfo {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, appspec.FileName), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fileName), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := appspec.PackBlocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := client.Deploy(ctx, pkg.Data)
+	if err != nil {
+		t.Fatalf("deploy over the API: %v", err)
+	}
+	return info
+}
+
 // TestDashboard drives the controller's dashboard in headless Chromium:
-// the page loads with no error in its console, shows the deployed
-// application with hits after a workload, and updates when a new
-// invocation lands. The screenshot goes to $HOARD_DASHBOARD_SCREENSHOT
-// when set (the README's), else to the test's directory.
+// the page loads with no error in its console, shows the test's own
+// application (deployed and invoked through the controller's API) with
+// hits after a workload, and updates when a new invocation lands. The
+// screenshot goes to $HOARD_DASHBOARD_SCREENSHOT when set (the README's),
+// else to the test's directory.
 func TestDashboard(t *testing.T) {
 	chromium := chromiumPath(t)
 	e := start(t)
-	e.deploy(t, testSpec)
-	e.put(t, "data", "in/a", strings.Repeat("a", 64<<10))
-	for range 3 {
-		if rec := invoke(t, e.p.Controller, "t1", "read", map[string]any{"bucket": "data", "keys": []string{"in/a"}}); !rec.OK {
-			t.Fatalf("read: %+v", rec)
+	client := api.NewControllerClient(e.p.ControllerURL, e.cfg.ControllerToken, nil)
+	if info := deployOverAPI(t, client, dashboardSpec, "words.py", dashboardFns); info.Name != "dash" {
+		t.Fatalf("deployed %q, want dash", info.Name)
+	}
+	e.put(t, "data", "in/a", strings.Repeat("word ", 13<<10))
+	count := func() {
+		t.Helper()
+		ev, _ := json.Marshal(map[string]any{"bucket": "data", "key": "in/a"})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rec, err := client.Invoke(ctx, "dash", "count", ev)
+		if err != nil || !rec.OK {
+			t.Fatalf("dash/count over the API: %+v, %v", rec, err)
+		}
+		var out struct{ Words, Bytes int }
+		if err := json.Unmarshal(rec.Result, &out); err != nil || out.Words != 13<<10 || out.Bytes != 5*13<<10 {
+			t.Fatalf("dash/count answered %s (%v), want 13312 words in 66560 bytes", rec.Result, err)
 		}
 	}
-	client := api.NewControllerClient(e.p.ControllerURL, e.cfg.ControllerToken, nil)
+	for range 3 {
+		count()
+	}
 	login, err := client.DashboardLogin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -97,22 +162,22 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the application with hits", func() bool {
-		return attr("data-loaded") == "1" && strings.Contains(attr("data-apps"), "t1") && num("data-hits") > 0
+		return attr("data-loaded") == "1" && strings.Contains(attr("data-apps"), "dash") && num("data-hits") > 0
 	})
-	ratio, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#apps .card[data-app="t1"] .hit-ratio`)))
+	ratio, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#apps .card[data-app="dash"] .hit-ratio`)))
 	if err != nil || !strings.HasSuffix(ratio, "%") || ratio == "0.0%" {
-		t.Errorf("t1's hit ratio shows %q (%v)", ratio, err)
+		t.Errorf("dash's hit ratio shows %q (%v)", ratio, err)
 	}
 	nodes, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#nodes")))
-	if err != nil || !strings.Contains(nodes, "t1") {
-		t.Errorf("the nodes section does not list t1's instances: %q (%v)", nodes, err)
+	if err != nil || !strings.Contains(nodes, "dash") {
+		t.Errorf("the nodes section does not list dash's instances: %q (%v)", nodes, err)
 	}
 
 	// New invocations land while the page polls: its counts follow, and
 	// the chart has rates to draw.
 	for range 3 {
 		before, updates := num("data-invocations"), num("data-updates")
-		invoke(t, e.p.Controller, "t1", "read", map[string]any{"bucket": "data", "keys": []string{"in/a"}})
+		count()
 		waitFor(fmt.Sprintf("more than %d invocations", before), func() bool { return num("data-invocations") > before })
 		waitFor("another update", func() bool { return num("data-updates") > updates+1 })
 	}

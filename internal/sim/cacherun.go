@@ -50,6 +50,10 @@ type cacheRun struct {
 	votes map[string]*appVotes // with Config.VoteInterval
 	tally Votes
 
+	scale            map[string]*appScale // with Config.Scale
+	scaling          ScaleResult
+	droppedEvictions uint64 // of the caches of instances removed
+
 	times map[string]*accessTimes // per application, by Config.Access
 }
 
@@ -59,25 +63,39 @@ func (c *cacheRun) instances(app string) []*cache.Cache {
 	if cs != nil {
 		return cs
 	}
-	cs = make([]*cache.Cache, len(c.sim.names))
+	n := c.sim.cfg.Instances
+	cs = make([]*cache.Cache, n)
 	for i := range cs {
-		cfg := c.cfg
-		if len(cs) > 1 {
-			i := i
-			cfg.Owns = func(k cache.Key) bool { return c.sim.owner(k.Bucket, k.Object) == i }
-		}
-		if c.sim.cfg.VoteInterval > 0 {
-			cfg.OnEvict = c.onEvict(app, i)
-		}
-		cc, err := cache.New(cfg)
-		if err != nil {
-			// The config was validated in New.
-			panic("sim: " + err.Error())
-		}
-		cs[i] = cc
+		cs[i] = c.newCache(app, i)
 	}
 	c.apps[app] = cs
+	if c.sim.cfg.Scale {
+		c.scaleState(app)
+	}
 	return cs
+}
+
+// newCache makes the cache of app's instance i.
+func (c *cacheRun) newCache(app string, i int) *cache.Cache {
+	cfg := c.cfg
+	if c.sim.cfg.Instances > 1 || c.sim.cfg.Scale {
+		cfg.Owns = func(k cache.Key) bool { return c.owner(app, k.Bucket, k.Object) == i }
+	}
+	if c.sim.cfg.VoteInterval > 0 {
+		cfg.OnEvict = c.onEvict(app, i)
+	}
+	cc, err := cache.New(cfg)
+	if err != nil {
+		// The config was validated in New.
+		panic("sim: " + err.Error())
+	}
+	return cc
+}
+
+// owner is the instance of app owning an object, on the ring of app's
+// instances now.
+func (c *cacheRun) owner(app, bucket, key string) int {
+	return c.sim.owner(len(c.apps[app]), bucket, key)
 }
 
 // holds reports whether cc holds e's object at e's version (any version
@@ -103,9 +121,10 @@ func fill(cc *cache.Cache, e *Event) {
 	cc.Add(cache.NewAccountedEntry(cache.Key{Bucket: e.Bucket, Object: e.Key}, objectInfo(e)))
 }
 
-func (c *cacheRun) read(e *Event, inst int) {
+func (c *cacheRun) read(e *Event) {
 	cs := c.instances(e.App)
-	owner := c.sim.owner(e.Bucket, e.Key)
+	inst := c.sim.instance(e.Invocation, len(cs))
+	owner := c.owner(e.App, e.Bucket, e.Key)
 	n := e.Size
 	if e.Length > 0 {
 		n = e.Length
@@ -142,16 +161,16 @@ func (c *cacheRun) read(e *Event, inst int) {
 	t.hoard += c.sim.cfg.Access.seconds(o, n)
 	t.direct += c.sim.cfg.Access.Store.seconds(n)
 	if v := c.votes[e.App]; v != nil {
-		v.reads++
+		v.reads[inst]++
 	}
 	if c.sim.cfg.PreWarm {
 		c.recordAccess(e, o, false)
 	}
 }
 
-func (c *cacheRun) write(e *Event, _ int) {
+func (c *cacheRun) write(e *Event) {
 	cs := c.instances(e.App)
-	owner := c.sim.owner(e.Bucket, e.Key)
+	owner := c.owner(e.App, e.Bucket, e.Key)
 	c.writes.add(e.Size)
 	k := cache.Key{Bucket: e.Bucket, Object: e.Key}
 	for i, cc := range cs {
@@ -191,10 +210,14 @@ func (c *cacheRun) result(p Prices) CacheResult {
 	hits := Tally{c.reads[LocalHit].Count + c.reads[RemoteHit].Count, c.reads[LocalHit].Bytes + c.reads[RemoteHit].Bytes}
 	r.HitRatio = ratio(hits.Count, r.Reads.Count)
 	r.ByteHitRatio = ratio(hits.Bytes, r.Reads.Bytes)
+	r.Evictions = c.droppedEvictions
 	for _, cs := range c.apps {
 		for _, cc := range cs {
 			r.Evictions += cc.Stats().Evictions
 		}
+	}
+	if c.sim.cfg.Scale {
+		r.Scaling = c.scaleResult()
 	}
 	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
 	r.Improvement = improvements(c.times)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
+	"github.com/hoard-io/hoard/internal/predict"
 )
 
 // Config says what to compare.
@@ -48,9 +49,27 @@ type Config struct {
 	// policy's votes (scaling.CacheVote) every so often, per application,
 	// from its instances' reads and evictions of owned objects evicted
 	// before, as the controller does (its default round is 5 s). The
-	// votes are tallied, not acted on: instances stay as many. Default
-	// (0): no votes.
+	// votes are tallied and, with Scale, acted on. Default (0): no votes.
 	VoteInterval time.Duration
+	// Scale applies the votes (needs VoteInterval): each round, an
+	// application's instances' votes go through scaling.Combine, as the
+	// controller's, and instances are added (an empty cache, a share of
+	// the ring) or removed (the last, with its cache), between 1 and
+	// MaxInstances (0: DefaultMaxInstances). Only the cache-size policy
+	// votes: the simulator has no queues for the compute policy nor
+	// downloads in flight for the bandwidth policy.
+	Scale        bool
+	MaxInstances int
+	// Predict replays memory prediction over the invocations that carry a
+	// peak (Event.Peak): Prediction configures the models (zero: the
+	// controller's defaults), SlackPool is each application's slack pool
+	// (0: DefaultSlackPool; negative: none).
+	Predict    bool
+	Prediction predict.Config
+	SlackPool  int64
+	// Erasure, when set, places objects of its threshold and up as coded
+	// shards and replays instance losses (ErasureConfig).
+	Erasure *ErasureConfig
 	// Access models each read's time by its outcome, to report the share
 	// of data-access time saved against reading the store directly
 	// (CacheResult.Improvement). Default (zero): DefaultAccessModel.
@@ -225,6 +244,30 @@ func (c *Config) Validate() error {
 	}
 	if c.VoteInterval < 0 {
 		return errors.New("sim: the vote interval must not be negative")
+	}
+	if c.Scale {
+		if c.VoteInterval == 0 {
+			return errors.New("sim: applying scale votes needs a vote interval")
+		}
+		if c.MaxInstances == 0 {
+			c.MaxInstances = max(DefaultMaxInstances, c.Instances)
+		}
+	}
+	if c.MaxInstances != 0 && (c.MaxInstances < c.Instances || c.MaxInstances > 1024) {
+		return fmt.Errorf("sim: max instances %d must be in [instances %d, 1024]", c.MaxInstances, c.Instances)
+	}
+	if c.Predict {
+		if err := c.Prediction.Validate(); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		if c.SlackPool == 0 {
+			c.SlackPool = DefaultSlackPool
+		}
+	}
+	if c.Erasure != nil {
+		if err := c.Erasure.validate(c.Instances); err != nil {
+			return err
+		}
 	}
 	if c.Prices == (Prices{}) {
 		c.Prices = DefaultPrices

@@ -37,12 +37,27 @@
 //   - With Config.Lifecycle a cache lives as long as its instance, and with
 //     Config.PreWarm a reloaded instance's cache is filled with prewarm's
 //     selection from the access records of its earlier lives.
+//   - With Config.Predict each invocation with a measured peak is sized
+//     by its application's memory model (package predict, trained and
+//     asked as the controller does); a peak above the limit borrows from
+//     the application's slack pool or, when that is short, is killed and
+//     run again at the booked size, as the agent does.
+//   - With Config.Erasure objects from its threshold up are placed as
+//     k+r shards on the application's ring (package erasure's Place), and
+//     instances are lost at a given rate: an object is lost when more than
+//     r of its holders are lost within one repair window, to compare with
+//     erasure.LossProbability.
+//   - With Config.Scale the cache-size votes are applied: each round's
+//     votes of an application's instances go through scaling.Combine, and
+//     instances (with their caches and ring shares) are added or removed.
 package sim
 
 import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/predict"
 )
 
 // Kind is what an Event records.
@@ -92,6 +107,12 @@ type Event struct {
 	// Of an Invoke: how long it runs and the memory its instance holds.
 	Duration time.Duration
 	MemoryMB int
+	// Of an Invoke, for memory prediction (Config.Predict): the peak
+	// memory it used, in bytes (0: unknown, not replayed), and the
+	// features the controller would see (the event's arguments, the
+	// input object's size as "input.size").
+	Peak     int64
+	Features predict.Features
 }
 
 // Source yields a trace's events in time order. Next returns io.EOF after

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -21,10 +22,10 @@ func TestGeneratorIsSeeded(t *testing.T) {
 		return ev
 	}
 	a, b, c := take(1), take(1), take(2)
-	if len(a) != 2000 || !slices.Equal(a, b) {
-		t.Fatalf("seed 1 gave %d and %d events, equal %v", len(a), len(b), slices.Equal(a, b))
+	if len(a) != 2000 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 1 gave %d and %d events, equal %v", len(a), len(b), reflect.DeepEqual(a, b))
 	}
-	if slices.Equal(a, c) {
+	if reflect.DeepEqual(a, c) {
 		t.Fatal("seeds 1 and 2 gave the same workload")
 	}
 }

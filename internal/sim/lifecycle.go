@@ -102,7 +102,7 @@ func (c *cacheRun) preWarm(app string, now time.Time, meanGap time.Duration) {
 	cs := c.instances(app)
 	for _, o := range sel {
 		e := Event{App: app, Bucket: o.Bucket, Key: o.Key, Size: o.Size, Version: o.ETag}
-		cc := cs[c.sim.owner(o.Bucket, o.Key)]
+		cc := cs[c.owner(app, o.Bucket, o.Key)]
 		if !cc.Admissible(o.Size) {
 			continue
 		}

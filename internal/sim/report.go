@@ -18,6 +18,9 @@ type Report struct {
 	Instances  int               `json:"instances"`
 	Caches     []CacheResult     `json:"caches"`
 	KeepAlives []KeepAliveResult `json:"keep_alives"`
+	// Prediction, with Config.Predict; Erasure, with Config.Erasure.
+	Prediction *PredictionResult `json:"prediction,omitempty"`
+	Erasure    *ErasureResult    `json:"erasure,omitempty"`
 }
 
 // CacheResult is one (eviction policy, cache size) over every
@@ -50,6 +53,8 @@ type CacheResult struct {
 	// CacheVotes tallies the cache-size scaling policy's votes, with
 	// Config.VoteInterval.
 	CacheVotes *Votes `json:"cache_votes,omitempty"`
+	// Scaling is what applying the votes did, with Config.Scale.
+	Scaling *ScaleResult `json:"scaling,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
 	CostUSD float64 `json:"cost_usd"`
 	// Improvement is the data-access time saved against reading the
@@ -104,7 +109,35 @@ func (r Report) WriteTable(w io.Writer) error {
 				k.Policy, k.Apps, k.Invocations, k.ColdStarts, k.ColdStartRatio, k.AppsAlwaysCold, k.WastedGBs, k.CostUSD)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, c := range r.Caches {
+		if sc := c.Scaling; sc != nil {
+			if i == 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "scaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
+				c.Policy, sizeLabel(c.CacheBytes), sc.Outs, sc.Ins, sc.MeanInstances, sc.PeakInstances, sc.CacheGBs, r.Instances, sc.FixedCacheGBs)
+		}
+	}
+	if p := r.Prediction; p != nil {
+		fmt.Fprintf(w, "\nmemory prediction: %d functions (%d mature), %d invocations with a peak, %d predicted, %d sized (%.1f%%), %d trainings\n",
+			p.Functions, p.Mature, p.Invocations, p.Predicted, p.Sized, 100*p.SizedShare, p.Trainings)
+		fmt.Fprintf(w, "  exact %.1f%%, exact or over %.1f%% of the predicted (OFC Table 1: 83.35%%, 92.73%%); under %d\n",
+			100*p.ExactShare, 100*p.ExactOrOverShare, p.Under)
+		fmt.Fprintf(w, "  memory-time booked %.1f GB-s, given %.1f GB-s, needed %.1f GB-s; cache gained %.1f GB-s\n",
+			p.BookedGBs, p.GivenGBs, p.NeededGBs, p.CacheGainedGBs)
+		fmt.Fprintf(w, "  slack pool lent %d times (%s), OOM retries %d\n", p.Lent, bytesize.Human(p.LentBytes), p.OOMRetries)
+	}
+	if x := r.Erasure; x != nil {
+		fmt.Fprintf(w, "\nerasure coding %s from %s: %d objects, %d shards (%s); shards per instance min %d, mean %.1f, max %d (at most %s)\n",
+			x.Shards, bytesize.Human(x.Threshold), x.Objects, x.ShardsPlaced, bytesize.Human(x.ShardBytes),
+			x.ShardsPerInstance.Min, x.ShardsPerInstance.Mean, x.ShardsPerInstance.Max, bytesize.Human(x.MaxShardBytes))
+		fmt.Fprintf(w, "  instances lost at %g per instance-hour, repair window %s (%d windows): %d objects lost (%.4f%%), %.2f expected (%.4f%%, erasure.LossProbability)\n",
+			x.LossRatePerHour, x.Window, x.Windows, x.Lost, 100*x.LostShare, x.ExpectedLost, 100*x.ExpectedShare)
+	}
+	return nil
 }
 
 // sizeLabel writes a cache size exactly, in binary units or, where

@@ -21,13 +21,16 @@ type Simulator struct {
 	clock  *simClock
 	caches []*cacheRun
 	alive  []*aliveRun
-	ends   endHeap // invocations in flight, by end
-	names  []string
-	ring   *ring.Ring // over names; nil with one instance
-	turn   uint64     // the next instance for accesses of no invocation
+	ends   endHeap            // invocations in flight, by end
+	names  []string           // the members of an application's ring: i0, i1, ...
+	rings  map[int]*ring.Ring // by member count (2 and up), over names
+	turn   uint64             // the next instance for accesses of no invocation
 
-	lastOwner ownerMemo
-	nextVote  time.Time // the next round of scale votes
+	memos    map[int]*ownerMemo // the last owner asked, by member count
+	nextVote time.Time          // the next round of scale votes
+
+	predict *predictRun // with Config.Predict
+	erasure *erasureRun // with Config.Erasure
 
 	events     int64
 	start, now time.Time
@@ -38,16 +41,12 @@ func New(cfg Config) (*Simulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Simulator{cfg: cfg, clock: &simClock{}}
-	for i := range cfg.Instances {
+	s := &Simulator{cfg: cfg, clock: &simClock{}, rings: map[int]*ring.Ring{}, memos: map[int]*ownerMemo{}}
+	for i := range max(cfg.Instances, cfg.MaxInstances) {
 		s.names = append(s.names, "i"+strconv.Itoa(i))
 	}
-	if cfg.Instances > 1 {
-		r, err := ring.New(ring.Config{}, s.names)
-		if err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
-		}
-		s.ring = r
+	if _, err := s.ring(cfg.Instances); err != nil {
+		return nil, err
 	}
 	for _, r := range cfg.Runs {
 		p, size := r.Policy, r.Size
@@ -56,7 +55,17 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
 		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{},
-			times: map[string]*accessTimes{}})
+			times: map[string]*accessTimes{}, scale: map[string]*appScale{}})
+	}
+	if cfg.Predict {
+		s.predict = newPredictRun(cfg.Prediction, cfg.SlackPool)
+	}
+	if cfg.Erasure != nil {
+		x, err := newErasureRun(*cfg.Erasure, s.names[:cfg.Instances])
+		if err != nil {
+			return nil, err
+		}
+		s.erasure = x
 	}
 	for _, k := range cfg.KeepAlives {
 		if k.Histogram {
@@ -98,7 +107,7 @@ func (s *Simulator) Step(e Event) error {
 	if s.events > 0 && e.Time.Before(s.now) {
 		return fmt.Errorf("%w: event %d at %s follows one at %s", ErrOutOfOrder, s.events+1, e.Time.UTC().Format(time.RFC3339Nano), s.now.UTC().Format(time.RFC3339Nano))
 	}
-	if e.Size < 0 || e.Offset < 0 || e.Length < 0 || e.Duration < 0 || e.MemoryMB < 0 {
+	if e.Size < 0 || e.Offset < 0 || e.Length < 0 || e.Duration < 0 || e.MemoryMB < 0 || e.Peak < 0 {
 		return fmt.Errorf("sim: event %d: negative size, range, duration or memory", s.events+1)
 	}
 	if s.events == 0 {
@@ -108,25 +117,34 @@ func (s *Simulator) Step(e Event) error {
 	if iv := s.cfg.VoteInterval; iv > 0 {
 		for !s.nextVote.After(e.Time) {
 			for _, c := range s.caches {
-				c.vote(iv)
+				c.vote(iv, s.nextVote)
 			}
 			s.nextVote = s.nextVote.Add(iv)
 		}
 	}
 	s.events++
 	s.finishUntil(e.Time)
+	if s.predict != nil {
+		s.predict.returnUntil(e.Time)
+	}
+	if s.erasure != nil {
+		s.erasure.advance(e.Time)
+	}
 	s.now = e.Time
 	s.clock.now = e.Time
 	switch e.Kind {
 	case Read:
-		inst := s.instance(e.Invocation)
+		s.step(e.Invocation)
 		for _, c := range s.caches {
-			c.read(&e, inst)
+			c.read(&e)
+		}
+		if s.erasure != nil {
+			s.erasure.read(&e)
 		}
 	case Write:
-		inst := s.instance(e.Invocation)
+		s.step(e.Invocation)
 		for _, c := range s.caches {
-			c.write(&e, inst)
+			c.write(&e)
 		}
 	case Invoke:
 		mem := e.MemoryMB
@@ -146,6 +164,9 @@ func (s *Simulator) Step(e Event) error {
 		for _, a := range s.alive {
 			a.invoked(e.App, e.Time, mem)
 		}
+		if s.predict != nil {
+			s.predict.invoked(&e, mem)
+		}
 		heap.Push(&s.ends, end{at: e.Time.Add(e.Duration), app: e.App})
 	default:
 		return fmt.Errorf("sim: event %d has no kind", s.events)
@@ -163,34 +184,65 @@ func (s *Simulator) finishUntil(t time.Time) {
 	}
 }
 
-// instance picks the instance that serves an access.
-func (s *Simulator) instance(invocation uint64) int {
-	n := uint64(len(s.names))
+// step takes the next instance in turn for an access of no invocation.
+func (s *Simulator) step(invocation uint64) {
+	if invocation == 0 {
+		s.turn++
+	}
+}
+
+// instance picks which of n instances serves an access.
+func (s *Simulator) instance(invocation uint64, n int) int {
 	if n == 1 {
 		return 0
 	}
 	if invocation == 0 {
-		s.turn++
-		return int(s.turn % n)
+		return int(s.turn % uint64(n))
 	}
 	// A multiplicative hash spreads consecutive identifiers.
-	return int((invocation * 0x9E3779B97F4A7C15 >> 32) % n)
+	return int((invocation * 0x9E3779B97F4A7C15 >> 32) % uint64(n))
 }
 
-// owner is the instance that owns an object on its application's ring.
-// Each configuration and each cache's Owns asks about the event's object
-// in turn, so the last answer is kept.
-func (s *Simulator) owner(bucket, key string) int {
-	if s.ring == nil {
+// ring is the ring of an application with n instances (nil for one),
+// made on first use.
+func (s *Simulator) ring(n int) (*ring.Ring, error) {
+	if n <= 1 {
+		return nil, nil
+	}
+	if r := s.rings[n]; r != nil {
+		return r, nil
+	}
+	r, err := ring.New(ring.Config{}, s.names[:n])
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	s.rings[n] = r
+	return r, nil
+}
+
+// owner is the instance that owns an object on the ring of an
+// application with n instances. Each configuration and each cache's Owns
+// asks about the event's object in turn, so the last answer is kept.
+func (s *Simulator) owner(n int, bucket, key string) int {
+	if n <= 1 {
 		return 0
 	}
-	if m := &s.lastOwner; m.ok && m.bucket == bucket && m.key == key {
+	m := s.memos[n]
+	if m == nil {
+		m = &ownerMemo{}
+		s.memos[n] = m
+	}
+	if m.ok && m.bucket == bucket && m.key == key {
 		return m.owner
 	}
-	id := s.ring.Owner(bucket, key)
-	n, _ := strconv.Atoi(id[1:])
-	s.lastOwner = ownerMemo{ok: true, bucket: bucket, key: key, owner: n}
-	return n
+	r, err := s.ring(n)
+	if err != nil {
+		panic(err) // n is within the names, checked in Config.Validate
+	}
+	id := r.Owner(bucket, key)
+	o, _ := strconv.Atoi(id[1:])
+	*m = ownerMemo{ok: true, bucket: bucket, key: key, owner: o}
+	return o
 }
 
 type ownerMemo struct {
@@ -210,6 +262,12 @@ func (s *Simulator) Report() Report {
 	}
 	for _, a := range s.alive {
 		r.KeepAlives = append(r.KeepAlives, a.result(s.now, s.cfg.Prices))
+	}
+	if s.predict != nil {
+		r.Prediction = s.predict.result()
+	}
+	if s.erasure != nil {
+		r.Erasure = s.erasure.result()
 	}
 	return r
 }

@@ -102,7 +102,7 @@ func TestRingPlacement(t *testing.T) {
 	// Invocation identifiers served by instance 0 and 1.
 	var on [2]uint64
 	for id := uint64(1); on[0] == 0 || on[1] == 0; id++ {
-		if i := s.instance(id); on[i] == 0 {
+		if i := s.instance(id, 2); on[i] == 0 {
 			on[i] = id
 		}
 	}
@@ -110,7 +110,7 @@ func TestRingPlacement(t *testing.T) {
 	var owned [2]string
 	for n := 0; owned[0] == "" || owned[1] == ""; n++ {
 		k := "k" + strconv.Itoa(n)
-		if o := s.owner("b", k); owned[o] == "" {
+		if o := s.owner(2, "b", k); owned[o] == "" {
 			owned[o] = k
 		}
 	}
@@ -145,13 +145,13 @@ func TestRemoteHit(t *testing.T) {
 	}
 	var key string
 	for n := 0; key == ""; n++ {
-		if k := "k" + strconv.Itoa(n); s.owner("b", k) == 1 {
+		if k := "k" + strconv.Itoa(n); s.owner(2, "b", k) == 1 {
 			key = k
 		}
 	}
 	var on [2]uint64
 	for id := uint64(1); on[0] == 0 || on[1] == 0; id++ {
-		if i := s.instance(id); on[i] == 0 {
+		if i := s.instance(id, 2); on[i] == 0 {
 			on[i] = id
 		}
 	}

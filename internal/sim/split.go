@@ -4,7 +4,7 @@ package sim
 // configurations (policy, size) shared out in order, so that n replays of
 // the same events, one per part, can run side by side; Merge joins their
 // reports into the one Run would have made. The keep-alive policies go
-// with the first part; with Lifecycle every part also replays the first
+// with the first part, as do prediction and erasure placement; with Lifecycle every part also replays the first
 // keep-alive policy, which its caches' lives follow.
 func (c Config) Split(n int) []Config {
 	pairs := c.Runs
@@ -17,6 +17,9 @@ func (c Config) Split(n int) []Config {
 		part.Runs = append(part.Runs, pairs[lo:hi]...)
 		part.Policies, part.CacheSizes = []Eviction{}, []int64{}
 		if i > 0 {
+			// Prediction and erasure placement are replayed once, with
+			// the first part (Merge keeps its sections).
+			part.Predict, part.Erasure = false, nil
 			part.KeepAlives = []KeepAlive{}
 			if c.Lifecycle && len(c.KeepAlives) > 0 {
 				part.KeepAlives = c.KeepAlives[:1]

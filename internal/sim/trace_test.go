@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestBlobTraceHead(t *testing.T) {
 		Time: time.UnixMilli(1606714231054).UTC(), Kind: Read, App: "q8act97c", Invocation: 1806324271,
 		Bucket: "1209884869", Key: "1wx5dgohq1kiwjum", Version: "fe17pjoa6k", Size: 28,
 	}
-	if events[0] != want {
+	if !reflect.DeepEqual(events[0], want) {
 		t.Fatalf("first event\n got %+v\nwant %+v", events[0], want)
 	}
 	r, err := Run(&SliceSource{Events: events}, Config{CacheSizes: []int64{1 << 20}})
@@ -105,7 +106,7 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("%d events", len(events))
 	}
 	for i := range want {
-		if events[i] != want[i] {
+		if !reflect.DeepEqual(events[i], want[i]) {
 			t.Errorf("event %d\n got %+v\nwant %+v", i, events[i], want[i])
 		}
 	}

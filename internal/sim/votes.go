@@ -12,7 +12,8 @@ import (
 const maxEvictedKeys = 100000
 
 // Votes tallies the cache-size scaling policy's votes (scaling.CacheVote)
-// over every application and round.
+// over every application and round: one vote per application, from its
+// instances' counters summed, as the controller's.
 type Votes struct {
 	Up   int64 `json:"up"`   // +1: an owned object was evicted again
 	Stay int64 `json:"stay"` // 0: substantial traffic, or a first reading
@@ -20,11 +21,29 @@ type Votes struct {
 }
 
 // appVotes is what the controller reads from an application's cachelets
-// between rounds: reads, and evictions of owned objects evicted before.
+// between rounds, per instance: reads, evictions of owned objects evicted
+// before, and whether it was read at an earlier round.
 type appVotes struct {
-	reads, again int64
-	counted      bool // read at an earlier round
+	reads, again []int64
+	counted      []bool // read at an earlier round
 	evicted      []map[cache.Key]struct{}
+}
+
+// grow makes room for instance i.
+func (v *appVotes) grow(i int) {
+	for len(v.reads) <= i {
+		v.reads = append(v.reads, 0)
+		v.again = append(v.again, 0)
+		v.counted = append(v.counted, false)
+		v.evicted = append(v.evicted, nil)
+	}
+}
+
+// shrink forgets the instances from n on.
+func (v *appVotes) shrink(n int) {
+	v.reads, v.again, v.counted = v.reads[:n], v.again[:n], v.counted[:n]
+	clear(v.evicted[n:])
+	v.evicted = v.evicted[:n]
 }
 
 // onEvict returns the eviction hook of app's instance i, counting
@@ -32,16 +51,17 @@ type appVotes struct {
 func (c *cacheRun) onEvict(app string, i int) func(*cache.Entry) {
 	v := c.votes[app]
 	if v == nil {
-		v = &appVotes{evicted: make([]map[cache.Key]struct{}, len(c.sim.names))}
+		v = &appVotes{}
 		c.votes[app] = v
 	}
+	v.grow(i)
 	return func(e *cache.Entry) {
-		if !e.Owned() {
+		if !e.Owned() || i >= len(v.evicted) {
 			return
 		}
 		seen := v.evicted[i]
 		if _, ok := seen[e.Key()]; ok {
-			v.again++
+			v.again[i]++
 			return
 		}
 		if seen == nil || len(seen) >= maxEvictedKeys {
@@ -52,20 +72,36 @@ func (c *cacheRun) onEvict(app string, i int) func(*cache.Entry) {
 	}
 }
 
-// vote runs one round of the cache policy's votes over every application.
-func (c *cacheRun) vote(window time.Duration) {
-	for _, v := range c.votes {
-		if !v.counted {
-			// The controller's first reading of an instance: no rate to
-			// judge yet.
-			v.counted = v.again == 0
-			if v.counted {
-				c.tally.Stay++
-				v.reads = 0
-				continue
+// vote runs one round of the cache policy's votes over every
+// application, one vote each, as the controller's: the evictions again
+// and reads of the instances it read before summed, a first reading of
+// some instance with nothing evicted again a 0; with Config.Scale the
+// vote is applied (scaling.Combine).
+func (c *cacheRun) vote(window time.Duration, at time.Time) {
+	for app, v := range c.votes {
+		var again, reads int64
+		seen, fresh := 0, 0
+		for i := range v.reads {
+			if v.counted[i] {
+				again += v.again[i]
+				reads += v.reads[i]
+				seen++
+			} else {
+				fresh++
 			}
+			v.reads[i], v.again[i], v.counted[i] = 0, 0, true
 		}
-		d := scaling.CacheVote(scaling.CacheStats{EvictedMoreThanOnce: int(v.again), Accesses: int(v.reads), Window: window}, scaling.Config{})
+		var d scaling.Vote
+		switch {
+		case again == 0 && fresh > 0:
+			// The controller's first reading of an instance: no rate
+			// to judge yet.
+			d = scaling.Vote{Policy: scaling.PolicyCache}
+		case seen == 0:
+			continue
+		default:
+			d = scaling.CacheVote(scaling.CacheStats{EvictedMoreThanOnce: int(again), Accesses: int(reads), Window: window}, scaling.Config{})
+		}
 		switch {
 		case d.Delta > 0:
 			c.tally.Up++
@@ -74,6 +110,8 @@ func (c *cacheRun) vote(window time.Duration) {
 		default:
 			c.tally.Stay++
 		}
-		v.reads, v.again, v.counted = 0, 0, true
+		if c.sim.cfg.Scale {
+			c.apply(app, []scaling.Vote{d}, at)
+		}
 	}
 }
