@@ -97,6 +97,9 @@ type Config struct {
 	// DisablePrediction gives every invocation its booked memory and
 	// learns nothing. Default false.
 	DisablePrediction bool
+	// InputSizeTimeout bounds the store HEAD that finds an invocation's
+	// input size for its memory model (memory.go). Default 250 ms.
+	InputSizeTimeout time.Duration
 	// DisableDataRouting routes invocations to the most recently used
 	// idle instance and places new ones by load alone, whatever input
 	// their events name (locality.go); for comparisons. Default false.
@@ -112,7 +115,7 @@ func (c *Config) Validate() error {
 	if c.Etcd == nil || c.Store == nil || c.Identities == nil {
 		return errors.New("controller: Etcd, Store and Identities are required")
 	}
-	if c.ScanInterval < 0 || c.DedupWindow < 0 || c.VoteInterval < 0 {
+	if c.ScanInterval < 0 || c.DedupWindow < 0 || c.VoteInterval < 0 || c.InputSizeTimeout < 0 {
 		return errors.New("controller: intervals must not be negative")
 	}
 	if c.SystemBucket == "" {
@@ -126,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.VoteInterval == 0 {
 		c.VoteInterval = 5 * time.Second
+	}
+	if c.InputSizeTimeout == 0 {
+		c.InputSizeTimeout = inputSizeTimeout
 	}
 	if err := c.Prediction.Validate(); err != nil {
 		return fmt.Errorf("controller: %w", err)

@@ -58,7 +58,8 @@ type sizeSeen struct {
 
 // Input sizes: an event naming an input object in a bucket the
 // application was granted gets its size as the feature "input.size",
-// from the store's metadata (a HEAD, at most inputSizeTimeout; a failure
+// from the store's metadata (a HEAD, at most Config.InputSizeTimeout,
+// default inputSizeTimeout; a failure
 // or a timeout leaves the feature out, which the model treats as a doubt
 // if it splits on it). The HEAD is on the invocation's path only when the
 // function's mature model splits on the size; otherwise the invocation
@@ -112,7 +113,7 @@ func (c *Controller) inputSize(ctx context.Context, a *app, bucket, key string) 
 		return s.size, true
 	}
 	c.models.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, inputSizeTimeout)
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.InputSizeTimeout)
 	info, err := c.cfg.Store.Stat(sctx, bucket, key)
 	cancel()
 	if err != nil || info.Size < 0 {

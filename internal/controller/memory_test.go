@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -90,7 +91,9 @@ func TestModelRecordRejects(t *testing.T) {
 // invocation a doubt; a restarted controller goes on with the model it
 // saved in etcd.
 func TestPrediction(t *testing.T) {
-	c, fa, _ := setupWith(t, Config{Prediction: predict.Config{MinInvocations: 20, RetrainEvery: 5}})
+	// A loaded machine can take longer than the default to answer a HEAD,
+	// which would make the invocation a doubt.
+	c, fa, _ := setupWith(t, Config{Prediction: predict.Config{MinInvocations: 20, RetrainEvery: 5}, InputSizeTimeout: 10 * time.Second})
 	ctx := context.Background()
 	const spec = "name: app\nmax_instances: 1\nkeep_alive: 1h\nbuckets: {data: read-write}\nfunctions: {f: {handler: m.h}}\n"
 	if _, err := c.Deploy(ctx, pkg(t, spec)); err != nil {
