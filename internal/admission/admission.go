@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 )
 
@@ -184,43 +185,62 @@ func (d *Decider) Observe(s Sample) error {
 type Decision struct {
 	// Admit says whether its reads are cached.
 	Admit bool `json:"admit"`
-	// Share is the data's share of run time over the window (time
-	// weighted: estimated store time over estimated store time plus
-	// computation); -1 before any sample.
+	// Share is the median of the window's invocations' data shares
+	// (Sample.Share); -1 before any sample.
 	Share float64 `json:"share"`
-	// Samples is how many invocations it is taken over.
+	// Samples is how many invocations it is taken over; Benefit how many
+	// of them caching helps (share above Threshold).
 	Samples int `json:"samples"`
+	Benefit int `json:"benefit"`
 	// Reason says why, in words.
 	Reason string `json:"reason"`
 }
 
-// Decide says whether the function's inputs are cached: yes until
-// MinSamples invocations were seen, then yes exactly when the data's
-// share of run time over the window exceeds Threshold.
+// Decide says whether the function's inputs are cached. Each invocation
+// in the window is labelled as OFC labels one: caching helps it when its
+// data's share of run time exceeds Threshold. The inputs are cached
+// until MinSamples invocations were seen, then while at least half of
+// the window's invocations are helped (a majority vote, so one slow
+// outlier does not flip the decision; a tie keeps caching, the old
+// behaviour).
 func (d *Decider) Decide() Decision {
 	min := d.MinSamples
 	if min <= 0 {
 		min = DefaultMinSamples
 	}
-	var store, comp time.Duration
-	for _, s := range d.samples {
-		store += s.Store
-		comp += s.Transform()
+	shares := make([]float64, len(d.samples))
+	benefit := 0
+	for i, s := range d.samples {
+		shares[i] = s.Share()
+		if shares[i] > Threshold {
+			benefit++
+		}
 	}
-	share := -1.0
-	if len(d.samples) > 0 {
-		share = Sample{Store: store, Run: comp}.Share()
-	}
-	dec := Decision{Share: share, Samples: len(d.samples)}
+	dec := Decision{Share: median(shares), Samples: len(d.samples), Benefit: benefit}
 	switch {
 	case len(d.samples) < min:
 		dec.Admit = true
 		dec.Reason = fmt.Sprintf("learning (%d of %d invocations)", len(d.samples), min)
-	case share > Threshold:
+	case 2*benefit >= len(d.samples):
 		dec.Admit = true
-		dec.Reason = fmt.Sprintf("data %.0f%% of run time > %.0f%%", 100*share, 100*Threshold)
+		dec.Reason = fmt.Sprintf("data over %.0f%% of run time in %d of %d invocations (median %.0f%%)", 100*Threshold, benefit, len(d.samples), 100*dec.Share)
 	default:
-		dec.Reason = fmt.Sprintf("data %.0f%% of run time <= %.0f%%: reads not cached", 100*share, 100*Threshold)
+		dec.Reason = fmt.Sprintf("data over %.0f%% of run time in only %d of %d invocations (median %.0f%%): reads not cached",
+			100*Threshold, benefit, len(d.samples), 100*dec.Share)
 	}
 	return dec
+}
+
+// median of xs (the mean of the middle two for an even count); -1 for
+// none. xs is sorted in place.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return -1
+	}
+	sort.Float64s(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }

@@ -119,3 +119,26 @@ func TestDecider(t *testing.T) {
 		t.Fatalf("no samples: %+v", dec)
 	}
 }
+
+// One slow outlier does not flip a function's decision: the window votes.
+func TestDeciderOutlier(t *testing.T) {
+	io := Sample{Run: 100 * time.Millisecond, Served: 80 * time.Millisecond, Store: 80 * time.Millisecond}
+	var d Decider
+	for range 9 {
+		d.Observe(io)
+	}
+	// A pause of a second (a garbage collection, a busy machine).
+	d.Observe(Sample{Run: 1100 * time.Millisecond, Served: 80 * time.Millisecond, Store: 80 * time.Millisecond})
+	if dec := d.Decide(); !dec.Admit || dec.Benefit != 9 || math.Abs(dec.Share-0.8) > 1e-9 {
+		t.Fatalf("one outlier: %+v, want cached, 9 of 10, median 0.8", dec)
+	}
+	// Half and half keeps caching.
+	var h Decider
+	for range 3 {
+		h.Observe(io)
+		h.Observe(Sample{Run: time.Second, Served: time.Millisecond, Store: time.Millisecond})
+	}
+	if dec := h.Decide(); !dec.Admit || dec.Benefit != 3 {
+		t.Fatalf("a tie: %+v, want cached", dec)
+	}
+}

@@ -106,11 +106,13 @@ type Invocation struct {
 type Admission struct {
 	// Admit says whether its misses are cached.
 	Admit bool `json:"admit"`
-	// Share is extract and load's estimated share of its run time over
-	// the recent invocations (-1 before any).
+	// Share is the median over its recent invocations of extract and
+	// load's estimated share of run time (-1 before any).
 	Share float64 `json:"share"`
-	// Samples is how many invocations the decision is taken over.
+	// Samples is how many invocations the decision is taken over; Benefit
+	// how many of them caching helps (share above one half).
 	Samples int    `json:"samples"`
+	Benefit int    `json:"benefit"`
 	Reason  string `json:"reason"`
 }
 

@@ -35,9 +35,11 @@ func (c *Controller) noCache(a *app, function string) bool {
 }
 
 // observeAdmission learns from a finished invocation's times. A failed
-// invocation, or one whose times are unknown, teaches nothing.
+// invocation, one whose times are unknown, or the first on a new instance
+// (its runtime warming up: Python's first boto3 call alone takes tenths
+// of a second) teaches nothing.
 func (c *Controller) observeAdmission(a *app, r *api.Invocation) {
-	if !r.OK || r.IO == nil {
+	if !r.OK || r.IO == nil || r.Cold {
 		return
 	}
 	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
@@ -92,7 +94,7 @@ func (a *app) admissionInfo(function string) *api.Admission {
 	} else {
 		dec = (&admission.Decider{}).Decide()
 	}
-	return &api.Admission{Admit: dec.Admit, Share: dec.Share, Samples: dec.Samples, Reason: dec.Reason}
+	return &api.Admission{Admit: dec.Admit, Share: dec.Share, Samples: dec.Samples, Benefit: dec.Benefit, Reason: dec.Reason}
 }
 
 // admissionMetrics are the admission's series.

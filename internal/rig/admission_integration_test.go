@@ -1,0 +1,138 @@
+//go:build integration
+
+package rig
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hoard-io/hoard/internal/admission"
+	"github.com/hoard-io/hoard/internal/netshape"
+)
+
+const admissionSpec = `
+name: adm
+memory: 96MiB
+timeout: 20s
+keep_alive: 1h
+max_instances: 1
+buckets: {data: read-only}
+cache: {budget: 32MiB, admission: benefit}
+functions:
+  io: {handler: fns.io}
+  cpu: {handler: fns.cpu}
+`
+
+// io reads its inputs and does next to nothing with them; cpu reads one
+// input and computes for a while.
+const admissionFns = `
+import time
+import boto3
+
+s3 = boto3.client("s3")
+
+def io(event, context):
+    return sum(len(s3.get_object(Bucket="data", Key=k)["Body"].read()) for k in event["keys"])
+
+def cpu(event, context):
+    n = len(s3.get_object(Bucket="data", Key=event["key"])["Body"].read())
+    end = time.monotonic() + event["seconds"]
+    x = 0
+    while time.monotonic() < end:
+        x += 1
+    return n
+`
+
+// TestAdmission: with cache.admission: benefit, on one instance (one
+// cachelet) behind a store 20 ms away, a function dominated by reading
+// keeps being cached, hits and all, and a function dominated by compute
+// stops being cached once its invocations show it: its reads come from
+// the store and nothing is kept, while the other function's reads still
+// hit. The decision shows in the controller's stats (hoard apps
+// --admission), its events and metrics.
+func TestAdmission(t *testing.T) {
+	e := startShaped(t, netshape.Link{Latency: 20 * time.Millisecond})
+	e.deployCode(t, admissionSpec, admissionFns)
+	c := e.p.Controller
+	body := strings.Repeat("x", 256<<10)
+	var ioKeys []string
+	for i := range 6 {
+		ioKeys = append(ioKeys, fmt.Sprintf("io/%d", i))
+	}
+	for _, k := range ioKeys {
+		e.put(t, "data", k, body)
+	}
+	for i := range admission.DefaultMinSamples + 2 {
+		e.put(t, "data", fmt.Sprintf("cpu/%d", i), body)
+	}
+
+	// The first invocation on the new instance teaches nothing (its
+	// runtime warms up); then, learning, both functions' reads are cached.
+	if rec := invoke(t, c, "adm", "io", map[string]any{"keys": ioKeys}); !rec.OK || !rec.Cold {
+		t.Fatalf("first io: ok %v, cold %v: %s", rec.OK, rec.Cold, rec.Log)
+	}
+	for i := range admission.DefaultMinSamples {
+		rec := invoke(t, c, "adm", "io", map[string]any{"keys": ioKeys})
+		if !rec.OK || rec.NoCache || rec.IO == nil {
+			t.Fatalf("io %d: ok %v, no cache %v, io %+v: %s", i, rec.OK, rec.NoCache, rec.IO, rec.Log)
+		}
+		t.Logf("io %d: run %.1f ms, data served %.1f ms, from the store %.1f ms, reads %+v", i, rec.ExecMS, rec.IO.ServedMS, rec.IO.StoreMS, rec.Reads)
+		rec = invoke(t, c, "adm", "cpu", map[string]any{"key": fmt.Sprintf("cpu/%d", i), "seconds": 0.3})
+		if !rec.OK || rec.NoCache || rec.Reads["local_miss"].Count != 1 {
+			t.Fatalf("cpu %d while learning: ok %v, no cache %v, reads %+v: %s", i, rec.OK, rec.NoCache, rec.Reads, rec.Log)
+		}
+		t.Logf("cpu %d: run %.1f ms, data served %.1f ms, from the store %.1f ms", i, rec.ExecMS, rec.IO.ServedMS, rec.IO.StoreMS)
+	}
+	st, err := c.Stats("adm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ioAdm, cpuAdm := st["io"].Admission, st["cpu"].Admission
+	if ioAdm == nil || !ioAdm.Admit || ioAdm.Share <= admission.Threshold {
+		t.Fatalf("io's admission %+v, want cached (data over half its run time)", ioAdm)
+	}
+	if cpuAdm == nil || cpuAdm.Admit || cpuAdm.Share > admission.Threshold {
+		t.Fatalf("cpu's admission %+v, want not cached", cpuAdm)
+	}
+	t.Logf("io: %s; cpu: %s", ioAdm.Reason, cpuAdm.Reason)
+
+	// cpu's new input is read from the store, twice: not kept.
+	k := fmt.Sprintf("cpu/%d", admission.DefaultMinSamples)
+	for i := range 2 {
+		rec := invoke(t, c, "adm", "cpu", map[string]any{"key": k, "seconds": 0.3})
+		if !rec.OK || !rec.NoCache || rec.Reads["pass_through"].Count != 1 || len(rec.Reads) != 1 {
+			t.Fatalf("cpu read %d not admitted: ok %v, no cache %v, reads %+v, want one pass-through", i, rec.OK, rec.NoCache, rec.Reads)
+		}
+	}
+	// io, on the same cachelet right after, still hits: the decision is
+	// per function.
+	rec := invoke(t, c, "adm", "io", map[string]any{"keys": ioKeys})
+	if !rec.OK || rec.NoCache || rec.Reads["local_hit"].Count != int64(len(ioKeys)) {
+		t.Fatalf("io after cpu: ok %v, no cache %v, reads %+v, want %d local hits", rec.OK, rec.NoCache, rec.Reads, len(ioKeys))
+	}
+	// Its hits did not turn its caching off: the estimate is the store's.
+	if st, _ := c.Stats("adm"); !st["io"].Admission.Admit {
+		t.Fatalf("io's admission after hits: %+v", st["io"].Admission)
+	}
+
+	var said bool
+	for _, a := range c.Apps() {
+		for _, ev := range a.Events {
+			if ev.Kind == "admission" && strings.Contains(ev.Detail, "function cpu") {
+				said = true
+			}
+		}
+	}
+	if !said {
+		t.Error("no event says cpu's reads are no longer cached")
+	}
+	m := scrapeText(t, e.p.ControllerURL+"/metrics", e.cfg.ControllerToken)
+	for _, want := range []string{`hoard_admission_admitting{app="adm",function="cpu"} 0`, `hoard_admission_admitting{app="adm",function="io"} 1`,
+		`hoard_admission_changes_total{app="adm",decision="no_cache",function="cpu"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "hoard_admission"))
+		}
+	}
+}
