@@ -3,13 +3,18 @@
 package rig
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/admission"
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/netshape"
+	"github.com/hoard-io/hoard/internal/store"
 )
 
 const admissionSpec = `
@@ -135,4 +140,84 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "hoard_admission"))
 		}
 	}
+}
+
+// BenchmarkAdmission: the memory a compute-bound function's inputs take
+// from an I/O-bound one. Two applications in the same run, one with
+// cache.admission: all, the other benefit, each one instance with an
+// 8 MiB cache under consistency local, behind a store 10 ms away at
+// 100 MB/s: io reads the same six 1 MiB objects (its working set fits),
+// cpu reads a new 1 MiB input each time and computes 0.1 s. Each round is
+// one io and three cpu invocations; under all, cpu's inputs evict io's.
+// Reported: io's run time p50 and hit ratio under each, and benefit ÷ all.
+//
+//	go test -tags integration -run '^$' -bench Admission -benchtime 30x ./internal/rig
+func BenchmarkAdmission(b *testing.B) {
+	e := startShaped(b, netshape.Link{Latency: 10 * time.Millisecond, Bandwidth: 100_000_000})
+	c := e.p.Controller
+	ctx := context.Background()
+	body := strings.Repeat("x", 1<<20)
+	put := func(key string) {
+		if _, err := e.st.Put(ctx, "data", key, strings.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ioKeys []string
+	for i := range 6 {
+		ioKeys = append(ioKeys, fmt.Sprintf("bench-io/%d", i))
+		put(ioKeys[i])
+	}
+	const warmRounds, cpuPerRound = 3, 3
+	rounds := warmRounds + b.N
+	for i := range rounds * cpuPerRound {
+		put(fmt.Sprintf("bench-cpu/%d", i))
+	}
+	call := func(app, fn string, event any) *api.Invocation {
+		ev, _ := json.Marshal(event)
+		rec, err := c.Invoke(ctx, app, fn, ev, "bench")
+		if err != nil || !rec.OK {
+			b.Fatalf("%s/%s: %v %+v", app, fn, err, rec)
+		}
+		return rec
+	}
+	type result struct {
+		p50       time.Duration
+		hits, all int64
+		notCached bool
+	}
+	var got [2]result
+	for i, mode := range []string{appspec.AdmitAll, appspec.AdmitBenefit} {
+		app := "adm-" + mode
+		spec := strings.NewReplacer("name: adm", "name: "+app, "{budget: 32MiB, admission: benefit}",
+			"{budget: 8MiB, consistency: local, admission: "+mode+"}").Replace(admissionSpec)
+		e.deployCode(b, spec, admissionFns)
+		var runs []time.Duration
+		var r result
+		for n := range rounds {
+			rec := call(app, "io", map[string]any{"keys": ioKeys})
+			if n >= warmRounds {
+				runs = append(runs, time.Duration(rec.ExecMS*float64(time.Millisecond)))
+				r.hits += rec.Reads["local_hit"].Count
+				for _, rc := range rec.Reads {
+					r.all += rc.Count
+				}
+			}
+			for k := range cpuPerRound {
+				rec := call(app, "cpu", map[string]any{"key": fmt.Sprintf("bench-cpu/%d", n*cpuPerRound+k), "seconds": 0.1})
+				r.notCached = rec.NoCache
+			}
+		}
+		r.p50 = median(runs)
+		got[i] = r
+		b.Logf("admission %s: io p50 %.1f ms, hits %d of %d reads; cpu not cached at the end: %v", mode,
+			float64(r.p50.Microseconds())/1e3, r.hits, r.all, r.notCached)
+	}
+	if !got[1].notCached || got[0].notCached {
+		b.Fatalf("cpu's admission: all %v, benefit %v; want cached, not cached", !got[0].notCached, !got[1].notCached)
+	}
+	b.ReportMetric(float64(got[0].p50.Microseconds())/1e3, "all-io-p50-ms")
+	b.ReportMetric(float64(got[1].p50.Microseconds())/1e3, "benefit-io-p50-ms")
+	b.ReportMetric(float64(got[1].p50)/float64(got[0].p50), "benefit/all")
+	b.ReportMetric(float64(got[0].hits)/float64(max(got[0].all, 1)), "all-io-hit-ratio")
+	b.ReportMetric(float64(got[1].hits)/float64(max(got[1].all, 1)), "benefit-io-hit-ratio")
 }
