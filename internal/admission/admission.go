@@ -204,9 +204,9 @@ type Decision struct {
 // outlier does not flip the decision; a tie keeps caching, the old
 // behaviour).
 func (d *Decider) Decide() Decision {
-	min := d.MinSamples
-	if min <= 0 {
-		min = DefaultMinSamples
+	need := d.MinSamples
+	if need <= 0 {
+		need = DefaultMinSamples
 	}
 	shares := make([]float64, len(d.samples))
 	benefit := 0
@@ -218,9 +218,9 @@ func (d *Decider) Decide() Decision {
 	}
 	dec := Decision{Share: median(shares), Samples: len(d.samples), Benefit: benefit}
 	switch {
-	case len(d.samples) < min:
+	case len(d.samples) < need:
 		dec.Admit = true
-		dec.Reason = fmt.Sprintf("learning (%d of %d invocations)", len(d.samples), min)
+		dec.Reason = fmt.Sprintf("learning (%d of %d invocations)", len(d.samples), need)
 	case 2*benefit >= len(d.samples):
 		dec.Admit = true
 		dec.Reason = fmt.Sprintf("data over %.0f%% of run time in %d of %d invocations (median %.0f%%)", 100*Threshold, benefit, len(d.samples), 100*dec.Share)

@@ -456,6 +456,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	} else {
 		a.rec, a.spec = rec, pkg.Spec
 		a.policy = newPolicy(pkg.Spec, c.cfg.KeepAlive, a.policy)
+		a.admission = nil // new code: its functions' admission is learned again
 	}
 	c.mu.Unlock()
 	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)
