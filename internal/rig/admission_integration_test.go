@@ -111,6 +111,16 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("cpu read %d not admitted: ok %v, no cache %v, reads %+v, want one pass-through", i, rec.OK, rec.NoCache, rec.Reads)
 		}
 	}
+	// The cachelet counted both, and kept neither.
+	for _, in := range e.p.Agent.Instances() {
+		m := scrape(t, in.MetricsURL)
+		if got := m["hoard_cachelet_reads_not_admitted_total"]; got != 2 {
+			t.Errorf("instance %s: %v reads not admitted, want 2", in.ID, got)
+		}
+		if got := m["hoard_cachelet_admitting"]; got != 0 {
+			t.Errorf("instance %s: admitting %v after cpu, want 0", in.ID, got)
+		}
+	}
 	// io, on the same cachelet right after, still hits: the decision is
 	// per function.
 	rec := invoke(t, c, "adm", "io", map[string]any{"keys": ioKeys})
