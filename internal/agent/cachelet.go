@@ -281,29 +281,29 @@ func (in *Instance) setCounters(s control.Stats) {
 // invocationReads reads the cachelet's counters once, after an
 // invocation, and returns the reads since the snapshot taken after the
 // previous one (or at load): the invocation's reads, and its time with
-// data (api.IOTimes). Only when that snapshot is missing (a failed read)
+// data (api.IOTimes), and how many of its misses were not kept. Only when that snapshot is missing (a failed read)
 // is the cachelet asked before the invocation too (readBefore). Called
 // with invokeMu held, which guards in.stats and in.statsOK.
-func (in *Instance) invocationReads(ctx context.Context) (map[string]api.ReadCount, *api.IOTimes) {
+func (in *Instance) invocationReads(ctx context.Context) (map[string]api.ReadCount, *api.IOTimes, int64) {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
 	after, err := in.control().Stats(ctx)
 	if err != nil {
 		in.agent.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
 		in.statsOK = false
-		return nil, nil
+		return nil, nil, 0
 	}
 	in.setCounters(after)
 	before, ok := in.stats, in.statsOK
 	in.stats, in.statsOK = after, true
 	if !ok {
-		return nil, nil
+		return nil, nil, 0
 	}
 	out := map[string]api.ReadCount{}
 	for k, v := range after.Sub(before) {
 		out[k] = api.ReadCount(v)
 	}
-	return out, in.agent.ioTimes(in.spec.Name, before, after)
+	return out, in.agent.ioTimes(in.spec.Name, before, after), after.NotAdmitted - before.NotAdmitted
 }
 
 // ioTimes is an invocation's time with data from the cachelet's counters

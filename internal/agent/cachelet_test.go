@@ -102,7 +102,7 @@ func TestReadsOncePerInvocation(t *testing.T) {
 		for _, n := range reads {
 			fake.read(n)
 		}
-		got, _ := in.invocationReads(ctx)
+		got, _, _ := in.invocationReads(ctx)
 		return got
 	}
 	before := fake.count()

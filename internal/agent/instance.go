@@ -290,7 +290,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	default:
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
-	res.Reads, res.IO = in.invocationReads(context.WithoutCancel(ctx))
+	res.Reads, res.IO, res.NotAdmitted = in.invocationReads(context.WithoutCancel(ctx))
 	if m := res.Memory; m.Sized || m.Retried {
 		// What the prediction left out, for the slack pool's size: the
 		// peak over the limit it started under (a retry's whole peak

@@ -285,6 +285,9 @@ type InvokeResult struct {
 	// IO is its time with data; nil when the cachelet's counters could
 	// not be read or no store cost was measured yet on the node.
 	IO *IOTimes `json:"io,omitempty"`
+	// NotAdmitted counts its misses served without keeping a copy
+	// (NoCache); they are among its pass_through reads.
+	NotAdmitted int64 `json:"not_admitted,omitempty"`
 }
 
 // DropRequest drops an application's cached objects under a prefix.

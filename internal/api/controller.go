@@ -97,8 +97,9 @@ type Invocation struct {
 	Route string `json:"route,omitempty"`
 	// NoCache: its misses were not kept (admission by predicted
 	// benefit); IO its time with data.
-	NoCache bool     `json:"no_cache,omitempty"`
-	IO      *IOTimes `json:"io,omitempty"`
+	NoCache     bool     `json:"no_cache,omitempty"`
+	IO          *IOTimes `json:"io,omitempty"`
+	NotAdmitted int64    `json:"not_admitted,omitempty"`
 }
 
 // Admission is a function's admission by predicted benefit, for an

@@ -39,6 +39,9 @@ func (c *Controller) noCache(a *app, function string) bool {
 // (its runtime warming up: Python's first boto3 call alone takes tenths
 // of a second) teaches nothing.
 func (c *Controller) observeAdmission(a *app, r *api.Invocation) {
+	if r.NotAdmitted > 0 {
+		c.m.notAdmitted.WithLabelValues(a.rec.Name, r.Function).Add(float64(r.NotAdmitted))
+	}
 	if !r.OK || r.IO == nil || r.Cold {
 		return
 	}
@@ -102,6 +105,7 @@ type admissionMetrics struct {
 	admitting        *prometheus.GaugeVec
 	dataShare        *prometheus.GaugeVec
 	admissionChanges *prometheus.CounterVec
+	notAdmitted      *prometheus.CounterVec
 }
 
 func newAdmissionMetrics() admissionMetrics {
@@ -112,5 +116,7 @@ func newAdmissionMetrics() admissionMetrics {
 			Help: "A function's estimated share of run time spent extracting and loading data, over its recent invocations (caching when above 0.5)."}, []string{"app", "function"}),
 		admissionChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_admission_changes_total",
 			Help: "Changes of a function's admission decision, by the decision taken (cache, no_cache)."}, []string{"app", "function", "decision"}),
+		notAdmitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_admission_reads_not_admitted_total",
+			Help: "A function's misses served from the store without keeping a copy, its inputs not being worth caching."}, []string{"app", "function"}),
 	}
 }

@@ -88,7 +88,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 			c.mu.Unlock()
 		}
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
-		rec.Memory, rec.IO = res.Memory, res.IO
+		rec.Memory, rec.IO, rec.NotAdmitted = res.Memory, res.IO, res.NotAdmitted
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
 		c.observeAdmission(a, rec)

@@ -200,7 +200,7 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 		[]string{"app", "reason"})
 	m.admissionMetrics = newAdmissionMetrics()
 	if reg != nil {
-		reg.MustRegister(m.admitting, m.dataShare, m.admissionChanges)
+		reg.MustRegister(m.admitting, m.dataShare, m.admissionChanges, m.notAdmitted)
 		reg.MustRegister(m.routes)
 		reg.MustRegister(m.predictions, m.oomRetries, m.cacheGiven, m.modelMature, m.trainSeconds)
 		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads, m.votes, m.decisions)

@@ -107,7 +107,7 @@ func TestAdmission(t *testing.T) {
 	k := fmt.Sprintf("cpu/%d", admission.DefaultMinSamples)
 	for i := range 2 {
 		rec := invoke(t, c, "adm", "cpu", map[string]any{"key": k, "seconds": 0.3})
-		if !rec.OK || !rec.NoCache || rec.Reads["pass_through"].Count != 1 || len(rec.Reads) != 1 {
+		if !rec.OK || !rec.NoCache || rec.Reads["pass_through"].Count != 1 || len(rec.Reads) != 1 || rec.NotAdmitted != 1 {
 			t.Fatalf("cpu read %d not admitted: ok %v, no cache %v, reads %+v, want one pass-through", i, rec.OK, rec.NoCache, rec.Reads)
 		}
 	}
@@ -145,7 +145,8 @@ func TestAdmission(t *testing.T) {
 	}
 	m := scrapeText(t, e.p.ControllerURL+"/metrics", e.cfg.ControllerToken)
 	for _, want := range []string{`hoard_admission_admitting{app="adm",function="cpu"} 0`, `hoard_admission_admitting{app="adm",function="io"} 1`,
-		`hoard_admission_changes_total{app="adm",decision="no_cache",function="cpu"} 1`} {
+		`hoard_admission_changes_total{app="adm",decision="no_cache",function="cpu"} 1`,
+		`hoard_admission_reads_not_admitted_total{app="adm",function="cpu"} 2`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "hoard_admission"))
 		}
