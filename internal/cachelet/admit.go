@@ -20,8 +20,9 @@ package cachelet
 // targets the owner may hold the only copy of the newest write, so the
 // read still asks it; only this cachelet's copy is not kept. Reads a
 // peer makes of this cachelet as the key's owner are the peer's, and
-// always admitted here. Ranged reads served by pages (pages.go) are
-// admitted as before.
+// always admitted here. A ranged read that would fill pages (pages.go)
+// asks the store for its range alone and keeps no page; pages held
+// already serve it.
 
 // SetAdmit says whether the running function's misses are kept.
 func (c *Cachelet) SetAdmit(admit bool) { c.noAdmit.Store(!admit) }

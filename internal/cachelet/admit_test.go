@@ -89,3 +89,21 @@ func TestNotAdmittedOwnerWrites(t *testing.T) {
 		t.Fatalf("the writer's read not admitted: %v, newest write: %v", err, bytes.Equal(got, v2))
 	}
 }
+
+// A ranged read not admitted asks the store for its range alone and
+// keeps no page; pages held already still serve.
+func TestNotAdmittedRange(t *testing.T) {
+	e, big := pagesEnv(t, nil)
+	e.c.SetAdmit(false)
+	e.readRange("big", big, 10, 2*testPage, PassThrough)
+	e.readRange("big", big, 10, 2*testPage, PassThrough)
+	e.settle()
+	if c := e.c.Counters(); c.CacheObjects != 0 || c.NotAdmitted != 2 {
+		t.Fatalf("cached %d, not admitted %d; want 0, 2", c.CacheObjects, c.NotAdmitted)
+	}
+	e.c.SetAdmit(true)
+	e.readRange("big", big, 0, 3*testPage-1, LocalMiss)
+	e.settle()
+	e.c.SetAdmit(false)
+	e.readRange("big", big, testPage, 2*testPage, LocalHit)
+}
