@@ -107,3 +107,16 @@ func TestNotAdmittedRange(t *testing.T) {
 	e.c.SetAdmit(false)
 	e.readRange("big", big, testPage, 2*testPage, LocalHit)
 }
+
+// The store's cost fit takes the store's answers only: an owner's answer
+// streamed through is not one.
+func TestStoreFitLeavesPeersOut(t *testing.T) {
+	g := newGroup(t, 2, func(c *Config) { c.WriteTarget, c.ReadMode = WriteOwner, ReadOwner })
+	a := object("a", 1, 5000)
+	g.put(t, "a", a)
+	g.members[1].SetAdmit(false)
+	g.mustRead(t, 1, "a", a, PassThrough)
+	if c := g.members[1].Counters(); c.NotAdmitted != 1 || c.StoreFit.N != 0 {
+		t.Fatalf("not admitted %d, store fit %d reads; want 1 and 0 (the owner answered)", c.NotAdmitted, c.StoreFit.N)
+	}
+}

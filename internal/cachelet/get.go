@@ -111,7 +111,7 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 		off, n = r.Start, r.End-r.Start+1
 	}
 	whole := int64(-1) // a whole object's reads fit the store's cost (counters.go)
-	if rng == nil {
+	if rng == nil && !sv.fromPeer {
 		whole = info.Size
 	}
 	if e != nil {
@@ -160,6 +160,9 @@ type served struct {
 	// unfollowed: checked with the store because the bucket's change
 	// subscription was not up (Object.Unfollowed).
 	unfollowed bool
+	// fromPeer: body is the key's owner's answer streamed through, not
+	// the store's (so not a point of the store's cost fit).
+	fromPeer bool
 }
 
 // objectInfo is the metadata of the object served.
@@ -416,10 +419,13 @@ func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, add
 	}
 	body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
 	if !keep {
-		return c.notAdmitted(body, obj.Info), nil
+		sv := c.notAdmitted(body, obj.Info)
+		sv.fromPeer = true
+		return sv, nil
 	}
 	sv, err := c.installed(k, body, obj.Info, fl)
 	if err != nil || sv.outcome == PassThrough {
+		sv.fromPeer = err == nil
 		return sv, err
 	}
 	sv.outcome = remoteOutcome(obj.Outcome)
