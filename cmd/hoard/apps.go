@@ -21,6 +21,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	client := clientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	memory := fs.Bool("memory", false, "print each function's memory model: maturity, accuracy, predicted against used memory, memory given to the cache, retries")
+	admit := fs.Bool("admission", false, "print each function's admission by predicted benefit: whether its misses are cached, and the share of its run time spent extracting and loading data (cache.admission: benefit)")
 	trees := fs.Bool("trees", false, "print each application's function tree: the agents hosting its deployed version, each under its parent (FaaSNet's balanced binary tree)")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
@@ -35,6 +36,9 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *memory {
 		return printModels(ctx, c, apps, *asJSON, stdout)
+	}
+	if *admit {
+		return printAdmission(ctx, c, apps, *asJSON, stdout)
 	}
 	if *asJSON {
 		out, _ := json.MarshalIndent(apps, "", "  ")
@@ -99,6 +103,51 @@ func printModels(ctx context.Context, c *api.ControllerClient, apps []api.AppInf
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%.0f%%\t%.0f%%\t%d\t%s\t%s\t%s\t%d\t%d\n", r.App, r.Function, m.Observed, m.Mature,
 			100*m.Exact, 100*m.ExactOrOver, m.Predicted, mean(m.PredictedBytes), mean(m.PeakBytes), bytesize.Format(m.CacheGivenBytes), m.UnderPredicted, m.Retries)
+	}
+	return tw.Flush()
+}
+
+// printAdmission prints each function's admission by predicted benefit:
+// what `hoard apps --admission` shows. An application admitting every
+// read shows "all".
+func printAdmission(ctx context.Context, c *api.ControllerClient, apps []api.AppInfo, asJSON bool, stdout io.Writer) error {
+	type row struct {
+		App       string         `json:"app"`
+		Function  string         `json:"function"`
+		Admission *api.Admission `json:"admission"`
+	}
+	var rows []row
+	for _, a := range apps {
+		st, err := c.Stats(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		for _, fn := range a.Functions {
+			rows = append(rows, row{a.Name, fn, st[fn].Admission})
+		}
+	}
+	if asJSON {
+		out, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APP\tFUNCTION\tCACHED\tDATA SHARE\tSAMPLES\tWHY")
+	for _, r := range rows {
+		d := r.Admission
+		if d == nil {
+			fmt.Fprintf(tw, "%s\t%s\tall\t-\t-\tcache.admission is all\n", r.App, r.Function)
+			continue
+		}
+		share := "-"
+		if d.Share >= 0 {
+			share = fmt.Sprintf("%.0f%%", 100*d.Share)
+		}
+		cached := "yes"
+		if !d.Admit {
+			cached = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.App, r.Function, cached, share, d.Samples, d.Reason)
 	}
 	return tw.Flush()
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/sandbox"
@@ -157,6 +158,11 @@ type Agent struct {
 	jailed bool // functions run jailed (jail.go); set by New
 
 	slack *slackPool // lent to invocations that outgrow their predicted size
+
+	// storeModels is each application's last store cost fitted on this
+	// node (cachelet.go's ioTimes), guarded by fitMu.
+	fitMu       sync.Mutex
+	storeModels map[string]admission.Model
 
 	mu        sync.Mutex
 	instances map[string]*Instance

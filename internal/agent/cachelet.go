@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
@@ -279,30 +280,80 @@ func (in *Instance) setCounters(s control.Stats) {
 
 // invocationReads reads the cachelet's counters once, after an
 // invocation, and returns the reads since the snapshot taken after the
-// previous one (or at load): the invocation's reads. Only when that
-// snapshot is missing (a failed read) is the cachelet asked before the
-// invocation too (readBefore). Called with invokeMu held, which guards
-// in.stats and in.statsOK.
-func (in *Instance) invocationReads(ctx context.Context) map[string]api.ReadCount {
+// previous one (or at load): the invocation's reads, and its time with
+// data (api.IOTimes), and how many of its misses were not kept. Only when that snapshot is missing (a failed read)
+// is the cachelet asked before the invocation too (readBefore). Called
+// with invokeMu held, which guards in.stats and in.statsOK.
+func (in *Instance) invocationReads(ctx context.Context) (map[string]api.ReadCount, *api.IOTimes, int64) {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
 	after, err := in.control().Stats(ctx)
 	if err != nil {
 		in.agent.log.Warn("cachelet stats", "instance", in.req.ID, "err", err)
 		in.statsOK = false
-		return nil
+		return nil, nil, 0
 	}
 	in.setCounters(after)
 	before, ok := in.stats, in.statsOK
 	in.stats, in.statsOK = after, true
 	if !ok {
-		return nil
+		return nil, nil, 0
 	}
 	out := map[string]api.ReadCount{}
 	for k, v := range after.Sub(before) {
 		out[k] = api.ReadCount(v)
 	}
-	return out
+	return out, in.agent.ioTimes(in.spec.Name, before, after), after.NotAdmitted - before.NotAdmitted
+}
+
+// ioTimes is an invocation's time with data from the cachelet's counters
+// before and after it: the reads and writes as served, and the reads as
+// the store would have served them, by the cost fitted to the reads the
+// store served this cachelet (or, before it had any, another of the
+// application's on this node), plus the writes as served (package
+// admission says why). nil when no store cost is known yet.
+func (a *Agent) ioTimes(app string, before, after control.Stats) *api.IOTimes {
+	m, ok := after.StoreFit.Model()
+	a.fitMu.Lock()
+	if ok {
+		if a.storeModels == nil {
+			a.storeModels = map[string]admission.Model{}
+		}
+		a.storeModels[app] = m
+	} else {
+		m, ok = a.storeModels[app]
+	}
+	a.fitMu.Unlock()
+	if !ok {
+		return nil
+	}
+	var served time.Duration
+	var reads, bytes int64
+	for _, v := range after.Sub(before) {
+		served += time.Duration(v.Nanos)
+		reads += v.Count
+		bytes += v.Bytes
+	}
+	writes := time.Duration(max(after.WriteNanos-before.WriteNanos, 0))
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	return &api.IOTimes{ServedMS: ms(served + writes), StoreMS: ms(m.Cost(reads, bytes) + writes)}
+}
+
+// setAdmission tells the cachelet whether the function about to run
+// keeps its misses, when that changed. A cachelet that cannot be told
+// keeps what it had: caching or not, its answers are the same bytes.
+// Called with invokeMu held.
+func (in *Instance) setAdmission(ctx context.Context, noCache bool) {
+	if noCache == in.noCache {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	if err := in.control().SetAdmit(ctx, !noCache); err != nil {
+		in.agent.log.Warn("cachelet admission", "instance", in.req.ID, "err", err)
+		return
+	}
+	in.noCache = noCache
 }
 
 // readBefore takes the snapshot invocationReads counts from, when the

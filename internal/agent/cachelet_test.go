@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
@@ -18,9 +20,16 @@ import (
 // countingCachelet answers the control API with read counters the test
 // moves, and counts how often its stats were asked for.
 type countingCachelet struct {
-	mu    sync.Mutex
-	reads control.ReadCount // local hits so far
-	asked int
+	mu     sync.Mutex
+	reads  control.ReadCount // local hits so far
+	asked  int
+	admits []bool
+}
+
+func (c *countingCachelet) SetAdmit(admit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.admits = append(c.admits, admit)
 }
 
 func (c *countingCachelet) Ready() control.Ready { return control.Ready{ID: "t-1"} }
@@ -93,7 +102,8 @@ func TestReadsOncePerInvocation(t *testing.T) {
 		for _, n := range reads {
 			fake.read(n)
 		}
-		return in.invocationReads(ctx)
+		got, _, _ := in.invocationReads(ctx)
+		return got
 	}
 	before := fake.count()
 	for i, n := range []int64{100, 0, 7} {
@@ -160,5 +170,66 @@ func TestDocumentStoreIdentity(t *testing.T) {
 	}
 	if err := d.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// The agent tells the cachelet the admission only when it changes.
+func TestSetAdmission(t *testing.T) {
+	dir, err := os.MkdirTemp("", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ep := control.Endpoint{Socket: filepath.Join(dir, "control.sock"), Token: control.NewToken()}
+	fake := &countingCachelet{}
+	h, err := control.NewHandler(ep.Token, fake, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := control.Listen(t.Context(), ep.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := control.NewServer(h, nil)
+	go srv.Serve(ln)
+	defer srv.Close()
+	in := &Instance{agent: &Agent{log: slog.New(slog.DiscardHandler)}, req: api.StartRequest{ID: "t-1"},
+		spec: &appspec.Spec{Name: "t"}, ctl: control.NewClient(ep)}
+	defer in.ctl.Close()
+	for _, noCache := range []bool{false, true, true, false, false} {
+		in.setAdmission(t.Context(), noCache)
+	}
+	if len(fake.admits) != 2 || fake.admits[0] || !fake.admits[1] {
+		t.Fatalf("admissions sent %v, want [false true]", fake.admits)
+	}
+}
+
+// An invocation's time with data: as served, and its reads at the
+// store's fitted cost; before any store cost is known on the node,
+// none; a cachelet with no fit of its own borrows the application's.
+func TestIOTimes(t *testing.T) {
+	a := &Agent{}
+	before := control.Stats{Reads: map[string]control.ReadCount{}}
+	after := control.Stats{
+		Reads:      map[string]control.ReadCount{"local_hit": {Count: 2, Bytes: 2 << 20, Nanos: int64(time.Millisecond)}},
+		WriteNanos: int64(3 * time.Millisecond),
+	}
+	if io := a.ioTimes("app", before, after); io != nil {
+		t.Fatalf("no store cost known, got %+v", io)
+	}
+	// The store: 5 ms a read plus 10 ms a MiB.
+	for _, n := range []int64{1 << 20, 4 << 20} {
+		after.StoreFit.Add(n, 5*time.Millisecond+time.Duration(n>>20)*10*time.Millisecond)
+	}
+	io := a.ioTimes("app", before, after)
+	if io == nil || io.ServedMS != 4 || io.StoreMS < 32.9 || io.StoreMS > 33.1 {
+		t.Fatalf("io %+v, want served 4 ms (1 read + 3 write), store 2×5 + 2×10 + 3 = 33 ms", io)
+	}
+	after.StoreFit = admission.StoreFit{}
+	if io := a.ioTimes("app", before, after); io == nil || io.StoreMS < 32.9 || io.StoreMS > 33.1 {
+		t.Fatalf("a cachelet without a fit of its own: %+v, want the application's (33 ms)", io)
+	}
+	if io := a.ioTimes("other", before, after); io != nil {
+		t.Fatalf("another application borrowed the fit: %+v", io)
 	}
 }

@@ -50,6 +50,9 @@ type Instance struct {
 	// whether it is current. Guarded by invokeMu (cachelet.go).
 	stats   control.Stats
 	statsOK bool
+	// noCache is the admission last set on the cachelet (false: admits,
+	// as it starts). Guarded by invokeMu.
+	noCache bool
 	sz      sizing // guarded by invokeMu
 
 	mu          sync.Mutex
@@ -203,6 +206,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	a := in.agent
 	res := &api.InvokeResult{RequestID: req.RequestID, Instance: in.req.ID}
 	in.readBefore(ctx) // normally a no-op: the last invocation's snapshot
+	in.setAdmission(ctx, req.NoCache)
 	booked := int64(fn.Memory)
 	res.Memory = in.size(ctx, booked, req.MemoryLimit)
 	predictedLimit := res.Memory.Limit
@@ -286,7 +290,7 @@ func (in *Instance) Invoke(ctx context.Context, req api.InvokeRequest) (*api.Inv
 	default:
 		res.Error = &api.ErrorInfo{Type: "InstanceUnavailable", Message: werr.Error()}
 	}
-	res.Reads = in.invocationReads(context.WithoutCancel(ctx))
+	res.Reads, res.IO, res.NotAdmitted = in.invocationReads(context.WithoutCancel(ctx))
 	if m := res.Memory; m.Sized || m.Retried {
 		// What the prediction left out, for the slack pool's size: the
 		// peak over the limit it started under (a retry's whole peak

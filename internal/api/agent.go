@@ -211,6 +211,18 @@ type InvokeRequest struct {
 	// the booked memory above it to the instance's cache, and runs the
 	// invocation again at the booked size if it is killed for memory.
 	MemoryLimit int64 `json:"memory_limit,omitempty"`
+	// NoCache says the function's inputs are not worth caching
+	// (admission by predicted benefit): the instance's cachelet serves
+	// its misses without keeping a copy.
+	NoCache bool `json:"no_cache,omitempty"`
+}
+
+// IOTimes is an invocation's time with its data: its reads and writes as
+// served (ServedMS), and the same with its reads at the store's measured
+// cost, as if nothing were cached (StoreMS; package admission).
+type IOTimes struct {
+	ServedMS float64 `json:"served_ms"`
+	StoreMS  float64 `json:"store_ms"`
 }
 
 // InvocationMemory is how an invocation's memory was sized and used.
@@ -251,6 +263,9 @@ type ErrorInfo struct {
 type ReadCount struct {
 	Count int64 `json:"count"`
 	Bytes int64 `json:"bytes"`
+	// Nanos is the time the reads took as served, request to the body's
+	// close.
+	Nanos int64 `json:"nanos,omitempty"`
 }
 
 // InvokeResult is one invocation's outcome.
@@ -267,6 +282,12 @@ type InvokeResult struct {
 	Replaced bool `json:"replaced,omitempty"`
 	// Memory is how the invocation was sized and what it used.
 	Memory *InvocationMemory `json:"memory,omitempty"`
+	// IO is its time with data; nil when the cachelet's counters could
+	// not be read or no store cost was measured yet on the node.
+	IO *IOTimes `json:"io,omitempty"`
+	// NotAdmitted counts its misses served without keeping a copy
+	// (NoCache); they are among its pass_through reads.
+	NotAdmitted int64 `json:"not_admitted,omitempty"`
 }
 
 // DropRequest drops an application's cached objects under a prefix.

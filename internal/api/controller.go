@@ -95,6 +95,26 @@ type Invocation struct {
 	Predicted int64             `json:"predicted,omitempty"`
 	// Route is why the invocation ran where it did.
 	Route string `json:"route,omitempty"`
+	// NoCache: its misses were not kept (admission by predicted
+	// benefit); IO its time with data.
+	NoCache     bool     `json:"no_cache,omitempty"`
+	IO          *IOTimes `json:"io,omitempty"`
+	NotAdmitted int64    `json:"not_admitted,omitempty"`
+}
+
+// Admission is a function's admission by predicted benefit, for an
+// application with cache.admission: benefit.
+type Admission struct {
+	// Admit says whether its misses are cached.
+	Admit bool `json:"admit"`
+	// Share is the median over its recent invocations of extract and
+	// load's estimated share of run time (-1 before any).
+	Share float64 `json:"share"`
+	// Samples is how many invocations the decision is taken over; Benefit
+	// how many of them caching helps (share above one half).
+	Samples int    `json:"samples"`
+	Benefit int    `json:"benefit"`
+	Reason  string `json:"reason"`
 }
 
 // ModelInfo is a function's memory model as `hoard apps` shows it.
@@ -152,6 +172,9 @@ type FuncStats struct {
 	// Model is the function's memory model; nil before its first
 	// invocation was observed.
 	Model *ModelInfo `json:"model,omitempty"`
+	// Admission is the function's admission decision; nil unless the
+	// application admits by benefit.
+	Admission *Admission `json:"admission,omitempty"`
 }
 
 // Selection is what a pre-warm chose.

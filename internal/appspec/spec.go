@@ -225,7 +225,19 @@ type CacheSpec struct {
 	// object trigger fires on or a pipeline's intermediate location (a
 	// function reads those). Default none.
 	FinalOutputs []Location `yaml:"final_outputs,omitempty"`
+	// Admission says which reads are cached: "all" (the default) or
+	// "benefit", OFC's admission by predicted benefit: a function's
+	// misses are not kept while extracting and loading its data take at
+	// most half of its run time, measured per function over its recent
+	// invocations (package admission; docs/design/admission.md).
+	Admission string `yaml:"admission,omitempty"`
 }
+
+// Admission settings (Cache.Admission).
+const (
+	AdmitAll     = "all"
+	AdmitBenefit = "benefit"
+)
 
 // ErasureSpec is an application's erasure coding of large objects.
 type ErasureSpec struct {
@@ -488,6 +500,11 @@ func (s *Spec) Validate() error {
 		if err := checkTimeout("function "+name+": timeout", f.Timeout); err != nil {
 			return err
 		}
+	}
+	switch s.Cache.Admission {
+	case "", AdmitAll, AdmitBenefit:
+	default:
+		return invalid("cache: admission %q: want %q or %q", s.Cache.Admission, AdmitAll, AdmitBenefit)
 	}
 	if s.Cache.Shared && int64(s.Cache.Budget) >= s.BookedMemory() {
 		return invalid("cache: budget %s with shared: true must be below the booked memory (%s), which the function shares with the cache",

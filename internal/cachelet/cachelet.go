@@ -305,6 +305,10 @@ type Cachelet struct {
 	// Keys evicted, for counting repeat evictions (counters.go).
 	evicted evictionLog
 
+	// noAdmit: the running function's inputs are not worth caching, so
+	// its misses are served without keeping a copy (admit.go).
+	noAdmit atomic.Bool
+
 	// Access metadata (access.go).
 	access accessLog
 

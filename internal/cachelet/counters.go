@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/erasure"
 )
@@ -32,6 +33,17 @@ type Counters struct {
 	EvictedAgain int64 `json:"evicted_again"`
 	// Erasure is the erasure-coded path's figures; nil when it is off.
 	Erasure *erasure.Health `json:"erasure,omitempty"`
+	// NotAdmitted counts reads served from the store without keeping a
+	// copy because the running function's inputs are not worth caching
+	// (SetAdmit); they count as pass-through reads too.
+	NotAdmitted int64 `json:"not_admitted"`
+	// WriteNanos is the time clients' acknowledged writes took, request
+	// to acknowledgement.
+	WriteNanos int64 `json:"write_nanos"`
+	// StoreFit holds the whole-object reads the store served (misses and
+	// pass-throughs), size against time: what a read would cost without a
+	// cache (package admission).
+	StoreFit admission.StoreFit `json:"store_fit"`
 }
 
 // ReadCounters splits reads by how they were served. A read counts once
@@ -48,10 +60,12 @@ type ReadCounters struct {
 	DiskHit ReadCount `json:"disk_hit"`
 }
 
-// ReadCount is how many reads of one kind ended and the bytes they sent.
+// ReadCount is how many reads of one kind ended, the bytes they sent and
+// the time they took (from the request to the body's close).
 type ReadCount struct {
 	Count int64 `json:"count"`
 	Bytes int64 `json:"bytes"`
+	Nanos int64 `json:"nanos"`
 }
 
 // counters are the atomic counterparts of Counters, updated next to the
@@ -61,18 +75,34 @@ type counters struct {
 	writes                                                           atomic.Int64
 	// open is the reads handed to a client whose body is not closed yet:
 	// they count when it is.
-	open atomic.Int64
+	open                    atomic.Int64
+	notAdmitted, writeNanos atomic.Int64
+	fitMu                   sync.Mutex
+	fit                     admission.StoreFit
 }
 
-type readCounter struct{ n, bytes atomic.Int64 }
+type readCounter struct{ n, bytes, nanos atomic.Int64 }
 
 func (r *readCounter) load() ReadCount {
-	return ReadCount{Count: r.n.Load(), Bytes: r.bytes.Load()}
+	return ReadCount{Count: r.n.Load(), Bytes: r.bytes.Load(), Nanos: r.nanos.Load()}
 }
 
-// read records one finished read; outcomes outside the six (reads for a
-// peer) are not counted.
-func (c *counters) read(o Outcome, bytes int64) {
+// storeFit is a copy of the store reads' fit.
+func (c *counters) storeFit() admission.StoreFit {
+	c.fitMu.Lock()
+	defer c.fitMu.Unlock()
+	return c.fit
+}
+
+// read records one finished read that took d; outcomes outside the six
+// (reads for a peer) are not counted. A whole object the store served
+// (a miss or a pass-through read to its end) joins the store's fit.
+func (c *counters) read(o Outcome, bytes int64, d time.Duration, whole bool) {
+	if whole && (o == LocalMiss || o == PassThrough) {
+		c.fitMu.Lock()
+		c.fit.Add(bytes, d)
+		c.fitMu.Unlock()
+	}
 	var r *readCounter
 	switch o {
 	case LocalHit, StaleHit:
@@ -92,6 +122,7 @@ func (c *counters) read(o Outcome, bytes int64) {
 	}
 	r.n.Add(1)
 	r.bytes.Add(bytes)
+	r.nanos.Add(int64(d))
 }
 
 // SettledCounters is Counters once no read is open: a client that has
@@ -133,6 +164,9 @@ func (c *Cachelet) Counters() Counters {
 		CacheObjects: int64(s.Objects),
 		BudgetBytes:  budget,
 		EvictedAgain: c.evicted.again.Load(),
+		NotAdmitted:  k.notAdmitted.Load(),
+		WriteNanos:   k.writeNanos.Load(),
+		StoreFit:     k.storeFit(),
 	}
 }
 

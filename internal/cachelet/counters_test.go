@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -37,11 +38,17 @@ func TestCounters(t *testing.T) {
 	}
 
 	got := e.c.Counters()
+	// Times are real: they are checked apart, then left out.
+	if got.StoreFit.N != 2 || got.WriteNanos <= 0 || got.Reads.LocalMiss.Nanos <= 0 {
+		t.Fatalf("the store's fit holds %d reads (want the miss and the pass-through), writes took %d ns, the miss %d ns",
+			got.StoreFit.N, got.WriteNanos, got.Reads.LocalMiss.Nanos)
+	}
+	got = untimed(got)
 	want := Counters{
 		Reads: ReadCounters{
-			LocalMiss:   ReadCount{1, 3000},
-			LocalHit:    ReadCount{3, 2*3000 + 100}, // the range counts what it sent
-			PassThrough: ReadCount{1, int64(len(large))},
+			LocalMiss:   ReadCount{Count: 1, Bytes: 3000},
+			LocalHit:    ReadCount{Count: 3, Bytes: 2*3000 + 100}, // the range counts what it sent
+			PassThrough: ReadCount{Count: 1, Bytes: int64(len(large))},
 		},
 		Writes:       2, // the failed copy does not count
 		CacheBytes:   3000 + 500,
@@ -57,9 +64,10 @@ func TestCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"reads":{"local_hit":{"count":3,"bytes":6100},"local_miss":{"count":1,"bytes":3000},` +
-		`"remote_hit":{"count":0,"bytes":0},"remote_miss":{"count":0,"bytes":0},"pass_through":{"count":1,"bytes":262145},"disk_hit":{"count":0,"bytes":0}},` +
-		`"writes":2,"cache_bytes":3500,"cache_objects":2,"budget_bytes":1048576,"evicted_again":0}`
+	const wantJSON = `{"reads":{"local_hit":{"count":3,"bytes":6100,"nanos":0},"local_miss":{"count":1,"bytes":3000,"nanos":0},` +
+		`"remote_hit":{"count":0,"bytes":0,"nanos":0},"remote_miss":{"count":0,"bytes":0,"nanos":0},"pass_through":{"count":1,"bytes":262145,"nanos":0},"disk_hit":{"count":0,"bytes":0,"nanos":0}},` +
+		`"writes":2,"cache_bytes":3500,"cache_objects":2,"budget_bytes":1048576,"evicted_again":0,"not_admitted":0,"write_nanos":0,` +
+		`"store_fit":{"n":0,"sum_s":0,"sum_t":0,"sum_s2":0,"sum_st":0}}`
 	if string(data) != wantJSON {
 		t.Fatalf("JSON\n got %s\nwant %s", data, wantJSON)
 	}
@@ -77,12 +85,12 @@ func TestCountersRemote(t *testing.T) {
 	g.mustRead(t, 1, "b", b, RemoteMiss)
 	g.mustRead(t, 1, "b", b, LocalHit)
 
-	if got := g.members[1].Counters().Reads; got != (ReadCounters{
-		LocalHit: ReadCount{1, 7000}, RemoteHit: ReadCount{1, 5000}, RemoteMiss: ReadCount{1, 7000},
+	if got := untimed(g.members[1].Counters()).Reads; got != (ReadCounters{
+		LocalHit: ReadCount{Count: 1, Bytes: 7000}, RemoteHit: ReadCount{Count: 1, Bytes: 5000}, RemoteMiss: ReadCount{Count: 1, Bytes: 7000},
 	}) {
 		t.Fatalf("the reader's counters: %+v", got)
 	}
-	if got := g.members[0].Counters().Reads; got != (ReadCounters{LocalMiss: ReadCount{1, 5000}}) {
+	if got := untimed(g.members[0].Counters()).Reads; got != (ReadCounters{LocalMiss: ReadCount{Count: 1, Bytes: 5000}}) {
 		t.Fatalf("the owner's counters: %+v (reads for peers must not count)", got)
 	}
 	if _, err := g.members[2].Put(t.Context(), testBucket, "c", bytes.NewReader(a), int64(len(a)), store.PutOptions{}); err != nil {
@@ -136,4 +144,14 @@ func TestSettledCounters(t *testing.T) {
 	if n := after.LocalHit.Count + after.LocalMiss.Count; n != 1 {
 		t.Fatalf("SettledCounters did not wait for the read: %+v", after)
 	}
+}
+
+// untimed is c without its times, which are real.
+func untimed(c Counters) Counters {
+	r := &c.Reads
+	for _, rc := range []*ReadCount{&r.LocalHit, &r.LocalMiss, &r.RemoteHit, &r.RemoteMiss, &r.PassThrough, &r.DiskHit} {
+		rc.Nanos = 0
+	}
+	c.WriteNanos, c.StoreFit = 0, admission.StoreFit{}
+	return c
 }

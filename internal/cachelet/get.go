@@ -110,8 +110,12 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 		obj.Range = &r
 		off, n = r.Start, r.End-r.Start+1
 	}
+	whole := int64(-1) // a whole object's reads fit the store's cost (counters.go)
+	if rng == nil && !sv.fromPeer {
+		whole = info.Size
+	}
 	if e != nil {
-		obj.Body = c.m.track(e.ReadCloser(off, n), outcome, start) // closing it releases sv's reference
+		obj.Body = c.m.trackWhole(e.ReadCloser(off, n), outcome, start, whole) // closing it releases sv's reference
 		return obj, nil
 	}
 	// Pass-through: body holds the whole object. A ranged request asks the
@@ -129,7 +133,7 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 		}
 		body = cancelOnClose{ReadCloser: b, cancel: cancel}
 	}
-	obj.Body = c.m.track(body, outcome, start)
+	obj.Body = c.m.trackWhole(body, outcome, start, whole)
 	return obj, nil
 }
 
@@ -156,6 +160,9 @@ type served struct {
 	// unfollowed: checked with the store because the bucket's change
 	// subscription was not up (Object.Unfollowed).
 	unfollowed bool
+	// fromPeer: body is the key's owner's answer streamed through, not
+	// the store's (so not a point of the store's cost fit).
+	fromPeer bool
 }
 
 // objectInfo is the metadata of the object served.
@@ -237,14 +244,17 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		fl = c.keys.ask(k)
 		defer c.keys.endAsk(k, fl)
 	}
-	if route && c.cfg.Router != nil && c.cfg.Peers != nil {
+	// A miss the running function does not admit (admit.go) keeps no
+	// copy: under the store write target it is the store's alone.
+	keep := c.admits(route)
+	if route && c.cfg.Router != nil && c.cfg.Peers != nil && (keep || c.cfg.WriteTarget != WriteStore) {
 		addr, self := c.cfg.Router.Owner(k.Bucket, k.Object)
 		if !self && addr != "" && c.distrusted(addr) {
 			c.m.peerFallbacks.Inc() // its answers failed verification lately
 			addr = ""
 		}
 		if !self && addr != "" {
-			sv, err := c.fetchRemote(ctx, k, fl, addr)
+			sv, err := c.fetchRemote(ctx, k, fl, addr, keep)
 			if err == nil || errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
 				return sv, err // the owner asked the store
 			}
@@ -254,8 +264,10 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 			c.log.Debug("owner unavailable, reading from the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
 		}
 	}
-	if sv, handled, err := c.fromDisk(ctx, k, fl); handled {
-		return sv, err
+	if keep {
+		if sv, handled, err := c.fromDisk(ctx, k, fl); handled {
+			return sv, err
+		}
 	}
 	fctx, cancel := c.fillContext(ctx)
 	body, info, _, err := c.store.Get(fctx, k.Bucket, k.Object, store.GetOptions{ChecksumMode: true})
@@ -263,11 +275,21 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 		cancel()
 		return served{}, err
 	}
+	if !keep {
+		return c.notAdmitted(cancelOnClose{ReadCloser: body, cancel: cancel}, info), nil
+	}
 	if c.ec != nil {
 		c.ecFill(k, info) // a large object is sharded in the background
 	}
 	body = splittable{cancelOnClose{ReadCloser: body, cancel: cancel}}
 	return c.installed(k, body, info, fl)
+}
+
+// notAdmitted serves a miss the running function does not admit: the
+// body streams through as a pass-through, counted (admit.go).
+func (c *Cachelet) notAdmitted(body io.ReadCloser, info store.ObjectInfo) served {
+	c.m.counts.notAdmitted.Add(1)
+	return served{body: body, info: info, outcome: PassThrough}
 }
 
 // installed installs a store answer and says how the read is served.
@@ -384,7 +406,10 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 // by the peer client; its body is verified as it is read (the answer's
 // signature, and the store's checksum when the answer carries one:
 // verify.go), before its last bytes, so a body that fails is never cached.
-func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string) (served, error) {
+//
+// keep false (a miss the running function does not admit) streams the
+// verified body through without keeping it.
+func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, addr string, keep bool) (served, error) {
 	fctx, cancel := c.fillContext(ctx)
 	obj, err := c.cfg.Peers.Get(fctx, addr, k.Bucket, k.Object, "")
 	if err != nil {
@@ -393,8 +418,14 @@ func (c *Cachelet) fetchRemote(ctx context.Context, k cache.Key, fl *flight, add
 		return served{}, err
 	}
 	body := cancelOnClose{ReadCloser: c.watchPeerBody(checkedAgainstStore(obj.Body, obj.Info), k, addr), cancel: cancel}
+	if !keep {
+		sv := c.notAdmitted(body, obj.Info)
+		sv.fromPeer = true
+		return sv, nil
+	}
 	sv, err := c.installed(k, body, obj.Info, fl)
 	if err != nil || sv.outcome == PassThrough {
+		sv.fromPeer = err == nil
 		return sv, err
 	}
 	sv.outcome = remoteOutcome(obj.Outcome)

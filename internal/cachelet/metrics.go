@@ -168,6 +168,15 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			func() float64 { return float64(c.cache.Stats().EvictedOwned) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_expired_total", Help: "Objects dropped because their TTL ran out."},
 			func() float64 { return float64(c.cache.Stats().Expired) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cachelet_reads_not_admitted_total",
+			Help: "Reads served from the store without keeping a copy because the running function's inputs are not worth caching (admission by predicted benefit); counted as pass_through reads too."},
+			func() float64 { return float64(m.counts.notAdmitted.Load()) }),
+		gauge("hoard_cachelet_admitting", "1 while reads are cached (the running function's inputs are worth caching), 0 while misses are served without keeping a copy.", func() float64 {
+			if c.Admitting() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_cache_swept_total", Help: "Objects dropped by the periodic sweep (too few reads, or idle too long)."},
 			func() float64 { return float64(c.cache.Stats().Swept) }),
 		m.sweptBytes,
@@ -180,17 +189,25 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	return m
 }
 
-// countWrite counts a client's object write in Counters once it succeeded.
-func (m *metrics) countWrite(err error) {
+// countWrite counts a client's object write, begun at start, in Counters
+// once it succeeded.
+func (m *metrics) countWrite(err error, start time.Time) {
 	if err == nil {
 		m.counts.writes.Add(1)
+		m.counts.writeNanos.Add(int64(m.clock.Now().Sub(start)))
 	}
 }
 
 // track wraps a read's body so that closing it records the read.
 func (m *metrics) track(body io.ReadCloser, o Outcome, start time.Time) io.ReadCloser {
+	return m.trackWhole(body, o, start, -1)
+}
+
+// trackWhole is track for a read of a whole object of size bytes: read to
+// its end from the store, it joins the store's cost fit (Counters).
+func (m *metrics) trackWhole(body io.ReadCloser, o Outcome, start time.Time, size int64) io.ReadCloser {
 	m.counts.open.Add(1)
-	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start}
+	return &trackedBody{ReadCloser: body, m: m, outcome: o, start: start, size: size}
 }
 
 type trackedBody struct {
@@ -199,6 +216,7 @@ type trackedBody struct {
 	outcome Outcome
 	start   time.Time
 	n       int64
+	size    int64 // the whole object's size; -1 for part of one
 	once    sync.Once
 }
 
@@ -221,8 +239,9 @@ func (b *trackedBody) Close() error {
 		o := string(b.outcome)
 		b.m.reads.WithLabelValues(o).Inc()
 		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
-		b.m.readSeconds.WithLabelValues(o).Observe(b.m.clock.Now().Sub(b.start).Seconds())
-		b.m.counts.read(b.outcome, b.n)
+		d := b.m.clock.Now().Sub(b.start)
+		b.m.readSeconds.WithLabelValues(o).Observe(d.Seconds())
+		b.m.counts.read(b.outcome, b.n, d, b.size >= 0 && b.n == b.size)
 		b.m.counts.open.Add(-1)
 	})
 	return err

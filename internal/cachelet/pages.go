@@ -221,7 +221,7 @@ func (c *Cachelet) pageRead(ctx context.Context, k cache.Key, req store.ByteRang
 				c.m.validations.WithLabelValues("changed").Inc()
 				releaseAll(held)
 				c.pages.record(k, ninfo, gen)
-				return c.fillPages(k, req, body, ninfo, got, start)
+				return c.fillPages(k, req, body, ninfo, got, start, true)
 			case errors.Is(err, store.ErrUnavailable) && c.cfg.ServeStaleIfError:
 				c.m.validations.WithLabelValues("error").Inc()
 				return c.servePages(k, info, r, held, StaleHit, "hit", start), nil
@@ -242,12 +242,21 @@ func (c *Cachelet) pageRead(ctx context.Context, k cache.Key, req store.ByteRang
 			span.End = (req.End/c.pages.size+1)*c.pages.size - 1
 		}
 	} // a suffix of an unknown size is asked for as is
+	// A function whose inputs are not worth caching (admit.go) keeps no
+	// page: the store is asked for its range alone.
+	keep := c.Admitting()
+	if !keep {
+		span = req
+		if known {
+			span = r
+		}
+	}
 	body, ninfo, got, err := c.rangeGet(ctx, k, span, "")
 	if err != nil {
 		return nil, c.rangeFailed(k, err)
 	}
 	c.pages.record(k, ninfo, gen)
-	return c.fillPages(k, req, body, ninfo, got, start)
+	return c.fillPages(k, req, body, ninfo, got, start, keep)
 }
 
 // errSpanShort: the store's answer does not hold the range, because the
@@ -291,8 +300,8 @@ func (c *Cachelet) rangeGet(ctx context.Context, k cache.Key, span store.ByteRan
 
 // fillPages serves req from a store answer holding span got of the
 // object info describes: from pages filled from it when got is whole
-// pages and they fit, else streamed through.
-func (c *Cachelet) fillPages(k cache.Key, req store.ByteRange, body io.ReadCloser, info store.ObjectInfo, got store.ByteRange, start time.Time) (*Object, error) {
+// pages, they fit and keep is set, else streamed through.
+func (c *Cachelet) fillPages(k cache.Key, req store.ByteRange, body io.ReadCloser, info store.ObjectInfo, got store.ByteRange, start time.Time, keep bool) (*Object, error) {
 	r, err := ResolveRange(req, info.Size)
 	if err != nil {
 		body.Close()
@@ -306,7 +315,7 @@ func (c *Cachelet) fillPages(k cache.Key, req store.ByteRange, body io.ReadClose
 	}
 	ps := c.pages.size
 	aligned := got.Start%ps == 0 && ((got.End+1)%ps == 0 || got.End == info.Size-1)
-	if aligned && got.End-got.Start+1 <= c.cfg.Cache.MaxObjectSize {
+	if keep && aligned && got.End-got.Start+1 <= c.cfg.Cache.MaxObjectSize {
 		if entries := c.newPages(k, info, got); entries != nil {
 			// The reader's references: the pages covering r.
 			mine := entries[(r.Start-got.Start)/ps : (r.End-got.Start)/ps+1]
@@ -326,6 +335,9 @@ func (c *Cachelet) fillPages(k cache.Key, req store.ByteRange, body io.ReadClose
 		}
 	}
 	c.pages.reads.WithLabelValues("passed").Inc()
+	if !keep {
+		c.m.counts.notAdmitted.Add(1)
+	}
 	n := r.End - r.Start + 1
 	b := struct {
 		io.Reader

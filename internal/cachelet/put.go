@@ -19,8 +19,9 @@ import (
 // larger ones, and every write under the store target, go through to the
 // store before Put returns.
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
+	start := c.clock.Now()
 	defer func() {
-		c.m.countWrite(err)
+		c.m.countWrite(err, start)
 		if err == nil {
 			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
 		}
@@ -200,6 +201,7 @@ func (c *Cachelet) DeleteMany(ctx context.Context, bucket string, keys []string)
 // Copy copies an object inside the store; the destination's cached copy,
 // if any, is dropped.
 func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.CopyResult, error) {
+	start := c.clock.Now()
 	c.Invalidate(dstBucket, dstKey)
 	if err := c.syncPoint(ctx, dstBucket, dstKey); err != nil {
 		return store.CopyResult{}, err
@@ -211,13 +213,14 @@ func (c *Cachelet) Copy(ctx context.Context, src store.CopySource, dstBucket, ds
 	c.Invalidate(dstBucket, dstKey)
 	c.tellOwners(ctx, dstBucket, dstKey)
 	c.m.writes.WithLabelValues("copy", resultLabel(err)).Inc()
-	c.m.countWrite(err)
+	c.m.countWrite(err, start)
 	return res, err
 }
 
 // CompleteMultipartUpload completes an upload; the key's cached copy, if
 // any, is dropped.
 func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.Part, opts store.CompleteOptions) (store.PutResult, error) {
+	start := c.clock.Now()
 	c.Invalidate(bucket, key)
 	if err := c.syncPoint(ctx, bucket, key); err != nil {
 		return store.PutResult{}, err
@@ -226,7 +229,7 @@ func (c *Cachelet) CompleteMultipartUpload(ctx context.Context, bucket, key, upl
 	c.Invalidate(bucket, key)
 	c.tellOwners(ctx, bucket, key)
 	c.m.writes.WithLabelValues("complete_multipart", resultLabel(err)).Inc()
-	c.m.countWrite(err)
+	c.m.countWrite(err, start)
 	return res, err
 }
 
@@ -257,6 +260,7 @@ func resultLabel(err error) string {
 // a client's object write in Counters, as Put, Copy and
 // CompleteMultipartUpload do; anything else is ChangeOther.
 func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, kind ChangeKind, op func() error) error {
+	start := c.clock.Now()
 	for _, k := range keys {
 		c.Invalidate(bucket, k)
 	}
@@ -284,7 +288,7 @@ func (c *Cachelet) Change(ctx context.Context, bucket string, keys []string, kin
 	c.m.writes.WithLabelValues(string(kind), resultLabel(err)).Inc()
 	switch kind {
 	case ChangePut, ChangeCopy, ChangeComplete:
-		c.m.countWrite(err)
+		c.m.countWrite(err, start)
 	}
 	return err
 }

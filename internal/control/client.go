@@ -89,6 +89,13 @@ func (c *Client) SetBudget(ctx context.Context, n int64) (BudgetResult, error) {
 	return res, err
 }
 
+// SetAdmit says whether the cachelet keeps the misses of the function
+// about to run (admission by predicted benefit).
+func (c *Client) SetAdmit(ctx context.Context, admit bool) error {
+	var res AdmissionRequest
+	return c.do(ctx, http.MethodPost, "/v1/admission", AdmissionRequest{Admit: &admit}, &res, DefaultTimeout)
+}
+
 // Prewarm has the cachelet fetch into memory those of keys (at most
 // MaxPrewarmKeys) it owns and lacks. Ending ctx stops it.
 func (c *Client) Prewarm(ctx context.Context, keys []Key) (PrewarmResult, error) {

@@ -9,7 +9,8 @@
 // it applied, the document's less what flags overrode), GET /v1/stats (read and write
 // counters, cache occupancy), POST /v1/drop (drop cached objects under a
 // prefix), POST /v1/prewarm (fetch owned keys into memory), POST
-// /v1/budget (move the memory tier's budget) and GET /v1/access (access
+// /v1/budget (move the memory tier's budget), POST /v1/admission (whether
+// the running function's misses are kept) and GET /v1/access (access
 // metadata, for pre-warming). Every request carries the instance's control
 // token as a bearer token; request bodies are bounded (MaxRequestBytes),
 // answers too (the client reads at most MaxResponseBytes), and every
@@ -27,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/grant"
@@ -322,12 +324,31 @@ type Stats struct {
 	EvictedAgain int64 `json:"evicted_again"`
 	// Erasure is the erasure-coded path's figures; nil when it is off.
 	Erasure *erasure.Health `json:"erasure,omitempty"`
+	// NotAdmitted counts misses served without keeping a copy (POST
+	// /v1/admission); they are pass_through reads too. Admitting is the
+	// setting now.
+	NotAdmitted int64 `json:"not_admitted"`
+	Admitting   bool  `json:"admitting"`
+	// WriteNanos is the time the clients' acknowledged writes took.
+	WriteNanos int64 `json:"write_nanos"`
+	// StoreFit holds the whole-object reads the store served, size
+	// against time: what reads would cost without a cache.
+	StoreFit admission.StoreFit `json:"store_fit"`
 }
 
-// ReadCount is how many reads of one kind ended and the bytes they sent.
+// ReadCount is how many reads of one kind ended, the bytes they sent and
+// the time they took, request to the body's close.
 type ReadCount struct {
 	Count int64 `json:"count"`
 	Bytes int64 `json:"bytes"`
+	Nanos int64 `json:"nanos"`
+}
+
+// AdmissionRequest is the body of POST /v1/admission: whether the misses
+// of the function about to run are kept (false: served from the store
+// without keeping a copy).
+type AdmissionRequest struct {
+	Admit *bool `json:"admit"`
 }
 
 // Sub returns the reads in s that are not in before, by kind, leaving out
@@ -335,7 +356,8 @@ type ReadCount struct {
 func (s Stats) Sub(before Stats) map[string]ReadCount {
 	out := map[string]ReadCount{}
 	for k, v := range s.Reads {
-		d := ReadCount{Count: v.Count - before.Reads[k].Count, Bytes: v.Bytes - before.Reads[k].Bytes}
+		b := before.Reads[k]
+		d := ReadCount{Count: v.Count - b.Count, Bytes: v.Bytes - b.Bytes, Nanos: v.Nanos - b.Nanos}
 		if d.Count != 0 || d.Bytes != 0 {
 			out[k] = d
 		}

@@ -24,6 +24,7 @@ type fakeCachelet struct {
 	budget   int64
 	dropped  []DropRequest
 	prewarms [][]Key
+	admits   []bool
 	// block, when set, makes Prewarm wait for ctx to end and then report
 	// the ctx's error on canceled.
 	block    bool
@@ -67,6 +68,12 @@ func (f *fakeCachelet) Prewarm(ctx context.Context, keys []Key) (PrewarmResult, 
 		return PrewarmResult{}, ctx.Err()
 	}
 	return PrewarmResult{Owned: len(keys), Fetched: len(keys), Bytes: 10}, nil
+}
+
+func (f *fakeCachelet) SetAdmit(admit bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.admits = append(f.admits, admit)
 }
 
 func (f *fakeCachelet) AccessMetadata() []prewarm.Object {
@@ -118,7 +125,7 @@ func TestClientAgainstHandler(t *testing.T) {
 		t.Fatalf("Config = %+v, %v", cs, err)
 	}
 	s, err := c.Stats(ctx)
-	if err != nil || s.Reads["local_hit"] != (ReadCount{3, 300}) || s.Writes != 1 || s.BudgetBytes != 100 {
+	if err != nil || s.Reads["local_hit"] != (ReadCount{Count: 3, Bytes: 300}) || s.Writes != 1 || s.BudgetBytes != 100 {
 		t.Fatalf("Stats = %+v, %v", s, err)
 	}
 	if n, err := c.Drop(ctx, "b", "tmp/run 1/"); err != nil || n != 2 || f.dropped[0] != (DropRequest{"b", "tmp/run 1/"}) {
@@ -139,6 +146,23 @@ func TestClientAgainstHandler(t *testing.T) {
 	}
 	if objs, err := c.AccessMetadata(ctx); err != nil || len(objs) != 1 || objs[0].Key != "k" || objs[0].LH != 2 {
 		t.Fatalf("AccessMetadata = %+v, %v", objs, err)
+	}
+	if err := c.SetAdmit(ctx, false); err != nil {
+		t.Fatalf("SetAdmit(false): %v", err)
+	}
+	if err := c.SetAdmit(ctx, true); err != nil || len(f.admits) != 2 || f.admits[0] || !f.admits[1] {
+		t.Fatalf("SetAdmit(true): %v (%v)", err, f.admits)
+	}
+	// An admission request that says nothing, or something else, is
+	// refused and changes nothing.
+	for _, body := range []string{`{}`, `{"admit": "no"}`, `{"admit": false, "function": "f"}`} {
+		req := fmt.Sprintf("POST /v1/admission HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", ep.Token, len(body), body)
+		if status := rawRequest(t, ep.Socket, req); status != http.StatusBadRequest {
+			t.Fatalf("admission %s: %d, want 400", body, status)
+		}
+	}
+	if len(f.admits) != 2 {
+		t.Fatalf("a refused admission request reached the cachelet: %v", f.admits)
 	}
 }
 
@@ -334,10 +358,10 @@ func TestDocument(t *testing.T) {
 }
 
 func TestStatsSub(t *testing.T) {
-	before := Stats{Reads: map[string]ReadCount{"local_hit": {1, 10}, "local_miss": {2, 20}}}
-	after := Stats{Reads: map[string]ReadCount{"local_hit": {1, 10}, "local_miss": {3, 25}, "remote_hit": {1, 7}}}
+	before := Stats{Reads: map[string]ReadCount{"local_hit": {1, 10, 100}, "local_miss": {2, 20, 200}}}
+	after := Stats{Reads: map[string]ReadCount{"local_hit": {1, 10, 100}, "local_miss": {3, 25, 290}, "remote_hit": {1, 7, 9}}}
 	got := after.Sub(before)
-	if len(got) != 2 || got["local_miss"] != (ReadCount{1, 5}) || got["remote_hit"] != (ReadCount{1, 7}) {
+	if len(got) != 2 || got["local_miss"] != (ReadCount{Count: 1, Bytes: 5, Nanos: 90}) || got["remote_hit"] != (ReadCount{Count: 1, Bytes: 7, Nanos: 9}) {
 		t.Fatalf("Sub = %v", got)
 	}
 }

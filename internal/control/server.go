@@ -36,6 +36,10 @@ type Cachelet interface {
 	Prewarm(ctx context.Context, keys []Key) (PrewarmResult, error)
 	// AccessMetadata is the access metadata recorded so far.
 	AccessMetadata() []prewarm.Object
+	// SetAdmit says whether misses are kept from now on (admission by
+	// predicted benefit: false for a function whose inputs are not worth
+	// caching).
+	SetAdmit(admit bool)
 }
 
 // MaxPrewarmTime bounds one pre-warm request on the server's side,
@@ -72,6 +76,7 @@ func NewHandler(token string, c Cachelet, log *slog.Logger) (*Handler, error) {
 	h.mux.HandleFunc("POST /v1/drop", h.drop)
 	h.mux.HandleFunc("POST /v1/budget", h.budget)
 	h.mux.HandleFunc("POST /v1/prewarm", h.prewarm)
+	h.mux.HandleFunc("POST /v1/admission", h.admission)
 	return h, nil
 }
 
@@ -137,6 +142,19 @@ func (h *Handler) budget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, h.c.SetBudget(req.Bytes))
+}
+
+func (h *Handler) admission(w http.ResponseWriter, r *http.Request) {
+	var req AdmissionRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Admit == nil {
+		writeError(w, badRequest("admission needs admit: true or false"))
+		return
+	}
+	h.c.SetAdmit(*req.Admit)
+	writeJSON(w, req)
 }
 
 func (h *Handler) prewarm(w http.ResponseWriter, r *http.Request) {

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/clock"
@@ -205,6 +206,8 @@ type app struct {
 
 	records []*api.Invocation // the most recent, oldest first
 	fstats  map[string]*funcStats
+	// admission is each function's admission by benefit (admission.go).
+	admission map[string]*admission.Decider
 
 	// Keep-alive and pre-load (keepalive.go): the hybrid histogram of
 	// the application's idle times, when its last invocation ended, and
@@ -459,6 +462,7 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	} else {
 		a.rec, a.spec = rec, pkg.Spec
 		a.policy = newPolicy(pkg.Spec, c.cfg.KeepAlive, a.policy)
+		a.admission = nil // new code: its functions' admission is learned again
 	}
 	c.mu.Unlock()
 	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)

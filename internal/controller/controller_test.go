@@ -48,6 +48,8 @@ type fakeAgent struct {
 	etcd atomic.Pointer[api.EtcdCredentials]
 	// lastLimit is the memory_limit of the last invocation.
 	lastLimit atomic.Int64
+	// lastNoCache is the no_cache of the last invocation.
+	lastNoCache atomic.Bool
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
@@ -112,14 +114,19 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 			MS   int             `json:"ms"`
 			X    json.RawMessage `json:"x"`
 			Peak int64           `json:"peak"` // the memory the invocation "uses"
+			// What the invocation reports as its run and data times.
+			RunMS float64      `json:"run_ms"`
+			IO    *api.IOTimes `json:"io"`
 		}
 		json.Unmarshal(req.Event, &ev)
 		a.lastLimit.Store(req.MemoryLimit)
+		a.lastNoCache.Store(req.NoCache)
 		time.Sleep(time.Duration(ev.MS) * time.Millisecond)
 		a.mu.Lock()
 		a.instances[r.PathValue("id")] = api.StateIdle
 		a.mu.Unlock()
 		api.WriteJSON(w, http.StatusOK, api.InvokeResult{RequestID: req.RequestID, Instance: r.PathValue("id"), OK: true, Result: ev.X,
+			DurationMS: ev.RunMS, IO: ev.IO,
 			Reads:  map[string]api.ReadCount{"local_hit": {Count: 1, Bytes: 10}},
 			Memory: &api.InvocationMemory{Booked: 512 << 20, Limit: max(req.MemoryLimit, 512<<20), Sized: req.MemoryLimit > 0, Peak: ev.Peak}})
 	})

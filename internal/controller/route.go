@@ -56,6 +56,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		}
 		rec.Predicted, class = fm.limit(fs)
 	}
+	rec.NoCache = c.noCache(a, function)
 	c.began(a, trigger)
 	defer c.ended(a, trigger)
 	// An instance that dies under us is replaced once.
@@ -71,7 +72,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		rec.Route = route
 		rec.Cold = rec.Cold || cold
 		rec.QueueMS = ms(c.clk.Now().Sub(rec.Start))
-		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event, MemoryLimit: rec.Predicted})
+		res, err := c.agents.at(in.agentURL).Invoke(ctx, in.id, api.InvokeRequest{RequestID: rec.RequestID, Function: function, Event: event, MemoryLimit: rec.Predicted, NoCache: rec.NoCache})
 		if err != nil {
 			c.drop(a, in, "invocation failed: "+err.Error())
 			if attempt == 0 && ctx.Err() == nil {
@@ -87,9 +88,10 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 			c.mu.Unlock()
 		}
 		rec.Instance, rec.OK, rec.Result, rec.Error, rec.Log, rec.ExecMS, rec.Reads = in.id, res.OK, res.Result, res.Error, res.Log, res.DurationMS, res.Reads
-		rec.Memory = res.Memory
+		rec.Memory, rec.IO, rec.NotAdmitted = res.Memory, res.IO, res.NotAdmitted
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
+		c.observeAdmission(a, rec)
 		c.observe(a, function, fm, fs, class, rec, bucket, key)
 		return rec, nil
 	}

@@ -89,7 +89,8 @@ func (c *Controller) Stats(appName string) (map[string]api.FuncStats, error) {
 			reads[k] = v
 		}
 		out[name] = api.FuncStats{Invocations: fs.n, Errors: fs.errors, ColdStarts: fs.cold,
-			P50MS: quantile(s, 0.50), P99MS: quantile(s, 0.99), Reads: reads, Model: c.modelInfo(a.rec.Name, name)}
+			P50MS: quantile(s, 0.50), P99MS: quantile(s, 0.99), Reads: reads, Model: c.modelInfo(a.rec.Name, name),
+			Admission: a.admissionInfo(name)}
 	}
 	return out, nil
 }
@@ -147,6 +148,7 @@ type metrics struct {
 	modelMature  *prometheus.GaugeVec
 	trainSeconds prometheus.Histogram
 	routes       *prometheus.CounterVec
+	admissionMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
@@ -196,7 +198,9 @@ func newMetrics(reg prometheus.Registerer, c *Controller) *metrics {
 	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_route_decisions_total",
 		Help: "Instances chosen for invocations, by reason: owner (idle, its cachelet owns the input), owner-node (idle, on the owner's node), warm (the most recently used idle one), started, queued."},
 		[]string{"app", "reason"})
+	m.admissionMetrics = newAdmissionMetrics()
 	if reg != nil {
+		reg.MustRegister(m.admitting, m.dataShare, m.admissionChanges, m.notAdmitted)
 		reg.MustRegister(m.routes)
 		reg.MustRegister(m.predictions, m.oomRetries, m.cacheGiven, m.modelMature, m.trainSeconds)
 		reg.MustRegister(m.prewarms, m.prewarmObjects, m.preloads, m.votes, m.decisions)

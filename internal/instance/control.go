@@ -42,6 +42,7 @@ func (in *Instance) Stats() control.Stats {
 		},
 		Writes: c.Writes, CacheBytes: c.CacheBytes, CacheObjects: c.CacheObjects,
 		BudgetBytes: c.BudgetBytes, EvictedAgain: c.EvictedAgain, Erasure: c.Erasure,
+		NotAdmitted: c.NotAdmitted, Admitting: in.cachelet.Admitting(), WriteNanos: c.WriteNanos, StoreFit: c.StoreFit,
 	}
 }
 
@@ -77,3 +78,5 @@ func (t controlTarget) Prewarm(ctx context.Context, keys []control.Key) (control
 }
 
 func (t controlTarget) AccessMetadata() []prewarm.Object { return t.in.cachelet.AccessMetadata() }
+
+func (t controlTarget) SetAdmit(admit bool) { t.in.cachelet.SetAdmit(admit) }

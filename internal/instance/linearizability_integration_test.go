@@ -476,17 +476,25 @@ func TestLinearizability(t *testing.T) {
 
 	// strong-ranged is strong whose reads are ranged (bytes=0-, the
 	// whole value): served from pages (ADR 0021) where no whole copy is
-	// cached, and from the whole copy where one is.
-	for _, name := range []string{"strong", "strong-ranged", "owner", "owner-local-read"} {
+	// cached, and from the whole copy where one is. -noadmit: every other
+	// cachelet keeps none of its clients' misses (admission by predicted
+	// benefit, cachelet/admit.go), beside cachelets that do.
+	for _, name := range []string{"strong", "strong-ranged", "owner", "owner-local-read", "strong-noadmit", "owner-noadmit"} {
 		strong := name != "owner-local-read"
 		t.Run(name, func(t *testing.T) {
-			c, err := cachelet.ParseConsistency(strings.TrimSuffix(name, "-ranged"))
+			noAdmit := strings.HasSuffix(name, "-noadmit")
+			c, err := cachelet.ParseConsistency(strings.TrimSuffix(strings.TrimSuffix(name, "-noadmit"), "-ranged"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Name = name
 			lc := startLinCluster(t, env, c)
 			lc.ranged = strings.HasSuffix(name, "-ranged")
+			if noAdmit {
+				for i := 1; i < len(lc.ins); i += 2 {
+					lc.ins[i].Cachelet().SetAdmit(false)
+				}
+			}
 			bucket := "lin-" + name
 			if err := lc.cs[0].MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
 				t.Fatalf("make bucket: %v", err)
@@ -508,9 +516,42 @@ func TestLinearizability(t *testing.T) {
 			}
 
 			seed := uint64(time.Now().UnixNano())
+			stopDrops := func() {}
+			if noAdmit {
+				// The cachelets not admitting lose their copies every few
+				// milliseconds, so their reads miss (under owner a writer
+				// keeps a copy of what it wrote) and take the path that
+				// keeps nothing.
+				done, stopped := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(stopped)
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(3 * time.Millisecond):
+						}
+						for i := 1; i < len(lc.ins); i += 2 {
+							lc.ins[i].Cachelet().DropPrefix(bucket, "")
+						}
+					}
+				}()
+				stopDrops = func() { close(done); <-stopped }
+			}
 			rec := runRegisterWorkload(t, lc, bucket, keys, owners, seed)
+			stopDrops()
 			for _, e := range rec.errs {
 				t.Errorf("request failed: %s", e)
+			}
+			if noAdmit {
+				var n int64
+				for _, in := range lc.ins {
+					n += in.Cachelet().Counters().NotAdmitted
+				}
+				t.Logf("%s: %d reads not admitted", name, n)
+				if n == 0 {
+					t.Errorf("%s: no read went through the path not admitting", name)
+				}
 			}
 			if lc.ranged {
 				hits, filled := lc.pageReads("hit"), lc.pageReads("filled")

@@ -39,6 +39,15 @@
     return t;
   }
 
+  // admissionText is a function's admission by predicted benefit (OFC):
+  // cached or not, and the data's share of its run time.
+  function admissionText(a) {
+    if (!a) return "all";
+    const share = a.share >= 0 ? " (data " + pct(a.share) + ")" : "";
+    if ((a.reason || "").startsWith("learning")) return "learning" + share;
+    return (a.admit ? "cached" : "not cached") + share;
+  }
+
   // treeView draws an application's function tree (FaaSNet): the agents
   // hosting it, each under the one it fetches its code from.
   function treeView(t) {
@@ -62,7 +71,8 @@
         el("td", {}, fn), el("td", { class: "num" }, fs.invocations), el("td", { class: "num" }, fs.cold_starts),
         el("td", { class: "num" }, fs.errors), el("td", { class: "num" }, (fs.p50_ms || 0).toFixed(1)),
         el("td", { class: "num" }, pct(totals(fs.reads).hits / totals(fs.reads).all)),
-        el("td", { class: "num model" }, modelText(fs.model))));
+        el("td", { class: "num model" }, modelText(fs.model)),
+        el("td", { class: "admission", "data-admit": fs.admission ? String(fs.admission.admit) : "all" }, admissionText(fs.admission))));
       const ka = app.keep_alive;
       const card = el("div", { class: "card", "data-app": app.name },
         el("div", { class: "row" },
@@ -79,7 +89,7 @@
         fnRows.length ? el("table", {},
           el("thead", {}, el("tr", {}, el("th", {}, "function"), el("th", { class: "num" }, "calls"), el("th", { class: "num" }, "cold"),
             el("th", { class: "num" }, "errors"), el("th", { class: "num" }, "p50 ms"), el("th", { class: "num" }, "hits"),
-            el("th", { class: "num" }, "memory model"))),
+            el("th", { class: "num" }, "memory model"), el("th", {}, "admission"))),
           el("tbody", {}, ...fnRows)) : el("div", { class: "muted" }, "no invocations yet"));
       return card;
     });
