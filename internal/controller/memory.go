@@ -337,9 +337,11 @@ func (c *Controller) train(a *app, function string, fm *fnModel) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	// Saved even while the controller closes (Close waits for this, 5 s at
+	// most): a model trained just before a restart is not lost.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
 	defer cancel()
-	if _, err := c.cfg.Etcd.Put(ctx, EtcdModels+modelKey(a.rec.Name, function), string(rec)); err != nil && c.ctx.Err() == nil {
+	if _, err := c.cfg.Etcd.Put(ctx, EtcdModels+modelKey(a.rec.Name, function), string(rec)); err != nil {
 		c.log.Warn("saving a memory model", "app", a.rec.Name, "function", function, "err", err)
 	}
 }
