@@ -286,8 +286,12 @@ func (s *relaySource) receive(ctx context.Context, parent *api.Registration) (in
 
 // awaitPush waits, while the parent's blocks keep coming, for the file
 // to hold [off, end): at most pushWait for each next block and
-// pushWaitMax in all.
+// pushWaitMax in all. Bytes after the last block (the index, read at
+// the mount) are never pushed: no wait for them.
 func (s *relaySource) awaitPush(ctx context.Context, off, end int64) {
+	if len(s.sums) == 0 || end > s.sums[len(s.sums)-1].end {
+		return
+	}
 	deadline := time.Now().Add(pushWaitMax)
 	for {
 		s.mu.Lock()

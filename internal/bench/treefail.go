@@ -129,48 +129,11 @@ const treeFailureNodes = 6
 // treeFailureRound runs a baseline distribution and one with a kill on
 // a fresh rig.
 func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *rig.TreeDistribution, err error) {
-	hoardBin := env.HoardBinary
-	if hoardBin == "" {
-		hoardBin = os.Getenv("HOARD_BIN")
-	}
-	if hoardBin == "" {
-		return nil, nil, errors.New("the hoard binary is unknown (HOARD_BIN)")
-	}
-	dir, err := os.MkdirTemp(env.TempDir, "hoard-bench-tree-")
+	n, dir, err := startTreeRig(ctx, env, treeFailureNodes, "hbt", nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	log := env.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	secret := func() string {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		return hex.EncodeToString(b)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	n, err := rig.StartNodes(sctx, rig.NodesConfig{
-		// "hbt": this experiment's prefix, apart from `hoard up`'s and the tests'.
-		Net:                hostnet.Config{Nodes: treeFailureNodes, Prefix: "hbt", NodeRate: 50_000_000, StoreRate: 20_000_000},
-		Dir:                dir,
-		HoardBin:           hoardBin,
-		MinIOBin:           env.MinIOBinary,
-		ControllerListener: ln,
-		StoreAccessKey:     "benchtree", StoreSecretKey: secret(),
-		ControllerToken: secret(), AgentToken: secret(), EtcdRootPassword: secret(),
-		StoreLatency: 2 * time.Millisecond,
-	}, log)
-	if err != nil {
-		ln.Close()
-		return nil, nil, err
-	}
 	defer n.Close()
 	for i, kill := range []bool{false, true} {
 		pdir, err := os.MkdirTemp(dir, "pkg-")
@@ -192,4 +155,56 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		}
 	}
 	return base, killed, nil
+}
+
+// startTreeRig starts the several-nodes rig of the tree benchmarks:
+// nodes agents behind 400 Mbit/s links, the store behind one shared
+// 160 Mbit/s link with 2 ms each way, the agents' environment extended by
+// agentEnv. prefix keeps each experiment's namespaces apart from `hoard
+// up`'s and the tests'. The caller closes the rig, then removes dir.
+func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentEnv []string) (*rig.Nodes, string, error) {
+	hoardBin := env.HoardBinary
+	if hoardBin == "" {
+		hoardBin = os.Getenv("HOARD_BIN")
+	}
+	if hoardBin == "" {
+		return nil, "", errors.New("the hoard binary is unknown (HOARD_BIN)")
+	}
+	dir, err := os.MkdirTemp(env.TempDir, "hoard-bench-tree-")
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	secret := func() string {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	n, err := rig.StartNodes(sctx, rig.NodesConfig{
+		Net:                hostnet.Config{Nodes: nodes, Prefix: prefix, NodeRate: 50_000_000, StoreRate: 20_000_000},
+		Dir:                dir,
+		HoardBin:           hoardBin,
+		MinIOBin:           env.MinIOBinary,
+		ControllerListener: ln,
+		StoreAccessKey:     "benchtree", StoreSecretKey: secret(),
+		ControllerToken: secret(), AgentToken: secret(), EtcdRootPassword: secret(),
+		StoreLatency: 2 * time.Millisecond,
+		AgentEnv:     agentEnv,
+	}, log)
+	if err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return n, dir, nil
 }
