@@ -166,8 +166,12 @@ func (s *relaySource) startPush() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pushStreamMax)
-	s.stop, s.pushing = cancel, true
-	go s.pushDown(ctx)
+	s.stop, s.pushing, s.pushDone = cancel, true, make(chan struct{})
+	go func() {
+		defer close(s.pushDone)
+		defer cancel()
+		s.pushDown(ctx)
+	}()
 }
 
 // pushDown receives the parent's blocks until every block is held, the

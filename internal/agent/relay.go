@@ -127,9 +127,10 @@ type relaySource struct {
 	progress chan struct{}
 	// pushing: a stream of the parent's blocks is being received
 	// (pushdown.go); stop ends it.
-	pushing bool
-	stop    context.CancelFunc
-	pushed  atomic.Int64 // bytes received pushed from the parent
+	pushing  bool
+	stop     context.CancelFunc
+	pushDone chan struct{} // closed when the stream's reader ended
+	pushed   atomic.Int64  // bytes received pushed from the parent
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
@@ -446,10 +447,12 @@ func (s *relaySource) distrust() bool {
 
 func (s *relaySource) close() error {
 	s.mu.Lock()
-	if s.stop != nil {
-		s.stop()
-	}
+	stop, done := s.stop, s.pushDone
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done // the stream's reader ends with its request
+	}
 	name := s.file.Name()
 	return errors.Join(s.file.Close(), os.Remove(name))
 }
