@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -102,11 +103,24 @@ func (a *Agent) servePackageBlocks(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusBadGateway, err)
 		return
 	}
+	// have: the blocks the child holds already, a bit each (sums'
+	// order, most significant bit first), in hex; not sent again.
+	have, err := hex.DecodeString(r.URL.Query().Get("have"))
+	if err != nil || len(have) > (len(sums)+7)/8 {
+		api.WriteError(w, http.StatusBadRequest, fmt.Errorf("have must be a hex bitmap of at most %d blocks", len(sums)))
+		return
+	}
+	sent := make([]bool, len(sums))
+	left := len(sums)
+	for i := range sent {
+		if i/8 < len(have) && have[i/8]&(0x80>>(i%8)) != 0 {
+			sent[i] = true
+			left--
+		}
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
-	sent := make([]bool, len(sums))
-	left := len(sums)
 	buf := make([]byte, pushFrameLen, pushFrameLen+maxPushBlock)
 	for left > 0 {
 		src.mu.Lock()
@@ -197,9 +211,20 @@ func (s *relaySource) pushDown(ctx context.Context) {
 			return
 		}
 		got, err := s.receive(ctx, parent)
+		var unreachable *unreachableError
 		switch {
 		case err == nil:
 			return
+		case errors.Is(err, errReattached):
+			continue
+		case errors.As(err, &unreachable) && ctx.Err() == nil:
+			// The parent does not take connections: it is gone. As a
+			// read would, turn to the next agent up, then where the
+			// tree says, and go on receiving from there.
+			s.a.log.Warn("the agent pushing blocks is unreachable; trying the next", "package", s.sha, "agent", parent.ID, "err", err)
+			s.parentFailed(parent.ID)
+			s.followTree(ctx, true)
+			continue
 		case errors.Is(err, errLied):
 			s.a.lazy.rejected.Inc()
 			s.rejected.Add(1)
@@ -228,14 +253,17 @@ func (s *relaySource) pushDown(ctx context.Context) {
 func (s *relaySource) receive(ctx context.Context, parent *api.Registration) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/packages/%s/blocks", parent.URL, s.sha), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/packages/%s/blocks?have=%s", parent.URL, s.sha, s.haveBitmap()), nil)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.a.peerToken())
+	// The answer's headers within the relay's deadline.
+	headers := time.AfterFunc(relayTimeout, cancel)
 	resp, err := s.a.pushClient().Do(req)
+	headers.Stop()
 	if err != nil {
-		return 0, err
+		return 0, &unreachableError{err}
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
@@ -274,6 +302,13 @@ func (s *relaySource) receive(ctx context.Context, parent *api.Registration) (in
 		if sha256.Sum256(b) != s.sums[i].sum {
 			return kept, errLied
 		}
+		// After a failure, the tree's new place for this agent: a
+		// stream from there instead (followTree reads the tree at most
+		// four times a second).
+		s.followTree(ctx, false)
+		if now := s.currentParent(); now != parent.ID {
+			return kept, errReattached
+		}
 		if s.covered(off, off+n) {
 			continue
 		}
@@ -287,6 +322,32 @@ func (s *relaySource) receive(ctx context.Context, parent *api.Registration) (in
 		s.a.lazy.pushed.WithLabelValues("received").Add(float64(n))
 	}
 }
+
+// haveBitmap is the blocks held, a bit each in the sums' order, in hex
+// (servePackageBlocks' have).
+func (s *relaySource) haveBitmap() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bits := make([]byte, (len(s.sums)+7)/8)
+	for i, b := range s.sums {
+		if s.coveredLocked(b.off, b.end) {
+			bits[i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	return hex.EncodeToString(bits)
+}
+
+// errReattached ends a stream from a parent the function tree no
+// longer names.
+var errReattached = errors.New("reattached elsewhere in the function tree")
+
+// unreachableError is a parent that did not answer a stream's request
+// (as opposed to a stream that broke, which may be the parent cutting
+// off a child that read too slowly).
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // awaitPush waits, while the parent's blocks keep coming, for the file
 // to hold [off, end): at most pushWait for each next block and

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,12 +75,37 @@ func TestPushDown(t *testing.T) {
 		t.Fatalf("the child read %d bytes from the store, rejected %d: %+v", m.FromStore, m.Rejected, m)
 	}
 
-	// The lying parent: every frame names a real block, its bytes flipped;
-	// reads are refused, so all the child keeps must come from the store.
 	sums, err := parent.relaySourceOf(f.ref.SHA256).blockSums(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stream skips the blocks the child says it holds; bad requests
+	// are refused.
+	all := strings.Repeat("ff", (len(sums)+7)/8)
+	for q, want := range map[string]int{"?have=" + all: http.StatusOK, "?have=zz": http.StatusBadRequest, "?have=" + all + "ff": http.StatusBadRequest} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/packages/"+f.ref.SHA256+"/blocks"+q, nil)
+		req.Header.Set("Authorization", "Bearer agents-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want == http.StatusOK && len(body) != 0 {
+			t.Errorf("blocks%s: %d with %d bytes, want %d", q, resp.StatusCode, len(body), want)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/v1/packages/" + f.ref.SHA256 + "/blocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("blocks without the token: %d", resp.StatusCode)
+	}
+
+	// The lying parent: every frame names a real block, its bytes flipped;
+	// reads are refused, so all the child keeps must come from the store.
 	rogue := httptest.NewServer(api.RequireToken("agents-token", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/packages/"+f.ref.SHA256+"/blocks" {
 			http.Error(w, "no", http.StatusInternalServerError)

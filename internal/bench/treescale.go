@@ -81,9 +81,9 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 				stopped = fmt.Errorf("%d nodes, %s: %w", nodes, way.label, err)
 				break
 			}
-			say("%d nodes, %s: ready %v, all read %v, %.2f packages from the store, %.2f pushed",
+			say("%d nodes, %s: ready %v, all read %v, %.2f packages from the store, %.2f from agents of which %.2f pushed",
 				nodes, way.label, d.AllReady.Round(time.Millisecond), d.AllRead.Round(time.Millisecond),
-				float64(d.FromStore)/float64(d.Size), float64(d.Pushed)/float64(d.Size))
+				float64(d.FromStore)/float64(d.Size), float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size))
 			if got[way.name] == nil {
 				got[way.name] = map[int]*rig.TreeDistribution{}
 			}
@@ -124,7 +124,7 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		}
 		rows = append(rows, []string{fmt.Sprint(nodes),
 			fmt.Sprintf("%.0f", ms(t.AllReady)), fmt.Sprintf("%.0f", ms(t.AllRead)), fmt.Sprintf("%.2f", ms(t.AllRead)/ms(one.AllRead)),
-			fmt.Sprintf("%.2f", float64(t.FromStore)/float64(t.Size)), fmt.Sprintf("%.2f", float64(t.Pushed)/float64(t.Size)),
+			fmt.Sprintf("%.2f", float64(t.FromStore)/float64(t.Size)), fmt.Sprintf("%.2f (%.2f)", float64(t.FromAgents)/float64(t.Size), float64(t.Pushed)/float64(t.Size)),
 			cell("pull", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(d.AllRead)) }),
 			cell("store", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(d.AllRead)) }),
 			cell("store", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.2f", float64(d.FromStore)/float64(d.Size)) }),
@@ -138,9 +138,9 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 			Other:      []Setting{{Name: "nodes", Value: fmt.Sprintf("%v, one instance each; reached %d", counts, reached)}}},
 		Tables: []Table{{ID: "tree-scale", Title: "N nodes read a 32 MiB model at once",
 			Columns: []string{"N", "tree: all ready (ms)", "tree: all read (ms)", "tree ÷ one node", "tree: packages from the store",
-				"tree: packages pushed", "pulled only: all read (ms)", "from the store: all read (ms)", "from the store: packages from the store", "from the store ÷ tree"},
+				"tree: packages from agents (pushed)", "pulled only: all read (ms)", "from the store: all read (ms)", "from the store: packages from the store", "from the store ÷ tree"},
 			Rows:    rows,
-			Caption: "A fresh rig per N and way; \"pushed\" sums what the nodes kept as their parents pushed it (N−1 packages at most)."}},
+			Caption: "A fresh rig per N and way; \"from agents\" sums what the nodes took from their parents, \"pushed\" the part of it pushed (N−1 packages at most are needed)."}},
 		Plots: []Plot{{Kind: PlotBar, ID: "tree-scale", Title: "Time until every node has read the whole 32 MiB model", Unit: "ms", YLabel: "ms",
 			Categories: cats, Series: []Series{
 				{Label: treeScaleWays[0].label, Values: series["tree"]},

@@ -85,9 +85,10 @@ type TreeDistribution struct {
 	// whole model; AllReady: to the last instance ready (its invocation
 	// began to run).
 	AllRead, AllReady time.Duration
-	// FromStore: bytes the agents fetched from the store, Pushed: bytes
-	// they kept as their parents pushed them.
-	FromStore, Pushed int64
+	// FromStore: bytes the agents fetched from the store; FromAgents:
+	// from other agents, of which Pushed they kept as their parents
+	// pushed them (the rest they asked for).
+	FromStore, FromAgents, Pushed int64
 	// ChildReadsFrom is the agent the child fetched from at the end:
 	// the last parent it reattached to where the tree said (its log),
 	// else the next one up the chain its start request named.
@@ -288,6 +289,9 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}
 		if v, ok := n.agentCounter(ctx, a, pushedSeries); ok {
 			d.Pushed += v - basePushed[id]
+		}
+		if v, ok := n.agentCounter(ctx, a, fromParentSeries); ok {
+			d.FromAgents += v - baseParent[id]
 		}
 	}
 	if kill {
