@@ -37,7 +37,8 @@ func treeFailureExperiment() Experiment {
 const TreeFailureMethod = "Six node agents, each a `hoard agent` process in its own network namespace behind a 400 Mbit/s link, " +
 	"the store behind a shared 160 Mbit/s link (the several-nodes rig, ADR 13). Each round deploys a package holding a 32 MiB " +
 	"random model and invokes its function once per node at once: each node starts an instance from the lazily mounted " +
-	"package and reads the whole model, its blocks relayed down the function tree. The round without a kill is the " +
+	"package and reads the whole model, a MiB per 200 ms at most (blocks are pushed down the tree as a parent gets them, so the " +
+	"parents must still be reading at the kill), its blocks relayed down the function tree. The round without a kill is the " +
 	"baseline; in the next round (a new version, a new tree) the tree's middle node (a parent with a parent) is killed " +
 	"(SIGKILL of its agent) once its child has an eighth of the package from it. Recovery is the time from the kill to " +
 	"the child's next bytes from another agent (it turns at once to the next agent up its chain, then reattaches where the " +
@@ -122,6 +123,11 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
+// treeFailurePace is how long each instance sleeps after each MiB it
+// reads, in both rounds: long enough that the killed node is still
+// reading when its child has an eighth of the package.
+const treeFailurePace = 200 * time.Millisecond
+
 // treeFailureNodes is the rig's size: node-0(node-1(node-3,node-4),
 // node-2(node-5,-)), whose middle node node-1 is killed.
 const treeFailureNodes = 6
@@ -144,7 +150,7 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill})
+		d, err := n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill, Pace: treeFailurePace})
 		if err != nil {
 			return nil, nil, err
 		}

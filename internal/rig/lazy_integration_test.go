@@ -11,10 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -65,23 +62,8 @@ def head(event, context):
 // incompressible model.bin its functions do not need to start.
 func deployModel(t testing.TB, e *env, name string, modelBytes int, seed uint64) (*api.AppInfo, []byte, []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(seed, 7))
-	model := make([]byte, modelBytes)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	for f, body := range map[string][]byte{
-		appspec.FileName: fmt.Appendf(nil, lazySpec, name), "fns.py": []byte(lazyFns), "model.bin": model,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := RandomBytes(modelBytes, seed, 7)
+	pkg := packFiles(t, map[string][]byte{appspec.FileName: fmt.Appendf(nil, lazySpec, name), "fns.py": []byte(lazyFns), "model.bin": model})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -293,21 +275,7 @@ var nodeCount atomic.Int64
 // once: one on each node. It returns the package digest.
 func spread(t *testing.T, e *env) string {
 	t.Helper()
-	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(3, 4))
-	model := make([]byte, 4<<20)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	for f, body := range map[string][]byte{appspec.FileName: []byte(treeSpec), "fns.py": []byte(treeFns), "model.bin": model} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pkg := packFiles(t, map[string][]byte{appspec.FileName: []byte(treeSpec), "fns.py": []byte(treeFns), "model.bin": RandomBytes(4<<20, 3, 4)})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -503,19 +471,10 @@ func TestFunctionTreeAncestor(t *testing.T) {
 	for _, n := range []struct{ id, fetch string }{{"node-b", agent.CodeFetchWhole}, {"node-c", agent.CodeFetchLazy}, {"node-d", agent.CodeFetchLazy}} {
 		nodes[n.id] = startNode(t, e, n.id, n.fetch)
 	}
-	dir := t.TempDir()
-	for f, body := range map[string][]byte{
+	pkg := packFiles(t, map[string][]byte{
 		appspec.FileName: []byte(strings.Replace(treeSpec, "max_instances: 2", "max_instances: 4", 1)),
 		"fns.py":         []byte(treeFns), "model.bin": bytes.Repeat([]byte("model "), 200_000),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -589,6 +548,16 @@ func BenchmarkCodeTreeNodes(b *testing.B) {
 			}
 		})
 	}
+}
+
+// packFiles packs files (name to content) in the block format.
+func packFiles(t testing.TB, files map[string][]byte) *appspec.Package {
+	t.Helper()
+	pkg, err := PackFiles(t.TempDir(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkg
 }
 
 // treeBenchPackage packs the tree benchmarks' application

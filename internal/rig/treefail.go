@@ -59,19 +59,32 @@ def read(event, context):
 // in dir (for up to nodes instances) with a model of size random bytes
 // from (seed, stream), in the block format; want is the model's SHA-256.
 func TreeModelPackage(dir string, seed, stream uint64, nodes, size int) (pkg *appspec.Package, want [32]byte, err error) {
-	rng := rand.New(rand.NewPCG(seed, stream))
-	model := make([]byte, size)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
+	model := RandomBytes(size, seed, stream)
 	want = sha256.Sum256(model)
-	for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+	pkg, err = PackFiles(dir, map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model})
+	return pkg, want, err
+}
+
+// RandomBytes returns n random bytes from (seed, stream): a model that
+// does not compress.
+func RandomBytes(n int, seed, stream uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// PackFiles writes files (name to content) into dir and packs dir in the
+// block format.
+func PackFiles(dir string, files map[string][]byte) (*appspec.Package, error) {
+	for f, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			return nil, want, err
+			return nil, err
 		}
 	}
-	pkg, err = appspec.PackBlocks(dir)
-	return pkg, want, err
+	return appspec.PackBlocks(dir)
 }
 
 // TreeDistribution is one run of Nodes.DistributeTree.
