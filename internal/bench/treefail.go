@@ -40,9 +40,9 @@ const TreeFailureMethod = "Six node agents, each a `hoard agent` process in its 
 	"package and reads the whole model, a MiB per 200 ms at most (blocks are pushed down the tree as a parent gets them, so the " +
 	"parents must still be reading at the kill), its blocks relayed down the function tree. The round without a kill is the " +
 	"baseline; in the next round (a new version, a new tree) the tree's middle node (a parent with a parent) is killed " +
-	"(SIGKILL of its agent) once its child has an eighth of the package from it. Recovery is the time from the kill to " +
+	"(SIGKILL of its agent) once its child has an eighth of the package from it. Each distribution on a fresh rig. Recovery is the time from the kill to " +
 	"the child's next bytes from another agent (it turns at once to the next agent up its chain, then reattaches where the " +
-	"controller's rebalanced tree puts it); each surviving node's model is checked against its SHA-256. A fresh rig per round pair."
+	"controller's rebalanced tree puts it); each surviving node's model is checked against its SHA-256."
 
 func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	started := time.Now()
@@ -97,7 +97,7 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 			Columns: []string{"round", "baseline all read (ms)", "tree", "killed", "child had (MiB)", "kill to resume (ms)",
 				"kill to child done (ms)", "all survivors read (ms)", "kill to tree rebalanced (ms)", "tree after", "child's parent there", "child read from at the end", "corrupted"},
 			Rows:    rows,
-			Caption: "Each round on a fresh rig; after the kill the child reads from the next node up its chain, then from where the rebalanced tree puts it, if it is still reading then."}},
+			Caption: "Each distribution on a fresh rig; after the kill the child reads from the next node up its chain, then from where the rebalanced tree puts it, if it is still reading then."}},
 	}
 	var cats []string
 	var vb, vk, vr []*float64
@@ -132,25 +132,12 @@ const treeFailurePace = 200 * time.Millisecond
 // node-2(node-5,-)), whose middle node node-1 is killed.
 const treeFailureNodes = 6
 
-// treeFailureRound runs a baseline distribution and one with a kill on
-// a fresh rig.
+// treeFailureRound runs a baseline distribution and one with a kill,
+// each on a fresh rig (the second version's instances would otherwise
+// share the nodes with the first's).
 func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *rig.TreeDistribution, err error) {
-	n, dir, err := startTreeRig(ctx, env, treeFailureNodes, "hbt", nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(dir)
-	defer n.Close()
 	for i, kill := range []bool{false, true} {
-		pdir, err := os.MkdirTemp(dir, "pkg-")
-		if err != nil {
-			return nil, nil, err
-		}
-		pkg, want, err := rig.TreeModelPackage(pdir, seed, uint64(17+i), treeFailureNodes, 32<<20)
-		if err != nil {
-			return nil, nil, err
-		}
-		d, err := n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill, Pace: treeFailurePace})
+		d, err := treeFailureRun(ctx, env, seed, uint64(17+i), kill)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -161,6 +148,24 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		}
 	}
 	return base, killed, nil
+}
+
+func treeFailureRun(ctx context.Context, env Env, seed, stream uint64, kill bool) (*rig.TreeDistribution, error) {
+	n, dir, err := startTreeRig(ctx, env, treeFailureNodes, "hbt", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	defer n.Close()
+	pdir, err := os.MkdirTemp(dir, "pkg-")
+	if err != nil {
+		return nil, err
+	}
+	pkg, want, err := rig.TreeModelPackage(pdir, seed, stream, treeFailureNodes, 32<<20)
+	if err != nil {
+		return nil, err
+	}
+	return n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill, Pace: treeFailurePace})
 }
 
 // startTreeRig starts the several-nodes rig of the tree benchmarks:
