@@ -78,7 +78,11 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	for i := range base {
 		b, k := base[i], killed[i]
 		corrupted += int64(b.Corrupted + k.Corrupted)
-		survivorsShort += int64(treeFailureNodes - 1 - len(k.SurvivorsOK))
+		survivors := len(k.SurvivorsOK)
+		if k.SurvivorsOK[k.Victim] {
+			survivors-- // its read ended before the kill
+		}
+		survivorsShort += int64(treeFailureNodes - 1 - survivors)
 		fromStore += k.ChildFromStore
 		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprintf("%.0f", ms(b.AllRead)), k.Shape, k.Victim,
 			fmt.Sprintf("%.1f", float64(k.ChildAtKill)/(1<<20)), fmt.Sprintf("%.0f", ms(k.KillToResume)), fmt.Sprintf("%.0f", ms(k.KillToChild)),
