@@ -37,7 +37,11 @@ func TestFunctionTreeNodeKilled(t *testing.T) {
 	}
 	t.Logf("tree %s, killed %s (child %s had %d bytes from it): all survivors read in %v; the child resumed %v after the kill and finished %v after it; tree %s %v after it; the child reads from %s",
 		d.Shape, d.Victim, d.Child, d.ChildAtKill, d.AllRead, d.KillToResume, d.KillToChild, d.After, d.KillToTree, d.ChildReadsFrom)
-	t.Logf("child: %d bytes from agents, %d from the store; invocations: %d ok, %d corrupted, %d failed", d.ChildFromAgents, d.ChildFromStore, d.OK, d.Corrupted, d.Failed)
+	t.Logf("child: %d bytes from agents, %d from the store; all nodes: %d bytes pushed, %d from the store; invocations: %d ok, %d corrupted, %d failed",
+		d.ChildFromAgents, d.ChildFromStore, d.Pushed, d.FromStore, d.OK, d.Corrupted, d.Failed)
+	if d.Pushed == 0 {
+		t.Error("no node kept a block pushed by its parent")
+	}
 	if d.Corrupted != 0 {
 		t.Errorf("%d invocations read a model with the wrong digest", d.Corrupted)
 	}
