@@ -118,10 +118,18 @@ func (a *Agent) servePackageBlocks(w http.ResponseWriter, r *http.Request) {
 			left--
 		}
 	}
+	var largest int64
+	for _, b := range sums {
+		largest = max(largest, b.end-b.off)
+	}
+	if largest > maxPushBlock {
+		api.WriteError(w, http.StatusInternalServerError, fmt.Errorf("a block of %d bytes is over the %d a stream sends", largest, maxPushBlock))
+		return
+	}
+	buf := make([]byte, pushFrameLen, pushFrameLen+largest) // one block at a time
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
-	buf := make([]byte, pushFrameLen, pushFrameLen+maxPushBlock)
 	for left > 0 {
 		src.mu.Lock()
 		progress := src.progress
@@ -135,9 +143,6 @@ func (a *Agent) servePackageBlocks(w http.ResponseWriter, r *http.Request) {
 		for _, i := range held {
 			b := sums[i]
 			n := int(b.end - b.off)
-			if n > maxPushBlock {
-				return
-			}
 			frame := buf[:pushFrameLen+n]
 			binary.BigEndian.PutUint64(frame, uint64(b.off))
 			binary.BigEndian.PutUint32(frame[8:], uint32(n))
