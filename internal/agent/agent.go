@@ -136,6 +136,10 @@ type Config struct {
 	// never from the parent agent the controller names (relay.go); a
 	// baseline for benchmarks. $HOARD_CODE_RELAY=off sets it too.
 	NoCodeRelay bool
+	// NoCodePush keeps blocks from being pushed down the function tree
+	// as they complete (pushdown.go): children read from their parents
+	// on demand only ($HOARD_CODE_PUSH=off; a benchmark's baseline).
+	NoCodePush bool
 	// PeerTLS is how the agent calls other agents (its parent in a
 	// function tree, relay.go) where their APIs are on TLS: its own
 	// certificate and the CA. Default nil: plain HTTP.

@@ -20,7 +20,8 @@ import (
 func (a *Agent) Handler(token string, metrics http.Handler) http.Handler {
 	a.token.Store(&token)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/packages/{sha}/raw", a.servePackageRaw) // child agents (relay.go)
+	mux.HandleFunc("GET /v1/packages/{sha}/raw", a.servePackageRaw)       // child agents (relay.go)
+	mux.HandleFunc("GET /v1/packages/{sha}/blocks", a.servePackageBlocks) // child agents (pushdown.go)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"agent": a.cfg.ID, "sandbox": a.SandboxMode()})
 	})

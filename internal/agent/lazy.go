@@ -34,6 +34,11 @@ const (
 // CodeFetchEnv overrides Config.CodeFetch ("lazy" or "whole").
 const CodeFetchEnv = "HOARD_CODE_FETCH"
 
+// CodePushEnv=off keeps a lazily mounted package's blocks from being
+// pushed down the function tree (Config.NoCodePush): children read from
+// their parents on demand only, a baseline for benchmarks.
+const CodePushEnv = "HOARD_CODE_PUSH"
+
 // CodeRelayEnv=off makes lazily mounted packages come from the store
 // only, never from a parent agent (Config.NoCodeRelay): a baseline for
 // benchmarks.
@@ -47,11 +52,13 @@ type lazyCode struct {
 	retired lazyfs.Stats        // of mounts gone
 
 	serving chan struct{} // relay answers being made (relay.go)
+	streams chan struct{} // block streams being served (pushdown.go)
 
 	errs       prometheus.Counter
 	rejected   prometheus.Counter
 	reattached prometheus.Counter
 	relayed    *prometheus.CounterVec
+	pushed     *prometheus.CounterVec
 }
 
 type mounted struct {
@@ -73,6 +80,9 @@ type CodeMount struct {
 	// FromParent and FromStore split what was fetched: from the parent
 	// agent in the function tree, and from the store.
 	FromParent, FromStore int64
+	// Pushed is the part of FromParent the parent pushed as its blocks
+	// completed (pushdown.go).
+	Pushed int64
 	// Parent is the agent asked now ("" for the store).
 	Parent string
 	// Rejected counts fetches from the parent refused because a block
@@ -88,6 +98,9 @@ func (a *Agent) setupCodeFetch() error {
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodeRelayEnv)), "off") {
 		a.cfg.NoCodeRelay = true
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodePushEnv)), "off") {
+		a.cfg.NoCodePush = true
 	}
 	switch a.cfg.CodeFetch {
 	case CodeFetchAuto:
@@ -119,7 +132,7 @@ func (a *Agent) setupCodeFetch() error {
 			a.log.Info("detached code mounted by an earlier agent", "dir", m)
 		}
 	}
-	a.lazy = &lazyCode{mounts: map[string]*mounted{}, serving: make(chan struct{}, maxRelayServing)}
+	a.lazy = &lazyCode{mounts: map[string]*mounted{}, serving: make(chan struct{}, maxRelayServing), streams: make(chan struct{}, maxPushStreams)}
 	a.lazy.errs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_read_errors_total",
 		Help: "Reads of lazily mounted code answered with an I/O error (a block that could not be fetched or did not verify).",
@@ -128,6 +141,10 @@ func (a *Agent) setupCodeFetch() error {
 		Name: "hoard_agent_lazy_code_relay_bytes_total",
 		Help: "Bytes of lazily read code packages fetched, by where from (parent: the agent above in the function tree; store).",
 	}, []string{"from"})
+	a.lazy.pushed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_agent_lazy_code_pushed_bytes_total",
+		Help: "Bytes of lazily read code packages' blocks pushed down the function tree as they completed (way: sent to children, received from the parent and kept).",
+	}, []string{"way"})
 	a.lazy.reattached = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_reattached_total",
 		Help: "Times a lazily read package's parent changed to the one the function tree names, after a parent failed.",
@@ -137,7 +154,7 @@ func (a *Agent) setupCodeFetch() error {
 		Help: "Fetches from a parent agent refused because a block did not match its SHA-256 (the package is then read from the store).",
 	})
 	if reg := a.cfg.Registerer; reg != nil {
-		reg.MustRegister(a.lazy.reattached)
+		reg.MustRegister(a.lazy.reattached, a.lazy.pushed)
 		reg.MustRegister(a.lazy.errs, a.lazy.rejected, a.lazy.relayed,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
@@ -184,7 +201,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 		s := m.fs.Stats()
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
 			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
-			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Rejected: m.src.rejected.Load(),
+			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Pushed: m.src.pushed.Load(), Rejected: m.src.rejected.Load(),
 			Parent: m.src.currentParent()})
 	}
 	return out
@@ -218,6 +235,10 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []a
 	src, err := a.newRelaySource(ctx, ref, parents, dir+".raw")
 	if err != nil {
 		return "", true, err
+	}
+	if !a.cfg.NoCodePush {
+		// The parent's blocks come down as it completes them.
+		src.startPush()
 	}
 	r, err := a.openLazy(ctx, ref, src)
 	if err != nil && (errors.Is(err, blockfmt.ErrChecksum) || errors.Is(err, blockfmt.ErrFormat)) && src.distrust() { // the parent's index did not verify

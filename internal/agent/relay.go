@@ -94,33 +94,6 @@ func (a *Agent) loadSums(ctx context.Context, ref api.PackageRef, size int64) ([
 	return out, nil
 }
 
-// verified returns the parts of p (the parent's bytes at off) that may be
-// kept: every whole block whose SHA-256 matches, and what lies after the
-// last block (the index and footer, checked against the deploy's digest
-// when the package is opened). ok is false when a whole block does not
-// match: the parent lied.
-func (s *relaySource) verified(p []byte, off int64) (keep []span, ok bool) {
-	end := off + int64(len(p))
-	var lastEnd int64
-	for _, b := range s.sums {
-		lastEnd = b.end
-		if b.end <= off || b.off >= end {
-			continue
-		}
-		if b.off < off || b.end > end {
-			continue // partly covered: used by the reader as is (it checks the block's CRC), not kept
-		}
-		if sha256.Sum256(p[b.off-off:b.end-off]) != b.sum {
-			return nil, false
-		}
-		keep = append(keep, span{b.off, b.end})
-	}
-	if end > lastEnd {
-		keep = append(keep, span{max(off, lastEnd), end})
-	}
-	return keep, true
-}
-
 // relaySource is one package object's bytes for a lazy mount, kept in a
 // local sparse file as they arrive.
 type relaySource struct {
@@ -128,6 +101,7 @@ type relaySource struct {
 	sha         string
 	bucket, key string
 	etag        string
+	sumsSHA     string // the block sums' digest (PackageRef.SumsSHA256)
 	size        int64
 	parents     []api.Registration // the parent, then its ancestors; nil: the store
 	sums        []blockSum         // checks the parents' bytes; nil without parents
@@ -147,6 +121,16 @@ type relaySource struct {
 	fetchMu               sync.Mutex // one upstream fetch at a time
 	fromParent, fromStore atomic.Int64
 	rejected              atomic.Int64
+
+	// progress is closed, and replaced, whenever have grows: what waits
+	// for bytes (pushed blocks, a child's stream) waits on it. Under mu.
+	progress chan struct{}
+	// pushing: a stream of the parent's blocks is being received
+	// (pushdown.go); stop ends it.
+	pushing  bool
+	stop     context.CancelFunc
+	pushDone chan struct{} // closed when the stream's reader ended
+	pushed   atomic.Int64  // bytes received pushed from the parent
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
@@ -175,13 +159,18 @@ func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents 
 			parents = nil
 		}
 	}
-	return &relaySource{a: a, sha: ref.SHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
-		parents: parents, sums: sums, file: f, created: time.Now(), app: appOfKey(ref.Key)}, nil
+	return &relaySource{a: a, sha: ref.SHA256, sumsSHA: ref.SumsSHA256, bucket: ref.Bucket, key: ref.Key, etag: info.ETag, size: info.Size,
+		parents: parents, sums: sums, file: f, created: time.Now(), app: appOfKey(ref.Key), progress: make(chan struct{})}, nil
 }
 
 func (s *relaySource) covered(off, end int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.coveredLocked(off, end)
+}
+
+// coveredLocked: the file holds [off, end); under mu.
+func (s *relaySource) coveredLocked(off, end int64) bool {
 	for _, sp := range s.have {
 		if sp.off <= off && end <= sp.end {
 			return true
@@ -204,6 +193,18 @@ func (s *relaySource) add(off, end int64) {
 		merged = append(merged, sp)
 	}
 	s.have = merged
+	close(s.progress)
+	s.progress = make(chan struct{})
+}
+
+// keep writes b, the package's bytes at off, to the local file and
+// records them as held.
+func (s *relaySource) keep(b []byte, off int64) error {
+	if _, err := s.file.WriteAt(b, off); err != nil {
+		return err
+	}
+	s.add(off, off+int64(len(b)))
+	return nil
 }
 
 // FetchAt is blockfmt.Source: from the local file when it holds the
@@ -217,30 +218,28 @@ func (s *relaySource) FetchAt(ctx context.Context, p []byte, off int64) error {
 		return nil
 	}
 	if !s.covered(off, end) {
+		// Blocks on their way down from the parent (pushdown.go).
+		s.awaitPush(ctx, off, end)
+	}
+	if !s.covered(off, end) {
 		s.fetchMu.Lock()
 		defer s.fetchMu.Unlock()
 		if !s.covered(off, end) {
-			keep, err := s.upstream(ctx, p, off)
-			if err != nil {
-				return err
-			}
-			for _, sp := range keep {
-				if _, err := s.file.WriteAt(p[sp.off-off:sp.end-off], sp.off); err != nil {
-					return err
-				}
-				s.add(sp.off, sp.end)
-			}
-			return nil
+			// upstream keeps each block as it arrives, so that a
+			// child's stream forwards it at once.
+			return s.upstream(ctx, p, off)
 		}
 	}
 	_, err := s.file.ReadAt(p, off)
 	return err
 }
 
-// upstream fetches from the parent, or from the store when there is
+// upstream fetches p from the parent, or from the store when there is
 // none, it failed before, or it fails now (a block that does not match
-// its SHA-256 is a failure). It returns the parts of p that may be kept.
-func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span, error) {
+// its SHA-256 is a failure), keeping what may be kept as it arrives:
+// from the store every piece, from a parent every whole block that
+// matches its SHA-256 and what lies after the last block.
+func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) error {
 	s.followTree(ctx, false)
 	for {
 		s.mu.Lock()
@@ -252,17 +251,17 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span
 		if parent == nil {
 			break
 		}
-		err := s.fromAgent(ctx, parent, p, off)
+		arr := s.arrival(p, off)
+		err := s.fromAgent(ctx, parent, p, off, arr.upto)
 		if err == nil {
-			keep, ok := s.verified(p, off)
-			if ok {
-				s.mu.Lock()
-				s.parentData = true
-				s.mu.Unlock()
-				s.fromParent.Add(int64(len(p)))
-				s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
-				return keep, nil
-			}
+			err = arr.upto(len(p))
+		}
+		if err == nil {
+			s.fromParent.Add(int64(len(p)))
+			s.a.lazy.relayed.WithLabelValues("parent").Add(float64(len(p)))
+			return nil
+		}
+		if errors.Is(err, errLied) {
 			// It lied: no agent is trusted again for this package.
 			s.a.lazy.rejected.Inc()
 			s.rejected.Add(1)
@@ -281,22 +280,93 @@ func (s *relaySource) upstream(ctx context.Context, p []byte, off int64) ([]span
 		Range: &store.ByteRange{Start: off, End: off + int64(len(p)) - 1}, IfMatch: s.etag,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer body.Close()
-	if _, err := io.ReadFull(body, p); err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
+	for done := 0; done < len(p); {
+		n := min(len(p)-done, relayPiece)
+		if _, err := io.ReadFull(body, p[done:done+n]); err != nil {
+			return fmt.Errorf("%s/%s: %w", s.bucket, s.key, err)
+		}
+		if err := s.keep(p[done:done+n], off+int64(done)); err != nil {
+			return err
+		}
+		s.fromStore.Add(int64(n))
+		s.a.lazy.relayed.WithLabelValues("store").Add(float64(n))
+		done += n
 	}
-	s.fromStore.Add(int64(len(p)))
-	s.a.lazy.relayed.WithLabelValues("store").Add(float64(len(p)))
-	return []span{{off, off + int64(len(p))}}, nil
+	return nil
 }
 
-func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
+// relayPiece is how much of an upstream answer is read before what it
+// completed is kept (and so forwarded to children).
+const relayPiece = 128 << 10
+
+// errLied is a parent's block that does not match its SHA-256.
+var errLied = errors.New("a block from the parent does not match the package's block sums")
+
+// arrival keeps a parent's answer's whole blocks as they arrive.
+type arrival struct {
+	s    *relaySource
+	p    []byte
+	off  int64
+	next int // the first block of s.sums not looked at yet
+}
+
+func (s *relaySource) arrival(p []byte, off int64) *arrival {
+	i, _ := slices.BinarySearchFunc(s.sums, off, func(b blockSum, off int64) int { return cmp.Compare(b.end, off+1) })
+	return &arrival{s: s, p: p, off: off, next: i}
+}
+
+// upto keeps the whole blocks within the first n bytes of the answer,
+// each checked against its SHA-256, and when n is all of it what lies
+// after the last block (the index and footer, checked against the
+// deploy's digest when the package is opened).
+func (a *arrival) upto(n int) error {
+	s, end := a.s, a.off+int64(n)
+	for ; a.next < len(s.sums) && s.sums[a.next].end <= end; a.next++ {
+		b := s.sums[a.next]
+		if b.off < a.off {
+			continue // partly covered: used by the reader as is (it checks the block's CRC), not kept
+		}
+		if sha256.Sum256(a.p[b.off-a.off:b.end-a.off]) != b.sum {
+			return errLied
+		}
+		if err := s.keepFromParent(a.p[b.off-a.off:b.end-a.off], b.off); err != nil {
+			return err
+		}
+	}
+	if n == len(a.p) && len(s.sums) > 0 {
+		if last := s.sums[len(s.sums)-1].end; end > last {
+			return s.keepFromParent(a.p[max(a.off, last)-a.off:], max(a.off, last))
+		}
+	}
+	return nil
+}
+
+// keepFromParent keeps bytes that came from a parent, unless the
+// parents were given up meanwhile.
+func (s *relaySource) keepFromParent(b []byte, off int64) error {
+	if _, err := s.file.WriteAt(b, off); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	bad := s.parentBad
+	if !bad {
+		s.parentData = true
+	}
+	s.mu.Unlock()
+	if !bad {
+		s.add(off, off+int64(len(b)))
+	}
+	return nil
+}
+
+func (s *relaySource) fromAgent(ctx context.Context, parent *api.Registration, p []byte, off int64, got func(int) error) error {
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	for {
-		err := s.askAgent(ctx, parent, p, off)
+		err := s.askAgent(ctx, parent, p, off, got)
 		// The parent was placed at the same time as this agent and has
 		// not mounted the package yet: wait for it, for a while.
 		if !errors.Is(err, errNotHere) || time.Since(s.created) > relayWait {
@@ -317,7 +387,9 @@ var errNotHere = errors.New("the parent has not mounted the package")
 // that has not mounted the package yet (both started at once).
 const relayWait = 10 * time.Second
 
-func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p []byte, off int64) error {
+// askAgent reads p from parent, calling got with the bytes read so far
+// after each piece.
+func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p []byte, off int64, got func(int) error) error {
 	url := fmt.Sprintf("%s/v1/packages/%s/raw?off=%d&len=%d", parent.URL, s.sha, off, len(p))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -338,8 +410,17 @@ func (s *relaySource) askAgent(ctx context.Context, parent *api.Registration, p 
 	if resp.ContentLength != int64(len(p)) {
 		return fmt.Errorf("%s answered %d bytes, want %d", parent.ID, resp.ContentLength, len(p))
 	}
-	_, err = io.ReadFull(resp.Body, p)
-	return err
+	for done := 0; done < len(p); {
+		n, err := io.ReadFull(resp.Body, p[done:min(len(p), done+relayPiece)])
+		done += n
+		if err != nil {
+			return err
+		}
+		if err := got(done); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // distrust is called when a block did not verify: what came from the
@@ -365,6 +446,13 @@ func (s *relaySource) distrust() bool {
 }
 
 func (s *relaySource) close() error {
+	s.mu.Lock()
+	stop, done := s.stop, s.pushDone
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done // the stream's reader ends with its request
+	}
 	name := s.file.Name()
 	return errors.Join(s.file.Close(), os.Remove(name))
 }

@@ -34,38 +34,8 @@ func TestRelayFromLyingParent(t *testing.T) {
 		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
 	}
 	ctx := context.Background()
-	src := t.TempDir()
-	rng := rand.New(rand.NewPCG(5, 6))
-	model := make([]byte, 2<<20)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	spec := "name: rl\nfunctions: {f: {handler: fns.f}}\n"
-	for f, body := range map[string][]byte{appspec.FileName: []byte(spec), "fns.py": []byte("def f(e, c): return 1\n"), "model.bin": model} {
-		if err := os.WriteFile(filepath.Join(src, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	packed, err := appspec.PackBlocks(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg, err := appspec.ReadPackage(packed.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memstore.New()
-	if err := st.CreateBucket(ctx, appspec.PlatformBucket, ""); err != nil {
-		t.Fatal(err)
-	}
-	sums := sha256.Sum256(pkg.BlockSums)
-	ref := api.PackageRef{Bucket: appspec.PlatformBucket, Key: "apps/rl/" + pkg.SHA256 + ".blk", SHA256: pkg.SHA256,
-		IndexSHA256: pkg.IndexSHA256, SumsSHA256: hex.EncodeToString(sums[:])}
-	for key, body := range map[string][]byte{ref.Key: pkg.Data, ref.Key + ".sums": pkg.BlockSums} {
-		if _, err := st.Put(ctx, ref.Bucket, key, bytes.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newRelayFixture(t, 2<<20)
+	pkg, model, st, ref := f.pkg, f.model, f.st, f.ref
 
 	// The lying parent: the tail (footer and index) as it is, every other
 	// byte flipped.
@@ -86,12 +56,7 @@ func TestRelayFromLyingParent(t *testing.T) {
 	})))
 	defer rogue.Close()
 
-	boxes, err := sandbox.NewManager("hoardtest-relay", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Dir: t.TempDir(), Store: st, Sandboxes: boxes, EtcdEndpoints: []string{"http://127.0.0.1:1"},
-		HoardBin: "/bin/false", Python: "/bin/true", InsecureSandbox: true, CodeFetch: CodeFetchLazy}
+	cfg := f.config(t, st)
 	a, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -158,4 +123,63 @@ func TestRelayFromLyingParent(t *testing.T) {
 	if left, err := lazyfs.MountsUnder(filepath.Join(cfg.Dir, "code")); err != nil || len(left) != 0 {
 		t.Fatalf("mounts left: %v %v", left, err)
 	}
+}
+
+// relayFixture is a block-format package of an application "rl" whose
+// model.bin holds random bytes, put in a memstore as the controller
+// puts it (with its block sums).
+type relayFixture struct {
+	pkg   *appspec.Package
+	model []byte
+	st    *memstore.Store
+	ref   api.PackageRef
+}
+
+func newRelayFixture(t *testing.T, modelBytes int) relayFixture {
+	t.Helper()
+	ctx := context.Background()
+	src := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	model := make([]byte, modelBytes)
+	for i := range model {
+		model[i] = byte(rng.Uint32())
+	}
+	spec := "name: rl\nfunctions: {f: {handler: fns.f}}\n"
+	for f, body := range map[string][]byte{appspec.FileName: []byte(spec), "fns.py": []byte("def f(e, c): return 1\n"), "model.bin": model} {
+		if err := os.WriteFile(filepath.Join(src, f), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packed, err := appspec.PackBlocks(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := appspec.ReadPackage(packed.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	if err := st.CreateBucket(ctx, appspec.PlatformBucket, ""); err != nil {
+		t.Fatal(err)
+	}
+	sums := sha256.Sum256(pkg.BlockSums)
+	ref := api.PackageRef{Bucket: appspec.PlatformBucket, Key: "apps/rl/" + pkg.SHA256 + ".blk", SHA256: pkg.SHA256,
+		IndexSHA256: pkg.IndexSHA256, SumsSHA256: hex.EncodeToString(sums[:])}
+	for key, body := range map[string][]byte{ref.Key: pkg.Data, ref.Key + ".sums": pkg.BlockSums} {
+		if _, err := st.Put(ctx, ref.Bucket, key, bytes.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return relayFixture{pkg: pkg, model: model, st: st, ref: ref}
+}
+
+// config is an agent's that mounts code lazily from st.
+func (relayFixture) config(t *testing.T, st store.Store) Config {
+	t.Helper()
+	boxes, err := sandbox.NewManager("hoardtest-relay", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Dir: t.TempDir(), Store: st, Sandboxes: boxes, EtcdEndpoints: []string{"http://127.0.0.1:1"},
+		HoardBin: "/bin/false", Python: "/bin/true", InsecureSandbox: true, CodeFetch: CodeFetchLazy}
 }

@@ -104,6 +104,7 @@ func Experiments() []Experiment {
 		predictionExperiment(),
 		localityExperiment(),
 		memMacroExperiment(),
+		treeScaleExperiment(),
 		treeFailureExperiment(),
 	}
 }

@@ -37,11 +37,12 @@ func treeFailureExperiment() Experiment {
 const TreeFailureMethod = "Six node agents, each a `hoard agent` process in its own network namespace behind a 400 Mbit/s link, " +
 	"the store behind a shared 160 Mbit/s link (the several-nodes rig, ADR 13). Each round deploys a package holding a 32 MiB " +
 	"random model and invokes its function once per node at once: each node starts an instance from the lazily mounted " +
-	"package and reads the whole model, its blocks relayed down the function tree. The round without a kill is the " +
+	"package and reads the whole model, a MiB per 200 ms at most (blocks are pushed down the tree as a parent gets them, so the " +
+	"parents must still be reading at the kill), its blocks relayed down the function tree. The round without a kill is the " +
 	"baseline; in the next round (a new version, a new tree) the tree's middle node (a parent with a parent) is killed " +
-	"(SIGKILL of its agent) once its child has an eighth of the package from it. Recovery is the time from the kill to " +
+	"(SIGKILL of its agent) once its child has an eighth of the package from it. Each distribution on a fresh rig. Recovery is the time from the kill to " +
 	"the child's next bytes from another agent (it turns at once to the next agent up its chain, then reattaches where the " +
-	"controller's rebalanced tree puts it); each surviving node's model is checked against its SHA-256. A fresh rig per round pair."
+	"controller's rebalanced tree puts it); each surviving node's model is checked against its SHA-256."
 
 func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	started := time.Now()
@@ -77,7 +78,11 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	for i := range base {
 		b, k := base[i], killed[i]
 		corrupted += int64(b.Corrupted + k.Corrupted)
-		survivorsShort += int64(treeFailureNodes - 1 - len(k.SurvivorsOK))
+		survivors := len(k.SurvivorsOK)
+		if k.SurvivorsOK[k.Victim] {
+			survivors-- // its read ended before the kill
+		}
+		survivorsShort += int64(treeFailureNodes - 1 - survivors)
 		fromStore += k.ChildFromStore
 		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprintf("%.0f", ms(b.AllRead)), k.Shape, k.Victim,
 			fmt.Sprintf("%.1f", float64(k.ChildAtKill)/(1<<20)), fmt.Sprintf("%.0f", ms(k.KillToResume)), fmt.Sprintf("%.0f", ms(k.KillToChild)),
@@ -96,7 +101,7 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 			Columns: []string{"round", "baseline all read (ms)", "tree", "killed", "child had (MiB)", "kill to resume (ms)",
 				"kill to child done (ms)", "all survivors read (ms)", "kill to tree rebalanced (ms)", "tree after", "child's parent there", "child read from at the end", "corrupted"},
 			Rows:    rows,
-			Caption: "Each round on a fresh rig; after the kill the child reads from the next node up its chain, then from where the rebalanced tree puts it, if it is still reading then."}},
+			Caption: "Each distribution on a fresh rig; after the kill the child reads from the next node up its chain, then from where the rebalanced tree puts it, if it is still reading then."}},
 	}
 	var cats []string
 	var vb, vk, vr []*float64
@@ -122,28 +127,72 @@ func runTreeFailureExperiment(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
+// treeFailurePace is how long each instance sleeps after each MiB it
+// reads, in both rounds: long enough that the killed node is still
+// reading when its child has an eighth of the package.
+const treeFailurePace = 200 * time.Millisecond
+
 // treeFailureNodes is the rig's size: node-0(node-1(node-3,node-4),
 // node-2(node-5,-)), whose middle node node-1 is killed.
 const treeFailureNodes = 6
 
-// treeFailureRound runs a baseline distribution and one with a kill on
-// a fresh rig.
+// treeFailureRound runs a baseline distribution and one with a kill,
+// each on a fresh rig (the second version's instances would otherwise
+// share the nodes with the first's).
 func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *rig.TreeDistribution, err error) {
+	for i, kill := range []bool{false, true} {
+		d, err := treeFailureRun(ctx, env, seed, uint64(17+i), kill)
+		if err != nil {
+			return nil, nil, err
+		}
+		if kill {
+			killed = d
+		} else {
+			base = d
+		}
+	}
+	return base, killed, nil
+}
+
+func treeFailureRun(ctx context.Context, env Env, seed, stream uint64, kill bool) (*rig.TreeDistribution, error) {
+	n, dir, err := startTreeRig(ctx, env, treeFailureNodes, "hbt", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	defer n.Close()
+	pdir, err := os.MkdirTemp(dir, "pkg-")
+	if err != nil {
+		return nil, err
+	}
+	pkg, want, err := rig.TreeModelPackage(pdir, seed, stream, treeFailureNodes, 32<<20)
+	if err != nil {
+		return nil, err
+	}
+	return n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill, Pace: treeFailurePace})
+}
+
+// startTreeRig starts the several-nodes rig of the tree benchmarks:
+// nodes agents behind 400 Mbit/s links, the store behind one shared
+// 160 Mbit/s link with 2 ms each way, the agents' environment extended by
+// agentEnv. prefix keeps each experiment's namespaces apart from `hoard
+// up`'s and the tests'. The caller closes the rig, then removes dir.
+func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentEnv []string) (*rig.Nodes, string, error) {
 	hoardBin := env.HoardBinary
 	if hoardBin == "" {
 		hoardBin = os.Getenv("HOARD_BIN")
 	}
 	if hoardBin == "" {
-		return nil, nil, errors.New("the hoard binary is unknown (HOARD_BIN)")
+		return nil, "", errors.New("the hoard binary is unknown (HOARD_BIN)")
 	}
 	dir, err := os.MkdirTemp(env.TempDir, "hoard-bench-tree-")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
-	defer os.RemoveAll(dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		os.RemoveAll(dir)
+		return nil, "", err
 	}
 	log := env.Log
 	if log == nil {
@@ -157,8 +206,7 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	n, err := rig.StartNodes(sctx, rig.NodesConfig{
-		// "hbt": this experiment's prefix, apart from `hoard up`'s and the tests'.
-		Net:                hostnet.Config{Nodes: treeFailureNodes, Prefix: "hbt", NodeRate: 50_000_000, StoreRate: 20_000_000},
+		Net:                hostnet.Config{Nodes: nodes, Prefix: prefix, NodeRate: 50_000_000, StoreRate: 20_000_000},
 		Dir:                dir,
 		HoardBin:           hoardBin,
 		MinIOBin:           env.MinIOBinary,
@@ -166,30 +214,12 @@ func treeFailureRound(ctx context.Context, env Env, seed uint64) (base, killed *
 		StoreAccessKey:     "benchtree", StoreSecretKey: secret(),
 		ControllerToken: secret(), AgentToken: secret(), EtcdRootPassword: secret(),
 		StoreLatency: 2 * time.Millisecond,
+		AgentEnv:     agentEnv,
 	}, log)
 	if err != nil {
 		ln.Close()
-		return nil, nil, err
+		os.RemoveAll(dir)
+		return nil, "", err
 	}
-	defer n.Close()
-	for i, kill := range []bool{false, true} {
-		pdir, err := os.MkdirTemp(dir, "pkg-")
-		if err != nil {
-			return nil, nil, err
-		}
-		pkg, want, err := rig.TreeModelPackage(pdir, seed, uint64(17+i), treeFailureNodes, 32<<20)
-		if err != nil {
-			return nil, nil, err
-		}
-		d, err := n.DistributeTree(ctx, pkg.Data, want, rig.TreeRun{Kill: kill})
-		if err != nil {
-			return nil, nil, err
-		}
-		if kill {
-			killed = d
-		} else {
-			base = d
-		}
-	}
-	return base, killed, nil
+	return n, dir, nil
 }

@@ -11,12 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,23 +62,8 @@ def head(event, context):
 // incompressible model.bin its functions do not need to start.
 func deployModel(t testing.TB, e *env, name string, modelBytes int, seed uint64) (*api.AppInfo, []byte, []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(seed, 7))
-	model := make([]byte, modelBytes)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	for f, body := range map[string][]byte{
-		appspec.FileName: fmt.Appendf(nil, lazySpec, name), "fns.py": []byte(lazyFns), "model.bin": model,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := RandomBytes(modelBytes, seed, 7)
+	pkg := packFiles(t, map[string][]byte{appspec.FileName: fmt.Appendf(nil, lazySpec, name), "fns.py": []byte(lazyFns), "model.bin": model})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -294,21 +275,7 @@ var nodeCount atomic.Int64
 // once: one on each node. It returns the package digest.
 func spread(t *testing.T, e *env) string {
 	t.Helper()
-	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(3, 4))
-	model := make([]byte, 4<<20)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
-	for f, body := range map[string][]byte{appspec.FileName: []byte(treeSpec), "fns.py": []byte(treeFns), "model.bin": model} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pkg := packFiles(t, map[string][]byte{appspec.FileName: []byte(treeSpec), "fns.py": []byte(treeFns), "model.bin": RandomBytes(4<<20, 3, 4)})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -431,23 +398,12 @@ func BenchmarkCodeTree(b *testing.B) {
 					b.Fatal(err)
 				}
 				t0 := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, nodes)
-				for range nodes {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rec, err := e.p.Controller.Invoke(context.Background(), "big", "read", nil, "bench")
-						if err != nil || !rec.OK || !bytes.Contains(rec.Result, []byte(hex.EncodeToString(want[:]))) {
-							errs <- fmt.Errorf("%v %+v", err, rec)
-						}
-					}()
-				}
-				wg.Wait()
+				results := InvokeAtOnce(context.Background(), e.p.Controller, "big", "read", nil, nodes)()
 				total += time.Since(t0)
-				close(errs)
-				for err := range errs {
-					b.Fatal(err)
+				for _, r := range results {
+					if r.Err != nil || !r.Rec.OK || !bytes.Contains(r.Rec.Result, []byte(hex.EncodeToString(want[:]))) {
+						b.Fatalf("%v %+v", r.Err, r.Rec)
+					}
 				}
 				size += int64(len(pkg.Data))
 				for _, p := range ps {
@@ -515,19 +471,10 @@ func TestFunctionTreeAncestor(t *testing.T) {
 	for _, n := range []struct{ id, fetch string }{{"node-b", agent.CodeFetchWhole}, {"node-c", agent.CodeFetchLazy}, {"node-d", agent.CodeFetchLazy}} {
 		nodes[n.id] = startNode(t, e, n.id, n.fetch)
 	}
-	dir := t.TempDir()
-	for f, body := range map[string][]byte{
+	pkg := packFiles(t, map[string][]byte{
 		appspec.FileName: []byte(strings.Replace(treeSpec, "max_instances: 2", "max_instances: 4", 1)),
 		"fns.py":         []byte(treeFns), "model.bin": bytes.Repeat([]byte("model "), 200_000),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pkg, err := appspec.PackBlocks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	info, err := e.p.Controller.Deploy(context.Background(), pkg.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -555,12 +502,14 @@ func TestFunctionTreeAncestor(t *testing.T) {
 }
 
 // BenchmarkCodeTreeNodes is BenchmarkCodeTree on the several-nodes rig
-// (ADR 13): 1, 4 and 8 agents, each in its own network namespace behind
-// its own 400 Mbit/s link, the store behind a shared 160 Mbit/s link (tc),
-// each agent a `hoard agent` process. One instance per node, all started
-// at once, each reads the package's whole 32 MiB model; bytes leaving
-// the store are read from the agents' metrics. One node alone is the
-// reference time (FaaSNet: 1.6x of it for 2,500 containers).
+// (ADR 13) through Nodes.DistributeTree, as `hoard bench all --only
+// tree-scale` runs it at more node counts: 1, 4 and 8 agents, each in its
+// own network namespace behind its own 400 Mbit/s link, the store behind
+// a shared 160 Mbit/s link (tc), each agent a `hoard agent` process. One
+// instance per node, all started at once, each reads the package's whole
+// 32 MiB model; bytes leaving the store are read from the agents'
+// metrics. One node alone is the reference time (FaaSNet: 1.6x of it for
+// 2,500 containers).
 //
 //	go test -tags integration -run '^$' -bench CodeTreeNodes -benchtime 1x ./internal/rig
 func BenchmarkCodeTreeNodes(b *testing.B) {
@@ -581,31 +530,16 @@ func BenchmarkCodeTreeNodes(b *testing.B) {
 			for b.Loop() {
 				it++
 				pkg, want := treeBenchPackage(b, uint64(it), 11, nodes)
-				if _, err := n.Controller.Deploy(context.Background(), pkg.Data); err != nil {
+				d, err := n.DistributeTree(context.Background(), pkg.Data, want, TreeRun{})
+				if err != nil {
 					b.Fatal(err)
 				}
-				before := storeBytes(b, n)
-				t0 := time.Now()
-				var wg sync.WaitGroup
-				errs := make(chan error, nodes)
-				for range nodes {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rec, err := n.Controller.Invoke(context.Background(), "big", "read", nil, "bench")
-						if err != nil || !rec.OK || !bytes.Contains(rec.Result, []byte(hex.EncodeToString(want[:]))) {
-							errs <- fmt.Errorf("%v %+v", err, rec)
-						}
-					}()
+				if d.OK != nodes {
+					b.Fatalf("%d of %d nodes read the model (%d corrupted, %d failed)", d.OK, nodes, d.Corrupted, d.Failed)
 				}
-				wg.Wait()
-				total += time.Since(t0)
-				close(errs)
-				for err := range errs {
-					b.Fatal(err)
-				}
-				size += int64(len(pkg.Data))
-				fromStore += storeBytes(b, n) - before
+				total += d.AllRead
+				size += d.Size
+				fromStore += d.FromStore
 			}
 			b.ReportMetric(float64(total.Milliseconds())/float64(it), "ms/all-read")
 			b.ReportMetric(float64(fromStore)/float64(size), "packages-from-store")
@@ -616,27 +550,14 @@ func BenchmarkCodeTreeNodes(b *testing.B) {
 	}
 }
 
-// storeBytes sums the nodes' agents' hoard_agent_lazy_code_relay_bytes_total{from="store"}.
-func storeBytes(b *testing.B, n *Nodes) int64 {
-	b.Helper()
-	var sum int64
-	for _, a := range n.Agents {
-		req, _ := http.NewRequest(http.MethodGet, a.URL+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer agent-token-0123456789")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, `hoard_agent_lazy_code_relay_bytes_total{from="store"} `); ok {
-				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				sum += int64(f)
-			}
-		}
+// packFiles packs files (name to content) in the block format.
+func packFiles(t testing.TB, files map[string][]byte) *appspec.Package {
+	t.Helper()
+	pkg, err := PackFiles(t.TempDir(), files)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sum
+	return pkg
 }
 
 // treeBenchPackage packs the tree benchmarks' application

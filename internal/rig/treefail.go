@@ -59,19 +59,32 @@ def read(event, context):
 // in dir (for up to nodes instances) with a model of size random bytes
 // from (seed, stream), in the block format; want is the model's SHA-256.
 func TreeModelPackage(dir string, seed, stream uint64, nodes, size int) (pkg *appspec.Package, want [32]byte, err error) {
-	rng := rand.New(rand.NewPCG(seed, stream))
-	model := make([]byte, size)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
+	model := RandomBytes(size, seed, stream)
 	want = sha256.Sum256(model)
-	for f, body := range map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model} {
+	pkg, err = PackFiles(dir, map[string][]byte{appspec.FileName: fmt.Appendf(nil, benchTreeSpec, nodes), "fns.py": []byte(benchTreeFns), "model.bin": model})
+	return pkg, want, err
+}
+
+// RandomBytes returns n random bytes from (seed, stream): a model that
+// does not compress.
+func RandomBytes(n int, seed, stream uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// PackFiles writes files (name to content) into dir and packs dir in the
+// block format.
+func PackFiles(dir string, files map[string][]byte) (*appspec.Package, error) {
+	for f, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), body, 0o644); err != nil {
-			return nil, want, err
+			return nil, err
 		}
 	}
-	pkg, err = appspec.PackBlocks(dir)
-	return pkg, want, err
+	return appspec.PackBlocks(dir)
 }
 
 // TreeDistribution is one run of Nodes.DistributeTree.
@@ -82,8 +95,13 @@ type TreeDistribution struct {
 	// NewParent the child's parent there.
 	Victim, Child, Parent, Shape, After, NewParent string
 	// AllRead: from the start to the last surviving node's read of the
-	// whole model.
-	AllRead time.Duration
+	// whole model; AllReady: to the last instance ready (its invocation
+	// began to run).
+	AllRead, AllReady time.Duration
+	// FromStore: bytes the agents fetched from the store; FromAgents:
+	// from other agents, of which Pushed they kept as their parents
+	// pushed them (the rest they asked for).
+	FromStore, FromAgents, Pushed int64
 	// ChildReadsFrom is the agent the child fetched from at the end:
 	// the last parent it reattached to where the tree said (its log),
 	// else the next one up the chain its start request named.
@@ -106,7 +124,53 @@ type TreeDistribution struct {
 const (
 	fromParentSeries = `hoard_agent_lazy_code_relay_bytes_total{from="parent"}`
 	fromStoreSeries  = `hoard_agent_lazy_code_relay_bytes_total{from="store"}`
+	pushedSeries     = `hoard_agent_lazy_code_pushed_bytes_total{way="received"}`
 )
+
+// StoreBytes sums the running agents' bytes of lazily read packages
+// fetched from the store.
+func (n *Nodes) StoreBytes(ctx context.Context) int64 {
+	var sum int64
+	for _, a := range n.Agents {
+		v, _ := n.agentCounter(ctx, a, fromStoreSeries)
+		sum += v
+	}
+	return sum
+}
+
+// Invoked is one invocation of InvokeAtOnce: its record or error, and
+// when its answer came.
+type Invoked struct {
+	Rec *api.Invocation
+	Err error
+	At  time.Time
+}
+
+// Invoker is what InvokeAtOnce calls: the controller (in-process or
+// several nodes').
+type Invoker interface {
+	Invoke(ctx context.Context, app, fn string, event json.RawMessage, trigger string) (*api.Invocation, error)
+}
+
+// InvokeAtOnce invokes app's fn n times at once (the tree benchmarks'
+// distribution: each invocation needs an instance, one per node); wait
+// returns every outcome once all have answered.
+func InvokeAtOnce(ctx context.Context, c Invoker, app, fn string, event json.RawMessage, n int) (wait func() []Invoked) {
+	out := make([]Invoked, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := c.Invoke(ctx, app, fn, event, "bench")
+			out[i] = Invoked{rec, err, time.Now()}
+		}()
+	}
+	return func() []Invoked {
+		wg.Wait()
+		return out
+	}
+}
 
 // agentCounter reads one series of a node agent's metrics; false when
 // the agent does not answer (it was killed).
@@ -167,40 +231,28 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		return nil, err
 	}
 	d := &TreeDistribution{Size: int64(len(pkg)), SurvivorsOK: map[string]bool{}}
-	baseParent, baseStore := map[string]int64{}, map[string]int64{}
+	baseParent, baseStore, basePushed := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	for _, a := range agents {
 		baseParent[a.ID], _ = n.agentCounter(ctx, a, fromParentSeries)
 		baseStore[a.ID], _ = n.agentCounter(ctx, a, fromStoreSeries)
+		basePushed[a.ID], _ = n.agentCounter(ctx, a, pushedSeries)
 	}
-	type result struct {
-		rec *api.Invocation
-		err error
-		at  time.Time
-	}
-	results := make(chan result, nodes)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	for range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec, err := n.Controller.Invoke(ctx, "big", "read", event, "bench")
-			results <- result{rec, err, time.Now()}
-		}()
-	}
+	wait := InvokeAtOnce(ctx, n.Controller, "big", "read", event, nodes)
 	var killed time.Time
 	if kill {
 		if err := n.killMiddle(ctx, d, info.Rev, agents, baseParent); err != nil {
-			wg.Wait()
+			wait()
 			return nil, err
 		}
 		killed = time.Now()
 		v0, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries)
 		// Watched from the kill on: the child's next bytes from an agent
 		// and the controller's tree without the victim.
-		wg.Add(1)
+		watched := make(chan struct{})
+		defer func() { <-watched }()
 		go func() {
-			defer wg.Done()
+			defer close(watched)
 			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && (d.KillToResume == 0 || d.KillToTree == 0); time.Sleep(5 * time.Millisecond) {
 				if v, _ := n.agentCounter(ctx, agents[d.Child], fromParentSeries); d.KillToResume == 0 && v > v0 {
 					d.KillToResume = time.Since(killed)
@@ -219,8 +271,7 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 			}
 		}()
 	}
-	wg.Wait()
-	close(results)
+	results := wait()
 	where := map[string]string{}
 	for _, a := range n.Controller.Apps() {
 		for _, in := range a.Instances {
@@ -228,19 +279,32 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}
 	}
 	wantHex := []byte(hex.EncodeToString(want[:]))
-	for r := range results {
+	for _, r := range results {
 		switch {
-		case r.err != nil || r.rec == nil || !r.rec.OK:
+		case r.Err != nil || r.Rec == nil || !r.Rec.OK:
 			d.Failed++
-		case bytes.Contains(r.rec.Result, wantHex):
+		case bytes.Contains(r.Rec.Result, wantHex):
 			d.OK++
-			d.SurvivorsOK[where[r.rec.Instance]] = true
-			d.AllRead = max(d.AllRead, r.at.Sub(t0))
-			if kill && where[r.rec.Instance] == d.Child {
-				d.KillToChild = r.at.Sub(killed)
+			d.SurvivorsOK[where[r.Rec.Instance]] = true
+			d.AllRead = max(d.AllRead, r.At.Sub(t0))
+			// Ready: the invocation began to run, its instance started.
+			d.AllReady = max(d.AllReady, r.Rec.Start.Add(time.Duration(r.Rec.QueueMS*float64(time.Millisecond))).Sub(t0))
+			if kill && where[r.Rec.Instance] == d.Child {
+				d.KillToChild = r.At.Sub(killed)
 			}
 		default:
 			d.Corrupted++
+		}
+	}
+	for id, a := range agents {
+		if v, ok := n.agentCounter(ctx, a, fromStoreSeries); ok {
+			d.FromStore += v - baseStore[id]
+		}
+		if v, ok := n.agentCounter(ctx, a, pushedSeries); ok {
+			d.Pushed += v - basePushed[id]
+		}
+		if v, ok := n.agentCounter(ctx, a, fromParentSeries); ok {
+			d.FromAgents += v - baseParent[id]
 		}
 	}
 	if kill {

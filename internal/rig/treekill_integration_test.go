@@ -16,10 +16,13 @@ import (
 // node-2(node-5,-)); node-1, in the middle of the function tree, is
 // killed (SIGKILL of its agent) while its child node-3 is taking the
 // package's blocks from it (Nodes.DistributeTree; each instance reads its
-// model at most a MiB per 50 ms, so that the distribution outlasts the
-// controller's rebalancing). node-3 turns at once to node-0, the next up
-// its chain, then reattaches where the controller's rebalanced tree puts
-// it, under node-4 (node-1's last leaf, moved into its place); every
+// model at most a MiB per 200 ms, so that the distribution outlasts the
+// controller's rebalancing: blocks are pushed down as the parent gets
+// them, so a child joining late gets at once what its parent has, and the
+// parent must still be reading). node-3's stream of pushed blocks and its
+// reads turn at once to node-0, the next up its chain, then reattach where
+// the controller's rebalanced tree puts it, under node-4 (node-1's last
+// leaf, moved into its place); every
 // surviving node reads the whole model with the right digest (0
 // corrupted), and node-3 takes nothing from the store.
 func TestFunctionTreeNodeKilled(t *testing.T) {
@@ -28,13 +31,17 @@ func TestFunctionTreeNodeKilled(t *testing.T) {
 	}
 	n := startNodes(t, 6)
 	pkg, want := treeBenchPackage(t, 1, 13, 6)
-	d, err := n.DistributeTree(context.Background(), pkg.Data, want, TreeRun{Kill: true, Pace: 50 * time.Millisecond})
+	d, err := n.DistributeTree(context.Background(), pkg.Data, want, TreeRun{Kill: true, Pace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("tree %s, killed %s (child %s had %d bytes from it): all survivors read in %v; the child resumed %v after the kill and finished %v after it; tree %s %v after it; the child reads from %s",
 		d.Shape, d.Victim, d.Child, d.ChildAtKill, d.AllRead, d.KillToResume, d.KillToChild, d.After, d.KillToTree, d.ChildReadsFrom)
-	t.Logf("child: %d bytes from agents, %d from the store; invocations: %d ok, %d corrupted, %d failed", d.ChildFromAgents, d.ChildFromStore, d.OK, d.Corrupted, d.Failed)
+	t.Logf("child: %d bytes from agents, %d from the store; all nodes: %d bytes pushed, %d from the store; invocations: %d ok, %d corrupted, %d failed",
+		d.ChildFromAgents, d.ChildFromStore, d.Pushed, d.FromStore, d.OK, d.Corrupted, d.Failed)
+	if d.Pushed == 0 {
+		t.Error("no node kept a block pushed by its parent")
+	}
 	if d.Corrupted != 0 {
 		t.Errorf("%d invocations read a model with the wrong digest", d.Corrupted)
 	}
