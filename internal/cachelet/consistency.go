@@ -51,7 +51,9 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 				// but the store.
 				return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
 			}
-			if c.cfg.WriteMode == WriteAsync {
+			if c.cfg.WriteMode == WriteAsync && c.cfg.Log == nil {
+				// Under durable writes the owner logs it before
+				// answering: the write goes to it synchronously.
 				c.wmu.Lock()
 				e := c.keep(k, data, etag, opts)
 				done := c.toOwner.Enqueue(w)
@@ -91,7 +93,11 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			return res, err
 		}
 	}
-	c.queueForStore(k, w, etag)
+	id, err := c.logWrite(ctx, w)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	c.queueForStore(k, w, etag, id)
 	c.m.writes.WithLabelValues("queued_to_store", "ok").Inc()
 	return acked, nil
 }
@@ -192,15 +198,26 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 // queueForStore keeps a write that this cachelet persists in the
 // background. Until the store has it, the write is the key's truth here:
 // a read that misses the cache is served from it, never from the store's
-// older version.
-func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
+// older version. id is its record in the durable log (durable.go); 0
+// without one.
+func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string, id uint64) {
 	c.wmu.Lock()
+	if id != 0 && !c.order.admit(k, id) {
+		// A write of the key logged after this one is held already:
+		// this one is replaced at once (durable.go).
+		c.wmu.Unlock()
+		c.cfg.Log.Done(id)
+		return
+	}
 	e := c.keep(k, w.Data, etag, w.Opts)
 	c.keys.unpersisted(k, e)
 	// Persisted, superseded, failed or given up: the record goes before
 	// a Drain (a synchronization point's) sees the write settled, so
 	// that a delete made after the Drain is never answered by it.
-	w.Settled = func() { c.keys.persisted(k, e) }
+	w.Settled = func(err error) {
+		c.keys.persisted(k, e)
+		c.logSettled(k, id, err)
+	}
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
 	if c.finalOutput(k.Bucket, k.Object) {
@@ -258,7 +275,12 @@ func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.
 		return store.PutResult{}, err
 	}
 	opts = withChecksum(data, etag, opts)
-	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}, etag)
+	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
+	id, err := c.logWrite(ctx, w)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, w, etag, id)
 	return store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}, nil
 }
 
@@ -281,6 +303,9 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	if err := c.Drain(ctx); err != nil {
 		return fmt.Errorf("%w: queued writes did not reach the store: %v", store.ErrUnavailable, err)
+	}
+	if err := c.syncLog(ctx); err != nil {
+		return fmt.Errorf("%w: the durable log could not record delivered writes: %v", store.ErrUnavailable, err)
 	}
 	owners := map[string]bool{}
 	for _, key := range keys {

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -126,7 +127,6 @@ type Stats struct {
 type appendReq struct {
 	frame []byte
 	id    uint64
-	seg   *segment // set by the committer
 	done  chan error
 }
 
@@ -141,8 +141,9 @@ type segment struct {
 // Log is a durable append-only log of writes. Its methods are safe for
 // concurrent use.
 type Log struct {
-	cfg Config
-	m   *metrics
+	cfg  Config
+	m    *metrics
+	lock *os.File // holds the directory's lock
 
 	mu       sync.Mutex
 	cond     *sync.Cond // work for the committer, room, or a batch written
@@ -176,19 +177,24 @@ func Open(cfg Config) (*Log, []Pending, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("writelog: %w", err)
 	}
-	l := &Log{cfg: cfg, live: map[uint64]liveRec{}, loopDone: make(chan struct{})}
-	l.cond = sync.NewCond(&l.mu)
-	pending, err := l.replay()
+	lock, err := lockDir(cfg.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	// Appends go to a fresh segment: the newest one may end in a torn
-	// frame, after which nothing may be written.
-	var n uint64 = 1
-	if len(l.segs) > 0 {
-		n = l.segs[len(l.segs)-1].n + 1
+	l := &Log{cfg: cfg, lock: lock, live: map[uint64]liveRec{}, loopDone: make(chan struct{})}
+	l.cond = sync.NewCond(&l.mu)
+	pending, err := l.replay()
+	if err == nil {
+		// Appends go to a fresh segment: the newest one may end in a
+		// torn frame, after which nothing may be written.
+		var n uint64 = 1
+		if len(l.segs) > 0 {
+			n = l.segs[len(l.segs)-1].n + 1
+		}
+		err = l.begin(n)
 	}
-	if err := l.begin(n); err != nil {
+	if err != nil {
+		lock.Close()
 		return nil, nil, err
 	}
 	l.removeDone()
@@ -324,6 +330,27 @@ func (l *Log) removeDone() {
 	}
 }
 
+// ErrInUse is returned by Open when another process (or Log) holds the
+// directory.
+var ErrInUse = errors.New("writelog: the log is open elsewhere")
+
+// lockDir takes the directory's exclusive lock (flock on its LOCK file),
+// which the kernel releases when the process dies.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("writelog: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrInUse, dir)
+		}
+		return nil, fmt.Errorf("writelog: locking %s: %w", dir, err)
+	}
+	return f, nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -388,6 +415,14 @@ func (l *Log) Append(ctx context.Context, r Record) (uint64, error) {
 	// did.
 	return id, <-req.done
 }
+
+// headerAllowance is what a record's frame may take beyond its bytes
+// (Fits): its framing and its metadata, JSON-encoded.
+const headerAllowance = 16 << 10
+
+// Fits reports whether an object of size bytes can be held by the log at
+// all (its record is not over the bound).
+func (l *Log) Fits(size int64) bool { return size+headerAllowance <= l.cfg.MaxBytes }
 
 // Done marks the record id as in the store: it will not be replayed, and
 // its room is free at once. The mark reaches the disk with the next batch
@@ -465,6 +500,10 @@ func (l *Log) Close() error {
 			s.f.Close()
 			s.f = nil
 		}
+	}
+	if l.lock != nil {
+		l.lock.Close() // releases the lock
+		l.lock = nil
 	}
 	return l.broken
 }
@@ -568,9 +607,6 @@ func (l *Log) loop() {
 const (
 	kindPut  = 1
 	kindDone = 2
-	// maxFrame bounds a frame's length field on read, so a damaged one
-	// cannot ask for more than any record could be.
-	maxFrame = 1 << 40
 )
 
 func readFrame(b []byte) (payload []byte, n int, ok bool) {

@@ -270,6 +270,16 @@ func TestClosed(t *testing.T) {
 	}
 }
 
+func TestOneAtATime(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, Config{Dir: dir})
+	if _, _, err := Open(Config{Dir: dir}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second open: %v, want ErrInUse", err)
+	}
+	l.Close()
+	open(t, Config{Dir: dir})
+}
+
 func TestConfig(t *testing.T) {
 	for _, c := range []Config{{}, {Dir: "x", MaxBytes: -1}, {Dir: "x", SegmentBytes: -1}} {
 		if err := c.Validate(); err == nil {
