@@ -26,7 +26,7 @@ import (
 //
 // Log order is the order in which the store gets a key's writes after a
 // crash, so it must agree with the order the cache saw them in: two
-// writes of one key logged concurrently may reach queueForStore in the
+// writes of one key logged concurrently may reach hold (consistency.go) in the
 // other order. The one logged first is then not held at all (its record
 // is done at once): it is linearized just before the later one, which
 // replaces it, as if both had been persisted in order.
@@ -110,6 +110,17 @@ func (c *Cachelet) logSettled(k cache.Key, id uint64, err error) {
 	}
 }
 
+// fenceWrites returns once every write that checked for a handoff or a
+// leave before the caller set it is queued: hold checks and enqueues under
+// c.wmu, so a drain that follows the fence waits for those writes too.
+// Logging a write takes time (an fsync) between a PUT's first checks and
+// its enqueue; without the fence a handoff's drain could miss it.
+func (c *Cachelet) fenceWrites() {
+	c.wmu.Lock()
+	//lint:ignore SA2001 an empty critical section is the fence
+	c.wmu.Unlock()
+}
+
 // syncLog makes the done marks of the writes delivered so far durable,
 // before an operation that changes the store directly: a delete must
 // never be undone by the replay of a write it followed.
@@ -135,7 +146,7 @@ func (c *Cachelet) replay(pending []writelog.Pending) {
 			continue
 		}
 		sum := md5.Sum(p.Data)
-		c.queueForStore(k, writeback.Write{Bucket: p.Bucket, Key: p.Key, Data: p.Data, Opts: p.Opts}, hex.EncodeToString(sum[:]), p.ID)
+		c.hold(k, writeback.Write{Bucket: p.Bucket, Key: p.Key, Data: p.Data, Opts: p.Opts}, hex.EncodeToString(sum[:]), p.ID, true)
 	}
 	if len(pending) > 0 {
 		c.m.replayed.Add(float64(len(newest)))
