@@ -13,7 +13,8 @@
 // write it had to give up on.
 //
 // The queue lives in memory: a crash loses what is queued, which is the
-// "medium" and "low" fault tolerance of the modes that use it.
+// "medium" and "low" fault tolerance of the modes that use it, unless the
+// cachelet logs each write durably first (package writelog, ADR 0030).
 package writeback
 
 import (
