@@ -220,6 +220,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime 30s -fuzzminimizetime 2s ./internal/blockfmt
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
 	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
+	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/writelog
 
 lint: $(TOOLS)/staticcheck venv helm-lint
 	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
