@@ -58,6 +58,11 @@ func runBenchDurable(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return err
 		}
+		// Losses without the log are what it measures; with it, or
+		// wrong bytes in either, they are a fault.
+		if rep.Wrong > 0 || (d && (rep.Missing > 0 || rep.Stale > 0)) {
+			return fmt.Errorf("bench durable: %s", rep)
+		}
 	}
 	return nil
 }
