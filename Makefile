@@ -204,6 +204,8 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	$(BIN) bench consistency --increments 50 >/dev/null
 	$(BIN) bench disk --objects 6 --size 256KiB --passes 1 --preset local >/dev/null
 	$(BIN) bench changes --writes 3 --reads 20 >/dev/null
+	$(BIN) bench writes --sizes 4KiB,1MiB --writes 5 >/dev/null
+	$(BIN) bench durable --duration 3s --kill-every 1s --keys 6 --only durable >/dev/null
 	$(BIN) bench ranges --min-size 12MiB --max-size 16MiB --ranges 4 --max-range 4MiB --max-object 8MiB >/dev/null
 	$(BIN) bench throughput --connections 4 --duration 200ms --warmup 50ms --targets bare-http,minio,hoard-local,hoard-strong-hot,hoard-strong-many >/dev/null
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -222,6 +224,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime 30s -fuzzminimizetime 2s ./internal/blockfmt
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
 	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
+	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/writelog
 
 lint: $(TOOLS)/staticcheck venv helm-lint
 	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -26,9 +26,11 @@ var benchmarks = []struct {
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
 	{"changes", "writers outside hoard: the notification delay under owner with --store-changes, and its hits against strong behind a 20 ms store link", runBenchChanges},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
+	{"durable", "a cachelet SIGKILLed every 10 s under a write load: acknowledged writes lost with and without durable writes", runBenchDurable},
 	{"disk", "the disk tier: a working set above the memory budget, store behind a shaped link; memory-only vs disk tier vs a reloaded instance", runBenchDisk},
 	{"memory", "peak RSS of hoard serve against its budget under concurrent readers and writers", runBenchMemory},
 	{"ranges", "random 1-8 MiB ranges of large objects behind a shaped store link: hoard cold and warm against the store", runBenchRanges},
+	{"writes", "write-back: PUT p50/p99 at 4 KiB, 1 MiB, 16 MiB under strong, background persistence and durable writes", runBenchWrites},
 	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
 }

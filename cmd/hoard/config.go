@@ -87,6 +87,8 @@ var configKeys = map[string]string{
 	"disk-max-age":         "disk.max_age",
 	"disk-clean-interval":  "disk.clean_interval",
 	"disk-fsync":           "disk.fsync",
+	"durable-writes":       "cache.durable_writes",
+	"durable-log-bytes":    "cache.durable_log_bytes",
 
 	"tls":           "tls.local_ca",
 	"tls-cert":      "tls.cert",

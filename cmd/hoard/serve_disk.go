@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/writelog"
 )
 
 // diskFlags are `hoard serve`'s disk tier settings (package disktier),
@@ -19,6 +21,8 @@ type diskFlags struct {
 	maxAge, interval time.Duration
 	fsync            bool
 	group            bool // the document's: shared with the directory's group
+	durable          bool
+	logBytes         byteSize
 }
 
 func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
@@ -37,16 +41,34 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
 	fs.Var(&d.minSize, "disk-min-object-size", fmt.Sprintf("with --disk-dir: the smallest object worth a file (default %dKiB)", disktier.DefaultMinObjectSize>>10))
 	fs.DurationVar(&d.maxAge, "disk-max-age", def.MaxAge.D(), "with --disk-dir: remove files unread this long (default 24h; negative: never)")
 	fs.DurationVar(&d.interval, "disk-clean-interval", 0, "with --disk-dir: how often the cleaner rescans the directory for budget and age (default 1m)")
+	fs.BoolVar(&d.durable, "durable-writes", false, "with --disk-dir and the owner or local write target: acknowledge a write only once it is appended and fsynced to a log under the disk tier's directory, and deliver what a crashed predecessor with the same --id left there on start (default off: held writes live in memory until the store has them)")
+	fs.Var(&d.logBytes, "durable-log-bytes", fmt.Sprintf("with --durable-writes: the most bytes of writes the log holds before the store has them; a write that finds it full waits for room (default %dMiB)", writelog.DefaultMaxBytes>>20))
 	fs.BoolVar(&d.fsync, "disk-fsync", def.Fsync, "with --disk-dir: fsync each file before renaming it into place (default off: a torn file fails its checksum and is a miss)")
 }
 
 // apply sets cfg's disk tier, checking the flags together.
 func (d *diskFlags) apply(cfg *instance.Config) error {
+	if d.logBytes < 0 {
+		return fmt.Errorf("%w: --durable-log-bytes must not be negative", errUsage)
+	}
+	if d.logBytes != 0 && !d.durable {
+		return fmt.Errorf("%w: --durable-log-bytes needs --durable-writes", errUsage)
+	}
 	if d.dir == "" {
 		if d.budget != 0 {
 			return fmt.Errorf("%w: --disk-budget needs --disk-dir", errUsage)
 		}
+		if d.durable {
+			return fmt.Errorf("%w: --durable-writes needs --disk-dir (the log lives there)", errUsage)
+		}
 		return nil
+	}
+	if d.durable {
+		if cfg.Cachelet.WriteTarget != cachelet.WriteOwner && cfg.Cachelet.WriteTarget != cachelet.WriteLocal {
+			return fmt.Errorf("%w: --durable-writes needs a consistency whose writes are held before the store has them (owner/sync, owner/async, local); under the others every write is in the store before it is acknowledged", errUsage)
+		}
+		cfg.DurableWrites = true
+		cfg.DurableLog = writelog.Config{MaxBytes: int64(d.logBytes)}
 	}
 	if d.budget <= 0 {
 		return fmt.Errorf("%w: --disk-dir needs a positive --disk-budget", errUsage)

@@ -100,6 +100,7 @@ func Experiments() []Experiment {
 		throughputExperiment(),
 		simulationExperiment(),
 		diskExperiment(),
+		writesExperiment(),
 		changesExperiment(),
 		predictionExperiment(),
 		localityExperiment(),

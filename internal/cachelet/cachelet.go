@@ -44,6 +44,7 @@ import (
 	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
+	"github.com/hoard-io/hoard/internal/writelog"
 )
 
 // ReadMode says how far a read trusts the memory copy (package
@@ -139,6 +140,14 @@ type Config struct {
 	// 0028). Default nil: local reads trust their copies as they are.
 	External *ExternalConfig
 
+	// Log, when set, makes writes held for the store durable before they
+	// are acknowledged (durable.go, ADR 0030); Replay is what the log
+	// held on open, which New holds again before the cachelet serves.
+	// Only under the owner and local write targets. Default nil: held
+	// writes live in memory until the store has them.
+	Log    WriteLog
+	Replay []writelog.Pending
+
 	// Erasure, when set, keeps large objects as erasure-coded shards
 	// over the application's cachelets (erasure.go). Default nil: off.
 	Erasure *ErasureConfig
@@ -219,6 +228,12 @@ func (c *Config) Validate() error {
 	if err := c.validateWrites(); err != nil {
 		return err
 	}
+	if c.Log != nil && c.WriteTarget == WriteStore {
+		return errors.New("cachelet: durable writes need the owner or local write target (under the store target every write is in the store before it is acknowledged)")
+	}
+	if c.Log == nil && len(c.Replay) > 0 {
+		return errors.New("cachelet: writes to replay without their log")
+	}
 	if err := c.Sweep.validate(); err != nil {
 		return err
 	}
@@ -278,6 +293,8 @@ type Cachelet struct {
 	keys *keyState
 	// wmu orders buffered writes: cache, unpersisted and queue alike.
 	wmu sync.Mutex
+	// order keeps the held writes in their durable log's order (durable.go).
+	order logOrder
 	// hmu guards begun, a handoff OwnershipChanging began (handoff.go).
 	hmu   sync.Mutex
 	begun *begunHandoff
@@ -416,6 +433,8 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
 	}
+	c.replay(cfg.Replay)
+	c.cfg.Replay = nil
 	if c.ec != nil {
 		c.wg.Add(1)
 		go c.ec.rebuildLoop()

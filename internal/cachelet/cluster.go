@@ -218,6 +218,7 @@ func (c *Cachelet) Leave(ctx context.Context) error {
 	if c.leaving.Swap(true) {
 		return nil
 	}
+	c.fenceWrites()
 	err := c.Drain(ctx)
 	close(c.left)
 	return err

@@ -51,7 +51,9 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 				// but the store.
 				return c.putThrough(ctx, bucket, key, bytes.NewReader(data), size, opts)
 			}
-			if c.cfg.WriteMode == WriteAsync {
+			if c.cfg.WriteMode == WriteAsync && c.cfg.Log == nil {
+				// Under durable writes the owner logs it before
+				// answering: the write goes to it synchronously.
 				c.wmu.Lock()
 				e := c.keep(k, data, etag, opts)
 				done := c.toOwner.Enqueue(w)
@@ -91,7 +93,15 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			return res, err
 		}
 	}
-	c.queueForStore(k, w, etag)
+	id, err := c.logWrite(ctx, w)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	if !c.hold(k, w, etag, id, false) {
+		// Overtaken by a handoff while being logged: refused, nothing
+		// changed; the client retries once the handoff is over.
+		return store.PutResult{}, fmt.Errorf("%w: ownership handoff in progress", store.ErrUnavailable)
+	}
 	c.m.writes.WithLabelValues("queued_to_store", "ok").Inc()
 	return acked, nil
 }
@@ -189,23 +199,43 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 	return e
 }
 
-// queueForStore keeps a write that this cachelet persists in the
-// background. Until the store has it, the write is the key's truth here:
-// a read that misses the cache is served from it, never from the store's
-// older version.
-func (c *Cachelet) queueForStore(k cache.Key, w writeback.Write, etag string) {
+// hold keeps a write that this cachelet persists in the background.
+// Until the store has it, the write is the key's truth here: a read that
+// misses the cache is served from it, never from the store's older
+// version. id is its record in the durable log (durable.go); 0 without
+// one. Under durable writes and the owner settings, unless replaying, it
+// refuses (returns false, the record done) a write that a handoff or a
+// leave overtook while it was being logged: their drains began after this
+// write's checks and would not wait for it (fenceWrites).
+func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, replaying bool) bool {
 	c.wmu.Lock()
+	if id != 0 && !replaying && c.cfg.ownerMode() && (c.inHandoff() || c.leaving.Load()) {
+		c.wmu.Unlock()
+		c.cfg.Log.Done(id)
+		return false
+	}
+	if id != 0 && !c.order.admit(k, id) {
+		// A write of the key logged after this one is held already:
+		// this one is replaced at once (durable.go).
+		c.wmu.Unlock()
+		c.cfg.Log.Done(id)
+		return true
+	}
 	e := c.keep(k, w.Data, etag, w.Opts)
 	c.keys.unpersisted(k, e)
 	// Persisted, superseded, failed or given up: the record goes before
 	// a Drain (a synchronization point's) sees the write settled, so
 	// that a delete made after the Drain is never answered by it.
-	w.Settled = func() { c.keys.persisted(k, e) }
+	w.Settled = func(err error) {
+		c.keys.persisted(k, e)
+		c.logSettled(k, id, err)
+	}
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
 	if c.finalOutput(k.Bucket, k.Object) {
 		c.dropWhenPersisted(k, e, done)
 	}
+	return true
 }
 
 // storeSink persists queued writes to the store.
@@ -258,7 +288,20 @@ func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.
 		return store.PutResult{}, err
 	}
 	opts = withChecksum(data, etag, opts)
-	c.queueForStore(cache.Key{Bucket: bucket, Object: key}, writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}, etag)
+	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
+	id, err := c.logWrite(ctx, w)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	if !c.hold(cache.Key{Bucket: bucket, Object: key}, w, etag, id, false) {
+		// Overtaken by a handoff or a leave while being logged: refused
+		// as PeerPut refuses, once what this cachelet queued is in the
+		// store, so the writer's own store write lands after it.
+		if err := c.toStore.Drain(ctx); err != nil {
+			return store.PutResult{}, fmt.Errorf("%w: queued writes not delivered before the refusal: %v", store.ErrUnavailable, err)
+		}
+		return store.PutResult{}, errHandoff
+	}
 	return store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}, nil
 }
 
@@ -281,6 +324,9 @@ func (c *Cachelet) syncPoint(ctx context.Context, bucket string, keys ...string)
 	}
 	if err := c.Drain(ctx); err != nil {
 		return fmt.Errorf("%w: queued writes did not reach the store: %v", store.ErrUnavailable, err)
+	}
+	if err := c.syncLog(ctx); err != nil {
+		return fmt.Errorf("%w: the durable log could not record delivered writes: %v", store.ErrUnavailable, err)
 	}
 	owners := map[string]bool{}
 	for _, key := range keys {

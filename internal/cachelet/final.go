@@ -10,7 +10,7 @@ import (
 // write under one leaves memory once the store has it: under the store
 // write target it is never kept (putThrough); under owner and local the
 // bytes stay while they are the only copy and go when the write is
-// persisted (queueForStore). A later read is a miss and is cached as any
+// persisted (hold). A later read is a miss and is cached as any
 // other read: the declaration is about writes, never a reason to serve
 // wrong or no bytes.
 

@@ -104,6 +104,7 @@ func (c *Cachelet) startHandoff() {
 		start := c.clock.Now()
 		ctx, cancel := context.WithTimeout(c.stopped, handoffTimeout)
 		defer cancel()
+		c.fenceWrites() // writes logged meanwhile are queued, or refused
 		err := c.Drain(ctx)
 		if c.cfg.Members != nil {
 			for _, addr := range c.cfg.Members.PeerAddrs() {

@@ -35,6 +35,7 @@ type metrics struct {
 	finalOutputs *prometheus.CounterVec // hoard_cachelet_final_outputs_dropped_total{when}
 
 	peerFallbacks prometheus.Counter
+	replayed      prometheus.Counter
 	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
@@ -100,6 +101,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_peer_answers_refused_total",
 		Help: "Owners' answers that failed verification (their signature, their body's MAC, or the store's checksum they carried): read from the store instead, or their fill aborted; a rogue or misconfigured member, or damage on the way.",
 	})
+	m.replayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_replayed_total",
+		Help: "Acknowledged writes found in the durable log on start, not yet in the store, held again and delivered.",
+	})
 	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
@@ -154,7 +159,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

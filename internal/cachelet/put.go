@@ -30,7 +30,7 @@ func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, 
 			c.ecFill(cache.Key{Bucket: bucket, Object: key}, store.ObjectInfo{Bucket: bucket, Key: key, ETag: res.ETag, Size: size})
 		}
 	}()
-	buffered := c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size)
+	buffered := c.cfg.WriteTarget != WriteStore && size >= 0 && c.cache.Admissible(size) && c.logAdmits(size)
 	if opts.IfMatch != "" || opts.IfNoneMatch != "" || (buffered && c.writeThrough(ctx, bucket)) {
 		// Only the store can judge a condition, and only against every
 		// write before this one: deliver those, then write through. A

@@ -25,6 +25,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +49,7 @@ import (
 	"github.com/hoard-io/hoard/internal/s3api"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
+	"github.com/hoard-io/hoard/internal/writelog"
 )
 
 // Config configures one instance.
@@ -86,6 +89,17 @@ type Config struct {
 	// and read back on a miss; Logger and Registerer are the instance's.
 	// Default (no Dir): memory only.
 	Disk disktier.Config
+	// DurableWrites, under the owner and local write targets, appends
+	// every write the cachelet holds for the store to a durable log
+	// (package writelog, ADR 0030) before acknowledging it, and delivers
+	// what a crashed predecessor left there on start. The log lives in
+	// the disk tier's directory (Disk.Dir, required), under
+	// writelog/ID (writelog/local without a Registry), so an instance
+	// restarted on that node with the same ID finds it. DurableLog sets
+	// its bound and segment size (Dir, Logger and Registerer are set
+	// here). Default false: held writes live in memory only.
+	DurableWrites bool
+	DurableLog    writelog.Config
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
 	Domains []string
@@ -289,6 +303,7 @@ type Instance struct {
 	reg      *prometheus.Registry
 	notifier *notify.Notifier // nil without Config.NotifyURL
 	disk     *disktier.Tier   // nil without Config.Disk.Dir
+	wlog     *writelog.Log    // nil without Config.DurableWrites
 
 	// Set with Config.Registry only.
 	member   *cluster.Member
@@ -324,6 +339,7 @@ type starting struct {
 	st     *s3store.Store
 	nt     *notify.Notifier
 	disk   *disktier.Tier
+	wlog   *writelog.Log
 }
 
 func (s *starting) release() {
@@ -343,6 +359,9 @@ func (s *starting) release() {
 	}
 	if s.disk != nil {
 		_ = s.disk.Close()
+	}
+	if s.wlog != nil {
+		_ = s.wlog.Close()
 	}
 	if s.st != nil {
 		s.st.Close()
@@ -487,6 +506,29 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		}
 		s.disk = in.disk
 		cfg.Cachelet.Disk = in.disk
+	}
+	if cfg.DurableWrites {
+		if cfg.Disk.Dir == "" {
+			return nil, errors.New("instance: durable writes need the disk tier's directory (Disk.Dir)")
+		}
+		id := cfg.ID
+		if cfg.Registry == nil || id == "" {
+			id = "local"
+		}
+		lcfg := cfg.DurableLog
+		parent := filepath.Join(cfg.Disk.Dir, "writelog")
+		if err := sharedDir(parent, cfg.Disk.Group); err != nil {
+			return nil, fmt.Errorf("instance: durable log: %w", err)
+		}
+		// Each cachelet's own log is its alone (0700).
+		lcfg.Dir = filepath.Join(parent, id)
+		lcfg.Logger, lcfg.Registerer = log.With("component", "writelog"), reg
+		var pending []writelog.Pending
+		if in.wlog, pending, err = writelog.Open(lcfg); err != nil {
+			return nil, fmt.Errorf("instance: %w", err)
+		}
+		s.wlog = in.wlog
+		cfg.Cachelet.Log, cfg.Cachelet.Replay = in.wlog, pending
 	}
 	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
 		ext := *x
@@ -696,6 +738,11 @@ func (in *Instance) Close(ctx context.Context) error {
 		}
 		in.serving.Wait()
 		errs = append(errs, in.cachelet.Close())
+		if in.wlog != nil {
+			// What the cachelet could not deliver stays logged for
+			// the next start.
+			errs = append(errs, in.wlog.Close())
+		}
 		if in.disk != nil {
 			errs = append(errs, in.disk.Close()) // after the cachelet kept its memory there
 		}
@@ -714,4 +761,27 @@ func (in *Instance) Close(ctx context.Context) error {
 		in.closeErr = errors.Join(errs...)
 	})
 	return in.closeErr
+}
+
+// sharedDir makes d, shared with its group (setgid, 0770) when group is
+// set, as the disk tier makes its own directories: the application's
+// instances on a node run as uids of their own and each makes its log
+// beside the others'.
+func sharedDir(d string, group bool) error {
+	if !group {
+		return os.MkdirAll(d, 0o700)
+	}
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return nil // another instance's
+	}
+	if err := os.MkdirAll(d, 0o770); err != nil {
+		return err
+	}
+	if err := os.Chmod(d, 0o770|os.ModeSetgid); err != nil {
+		if fi, serr := os.Stat(d); serr == nil && fi.Mode().Perm()&0o070 == 0o070 {
+			return nil // another instance made it meanwhile
+		}
+		return err
+	}
+	return nil
 }

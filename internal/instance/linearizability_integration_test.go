@@ -26,6 +26,7 @@ import (
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
@@ -169,6 +170,20 @@ type linEnv struct {
 	// storeURL, when set, is where the cachelets reach the store (a
 	// shaped link in front of it); else the store's own endpoint.
 	storeURL string
+	// diskDir, when set ($HOARD_LINEARIZABILITY_DURABLE=1), turns durable
+	// writes on under the settings that hold writes (ADR 0030), with
+	// each application's logs under it.
+	diskDir string
+}
+
+// durableDir is linEnv.diskDir for a test: a directory when
+// $HOARD_LINEARIZABILITY_DURABLE is 1, else "".
+func durableDir(t *testing.T) string {
+	if os.Getenv("HOARD_LINEARIZABILITY_DURABLE") != "1" {
+		return ""
+	}
+	t.Log("durable writes on")
+	return t.TempDir()
 }
 
 // linCluster is one application's cachelets under one setting.
@@ -225,6 +240,10 @@ func startLinMember(ctx context.Context, env *linEnv, c cachelet.Consistency, ap
 	}
 	cfg.Cachelet.Cache.Budget = 16 << 20
 	c.Apply(&cfg.Cachelet)
+	if env.diskDir != "" && cfg.Cachelet.WriteTarget != cachelet.WriteStore {
+		cfg.Disk = disktier.Config{Dir: filepath.Join(env.diskDir, app), Budget: 64 << 20}
+		cfg.DurableWrites = true
+	}
 	// Ranged reads meet pages more often where writes are not kept whole.
 	cfg.Cachelet.DisableWriteCaching = strings.HasSuffix(c.Name, "-ranged")
 	in, err := instance.Start(ctx, cfg, env.log.With("cachelet", i, "setting", c.Name))
@@ -471,7 +490,7 @@ func TestLinearizability(t *testing.T) {
 		t.Fatalf("start etcd: %v", err)
 	}
 	t.Cleanup(etcd.Close)
-	env := &linEnv{store: srv, etcd: etcd,
+	env := &linEnv{store: srv, etcd: etcd, diskDir: durableDir(t),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 
 	// strong-ranged is strong whose reads are ranged (bytes=0-, the
@@ -922,7 +941,7 @@ func TestLinearizabilityUnderChurn(t *testing.T) {
 	if os.Getenv("HOARD_LINEARIZABILITY_VERBOSE") != "" {
 		level = slog.LevelInfo // membership changes and handoffs, timed
 	}
-	env := &linEnv{store: srv, etcd: etcd,
+	env := &linEnv{store: srv, etcd: etcd, diskDir: durableDir(t),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
 
 	for _, name := range []string{"strong", "owner", "strong-hot"} {

@@ -13,7 +13,8 @@
 // write it had to give up on.
 //
 // The queue lives in memory: a crash loses what is queued, which is the
-// "medium" and "low" fault tolerance of the modes that use it.
+// "medium" and "low" fault tolerance of the modes that use it, unless the
+// cachelet logs each write durably first (package writelog, ADR 0030).
 package writeback
 
 import (
@@ -43,12 +44,13 @@ type Write struct {
 	// Opts are then unused.
 	Delete bool
 	Opts   store.PutOptions
-	// Settled, when set, is called once the write is settled (persisted,
-	// failed, superseded or given up on), before Drain counts it as
-	// settled: what a caller records about the write is gone by the time
-	// a Drain that waited for it returns. It runs with the queue's lock
-	// held, so it must be quick and must not call the queue.
-	Settled func()
+	// Settled, when set, is called once the write is settled, with the
+	// outcome its channel receives (nil: persisted; ErrSuperseded; the
+	// Sink's permanent error; an error wrapping ErrClosed), before Drain
+	// counts it as settled: what a caller records about the write is gone
+	// by the time a Drain that waited for it returns. It runs with the
+	// queue's lock held, so it must be quick and must not call the queue.
+	Settled func(err error)
 }
 
 // Sink persists one write: to the store, or to the key's owner.
@@ -299,7 +301,7 @@ func (q *Queue) Enqueue(w Write) <-chan error {
 	defer q.mu.Unlock()
 	if q.closing {
 		if w.Settled != nil {
-			w.Settled()
+			w.Settled(ErrClosed)
 		}
 		result <- ErrClosed
 		return result
@@ -460,7 +462,7 @@ func (q *Queue) link(e *entry) {
 // detached e from its keyState. q.mu is held.
 func (q *Queue) settle(e *entry, err error) {
 	if e.w.Settled != nil {
-		e.w.Settled()
+		e.w.Settled(err)
 	}
 	if e.prev != nil {
 		e.prev.next = e.next

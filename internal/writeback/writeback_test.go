@@ -595,8 +595,8 @@ func TestSettledBeforeDrain(t *testing.T) {
 		q := newQueue(t, Config{Sink: rec})
 		var mu sync.Mutex
 		var settledKeys []string
-		hook := func(name string) func() {
-			return func() {
+		hook := func(name string) func(error) {
+			return func(error) {
 				mu.Lock()
 				settledKeys = append(settledKeys, name)
 				mu.Unlock()
