@@ -64,6 +64,31 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return tw.Flush()
 }
 
+// eachFunction calls add with every function of apps and its statistics
+// from the controller.
+func eachFunction(ctx context.Context, c *api.ControllerClient, apps []api.AppInfo, add func(app, fn string, st api.FuncStats)) error {
+	for _, a := range apps {
+		st, err := c.Stats(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		for _, fn := range a.Functions {
+			add(a.Name, fn, st[fn])
+		}
+	}
+	return nil
+}
+
+// printedJSON prints rows as indented JSON, unless err.
+func printedJSON(rows any, err error, stdout io.Writer) error {
+	if err != nil {
+		return err
+	}
+	out, _ := json.MarshalIndent(rows, "", "  ")
+	fmt.Fprintln(stdout, string(out))
+	return nil
+}
+
 // printModels prints the functions' memory models (OFC's opportunistic
 // memory): what `hoard apps --memory` shows.
 func printModels(ctx context.Context, c *api.ControllerClient, apps []api.AppInfo, asJSON bool, stdout io.Writer) error {
@@ -73,19 +98,9 @@ func printModels(ctx context.Context, c *api.ControllerClient, apps []api.AppInf
 		Model    *api.ModelInfo `json:"model"`
 	}
 	var rows []row
-	for _, a := range apps {
-		st, err := c.Stats(ctx, a.Name)
-		if err != nil {
-			return err
-		}
-		for _, fn := range a.Functions {
-			rows = append(rows, row{a.Name, fn, st[fn].Model})
-		}
-	}
-	if asJSON {
-		out, _ := json.MarshalIndent(rows, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return nil
+	err := eachFunction(ctx, c, apps, func(app, fn string, st api.FuncStats) { rows = append(rows, row{app, fn, st.Model}) })
+	if err != nil || asJSON {
+		return printedJSON(rows, err, stdout)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "APP\tFUNCTION\tOBSERVED\tMATURE\tEXACT\tEXACT-OR-OVER\tSIZED\tPREDICTED (MEAN)\tUSED (MEAN)\tCACHE GIVEN\tUNDER\tRETRIES")
@@ -117,19 +132,9 @@ func printAdmission(ctx context.Context, c *api.ControllerClient, apps []api.App
 		Admission *api.Admission `json:"admission"`
 	}
 	var rows []row
-	for _, a := range apps {
-		st, err := c.Stats(ctx, a.Name)
-		if err != nil {
-			return err
-		}
-		for _, fn := range a.Functions {
-			rows = append(rows, row{a.Name, fn, st[fn].Admission})
-		}
-	}
-	if asJSON {
-		out, _ := json.MarshalIndent(rows, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return nil
+	err := eachFunction(ctx, c, apps, func(app, fn string, st api.FuncStats) { rows = append(rows, row{app, fn, st.Admission}) })
+	if err != nil || asJSON {
+		return printedJSON(rows, err, stdout)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "APP\tFUNCTION\tCACHED\tDATA SHARE\tSAMPLES\tWHY")
