@@ -108,8 +108,42 @@ func (a Algorithm) String() string { return string(a) }
 // HeaderName returns the lower-case header that carries a's value, for
 // example "x-amz-checksum-crc32". Trailers use the same name.
 func (a Algorithm) HeaderName() string {
+	switch a { // constants: read on every request
+	case CRC32:
+		return "x-amz-checksum-crc32"
+	case CRC32C:
+		return "x-amz-checksum-crc32c"
+	case CRC64NVME:
+		return "x-amz-checksum-crc64nvme"
+	case SHA1:
+		return "x-amz-checksum-sha1"
+	case SHA256:
+		return "x-amz-checksum-sha256"
+	}
 	return headerPrefix + strings.ToLower(string(a))
 }
+
+// canonicalHeaderName is HeaderName as net/http keys it in an
+// http.Header ("X-Amz-Checksum-Crc32c"), so that a lookup needs no
+// canonicalization.
+func (a Algorithm) canonicalHeaderName() string {
+	switch a {
+	case CRC32:
+		return "X-Amz-Checksum-Crc32"
+	case CRC32C:
+		return "X-Amz-Checksum-Crc32c"
+	case CRC64NVME:
+		return "X-Amz-Checksum-Crc64nvme"
+	case SHA1:
+		return "X-Amz-Checksum-Sha1"
+	case SHA256:
+		return "X-Amz-Checksum-Sha256"
+	}
+	return http.CanonicalHeaderKey(a.HeaderName())
+}
+
+// algorithms is Algorithms without an allocation, for the request path.
+var algorithms = [...]Algorithm{CRC32, CRC32C, CRC64NVME, SHA1, SHA256}
 
 // Size returns the digest length in bytes, or 0 for an undefined algorithm.
 func (a Algorithm) Size() int {
@@ -187,8 +221,8 @@ func ParseContentMD5(value string) ([]byte, error) {
 // Headers such as x-amz-checksum-mode and x-amz-checksum-type share the
 // prefix but are not checksums; only names of defined algorithms count.
 func FromHeaders(h http.Header) (algo Algorithm, value string, ok bool, err error) {
-	for _, a := range Algorithms() {
-		vals := h.Values(a.HeaderName())
+	for _, a := range algorithms {
+		vals := h[a.canonicalHeaderName()]
 		if len(vals) == 0 {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -192,5 +193,28 @@ func TestFromHeaders(t *testing.T) {
 				t.Fatalf("got %q %q %v, want %q %q %v", algo, value, ok, tt.algo, tt.value, tt.ok)
 			}
 		})
+	}
+}
+
+// TestHeaderNames keeps the spelled-out header names in step with the
+// algorithms: lower case for the wire, net/http's canonical form for
+// lookups.
+func TestHeaderNames(t *testing.T) {
+	for _, a := range Algorithms() {
+		want := "x-amz-checksum-" + strings.ToLower(string(a))
+		if got := a.HeaderName(); got != want {
+			t.Errorf("%s.HeaderName() = %q, want %q", a, got, want)
+		}
+		if got, want := a.canonicalHeaderName(), http.CanonicalHeaderKey(want); got != want {
+			t.Errorf("%s.canonicalHeaderName() = %q, want %q", a, got, want)
+		}
+		h := http.Header{}
+		h.Set(a.HeaderName(), Sum(a, []byte("data")))
+		if got, v, ok, err := FromHeaders(h); !ok || err != nil || got != a || v != Sum(a, []byte("data")) {
+			t.Errorf("FromHeaders with %s: %s %q %v %v", a.HeaderName(), got, v, ok, err)
+		}
+	}
+	if len(algorithms) != len(Algorithms()) {
+		t.Fatalf("algorithms has %d entries, Algorithms() %d", len(algorithms), len(Algorithms()))
 	}
 }

@@ -3,6 +3,7 @@ package s3api
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -256,26 +257,35 @@ func declaredChecksumAlgorithm(h http.Header) string {
 
 // setObjectHeaders writes an object's metadata as response headers.
 func setObjectHeaders(h http.Header, info store.ObjectInfo) {
-	h.Set("ETag", `"`+info.ETag+`"`)
-	if !info.LastModified.IsZero() {
-		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+	// Keys in net/http's canonical form, assigned directly: this runs on
+	// every hit, and Set would canonicalize each name again.
+	// The values share one backing array, as net/http's own header
+	// parsing does, each capped at its length so that an Add copies.
+	vals := make([]string, 0, 10)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	h.Set("Accept-Ranges", "bytes")
+	set("Etag", `"`+info.ETag+`"`)
+	if !info.LastModified.IsZero() {
+		set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+	}
+	set("Accept-Ranges", "bytes")
 	ct := info.ContentType
 	if ct == "" {
 		ct = "binary/octet-stream"
 	}
-	h.Set("Content-Type", ct)
-	for name, v := range map[string]string{
-		"Content-Encoding":    info.ContentEncoding,
-		"Content-Disposition": info.ContentDisposition,
-		"Content-Language":    info.ContentLanguage,
-		"Cache-Control":       info.CacheControl,
-		"Expires":             info.Expires,
-		"x-amz-version-id":    info.VersionID,
+	set("Content-Type", ct)
+	for _, f := range [...]struct{ name, v string }{
+		{"Content-Encoding", info.ContentEncoding},
+		{"Content-Disposition", info.ContentDisposition},
+		{"Content-Language", info.ContentLanguage},
+		{"Cache-Control", info.CacheControl},
+		{"Expires", info.Expires},
+		{"X-Amz-Version-Id", info.VersionID},
 	} {
-		if v != "" {
-			h.Set(name, v)
+		if f.v != "" {
+			set(f.name, f.v)
 		}
 	}
 	for k, v := range info.Headers {
@@ -291,9 +301,8 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 // setChecksumHeaders sends the object's checksums: only for whole-object
 // responses, where they describe the bytes sent, and only when asked: in
 // the header, or in the query of a presigned URL.
-func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
-	q := r.URL.Query()
-	mode := r.Header.Get("x-amz-checksum-mode")
+func setChecksumHeaders(h http.Header, r *http.Request, q url.Values, info store.ObjectInfo) {
+	mode := r.Header.Get("X-Amz-Checksum-Mode")
 	if mode == "" {
 		mode = q.Get("X-Amz-Checksum-Mode") + q.Get("x-amz-checksum-mode")
 	}
@@ -315,16 +324,19 @@ func setChecksumHeaders(h http.Header, r *http.Request, info store.ObjectInfo) {
 // applyOverrides honours the response-* query parameters of GetObject and
 // HeadObject.
 func applyOverrides(h http.Header, rq *request) {
-	for param, header := range map[string]string{
-		"response-content-type":        "Content-Type",
-		"response-content-language":    "Content-Language",
-		"response-expires":             "Expires",
-		"response-cache-control":       "Cache-Control",
-		"response-content-disposition": "Content-Disposition",
-		"response-content-encoding":    "Content-Encoding",
+	if len(rq.query) == 0 {
+		return
+	}
+	for _, o := range [...]struct{ param, header string }{
+		{"response-content-type", "Content-Type"},
+		{"response-content-language", "Content-Language"},
+		{"response-expires", "Expires"},
+		{"response-cache-control", "Cache-Control"},
+		{"response-content-disposition", "Content-Disposition"},
+		{"response-content-encoding", "Content-Encoding"},
 	} {
-		if v := rq.query.Get(param); v != "" {
-			h.Set(header, v)
+		if v := rq.query.Get(o.param); v != "" {
+			h[o.header] = []string{v}
 		}
 	}
 }

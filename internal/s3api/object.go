@@ -45,8 +45,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	setObjectHeaders(h, obj.Info)
 	applyOverrides(h, rq)
-	h.Set("Content-Length", strconv.FormatInt(obj.Length(), 10))
-	h.Set("x-hoard-read", string(obj.Outcome))
+	h["Content-Length"] = []string{strconv.FormatInt(obj.Length(), 10)}
+	h["X-Hoard-Read"] = []string{string(obj.Outcome)}
 	if obj.Outcome == cachelet.StaleHit {
 		// The store could not confirm this copy (serve_stale_if_error).
 		h.Set("x-hoard-stale", "true")
@@ -61,7 +61,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		status = http.StatusPartialContent
 		h.Set("Content-Range", contentRange(*obj.Range, obj.Info.Size))
 	} else {
-		setChecksumHeaders(h, r, obj.Info)
+		setChecksumHeaders(h, r, rq.query, obj.Info)
 	}
 	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
@@ -106,7 +106,7 @@ func (s *Server) headObject(w http.ResponseWriter, r *http.Request, rq *request)
 		}
 	}
 	if status == http.StatusOK {
-		setChecksumHeaders(h, r, info)
+		setChecksumHeaders(h, r, rq.query, info)
 	}
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	w.WriteHeader(status)

@@ -459,8 +459,11 @@ var framingHeaders = map[string]bool{
 // stands for the checksum value headers only (x-amz-checksum-crc32, ...).
 func carried(op string, h http.Header) bool {
 	for name := range h {
+		if len(name) < len("x-amz-") || !strings.EqualFold(name[:len("x-amz-")], "x-amz-") {
+			continue // most headers: no lower-case copy made
+		}
 		n := strings.ToLower(name)
-		if !strings.HasPrefix(n, "x-amz-") || framingHeaders[n] {
+		if framingHeaders[n] {
 			continue
 		}
 		ok := false

@@ -9,13 +9,12 @@
 package s3api
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -147,13 +146,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	rq := &request{id: newRequestID()}
 	h := w.Header()
-	h.Set("x-amz-request-id", rq.id)
-	h.Set("Server", "hoard")
+	h["X-Amz-Request-Id"] = []string{rq.id}
+	h["Server"] = []string{"hoard"}
 	defer func() {
 		d := time.Since(start)
 		s.m.observe(rq.op, sw.status, d)
-		s.log.Debug("request", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "status", sw.status,
-			"seconds", d.Seconds(), "remote", r.RemoteAddr, "request_id", rq.id)
+		if s.log.Enabled(r.Context(), slog.LevelDebug) { // its arguments cost allocations
+			s.log.Debug("request", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "status", sw.status,
+				"seconds", d.Seconds(), "remote", r.RemoteAddr, "request_id", rq.id)
+		}
 	}()
 
 	bucket, key, perr := s.bucketAndKey(r)
@@ -317,7 +318,7 @@ func (s *Server) typedRoute(r *http.Request, rq *request) (string, handler) {
 		}
 		return "Bucket" + m, nil
 	}
-	copySrc := r.Header.Get("x-amz-copy-source") != ""
+	copySrc := r.Header.Get("X-Amz-Copy-Source") != "" // canonical: no copy of the name made
 	switch {
 	case m == http.MethodGet && has("uploadId"):
 		return "ListParts", s.listParts
@@ -545,9 +546,14 @@ func readXMLData(r *http.Request, v any) ([]byte, error) {
 }
 
 func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	// Sixteen upper-case hex digits, as S3's. An id names a request in
+	// logs; it is no secret, so the runtime's fast generator will do.
+	const digits = "0123456789ABCDEF"
+	var b [16]byte
+	for i, v := 0, mrand.Uint64(); i < len(b); i, v = i+1, v>>4 {
+		b[i] = digits[v&0xf]
+	}
+	return string(b[:])
 }
 
 // accessKeyOf extracts the access key id a request claims, for logs; never

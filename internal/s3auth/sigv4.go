@@ -41,6 +41,7 @@ type v4Params struct {
 	date          string // as the scope spells it, yyyymmdd
 	region        string
 	service       string
+	scope         string // date/region/service/aws4_request, a part of the credential
 	signedHeaders []string
 	signedRaw     string // the SignedHeaders list exactly as sent
 	signature     string
@@ -60,7 +61,7 @@ func (v *Verifier) verifyV4Header(r *http.Request, q query, rest string) (*authR
 	if err != nil {
 		return nil, err
 	}
-	if t.Format(scopeDateLayout) != p.date {
+	if !sameDate(t, p.date) {
 		return nil, fmt.Errorf("%w: credential date %q does not match request date %q", ErrAuthHeaderMalformed, p.date, amzDate)
 	}
 	if err := v.checkSkew(t); err != nil {
@@ -81,7 +82,7 @@ func (v *Verifier) verifyV4Header(r *http.Request, q query, rest string) (*authR
 		return nil, err
 	}
 	key := v.keys.get(secret, p.date, p.region, p.service)
-	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
+	scope := p.scope
 	if !v4Matches(r, q, p, key, amzDate, scope, payload, false) {
 		return nil, ErrSignatureDoesNotMatch
 	}
@@ -149,7 +150,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err := v.checkScope(&p, ErrMalformedPresign); err != nil {
 		return nil, err
 	}
-	if t.Format(scopeDateLayout) != p.date {
+	if !sameDate(t, p.date) {
 		return nil, fmt.Errorf("%w: credential date %q does not match X-Amz-Date", ErrMalformedPresign, p.date)
 	}
 	if !slices.Contains(p.signedHeaders, "host") {
@@ -184,7 +185,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 		return nil, err
 	}
 	key := v.keys.get(secret, p.date, p.region, p.service)
-	scope := p.date + "/" + p.region + "/" + p.service + "/" + scopeTerminator
+	scope := p.scope
 	if !v4Matches(r, q, &p, key, amzDate, scope, payload, true) {
 		return nil, ErrSignatureDoesNotMatch
 	}
@@ -237,20 +238,34 @@ func parseV4Authorization(rest string) (*v4Params, error) {
 // parseCredential splits "AK/yyyymmdd/region/service/aws4_request". The
 // access key is whatever precedes the last four fields.
 func parseCredential(cred string, p *v4Params, sentinel error) error {
-	parts := strings.Split(cred, "/")
-	if len(parts) < 5 {
-		return fmt.Errorf("%w: credential %q is not AK/date/region/service/aws4_request", sentinel, truncate(cred))
+	// The last four fields, cut from the end: no slice of parts made on
+	// every request.
+	var fields [4]string
+	rest := cred
+	for i := len(fields) - 1; i >= 0; i-- {
+		j := strings.LastIndexByte(rest, '/')
+		if j < 0 {
+			return fmt.Errorf("%w: credential %q is not AK/date/region/service/aws4_request", sentinel, truncate(cred))
+		}
+		fields[i], rest = rest[j+1:], rest[:j]
 	}
-	n := len(parts)
-	p.accessKey = strings.Join(parts[:n-4], "/")
-	p.date, p.region, p.service = parts[n-4], parts[n-3], parts[n-2]
-	if parts[n-1] != scopeTerminator {
+	p.accessKey = rest
+	p.date, p.region, p.service = fields[0], fields[1], fields[2]
+	p.scope = cred[len(rest)+1:]
+	if fields[3] != scopeTerminator {
 		return fmt.Errorf("%w: credential must end in %s", sentinel, scopeTerminator)
 	}
 	if _, err := time.Parse(scopeDateLayout, p.date); err != nil {
 		return fmt.Errorf("%w: credential date %q", sentinel, truncate(p.date))
 	}
 	return nil
+}
+
+// sameDate reports whether t falls on the scope's date (yyyymmdd), with no
+// string made for the comparison.
+func sameDate(t time.Time, date string) bool {
+	var buf [len(scopeDateLayout)]byte
+	return string(t.AppendFormat(buf[:0], scopeDateLayout)) == date
 }
 
 // checkScope enforces the region and service a client signed for.
@@ -321,12 +336,34 @@ func checkSignedHeaders(r *http.Request, signed []string) error {
 		if len(name) < 6 || !strings.EqualFold(name[:6], "x-amz-") {
 			continue
 		}
-		lower := strings.ToLower(name)
-		if !slices.Contains(signed, lower) {
+		if !slices.ContainsFunc(signed, func(s string) bool { return isLower(s, name) }) {
+			lower := strings.ToLower(name)
 			return fmt.Errorf("%w: header %s is present but not signed", ErrAccessDenied, truncate(lower))
 		}
 	}
 	return nil
+}
+
+// isLower reports whether lower is strings.ToLower(name), byte for byte,
+// with no string made (header names are ASCII tokens; anything else is
+// compared as ToLower would leave it).
+func isLower(lower, name string) bool {
+	if len(lower) != len(name) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 0x80 {
+			return lower == strings.ToLower(name)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if lower[i] != c {
+			return false
+		}
+	}
+	return true
 }
 
 // v4Matches computes the expected signature and compares it in constant
@@ -380,6 +417,11 @@ func appendCanonicalHeaders(b []byte, r *http.Request, signed []string) []byte {
 	for _, name := range signed {
 		b = append(b, name...)
 		b = append(b, ':')
+		if name == "host" { // signed by every request: no slice for it
+			b = appendTrimmed(b, r.Host)
+			b = append(b, '\n')
+			continue
+		}
 		for i, val := range headerValues(r, name) {
 			if i > 0 {
 				b = append(b, ',')
@@ -427,7 +469,44 @@ func headerValues(r *http.Request, name string) []string {
 			return []string{strconv.FormatInt(r.ContentLength, 10)}
 		}
 	}
-	return r.Header.Values(name)
+	return lookupHeader(r.Header, name)
+}
+
+// lookupHeader is h.Values(name) without the string that canonicalizing
+// name makes: the canonical key is built in a buffer on the stack and
+// the map is indexed by it directly. Names too long for the buffer, or
+// not tokens (which net/http keeps as they came), take Values.
+func lookupHeader(h http.Header, name string) []string {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		return h.Values(name)
+	}
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !isTokenByte(c) {
+			return h.Values(name)
+		}
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+		upper = c == '-'
+	}
+	return h[string(buf[:len(name)])]
+}
+
+// isTokenByte reports whether c may appear in a header name (RFC 9110's
+// tchar), as net/textproto decides whether to canonicalize one.
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // trimAll trims surrounding spaces and collapses runs of spaces, the

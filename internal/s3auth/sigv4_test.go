@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -391,5 +392,24 @@ func TestTrimAll(t *testing.T) {
 		if got := trimAll(in); got != want {
 			t.Errorf("trimAll(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestLookupHeader checks the allocation-free lookup against net/http's
+// own canonicalization for names of every shape.
+func TestLookupHeader(t *testing.T) {
+	h := http.Header{}
+	for _, name := range []string{"x-amz-date", "X-AMZ-META-ABC", "content-md5", "x-amz-meta-a_b", "weird name", "x--y", "-x", "a1-b2"} {
+		h[http.CanonicalHeaderKey(name)] = []string{"v-" + name}
+	}
+	for _, name := range []string{"x-amz-date", "X-Amz-Date", "x-amz-meta-abc", "content-md5", "x-amz-meta-a_b",
+		"weird name", "x--y", "-x", "a1-b2", "missing", strings.Repeat("x", 100), ""} {
+		got, want := lookupHeader(h, name), h.Values(name)
+		if !slices.Equal(got, want) {
+			t.Errorf("lookupHeader(%q) = %q, Values says %q", name, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { lookupHeader(h, "x-amz-date") }); n != 0 {
+		t.Errorf("lookupHeader allocates %v times", n)
 	}
 }
