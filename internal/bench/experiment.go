@@ -98,6 +98,7 @@ func Experiments() []Experiment {
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),
+		rangesExperiment(),
 		simulationExperiment(),
 		diskExperiment(),
 		writesExperiment(),
