@@ -107,7 +107,64 @@ func signedAnswerHeader(n string) bool {
 	return slices.Contains(signedObjectHeaders, n)
 }
 
-var newline, colon = []byte{'\n'}, []byte{':'}
+// signedAnswerHeaderFold is signedAnswerHeader of a name in any case
+// (net/http's canonical one, say), without lowering it.
+func signedAnswerHeaderFold(name string) bool {
+	hasPrefixFold := func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }
+	switch {
+	case strings.EqualFold(name, "x-hoard-peer-answer"):
+		return false
+	case hasPrefixFold("x-hoard-"), hasPrefixFold("x-amz-"):
+		return true
+	}
+	return slices.ContainsFunc(signedObjectHeaders, func(s string) bool { return strings.EqualFold(s, name) })
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII lowers one ASCII letter; other bytes stay.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// appendLowerASCII appends s with its ASCII letters lowered.
+func appendLowerASCII(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		b = append(b, lowerASCII(s[i]))
+	}
+	return b
+}
+
+// compareLowerASCII is strings.Compare of x and y with their ASCII
+// letters lowered.
+func compareLowerASCII(x, y string) int {
+	for i := 0; i < len(x) && i < len(y); i++ {
+		if cx, cy := lowerASCII(x[i]), lowerASCII(y[i]); cx != cy {
+			if cx < cy {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(x) < len(y):
+		return -1
+	case len(x) > len(y):
+		return 1
+	}
+	return 0
+}
 
 // headerValue is a header value as the other end reads it: net/http's
 // server turns line breaks into spaces and its client trims the ends.
@@ -117,45 +174,56 @@ var headerValue = strings.NewReplacer("\r", " ", "\n", " ")
 // request signed reqSig.
 func (a *Auth) answerMAC(reqSig string, status int, h http.Header) string {
 	type field struct{ name, value string }
-	var fields []field
+	var room [16]field
+	fields := room[:0]
 	for name, vals := range h {
-		n := strings.ToLower(name)
-		if !signedAnswerHeader(n) {
-			continue
+		if !signedAnswerHeaderFold(name) {
+			continue // most of an answer's headers
+		}
+		n := name // an ASCII name is lowered as it is written: no copy made
+		if !isASCII(name) {
+			if n = strings.ToLower(name); !signedAnswerHeader(n) { // the exact rule: folding is only the sieve
+				continue
+			}
 		}
 		for _, v := range vals {
 			fields = append(fields, field{n, strings.TrimSpace(headerValue.Replace(v))})
 		}
 	}
-	slices.SortStableFunc(fields, func(x, y field) int { return strings.Compare(x.name, y.name) })
-	return a.withMAC(func(m hash.Hash) {
-		var num [20]byte
-		io.WriteString(m, "hoard-peer-answer-v1\n")
-		io.WriteString(m, reqSig)
-		m.Write(newline)
-		m.Write(strconv.AppendInt(num[:0], int64(status), 10))
-		m.Write(newline)
-		for _, f := range fields {
-			io.WriteString(m, f.name)
-			m.Write(colon)
-			io.WriteString(m, f.value)
-			m.Write(newline)
+	// By lower-cased name, stably (an insertion sort: answers carry a
+	// handful of signed headers, and a sort function would move the
+	// fields to the heap).
+	for i := 1; i < len(fields); i++ {
+		for j := i; j > 0 && compareLowerASCII(fields[j-1].name, fields[j].name) > 0; j-- {
+			fields[j-1], fields[j] = fields[j], fields[j-1]
 		}
+	}
+	return a.withMAC(func(b []byte) []byte {
+		b = append(b, "hoard-peer-answer-v1\n"...)
+		b = append(b, reqSig...)
+		b = append(b, '\n')
+		b = strconv.AppendInt(b, int64(status), 10)
+		b = append(b, '\n')
+		for _, f := range fields {
+			b = appendLowerASCII(b, f.name)
+			b = append(b, ':')
+			b = append(b, f.value...)
+			b = append(b, '\n')
+		}
+		return b
 	})
 }
 
 // bodyMAC is the MAC of a streamed body of n bytes with digest sum (its
 // CRC32C), in the answer whose MAC is answerMAC.
 func (a *Auth) bodyMAC(answerMAC string, n int64, sum []byte) string {
-	return a.withMAC(func(m hash.Hash) {
-		var num [20]byte
-		var hx [2 * 64]byte
-		io.WriteString(m, "hoard-peer-body-v1\n")
-		io.WriteString(m, answerMAC)
-		m.Write(newline)
-		m.Write(strconv.AppendInt(num[:0], n, 10))
-		m.Write(newline)
-		m.Write(hx[:hex.Encode(hx[:], sum[:min(len(sum), 64)])])
+	return a.withMAC(func(b []byte) []byte {
+		b = append(b, "hoard-peer-body-v1\n"...)
+		b = append(b, answerMAC...)
+		b = append(b, '\n')
+		b = strconv.AppendInt(b, n, 10)
+		b = append(b, '\n')
+		return hex.AppendEncode(b, sum[:min(len(sum), 64)])
 	})
 }
 

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,23 +67,39 @@ type Auth struct {
 	seen   map[string]time.Time // nonce -> request date, for the skew window
 	sweept time.Time
 
-	macs sync.Pool // of HMAC-SHA256 under secret, keyed once (withMAC)
+	macs sync.Pool // of *macState: HMAC-SHA256 under secret, keyed once (withMAC)
 }
+
+// macState is a pooled keyed HMAC and the buffer its input is gathered
+// in: one Write of the whole input, and no string copied to bytes on the
+// way (hash.Hash takes no strings).
+type macState struct {
+	m   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte // Sum's destination: a local would escape through the interface
+}
+
+// maxPooledMACInput bounds the buffer a pooled macState keeps.
+const maxPooledMACInput = 64 << 10
 
 // withMAC returns hex HMAC-SHA256(secret, what write writes). The keyed
 // hashes are pooled: keying one costs two SHA-256 blocks and allocations
 // per MAC, and every peer request and answer takes four or five MACs.
-func (a *Auth) withMAC(write func(m hash.Hash)) string {
-	m, _ := a.macs.Get().(hash.Hash)
-	if m == nil {
-		m = hmac.New(sha256.New, a.secret)
+func (a *Auth) withMAC(write func(b []byte) []byte) string {
+	st, _ := a.macs.Get().(*macState)
+	if st == nil {
+		st = &macState{m: hmac.New(sha256.New, a.secret), buf: make([]byte, 0, 512)}
 	} else {
-		m.Reset()
+		st.m.Reset()
 	}
-	write(m)
-	var sum [sha256.Size]byte
-	out := hex.EncodeToString(m.Sum(sum[:0]))
-	a.macs.Put(m)
+	st.buf = write(st.buf[:0])
+	st.m.Write(st.buf)
+	var hx [2 * sha256.Size]byte // on the stack: EncodeToString's buffer is not
+	hex.Encode(hx[:], st.m.Sum(st.sum[:0]))
+	out := string(hx[:])
+	if cap(st.buf) <= maxPooledMACInput {
+		a.macs.Put(st)
+	}
 	return out
 }
 
@@ -120,16 +135,17 @@ func (a *Auth) Sign(req *http.Request) {
 // signature covers the method, the target, the application, the date, the
 // nonce and the headers that change a request's meaning.
 func (a *Auth) signature(req *http.Request) string {
-	return a.withMAC(func(m hash.Hash) {
+	return a.withMAC(func(b []byte) []byte {
 		for _, s := range [...]string{
 			req.Method, req.URL.EscapedPath(), req.URL.RawQuery,
 			req.Header.Get(hdrApp), req.Header.Get(hdrDate), req.Header.Get(hdrNonce),
 			req.Header.Get(hdrSize), req.Header.Get(hdrPersist), req.Header.Get(hdrRevision), req.Header.Get("If-None-Match"),
 			req.Header.Get("Range"), req.Header.Get(hdrManifest),
 		} {
-			io.WriteString(m, s)
-			m.Write(newline)
+			b = append(b, s...)
+			b = append(b, '\n')
 		}
+		return b
 	})
 }
 
