@@ -53,9 +53,10 @@ func (c *Capture) keep(p []byte) {
 
 // Features sniffs the prefix kept, for an object of size bytes (-1 when
 // unknown): call it once the body was read to its end, as far as the
-// writer read it. A body shorter than MagicLen is sniffed as it is.
+// writer read it. A body shorter than MagicLen is sniffed as it is. A nil
+// Capture has none.
 func (c *Capture) Features(size int64) (Features, bool) {
-	if len(c.buf) == 0 {
+	if c == nil || len(c.buf) == 0 {
 		return Features{}, false
 	}
 	return Sniff(c.buf, size)
