@@ -146,12 +146,13 @@ func (c *Controller) inputFeatures(ctx context.Context, a *app, fs predict.Featu
 	if !ok {
 		return fs, nil
 	}
-	return appendMedia(fs, m), &m
+	return AppendMedia(fs, m), &m
 }
 
-// appendMedia adds an object's media features to fs, those it has (an
-// image has no duration, a sound no size), within predict.MaxFeatures.
-func appendMedia(fs predict.Features, m media.Features) predict.Features {
+// AppendMedia adds an object's media features to fs as the controller
+// names them (mediaNames), those it has (an image has no duration, a
+// sound no size), within predict.MaxFeatures.
+func AppendMedia(fs predict.Features, m media.Features) predict.Features {
 	add := func(f predict.Feature) {
 		if len(fs) < predict.MaxFeatures {
 			fs = append(fs, f)

@@ -139,7 +139,7 @@ func TestAppendMediaBounded(t *testing.T) {
 	for i := range predict.MaxFeatures - 2 {
 		fs = append(fs, predict.Num(fmt.Sprint("a", i), 1))
 	}
-	fs = appendMedia(fs, media.Features{Format: "mp4", Width: 2, Height: 2, DurationS: 3})
+	fs = AppendMedia(fs, media.Features{Format: "mp4", Width: 2, Height: 2, DurationS: 3})
 	if len(fs) != predict.MaxFeatures || fs[len(fs)-2].Name != featFormat || fs[len(fs)-1].Name != featWidth {
 		t.Errorf("features %v", fs)
 	}
