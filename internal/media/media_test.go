@@ -180,3 +180,33 @@ func FuzzSniff(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCapture: what keeping a write's first bytes and sniffing them
+// adds to streaming the body, beside the bare stream (run both, compare
+// ns/op): a 1 MiB PNG and 1 MiB of something else.
+func BenchmarkCapture(b *testing.B) {
+	png := append(mediatest.PNG(1000, 1000), make([]byte, 1<<20)...)[:1<<20]
+	other := bytes.Repeat([]byte("not media "), 1<<20/10)
+	buf := make([]byte, 32<<10)
+	for _, body := range []struct {
+		name string
+		data []byte
+	}{{"png", png}, {"other", other}} {
+		b.Run(body.name+"/bare", func(b *testing.B) {
+			b.SetBytes(int64(len(body.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = io.CopyBuffer(io.Discard, struct{ io.Reader }{bytes.NewReader(body.data)}, buf)
+			}
+		})
+		b.Run(body.name+"/capture", func(b *testing.B) {
+			b.SetBytes(int64(len(body.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c := media.NewCapture(bytes.NewReader(body.data))
+				_, _ = io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, buf)
+				c.Features(int64(len(body.data)))
+			}
+		})
+	}
+}
