@@ -92,7 +92,13 @@ func (c *Controller) handleEvent(ev *S3Event, scope string) (int, error) {
 			source = "cachelet"
 		}
 		if scope != "" && ev.Hoard != nil {
-			c.rememberWrite(scope, bucket, key, etag, r.S3.Object.Size, ev.Hoard.Media)
+			// A copy's or a completed upload's event may carry size 0 for
+			// "unknown" (s3api.notifyUnsized): only a PUT's says it.
+			size := int64(-1)
+			if strings.HasSuffix(r.EventName, "ObjectCreated:Put") {
+				size = r.S3.Object.Size
+			}
+			c.rememberWrite(scope, bucket, key, etag, size, ev.Hoard.Media)
 		}
 		if !c.firstSighting(bucket, key, etag) {
 			continue

@@ -65,12 +65,13 @@ func (c *Controller) rememberMedia(app, bucket, key, etag string, f media.Featur
 }
 
 // rememberWrite takes what an application's cachelet said of an object
-// version it wrote: its size (as if looked up now) and its media features
-// (m nil for none), for the application's invocations that read it. An
-// object in a bucket the application may not read is not remembered.
+// version it wrote: its size (as if looked up now; -1 when the event did
+// not say it) and its media features (m nil for none), for the
+// application's invocations that read it. An object in a bucket the
+// application may not read is not remembered.
 func (c *Controller) rememberWrite(app, bucket, key, etag string, size int64, m *media.Features) {
 	a, err := c.app(app)
-	if err != nil || etag == "" || size < 0 {
+	if err != nil || etag == "" {
 		return
 	}
 	c.mu.Lock()
@@ -79,7 +80,9 @@ func (c *Controller) rememberWrite(app, bucket, key, etag string, size int64, m 
 	if !granted {
 		return
 	}
-	c.rememberSize(app, bucket, key, sizeSeen{size: size, etag: etag, at: c.clk.Now()})
+	if size >= 0 {
+		c.rememberSize(app, bucket, key, sizeSeen{size: size, etag: etag, at: c.clk.Now()})
+	}
 	if m != nil {
 		c.rememberMedia(app, bucket, key, etag, *m)
 	} else {

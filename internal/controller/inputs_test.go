@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,23 @@ func TestInputMedia(t *testing.T) {
 	if got, m := gather(a, `{"bucket": "data", "key": "v.mp4"}`); m != nil || got["input.size"].Num != 10 {
 		t.Errorf("rewritten with no media: %v %+v", got, m)
 	}
+	// A copy's event (its size may be unknown, sent as 0) does not say
+	// the size; it does say the version, which has no features.
+	if _, err := c.HandleEventAs(cacheletEvent("app", "img2.png", "i1", 5000, &img), "app"); err != nil {
+		t.Fatal(err)
+	}
+	cp := cacheletEvent("app", "img2.png", "c1", 0, nil)
+	cp.Records[0] = json.RawMessage(strings.Replace(string(cp.Records[0]), "ObjectCreated:Put", "ObjectCreated:Copy", 1))
+	if _, err := c.HandleEventAs(cp, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, m := gather(a, fmt.Sprintf(s3ev, "c1")); m != nil || got["input.size"].Num != 5000 {
+		t.Errorf("a copy: %v %+v", got, m)
+	}
+	if s, ok := c.cachedInputSize(a, "data", "img2.png"); !ok || s.size != 5000 || s.etag != "i1" {
+		t.Errorf("a copy's event changed the size remembered: %+v %v", s, ok)
+	}
+
 	// Features that are not believable are not taken.
 	bad := media.Features{Format: "png", Width: -1, Height: 5}
 	if _, err := c.HandleEventAs(cacheletEvent("app", "bad.png", "b1", 10, &bad), "app"); err != nil {
