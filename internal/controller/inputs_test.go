@@ -101,6 +101,27 @@ func TestInputMedia(t *testing.T) {
 	if got, m := gather(a, `{"bucket": "data", "key": "img.png"}`); m != nil || got["input.size"].Num != 700 {
 		t.Errorf("a version written behind the cachelet: %v %+v", got, m)
 	}
+	// Past inputSizeTTL, the store's HEAD confirms the version the
+	// features were read from: they stay.
+	put, err := c.cfg.Store.Put(ctx, "data", "kept.png", bytes.NewReader(make([]byte, 900)), 900, store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HandleEventAs(cacheletEvent("app", "kept.png", put.ETag, 900, &img), "app"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(inputSizeTTL + time.Second)
+	if got, m := gather(a, `{"bucket": "data", "key": "kept.png"}`); m == nil || got["input.size"].Num != 900 || got[featWidth].Num != 640 {
+		t.Errorf("the version the store still holds: %v %+v", got, m)
+	}
+	// Without a lookup (a model that does not need the input), nothing
+	// past inputSizeTTL: the version is not known.
+	clk.Advance(inputSizeTTL + time.Second)
+	ev := json.RawMessage(`{"bucket": "data", "key": "kept.png"}`)
+	if fs, m := c.inputFeatures(ctx, a, features(ev), "data", "kept.png", "", false); m != nil || hasFeature(fs, "input.size") {
+		t.Errorf("without a lookup: %v %+v", fs, m)
+	}
+
 	// A video written through the cachelet, then the same key rewritten
 	// with no media: nothing.
 	vid := media.Features{Format: "mp4", Width: 1280, Height: 720, DurationS: 12.5}
