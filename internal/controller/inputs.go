@@ -157,7 +157,7 @@ func (c *Controller) inputFeatures(ctx context.Context, a *app, fs predict.Featu
 // sound no size), within predict.MaxFeatures.
 func AppendMedia(fs predict.Features, m media.Features) predict.Features {
 	add := func(f predict.Feature) {
-		if len(fs) < predict.MaxFeatures {
+		if len(fs) < predict.MaxFeatures && !hasFeature(fs, f.Name) { // an event's own argument of that name stays
 			fs = append(fs, f)
 		}
 	}

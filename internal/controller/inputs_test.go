@@ -182,4 +182,9 @@ func TestAppendMediaBounded(t *testing.T) {
 	if len(fs) != predict.MaxFeatures || fs[len(fs)-2].Name != featFormat || fs[len(fs)-1].Name != featWidth {
 		t.Errorf("features %v", fs)
 	}
+	// An event's argument of the same name is not doubled.
+	fs = AppendMedia(predict.Features{predict.Num(featWidth, 7)}, media.Features{Format: "png", Width: 2, Height: 2})
+	if _, err := predict.Normalize(fs); err != nil || len(fs) != 4 || fs[0].Num != 7 {
+		t.Errorf("features %v: %v", fs, err)
+	}
 }
