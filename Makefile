@@ -213,8 +213,8 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	  test -s "$$tmp/report/index.html" && test -s "$$tmp/report/report.md" && ls "$$tmp"/report/plots/*.png >/dev/null && \
 	  ls "$$tmp"/report/plots/pipelines-*.png >/dev/null && grep -q "Data-transfer time per stage" "$$tmp/report/report.md"
 
-# Short fuzzing of the request parsers, the block format, the disk tier's files and function-tree
-# states, beyond their seed corpora (the block format's inputs are large:
+# Short fuzzing of the request parsers, the block format, the disk tier's files, function-tree
+# states and media headers, beyond their seed corpora (the block format's inputs are large:
 # minimizing each new one for the default 60 s would use the time).
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzChunkedDecoder -fuzztime 30s ./internal/s3auth
@@ -225,6 +225,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 15s ./internal/ftree
 	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/disktier
 	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 30s ./internal/writelog
+	$(GO) test -run XXX -fuzz FuzzSniff -fuzztime 30s ./internal/media
 
 lint: $(TOOLS)/staticcheck venv helm-lint
 	@out=$$(gofmt -l cmd internal deploy); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/keepalive"
+	"github.com/hoard-io/hoard/internal/media"
 	"github.com/hoard-io/hoard/internal/prewarm"
 	"github.com/hoard-io/hoard/internal/scaling"
 )
@@ -93,6 +94,10 @@ type Invocation struct {
 	// model is not mature or could not place the invocation).
 	Memory    *InvocationMemory `json:"memory,omitempty"`
 	Predicted int64             `json:"predicted,omitempty"`
+	// InputMedia is the media features of the input object the event
+	// named, as the prediction had them (written through one of the
+	// application's cachelets, package media); nil when it had none.
+	InputMedia *media.Features `json:"input_media,omitempty"`
 	// Route is why the invocation ran where it did.
 	Route string `json:"route,omitempty"`
 	// NoCache: its misses were not kept (admission by predicted

@@ -26,7 +26,7 @@ var layers = []struct {
 		"internal/prewarm", "internal/scaling", "internal/store", "internal/membership",
 		"internal/checksum", "internal/loadgen", "internal/clock", "internal/cachelet/keystate", "internal/cacheconfig",
 		"internal/grant", "internal/sim", "internal/blockfmt", "internal/ftree", "internal/diskindex", "internal/erasure",
-		"internal/predict", "internal/admission",
+		"internal/predict", "internal/admission", "internal/media", "internal/media/mediatest",
 	}},
 	// The parts: adapters to the outside (stores, etcd, the kernel), the
 	// data plane of one cachelet, the platform's wire contract.

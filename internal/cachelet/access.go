@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/media"
 	"github.com/hoard-io/hoard/internal/prewarm"
 )
 
@@ -16,8 +17,9 @@ import (
 const MaxAccessObjects = 20000
 
 // accessLog is the cachelet's access metadata (Faa$T §3.3): per object,
-// size, version, reads by access type, outputs written, and the mean time
-// between reads. It lives outside the cache's budget and survives
+// size, version, reads by access type, outputs written, the mean time
+// between reads, and the media features of a version written through the
+// cachelet (package media). It lives outside the cache's budget and survives
 // evictions: it says what the application reads, not what is cached.
 type accessLog struct {
 	mu   sync.Mutex
@@ -64,6 +66,9 @@ func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now ti
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e := a.entry(k, now)
+	if etag != e.o.ETag {
+		e.o.Media = nil // another version: its features are unknown
+	}
 	e.o.ETag, e.o.Size = etag, size
 	switch o {
 	case LocalHit, StaleHit:
@@ -86,16 +91,33 @@ func (a *accessLog) read(k cache.Key, etag string, size int64, o Outcome, now ti
 	}
 }
 
-// wrote records an object written by a client (a function's output).
-func (a *accessLog) wrote(k cache.Key, etag string, size int64, now time.Time) {
+// wrote records an object written by a client (a function's output),
+// and the media features read from its first bytes (nil for none).
+func (a *accessLog) wrote(k cache.Key, etag string, size int64, m *media.Features, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e := a.entry(k, now)
 	e.o.Out++
 	e.o.ETag = etag
+	e.o.Media = m
 	if size >= 0 {
 		e.o.Size = size
 	}
+}
+
+// Media returns the media features of bucket/key's version etag as read
+// when that version was written through this cachelet (package media);
+// ok is false when it was not, or is no media, or the cachelet has
+// forgotten it (MaxAccessObjects) or seen another version since. Safe
+// for concurrent use.
+func (c *Cachelet) Media(bucket, key, etag string) (media.Features, bool) {
+	c.access.mu.Lock()
+	defer c.access.mu.Unlock()
+	e := c.access.objs[cache.Key{Bucket: bucket, Object: key}]
+	if e == nil || e.o.Media == nil || etag == "" || e.o.ETag != etag {
+		return media.Features{}, false
+	}
+	return *e.o.Media, true
 }
 
 // AccessMetadata returns the access metadata recorded so far, sorted by

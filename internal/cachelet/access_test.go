@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/media"
+	"github.com/hoard-io/hoard/internal/media/mediatest"
 )
 
 func TestAccessMetadata(t *testing.T) {
@@ -67,5 +69,57 @@ func TestPrewarm(t *testing.T) {
 	cancel()
 	if _, err := e.c.Prewarm(ctx, []cache.Key{{Bucket: testBucket, Object: "a"}}); err == nil {
 		t.Error("a canceled pre-warm reported no error")
+	}
+}
+
+// TestWrittenMedia: a write through the cachelet, under every write
+// target, keeps the media features of its first bytes with the version
+// written; another version, written here or behind the cachelet, has
+// none of them.
+func TestWrittenMedia(t *testing.T) {
+	png := mediatest.PNG(320, 200)
+	mp4 := mediatest.MP4("isom", 1000, 4500, 640, 360, 100<<10)
+	for _, target := range []WriteTarget{WriteStore, WriteOwner, WriteLocal} {
+		t.Run(string(target), func(t *testing.T) {
+			e := newEnv(t, func(cfg *Config) { cfg.WriteTarget = target })
+			res := e.cput("img", png)
+			if f, ok := e.c.Media(testBucket, "img", res.ETag); !ok || f != (media.Features{Format: "png", Width: 320, Height: 200}) {
+				t.Errorf("png: %+v %v", f, ok)
+			}
+			if _, ok := e.c.Media(testBucket, "img", "other"); ok {
+				t.Error("features for another ETag")
+			}
+			vres := e.cput("video", mp4)
+			if f, ok := e.c.Media(testBucket, "video", vres.ETag); !ok || f.DurationS != 4.5 || f.Pixels() != 640*360 {
+				t.Errorf("mp4: %+v %v", f, ok)
+			}
+			var found bool
+			for _, o := range e.c.AccessMetadata() {
+				if o.Key == "video" {
+					found = o.Media != nil && o.Media.Format == "mp4" && o.ETag == vres.ETag
+				}
+			}
+			if !found {
+				t.Error("the access metadata has no media for the video")
+			}
+			// Rewritten with something else: no features.
+			res = e.cput("img", object("img", 2, 1000))
+			if f, ok := e.c.Media(testBucket, "img", res.ETag); ok {
+				t.Errorf("features %+v of a rewrite that is no image", f)
+			}
+			// Rewritten behind the cachelet and read: the old version's
+			// features go.
+			e.settle()
+			other := e.storePut("video", object("video", 3, 2000))
+			e.c.Invalidate(testBucket, "video")
+			if _, _, err := e.read("video", nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range e.c.AccessMetadata() {
+				if o.Key == "video" && (o.Media != nil || o.ETag != other.ETag) {
+					t.Errorf("after an outside write: %+v", o)
+				}
+			}
+		})
 	}
 }

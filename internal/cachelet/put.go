@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/media"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -18,12 +19,26 @@ import (
 // is held whole and persisted in the background (see consistency.go);
 // larger ones, and every write under the store target, go through to the
 // store before Put returns.
+//
+// Whatever the target, the body's first bytes are kept as they stream by
+// (at most media.MaxPrefix, and only while they look like media), and the
+// media features read from them go with the version written in the
+// access metadata (Media).
 func (c *Cachelet) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (res store.PutResult, err error) {
 	start := c.clock.Now()
+	var capture *media.Capture
+	if size != 0 {
+		capture = media.NewCapture(body)
+		body = capture
+	}
 	defer func() {
 		c.m.countWrite(err, start)
 		if err == nil {
-			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, c.clock.Now())
+			var m *media.Features
+			if f, ok := capture.Features(size); ok {
+				m = &f
+			}
+			c.access.wrote(cache.Key{Bucket: bucket, Object: key}, res.ETag, size, m, c.clock.Now())
 		}
 		if err == nil && c.ec != nil && size >= 0 {
 			// A large object written is sharded at once (erasure.go).

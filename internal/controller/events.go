@@ -10,6 +10,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/media"
 )
 
 // S3Event is an S3 event notification, as AWS, MinIO and hoard's
@@ -21,10 +22,12 @@ type S3Event struct {
 	Hoard *EventOrigin `json:"hoard,omitempty"`
 }
 
-// EventOrigin is the sender of a cachelet's event.
+// EventOrigin is the sender of a cachelet's event, and the media
+// features it read of the object written (its event has one record).
 type EventOrigin struct {
-	App      string `json:"app"`
-	Cachelet string `json:"cachelet"`
+	App      string          `json:"app"`
+	Cachelet string          `json:"cachelet"`
+	Media    *media.Features `json:"media,omitempty"`
 }
 
 type s3Record struct {
@@ -87,6 +90,15 @@ func (c *Controller) handleEvent(ev *S3Event, scope string) (int, error) {
 		source := "store"
 		if strings.HasPrefix(r.EventSource, "hoard") {
 			source = "cachelet"
+		}
+		if scope != "" && ev.Hoard != nil {
+			// A copy's or a completed upload's event may carry size 0 for
+			// "unknown" (s3api.notifyUnsized): only a PUT's says it.
+			size := int64(-1)
+			if strings.HasSuffix(r.EventName, "ObjectCreated:Put") {
+				size = r.S3.Object.Size
+			}
+			c.rememberWrite(scope, bucket, key, etag, size, ev.Hoard.Media)
 		}
 		if !c.firstSighting(bucket, key, etag) {
 			continue

@@ -39,6 +39,11 @@ type fnModel struct {
 	training bool           // a training is running (train)
 	info     api.ModelInfo
 	mature   bool // as last announced in the application's events
+
+	// saveMu orders the saves of successive trainings: one trained later
+	// is never overwritten in etcd by one trained before it.
+	saveMu sync.Mutex
+	saved  int64 // the Trainings count of the model saved last
 }
 
 // models are the controller's, by app/function, and the input sizes it
@@ -49,10 +54,14 @@ type models struct {
 
 	sizes     map[string]sizeSeen // app + "\x00" + bucket + "/" + key
 	sizeOrder []string            // oldest first, for the bound
+
+	media      map[string]mediaSeen // as sizes (inputs.go)
+	mediaOrder []string
 }
 
 type sizeSeen struct {
 	size int64
+	etag string // the version the size is of ("" when not known)
 	at   time.Time
 }
 
@@ -72,16 +81,17 @@ const (
 	maxInputSizes    = 4096
 )
 
-// cachedInputSize is bucket/key's size for application a if it was looked
-// up lately (no I/O).
-func (c *Controller) cachedInputSize(a *app, bucket, key string) (int64, bool) {
+// cachedInputSize is bucket/key's size, and the version it is of, for
+// application a if it was looked up (or written through one of a's
+// cachelets) lately (no I/O).
+func (c *Controller) cachedInputSize(a *app, bucket, key string) (sizeSeen, bool) {
 	id := a.rec.Name + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
 	if s, ok := c.models.sizes[id]; ok && c.clk.Now().Sub(s.at) < inputSizeTTL {
-		return s.size, true
+		return s, true
 	}
-	return 0, false
+	return sizeSeen{}, false
 }
 
 // needs says whether the function's mature model splits on the feature,
@@ -96,43 +106,46 @@ func (fm *fnModel) needs(feature string) bool {
 	return m != nil && m.Maturity().Mature && m.Uses(feature)
 }
 
-// inputSize is bucket/key's size for application a, if a may read the
-// bucket and the store answers in time.
-func (c *Controller) inputSize(ctx context.Context, a *app, bucket, key string) (int64, bool) {
+// inputSize is bucket/key's size, and the version it is of, for
+// application a, if a may read the bucket and the store answers in time.
+func (c *Controller) inputSize(ctx context.Context, a *app, bucket, key string) (sizeSeen, bool) {
 	c.mu.Lock()
 	granted := a.spec.Buckets.Set().Allows(bucket, false)
 	c.mu.Unlock()
 	if !granted {
-		return 0, false
+		return sizeSeen{}, false
 	}
-	id := a.rec.Name + "\x00" + bucket + "/" + key
-	now := c.clk.Now()
-	c.models.mu.Lock()
-	if s, ok := c.models.sizes[id]; ok && now.Sub(s.at) < inputSizeTTL {
-		c.models.mu.Unlock()
-		return s.size, true
+	if s, ok := c.cachedInputSize(a, bucket, key); ok {
+		return s, true
 	}
-	c.models.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.InputSizeTimeout)
 	info, err := c.cfg.Store.Stat(sctx, bucket, key)
 	cancel()
 	if err != nil || info.Size < 0 {
-		return 0, false
+		return sizeSeen{}, false
 	}
+	s := sizeSeen{size: info.Size, etag: strings.Trim(info.ETag, `"`), at: c.clk.Now()}
+	c.rememberSize(a.rec.Name, bucket, key, s)
+	return s, true
+}
+
+// rememberSize remembers bucket/key's size for application app, for
+// inputSizeTTL, at most maxInputSizes of them.
+func (c *Controller) rememberSize(app, bucket, key string, s sizeSeen) {
+	id := app + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
+	defer c.models.mu.Unlock()
 	if c.models.sizes == nil {
 		c.models.sizes = map[string]sizeSeen{}
 	}
 	if _, ok := c.models.sizes[id]; !ok {
 		c.models.sizeOrder = append(c.models.sizeOrder, id)
 	}
-	c.models.sizes[id] = sizeSeen{size: info.Size, at: now}
+	c.models.sizes[id] = s
 	for len(c.models.sizeOrder) > maxInputSizes {
 		delete(c.models.sizes, c.models.sizeOrder[0])
 		c.models.sizeOrder = c.models.sizeOrder[1:]
 	}
-	c.models.mu.Unlock()
-	return info.Size, true
 }
 
 func modelKey(app, function string) string { return app + "/" + function }
@@ -214,20 +227,19 @@ func (fm *fnModel) limit(fs predict.Features) (int64, int) {
 
 // observe feeds an invocation's outcome to its function's model and, when
 // a retraining is due, trains it in the background.
-func (c *Controller) observe(a *app, function string, fm *fnModel, fs predict.Features, class int, rec *api.Invocation, bucket, key string) {
+func (c *Controller) observe(a *app, function string, fm *fnModel, fs predict.Features, class int, rec *api.Invocation, bucket, key, etag string) {
 	mem := rec.Memory
 	if fm == nil || mem == nil || mem.Peak <= 0 {
 		return
 	}
-	// Off the invocation's path: the input's size, when the invocation
-	// went without it, is looked up for training now.
+	// Off the invocation's path: the input's size and media features,
+	// when the invocation went without them, are looked up for training
+	// now.
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if bucket != "" && !hasFeature(fs, "input.size") && len(fs) < predict.MaxFeatures {
-			if n, ok := c.inputSize(c.ctx, a, bucket, key); ok {
-				fs = append(fs, predict.Num("input.size", float64(n)))
-			}
+		if bucket != "" {
+			fs, _ = c.inputFeatures(c.ctx, a, fs, bucket, key, etag, true)
 		}
 		c.learn(a, function, fm, fs, class, mem)
 	}()
@@ -341,9 +353,16 @@ func (c *Controller) train(a *app, function string, fm *fnModel) {
 	// most): a model trained just before a restart is not lost.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
 	defer cancel()
+	fm.saveMu.Lock()
+	defer fm.saveMu.Unlock()
+	if info.Trainings <= fm.saved {
+		return // a later training was saved already
+	}
 	if _, err := c.cfg.Etcd.Put(ctx, EtcdModels+modelKey(a.rec.Name, function), string(rec)); err != nil {
 		c.log.Warn("saving a memory model", "app", a.rec.Name, "function", function, "err", err)
+		return
 	}
+	fm.saved = info.Trainings
 }
 
 // modelInfo is a function's model for `hoard apps`; nil without one.

@@ -154,7 +154,7 @@ func TestPrediction(t *testing.T) {
 	}
 	defer c2.Close()
 	if rec := invoke(c2, "data", 1); rec.Predicted != iv.Upper(iv.Class(30<<20+2*sizes[1])+1) {
-		t.Errorf("after a restart: predicted %d", rec.Predicted)
+		t.Errorf("after a restart: predicted %d; %+v %+v", rec.Predicted, c2.modelInfo("app", "f"), rec)
 	}
 	// Removing the application removes its models.
 	if err := c2.Remove(ctx, "app"); err != nil {

@@ -43,16 +43,11 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 	var fs predict.Features
 	class := -1
 	bucket, key, _ := inputObject(event)
+	etag := inputETag(event)
 	if fm != nil {
 		fs = features(event)
-		if bucket != "" && !hasFeature(fs, "input.size") && len(fs) < predict.MaxFeatures {
-			n, ok := c.cachedInputSize(a, bucket, key)
-			if !ok && fm.needs("input.size") {
-				n, ok = c.inputSize(ctx, a, bucket, key)
-			}
-			if ok {
-				fs = append(fs, predict.Num("input.size", float64(n)))
-			}
+		if bucket != "" {
+			fs, rec.InputMedia = c.inputFeatures(ctx, a, fs, bucket, key, etag, fm.needsInput())
 		}
 		rec.Predicted, class = fm.limit(fs)
 	}
@@ -92,7 +87,7 @@ func (c *Controller) Invoke(ctx context.Context, appName, function string, event
 		rec.TotalMS = ms(c.clk.Now().Sub(rec.Start))
 		c.record(a, rec)
 		c.observeAdmission(a, rec)
-		c.observe(a, function, fm, fs, class, rec, bucket, key)
+		c.observe(a, function, fm, fs, class, rec, bucket, key, etag)
 		return rec, nil
 	}
 }

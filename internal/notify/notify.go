@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/media"
 )
 
 // Event names, as AWS S3 names them.
@@ -59,6 +61,9 @@ type Event struct {
 	SourceIP string
 	// RequestID is the x-amz-request-id the client got.
 	RequestID string
+	// Media is what the cachelet read of the object's first bytes as it
+	// was written (package media); nil for none.
+	Media *media.Features
 }
 
 // Message is the JSON document posted for one event: the S3 event
@@ -68,10 +73,14 @@ type Message struct {
 	Hoard   Origin   `json:"hoard"`
 }
 
-// Origin says which cachelet of which application saw the write.
+// Origin says which cachelet of which application saw the write, and
+// what it read of the object written (a message has one record): its
+// media features, which the controller gives the memory models of the
+// invocations that read that version (docs/platform.md).
 type Origin struct {
-	App      string `json:"app"`
-	Cachelet string `json:"cachelet"`
+	App      string          `json:"app"`
+	Cachelet string          `json:"cachelet"`
+	Media    *media.Features `json:"media,omitempty"`
 }
 
 // Record is one S3 event notification record (event version 2.1).
@@ -431,6 +440,6 @@ func (n *Notifier) message(q queued) Message {
 				},
 			},
 		}},
-		Hoard: Origin{App: n.cfg.App, Cachelet: n.cfg.Cachelet},
+		Hoard: Origin{App: n.cfg.App, Cachelet: n.cfg.Cachelet, Media: ev.Media},
 	}
 }

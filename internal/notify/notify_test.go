@@ -12,6 +12,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hoard-io/hoard/internal/media"
 )
 
 // receiver is an httptest server recording what it is sent; status, when
@@ -102,7 +104,9 @@ func testEvent(key string) Event {
 func TestEventArrives(t *testing.T) {
 	r := newReceiver(t)
 	n := newNotifier(t, Config{URL: r.URL + "/v1/events", Token: "s3cr3t"})
-	n.Notify(testEvent("incoming/my photo+1.jpg"))
+	ev := testEvent("incoming/my photo+1.jpg")
+	ev.Media = &media.Features{Format: "jpeg", Width: 640, Height: 480}
+	n.Notify(ev)
 	if err := closeWithin(t, n, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +147,7 @@ func TestEventArrives(t *testing.T) {
 	if len(seq) != 16 {
 		t.Fatalf("sequencer %q, want 16 hex digits", seq)
 	}
-	if m.Hoard != (Origin{App: "thumbs", Cachelet: "thumbs-1"}) {
+	if m.Hoard.App != "thumbs" || m.Hoard.Cachelet != "thumbs-1" || m.Hoard.Media == nil || *m.Hoard.Media != *ev.Media {
 		t.Fatalf("origin %+v", m.Hoard)
 	}
 	// The wire names, as AWS spells them.

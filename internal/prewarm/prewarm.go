@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/media"
 )
 
 // Object is what a cachelet records about one object.
@@ -38,6 +40,10 @@ type Object struct {
 	// fewer than two reads).
 	MeanGapMS float64   `json:"mean_gap_ms,omitempty"`
 	Last      time.Time `json:"last"`
+	// Media is what package media read from the object's first bytes as
+	// it was written through the cachelet, for the version ETag names;
+	// nil when it was not written through it, or is no media it reads.
+	Media *media.Features `json:"media,omitempty"`
 }
 
 // Reads counts the object's reads of every type.
@@ -161,7 +167,7 @@ func Merge(records []Record, now time.Time, window time.Duration) []Object {
 				a.gapN += o.Reads() - 1
 			}
 			if !o.Last.Before(a.version) {
-				a.version, a.o.ETag, a.o.Size = o.Last, o.ETag, o.Size
+				a.version, a.o.ETag, a.o.Size, a.o.Media = o.Last, o.ETag, o.Size, o.Media
 			}
 			if o.Last.After(a.o.Last) {
 				a.o.Last = o.Last

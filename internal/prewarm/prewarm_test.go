@@ -3,6 +3,8 @@ package prewarm
 import (
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/media"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -10,7 +12,8 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 func TestMergeAndSelect(t *testing.T) {
 	records := []Record{
 		{App: "ml", UnloadedAt: t0.Add(-30 * time.Minute), Objects: []Object{
-			{Bucket: "m", Key: "model", ETag: "v1", Size: 100, LM: 1, Last: t0.Add(-40 * time.Minute)},
+			{Bucket: "m", Key: "model", ETag: "v1", Size: 100, LM: 1, Last: t0.Add(-40 * time.Minute),
+				Media: &media.Features{Format: "png", Width: 2, Height: 2}},
 			{Bucket: "m", Key: "input-1", Size: 5, RM: 1, Last: t0.Add(-40 * time.Minute)},
 			{Bucket: "m", Key: "labels", Size: 1, LM: 1, LH: 3, MeanGapMS: 100, Last: t0.Add(-40 * time.Minute)},
 		}},
@@ -32,8 +35,8 @@ func TestMergeAndSelect(t *testing.T) {
 	if len(merged) != 5 || got["old"].Key != "" {
 		t.Fatalf("merged %d objects: %+v", len(merged), merged)
 	}
-	if m := got["model"]; m.LM != 2 || m.ETag != "v2" || m.Size != 120 {
-		t.Errorf("model merged as %+v; want 2 misses, the newest version", m)
+	if m := got["model"]; m.LM != 2 || m.ETag != "v2" || m.Size != 120 || m.Media != nil {
+		t.Errorf("model merged as %+v; want 2 misses, the newest version (without the older one's media)", m)
 	}
 	sel, err := Select(merged, Config{})
 	if err != nil {

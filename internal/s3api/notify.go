@@ -33,10 +33,14 @@ func (s *Server) notify(r *http.Request, rq *request, name string, size int64, e
 	if rq.auth != nil {
 		principal = rq.auth.AccessKey
 	}
-	s.cfg.Notifier.Notify(notify.Event{
+	ev := notify.Event{
 		Name: name, Time: time.Now(), Region: s.cfg.Region, Bucket: rq.bucket, Key: rq.key,
 		Size: size, ETag: etag, Principal: principal, SourceIP: ip, RequestID: rq.id,
-	})
+	}
+	if m, ok := s.cl.Media(rq.bucket, rq.key, etag); ok {
+		ev.Media = &m
+	}
+	s.cfg.Notifier.Notify(ev)
 }
 
 // notifyUnsized is notify for writes whose answer does not carry the

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/media"
+	"github.com/hoard-io/hoard/internal/media/mediatest"
 	"github.com/hoard-io/hoard/internal/notify"
 )
 
@@ -70,6 +72,17 @@ func TestWritesAreNotified(t *testing.T) {
 		ev.ETag != putETag || ev.Principal != testAK || ev.SourceIP != "127.0.0.1" || ev.Region != testRegion ||
 		ev.RequestID != resp.Header.Get("x-amz-request-id") || ev.Time.IsZero() {
 		t.Fatalf("put event %+v (client got ETag %s)", ev, putETag)
+	}
+	if ev.Media != nil {
+		t.Fatalf("media features %+v of a text", ev.Media)
+	}
+	// A PNG written: its event carries its media features.
+	resp = s.do(t, http.MethodPut, "/bkt/img.png", mediatest.PNG(64, 48), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("put: %d", resp.StatusCode)
+	}
+	if got := rec.wait(t, 1); len(got) != 1 || got[0].Media == nil || *got[0].Media != (media.Features{Format: "png", Width: 64, Height: 48}) {
+		t.Fatalf("png events %+v", got)
 	}
 
 	resp = s.do(t, http.MethodPut, "/bkt/copy", nil, map[string]string{"x-amz-copy-source": "/bkt/dir/a%20b.txt"})
