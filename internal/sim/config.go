@@ -27,6 +27,9 @@ type Config struct {
 	KeepAlives []KeepAlive
 	// Instances is how many instances each application has. Default (0): 1.
 	Instances int
+	// NoSizeCap lets a cache admit objects up to its whole budget, where
+	// hoard's cap (the cache's default MaxObjectSize) is half of it.
+	NoSizeCap bool
 	// MemoryMB is the memory of an instance whose invocations do not say.
 	// Default (0): DefaultMemoryMB.
 	MemoryMB int

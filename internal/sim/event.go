@@ -38,7 +38,7 @@
 //     Config.PreWarm a reloaded instance's cache is filled with prewarm's
 //     selection from the access records of its earlier lives.
 //   - With Config.Predict each invocation with a measured peak is sized
-//     by its application's memory model (package predict, trained and
+//     by its function's memory model (package predict, trained and
 //     asked as the controller does); a peak above the limit borrows from
 //     the application's slack pool or, when that is short, is killed and
 //     run again at the booked size, as the agent does.
@@ -104,7 +104,10 @@ type Event struct {
 	Version        string
 	Offset, Length int64
 
-	// Of an Invoke: how long it runs and the memory its instance holds.
+	// Of an Invoke: the function invoked ("": the application's only
+	// one, as far as the trace tells), how long it runs and the memory
+	// its instance holds.
+	Function string
 	Duration time.Duration
 	MemoryMB int
 	// Of an Invoke, for memory prediction (Config.Predict): the peak

@@ -51,6 +51,9 @@ func New(cfg Config) (*Simulator, error) {
 	for _, r := range cfg.Runs {
 		p, size := r.Policy, r.Size
 		cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock}
+		if cfg.NoSizeCap {
+			cc.MaxObjectSize = size
+		}
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}

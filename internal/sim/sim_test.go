@@ -82,6 +82,22 @@ func TestLRUHandComputed(t *testing.T) {
 	}
 }
 
+// Without hoard's size cap an object up to the whole budget is cached:
+// the 60-byte read that passes through a 100-byte cache is filled, and
+// pushes out what it needs.
+func TestNoSizeCap(t *testing.T) {
+	events := []Event{read(0, "a", 40), read(1, "d", 60), read(2, "d", 60), read(3, "a", 40)}
+	capped := run(t, Config{CacheSizes: []int64{100}, KeepAlives: []KeepAlive{}}, events...).Caches[0]
+	open := run(t, Config{CacheSizes: []int64{100}, KeepAlives: []KeepAlive{}, NoSizeCap: true}, events...).Caches[0]
+	if capped.Outcomes["PT"].Count != 2 || capped.Outcomes["LH"].Count != 1 {
+		t.Fatalf("capped: %+v", capped.Outcomes)
+	}
+	// d fits beside a (40 + 60 = 100): a miss, then a hit, and a stays.
+	if open.Outcomes["PT"].Count != 0 || open.Outcomes["LH"].Count != 2 || open.Outcomes["LM"].Count != 2 {
+		t.Fatalf("no cap: %+v", open.Outcomes)
+	}
+}
+
 func TestTTLPolicyExpiresOnTheSimulatedClock(t *testing.T) {
 	r := run(t, Config{CacheSizes: []int64{1000}, Policies: []Eviction{{Policy: cache.PolicyTTL, TTL: time.Minute}}, KeepAlives: []KeepAlive{}},
 		read(0, "a", 10),  // LM
