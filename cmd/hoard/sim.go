@@ -62,13 +62,16 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
-	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the cache-size scaling policy's votes every this often (the controller's round is 5s) and tally them (0: none)")
-	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the cache-size votes: add and remove instances as the controller does (implies --votes 5s when not given)")
+	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the scale controller's rounds every this often (the controller's round is 5s): the compute, cache-size and bandwidth policies' votes, tallied (0: none)")
+	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the votes through scaling.Combine: add and remove instances as the controller does, and start one for an invocation that finds none free (implies --votes 5s when not given)")
+	fs.IntVar(&o.cfg.Concurrency, "concurrency", 1, "with --votes: invocations an instance runs at once (the worker's: 1)")
+	fs.DurationVar(&o.cfg.LoadTime, "load-time", sim.DefaultLoadTime, "with --votes: how long a new instance takes to load (the bandwidth plan's T_load, and the wait of an invocation that starts one)")
+	fs.DurationVar(&o.cfg.LatencyTarget, "latency-target", 0, "with --votes: the applications' scaling.latency_target for the compute vote (0: none)")
 	fs.IntVar(&o.cfg.MaxInstances, "max-instances", 0, "with --scale: the most instances per application (0: 16, or --instances if more)")
 	var slack, erasureSpec, erasureThreshold string
 	var lossRate float64
 	var repairWindow time.Duration
-	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per application trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
+	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per function trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
 	fs.StringVar(&slack, "slack-pool", "100MiB", "with --predict: each application's slack pool (0: none)")
 	fs.StringVar(&erasureSpec, "erasure", "", "replay erasure-coded placement of large objects as K+R shards on each application's ring (needs --instances >= K+R), e.g. 10+2")
 	fs.StringVar(&erasureThreshold, "erasure-threshold", "10MB", "with --erasure: the smallest object sharded")

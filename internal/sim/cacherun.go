@@ -47,8 +47,11 @@ type cacheRun struct {
 	unloads                   int64
 	preWarmGets, preWarmBytes int64
 
-	votes map[string]*appVotes // with Config.VoteInterval
-	tally Votes
+	votes   map[string]*appVotes // with Config.VoteInterval
+	tally   Votes
+	compute map[string]*appCompute // with Config.VoteInterval
+	runs    runHeap                // invocations in flight, by end
+	comp    ComputeResult
 
 	scale            map[string]*appScale // with Config.Scale
 	scaling          ScaleResult
@@ -158,7 +161,15 @@ func (c *cacheRun) read(e *Event) {
 		t = &accessTimes{}
 		c.times[e.App] = t
 	}
-	t.hoard += c.sim.cfg.Access.seconds(o, n)
+	secs := c.sim.cfg.Access.seconds(o, n)
+	if (o == LocalMiss || o == RemoteMiss) && c.sim.cfg.VoteInterval > 0 {
+		// A large miss may be split among cachelets (the bandwidth
+		// policy): its fetch takes the plan's time.
+		if fetch, ok := c.plan(e); ok {
+			secs += fetch - c.sim.cfg.Access.Store.seconds(n)
+		}
+	}
+	t.hoard += secs
 	t.direct += c.sim.cfg.Access.Store.seconds(n)
 	if v := c.votes[e.App]; v != nil {
 		v.reads[inst]++
@@ -199,8 +210,8 @@ func (c *cacheRun) result(p Prices) CacheResult {
 		PreWarmBytes: c.preWarmBytes,
 	}
 	if c.sim.cfg.VoteInterval > 0 {
-		v := c.tally
-		r.CacheVotes = &v
+		v, comp := c.tally, c.comp
+		r.CacheVotes, r.Compute = &v, &comp
 	}
 	for o, t := range c.reads {
 		r.Reads.Count += t.Count

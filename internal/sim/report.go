@@ -53,6 +53,9 @@ type CacheResult struct {
 	// CacheVotes tallies the cache-size scaling policy's votes, with
 	// Config.VoteInterval.
 	CacheVotes *Votes `json:"cache_votes,omitempty"`
+	// Compute is what the invocations met on the instances and the
+	// compute and bandwidth policies' votes, with Config.VoteInterval.
+	Compute *ComputeResult `json:"compute,omitempty"`
 	// Scaling is what applying the votes did, with Config.Scale.
 	Scaling *ScaleResult `json:"scaling,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
@@ -113,10 +116,14 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for i, c := range r.Caches {
+		if i == 0 && (c.Scaling != nil || c.Compute != nil) {
+			fmt.Fprintln(w)
+		}
+		if x := c.Compute; x != nil {
+			fmt.Fprintf(w, "votes %s at %s: compute %s, cache %s, bandwidth %s (+/0/-); %d invocations, %d started an instance, %d queued (%.1f s waited), %d refused; %d downloads split\n",
+				c.Policy, sizeLabel(c.CacheBytes), &x.ComputeVotes, c.CacheVotes, &x.BandwidthVotes, x.Invocations, x.Started, x.Queued, x.QueueSeconds, x.Refused, x.Splits)
+		}
 		if sc := c.Scaling; sc != nil {
-			if i == 0 {
-				fmt.Fprintln(w)
-			}
 			fmt.Fprintf(w, "scaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
 				c.Policy, sizeLabel(c.CacheBytes), sc.Outs, sc.Ins, sc.MeanInstances, sc.PeakInstances, sc.CacheGBs, r.Instances, sc.FixedCacheGBs)
 		}

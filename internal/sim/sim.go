@@ -57,7 +57,7 @@ func New(cfg Config) (*Simulator, error) {
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{},
+		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
 			times: map[string]*accessTimes{}, scale: map[string]*appScale{}})
 	}
 	if cfg.Predict {
@@ -120,9 +120,13 @@ func (s *Simulator) Step(e Event) error {
 	if iv := s.cfg.VoteInterval; iv > 0 {
 		for !s.nextVote.After(e.Time) {
 			for _, c := range s.caches {
-				c.vote(iv, s.nextVote)
+				c.advance(s.nextVote)
+				c.vote(s.nextVote)
 			}
 			s.nextVote = s.nextVote.Add(iv)
+		}
+		for _, c := range s.caches {
+			c.advance(e.Time)
 		}
 	}
 	s.events++
@@ -171,6 +175,11 @@ func (s *Simulator) Step(e Event) error {
 			s.predict.invoked(&e, mem)
 		}
 		heap.Push(&s.ends, end{at: e.Time.Add(e.Duration), app: e.App})
+		if s.cfg.VoteInterval > 0 {
+			for _, c := range s.caches {
+				c.invoke(&e)
+			}
+		}
 	default:
 		return fmt.Errorf("sim: event %d has no kind", s.events)
 	}
