@@ -70,13 +70,15 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.IntVar(&o.cfg.MaxInstances, "max-instances", 0, "with --scale: the most instances per application (0: 16, or --instances if more)")
 	var slack, erasureSpec, erasureThreshold string
 	var lossRate float64
-	var repairWindow time.Duration
+	var lease time.Duration
+	var rebuildRate string
 	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per function trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
 	fs.StringVar(&slack, "slack-pool", "100MiB", "with --predict: each application's slack pool (0: none)")
 	fs.StringVar(&erasureSpec, "erasure", "", "replay erasure-coded placement of large objects as K+R shards on each application's ring (needs --instances >= K+R), e.g. 10+2")
 	fs.StringVar(&erasureThreshold, "erasure-threshold", "10MB", "with --erasure: the smallest object sharded")
 	fs.Float64Var(&lossRate, "loss-rate", 0, "with --erasure: instances lost per instance per hour")
-	fs.DurationVar(&repairWindow, "repair-window", time.Minute, "with --erasure: how long a lost instance's shards stay missing")
+	fs.DurationVar(&lease, "lease", sim.DefaultLease, "with --erasure: how long a departed instance goes unnoticed (the membership lease)")
+	fs.StringVar(&rebuildRate, "rebuild-rate", "64MiB", "with --erasure: the bytes a second one instance sends as it rebuilds shards (the cachelet's rebuild_rate)")
 	fs.StringVar(&access, "access-model", "", "each read's modelled time by outcome, for the time saved against the store: local=LAT+RATE,remote=LAT+RATE,store=LAT+RATE (default "+sim.DefaultAccessModel.String()+")")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
@@ -111,10 +113,14 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if err != nil || th <= 0 {
 			return nil, fmt.Errorf("%w: --erasure-threshold: bad size %q", errUsage, erasureThreshold)
 		}
-		if repairWindow <= 0 {
-			return nil, fmt.Errorf("%w: --repair-window must be positive", errUsage)
+		if lease <= 0 {
+			return nil, fmt.Errorf("%w: --lease must be positive", errUsage)
 		}
-		o.cfg.Erasure = &sim.ErasureConfig{DataShards: k, ParityShards: r, Threshold: th, LossRate: lossRate, Window: repairWindow, Seed: o.gen.Seed}
+		rate, err := parseBytes(rebuildRate)
+		if err != nil || rate <= 0 {
+			return nil, fmt.Errorf("%w: --rebuild-rate: bad rate %q", errUsage, rebuildRate)
+		}
+		o.cfg.Erasure = &sim.ErasureConfig{DataShards: k, ParityShards: r, Threshold: th, LossRate: lossRate, Lease: lease, RebuildRate: rate, Seed: o.gen.Seed}
 	}
 	if access != "" {
 		m, err := sim.ParseAccessModel(access)

@@ -3,8 +3,9 @@
 // and eviction (package cache, holding entries that charge their size but
 // keep no bytes), the consistent-hash ring that places objects on an
 // application's instances (package ring), and the hybrid-histogram
-// keep-alive (package keepalive), pre-warm selection (package prewarm)
-// and the cache-size scaling vote (package scaling). It starts no
+// keep-alive (package keepalive), pre-warm selection (package prewarm),
+// the scaling policies (package scaling), memory prediction (package
+// predict) and erasure-coded placement (package erasure). It starts no
 // process, opens no socket and reads no file: events come from a Source,
 // and a Report comes out.
 //
@@ -44,12 +45,17 @@
 //     run again at the booked size, as the agent does.
 //   - With Config.Erasure objects from its threshold up are placed as
 //     k+r shards on the application's ring (package erasure's Place), and
-//     instances are lost at a given rate: an object is lost when more than
-//     r of its holders are lost within one repair window, to compare with
-//     erasure.LossProbability.
-//   - With Config.Scale the cache-size votes are applied: each round's
-//     votes of an application's instances go through scaling.Combine, and
-//     instances (with their caches and ring shares) are added or removed.
+//     instances depart at a given rate; each departed holder's shards are
+//     rebuilt after the lease and the rebuild delay at the rebuild rate,
+//     and an object is lost when more than r of its shards are missing at
+//     once, to compare with erasure.LossProbability.
+//   - With Config.VoteInterval invocations run on the instances
+//     (Config.Concurrency each, queued when none is free) and every round
+//     the compute (scaling.ComputeVote) and cache-size (scaling.CacheVote)
+//     policies vote as the controller's; a miss of a large object is
+//     planned by the bandwidth policy (scaling.PlanBandwidth). With
+//     Config.Scale the votes go through scaling.Combine, and instances
+//     (with their caches and ring shares) are added or removed.
 package sim
 
 import (

@@ -141,8 +141,8 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nerasure coding %s from %s: %d objects, %d shards (%s); shards per instance min %d, mean %.1f, max %d (at most %s)\n",
 			x.Shards, bytesize.Human(x.Threshold), x.Objects, x.ShardsPlaced, bytesize.Human(x.ShardBytes),
 			x.ShardsPerInstance.Min, x.ShardsPerInstance.Mean, x.ShardsPerInstance.Max, bytesize.Human(x.MaxShardBytes))
-		fmt.Fprintf(w, "  instances lost at %g per instance-hour, repair window %s (%d windows): %d objects lost (%.4f%%), %.2f expected (%.4f%%, erasure.LossProbability)\n",
-			x.LossRatePerHour, x.Window, x.Windows, x.Lost, 100*x.LostShare, x.ExpectedLost, 100*x.ExpectedShare)
+		fmt.Fprintf(w, "  instances lost at %g per instance-hour: %d departures, %d shards rebuilt (lease %s, %s/s), %.1f s missing on average; %d objects lost (%.4f%%), %.2f expected (%.4f%%, erasure.LossProbability with a %s window)\n",
+			x.LossRatePerHour, x.Departures, x.ShardsRebuilt, x.Lease, bytesize.Human(x.RebuildRate), x.MeanRepairSeconds, x.Lost, 100*x.LostShare, x.ExpectedLost, 100*x.ExpectedShare, x.Window)
 	}
 	return nil
 }
