@@ -58,6 +58,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.StringVar(&policies, "policies", "lru", "eviction policies to compare, comma-separated: lru (owner-lru), size-aware, ttl:<duration>, gdsf, s3-fifo, w-tinylfu; all: every one but ttl")
 	fs.StringVar(&keepAlives, "keep-alive", "fixed:10m,histogram", "keep-alive policies to compare, comma-separated: fixed:<duration>, histogram[:<fallback>]")
 	fs.IntVar(&o.cfg.Instances, "instances", 1, "instances per application, objects placed on a ring among them")
+	fs.BoolVar(&o.cfg.Admission, "admission", false, "replay admission by predicted benefit (cache.admission: benefit): per function, misses kept only while its data is over half of its run time")
 	fs.BoolVar(&o.cfg.NoSizeCap, "no-size-cap", false, "let a cache admit objects up to its whole budget (hoard's cap: half of it)")
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")

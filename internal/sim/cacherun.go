@@ -52,6 +52,7 @@ type cacheRun struct {
 	compute map[string]*appCompute // with Config.VoteInterval
 	runs    runHeap                // invocations in flight, by end
 	comp    ComputeResult
+	admit   *admitRun // with Config.Admission
 
 	scale            map[string]*appScale // with Config.Scale
 	scaling          ScaleResult
@@ -133,9 +134,16 @@ func (c *cacheRun) read(e *Event) {
 		n = e.Length
 	}
 	var o Outcome
+	noCache := c.admit != nil && c.admit.noCache(e.Invocation)
 	switch {
 	case holds(cs[inst], e):
 		o = LocalHit
+	case noCache:
+		// Not admitted: straight to the store, nothing kept.
+		o = PassThrough
+		c.gets++
+		c.getBytes += n
+		c.admit.res.ReadsNotAdmitted++
 	case owner != inst && holds(cs[owner], e):
 		o = RemoteHit
 		fill(cs[inst], e)
@@ -171,6 +179,9 @@ func (c *cacheRun) read(e *Event) {
 	}
 	t.hoard += secs
 	t.direct += c.sim.cfg.Access.Store.seconds(n)
+	if c.admit != nil {
+		c.admit.read(e.Invocation, secs, c.sim.cfg.Access.Store.seconds(n))
+	}
 	if v := c.votes[e.App]; v != nil {
 		v.reads[inst]++
 	}
@@ -229,6 +240,9 @@ func (c *cacheRun) result(p Prices) CacheResult {
 	}
 	if c.sim.cfg.Scale {
 		r.Scaling = c.scaleResult()
+	}
+	if c.admit != nil {
+		r.Admission = c.admit.result()
 	}
 	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
 	r.Improvement = improvements(c.times)

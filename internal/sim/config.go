@@ -30,6 +30,10 @@ type Config struct {
 	// NoSizeCap lets a cache admit objects up to its whole budget, where
 	// hoard's cap (the cache's default MaxObjectSize) is half of it.
 	NoSizeCap bool
+	// Admission replays admission by predicted benefit (cache.admission:
+	// benefit): per function, whether its misses are kept, from its
+	// recent invocations' modelled data time against their run time.
+	Admission bool
 	// MemoryMB is the memory of an instance whose invocations do not say.
 	// Default (0): DefaultMemoryMB.
 	MemoryMB int

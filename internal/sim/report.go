@@ -56,6 +56,8 @@ type CacheResult struct {
 	// Compute is what the invocations met on the instances and the
 	// compute and bandwidth policies' votes, with Config.VoteInterval.
 	Compute *ComputeResult `json:"compute,omitempty"`
+	// Admission is what admission by benefit did, with Config.Admission.
+	Admission *AdmissionResult `json:"admission,omitempty"`
 	// Scaling is what applying the votes did, with Config.Scale.
 	Scaling *ScaleResult `json:"scaling,omitempty"`
 	// CostUSD prices the store's requests (GETs and PUTs).
@@ -116,12 +118,16 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for i, c := range r.Caches {
-		if i == 0 && (c.Scaling != nil || c.Compute != nil) {
+		if i == 0 && (c.Scaling != nil || c.Compute != nil || c.Admission != nil) {
 			fmt.Fprintln(w)
 		}
 		if x := c.Compute; x != nil {
 			fmt.Fprintf(w, "votes %s at %s: compute %s, cache %s, bandwidth %s (+/0/-); %d invocations, %d started an instance, %d queued (%.1f s waited), %d refused; %d downloads split\n",
 				c.Policy, sizeLabel(c.CacheBytes), &x.ComputeVotes, c.CacheVotes, &x.BandwidthVotes, x.Invocations, x.Started, x.Queued, x.QueueSeconds, x.Refused, x.Splits)
+		}
+		if x := c.Admission; x != nil {
+			fmt.Fprintf(w, "admission %s at %s: %d functions, %d not admitting at the end, %d changes; %d invocations kept none of their misses, %d reads not admitted\n",
+				c.Policy, sizeLabel(c.CacheBytes), x.Functions, x.NotAdmitting, x.Changes, x.NoCacheInvocations, x.ReadsNotAdmitted)
 		}
 		if sc := c.Scaling; sc != nil {
 			fmt.Fprintf(w, "scaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",

@@ -57,8 +57,12 @@ func New(cfg Config) (*Simulator, error) {
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
-			times: map[string]*accessTimes{}, scale: map[string]*appScale{}})
+		run := &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
+			times: map[string]*accessTimes{}, scale: map[string]*appScale{}}
+		if cfg.Admission {
+			run.admit = newAdmitRun()
+		}
+		s.caches = append(s.caches, run)
 	}
 	if cfg.Predict {
 		s.predict = newPredictRun(cfg.Prediction, cfg.SlackPool)
@@ -129,6 +133,11 @@ func (s *Simulator) Step(e Event) error {
 			c.advance(e.Time)
 		}
 	}
+	if s.cfg.Admission {
+		for _, c := range s.caches {
+			c.admit.advance(e.Time)
+		}
+	}
 	s.events++
 	s.finishUntil(e.Time)
 	if s.predict != nil {
@@ -178,6 +187,11 @@ func (s *Simulator) Step(e Event) error {
 		if s.cfg.VoteInterval > 0 {
 			for _, c := range s.caches {
 				c.invoke(&e)
+			}
+		}
+		if s.cfg.Admission {
+			for _, c := range s.caches {
+				c.admit.invoked(&e)
 			}
 		}
 	default:
