@@ -53,6 +53,7 @@ type cacheRun struct {
 	runs    runHeap                // invocations in flight, by end
 	comp    ComputeResult
 	admit   *admitRun // with Config.Admission
+	lat     []float64 // scratch for appCompute.recentLoad
 
 	scale            map[string]*appScale // with Config.Scale
 	scaling          ScaleResult

@@ -181,8 +181,8 @@ func (a *appCompute) record(r record) {
 // recentLoad is the application's invocation rate and median end-to-end
 // time over the window, as controller.recentLoad computes them: the
 // ended invocations, newest first, until one started before the window.
-func (a *appCompute) recentLoad(now time.Time, window time.Duration) (float64, time.Duration) {
-	var lat []float64
+func (a *appCompute) recentLoad(now time.Time, window time.Duration, lat []float64) (float64, time.Duration, []float64) {
+	lat = lat[:0]
 	n := len(a.records)
 	for i := range n {
 		// The newest is just before next (next stays 0 until the ring
@@ -194,13 +194,13 @@ func (a *appCompute) recentLoad(now time.Time, window time.Duration) (float64, t
 		lat = append(lat, float64(r.total)/float64(time.Millisecond))
 	}
 	if len(lat) == 0 || window <= 0 {
-		return 0, 0
+		return 0, 0, lat
 	}
 	slices.Sort(lat)
 	// The controller's quantile: the nearest rank.
 	i := int(0.5*float64(len(lat))+0.5) - 1
 	p50 := lat[min(max(i, 0), len(lat)-1)]
-	return float64(len(lat)) / window.Seconds(), time.Duration(p50 * float64(time.Millisecond))
+	return float64(len(lat)) / window.Seconds(), time.Duration(p50 * float64(time.Millisecond)), lat
 }
 
 // busy is how many of app's instances run an invocation: its running
@@ -224,7 +224,9 @@ func (c *cacheRun) round(app string, now time.Time, pending []scaling.Vote) {
 		window = iv
 	}
 	a.lastVote = now
-	rate, p50 := a.recentLoad(now, window)
+	var rate float64
+	var p50 time.Duration
+	rate, p50, c.lat = a.recentLoad(now, window, c.lat)
 	votes := pending
 	busy := c.busy(a)
 	cv := scaling.ComputeVote(scaling.ComputeStats{

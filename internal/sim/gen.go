@@ -280,8 +280,10 @@ func InvocationFunction(seed uint64, app string, invocation uint64) string {
 	ha := mix64(hashString(app) ^ seed*0x9E3779B97F4A7C15 ^ 0xF0)
 	n := 1 + int(ha%MaxFunctions)
 	u := unit64(mix64(ha ^ invocation*0xD6E8FEB86659FD93))
-	return "f" + strconv.Itoa(min(int(float64(n)*u*u), n-1))
+	return functionNames[min(int(float64(n)*u*u), n-1)]
 }
+
+var functionNames = [MaxFunctions]string{"f0", "f1", "f2", "f3"}
 
 func mix64(h uint64) uint64 {
 	h ^= h >> 31
