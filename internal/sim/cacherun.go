@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"slices"
+	"time"
+
 	"github.com/hoard-io/hoard/internal/cache"
 )
 
@@ -52,8 +55,9 @@ type cacheRun struct {
 	compute map[string]*appCompute // with Config.VoteInterval
 	runs    runHeap                // invocations in flight, by end
 	comp    ComputeResult
-	admit   *admitRun // with Config.Admission
-	lat     []float64 // scratch for appCompute.recentLoad
+	admit   *admitRun            // with Config.Admission
+	lat     []float64            // scratch for appCompute.recentLoad
+	first   map[string]time.Time // each application's first access, for its caches' memory-time
 
 	scale            map[string]*appScale // with Config.Scale
 	scaling          ScaleResult
@@ -74,6 +78,7 @@ func (c *cacheRun) instances(app string) []*cache.Cache {
 		cs[i] = c.newCache(app, i)
 	}
 	c.apps[app] = cs
+	c.first[app] = c.sim.now
 	if c.sim.cfg.Scale {
 		c.scaleState(app)
 	}
@@ -246,6 +251,22 @@ func (c *cacheRun) result(p Prices) CacheResult {
 		r.Admission = c.admit.result()
 	}
 	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
+	if r.Scaling != nil {
+		r.CacheGBs = r.Scaling.CacheGBs
+	} else {
+		// In a fixed order, so that the sum is the same however the
+		// configurations were split (Config.Split).
+		apps := make([]string, 0, len(c.first))
+		for app := range c.first {
+			apps = append(apps, app)
+		}
+		slices.Sort(apps)
+		for _, app := range apps {
+			r.CacheGBs += float64(len(c.apps[app])) * gbs(c.size, c.sim.now.Sub(c.first[app]).Seconds())
+		}
+	}
+	r.CacheCostUSD = r.CacheGBs * p.LambdaGBSecond
+	r.TotalCostUSD = r.CostUSD + r.CacheCostUSD
 	r.Improvement = improvements(c.times)
 	return r
 }

@@ -60,8 +60,15 @@ type CacheResult struct {
 	Admission *AdmissionResult `json:"admission,omitempty"`
 	// Scaling is what applying the votes did, with Config.Scale.
 	Scaling *ScaleResult `json:"scaling,omitempty"`
-	// CostUSD prices the store's requests (GETs and PUTs).
-	CostUSD float64 `json:"cost_usd"`
+	// CostUSD prices the store's requests (GETs and PUTs). CacheGBs is
+	// the memory the caches booked, GB·s (every application's instances
+	// times the size, from its first access), CacheCostUSD prices it as
+	// function memory, and TotalCostUSD is the two: a larger cache reads
+	// the store less and books more.
+	CostUSD      float64 `json:"cost_usd"`
+	CacheGBs     float64 `json:"cache_gb_s"`
+	CacheCostUSD float64 `json:"cache_cost_usd"`
+	TotalCostUSD float64 `json:"total_cost_usd"`
 	// Improvement is the data-access time saved against reading the
 	// store directly, by Config.Access (Faa$T Fig. 11).
 	Improvement *Improvements `json:"improvement,omitempty"`
@@ -87,16 +94,16 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(r.Caches) > 0 {
-		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\ttime saved\t")
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tstore USD\tcache USD\ttime saved\t")
 		for _, c := range r.Caches {
 			saved := "-"
 			if c.Improvement != nil && c.Improvement.DirectSeconds > 0 {
 				saved = fmt.Sprintf("%.1f%% (apps' mean %.1f%%)", 100*c.Improvement.Overall, 100*c.Improvement.Mean)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t%.6f\t%s\t\n",
 				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD, saved)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD, c.CacheCostUSD, saved)
 		}
 		fmt.Fprintln(tw)
 	}

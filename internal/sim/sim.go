@@ -57,7 +57,7 @@ func New(cfg Config) (*Simulator, error) {
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		run := &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
+		run := &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, first: map[string]time.Time{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
 			times: map[string]*accessTimes{}, scale: map[string]*appScale{}}
 		if cfg.Admission {
 			run.admit = newAdmitRun()

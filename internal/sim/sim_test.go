@@ -80,6 +80,11 @@ func TestLRUHandComputed(t *testing.T) {
 	if c.CostUSD != wantCost {
 		t.Errorf("cost %v, want %v", c.CostUSD, wantCost)
 	}
+	// The cache's memory: 100 bytes from the first access (1 s) to the
+	// last (13 s), priced as function memory.
+	if wantGBs := 100.0 / (1 << 30) * 12; math.Abs(c.CacheGBs-wantGBs) > 1e-18 || c.CacheCostUSD != c.CacheGBs*DefaultPrices.LambdaGBSecond || c.TotalCostUSD != c.CostUSD+c.CacheCostUSD {
+		t.Errorf("cache %.3g GB-s ($%g), total $%g; want %.3g GB-s", c.CacheGBs, c.CacheCostUSD, c.TotalCostUSD, wantGBs)
+	}
 }
 
 // Without hoard's size cap an object up to the whole budget is cached:
