@@ -58,21 +58,28 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.StringVar(&policies, "policies", "lru", "eviction policies to compare, comma-separated: lru (owner-lru), size-aware, ttl:<duration>, gdsf, s3-fifo, w-tinylfu; all: every one but ttl")
 	fs.StringVar(&keepAlives, "keep-alive", "fixed:10m,histogram", "keep-alive policies to compare, comma-separated: fixed:<duration>, histogram[:<fallback>]")
 	fs.IntVar(&o.cfg.Instances, "instances", 1, "instances per application, objects placed on a ring among them")
+	fs.BoolVar(&o.cfg.Admission, "admission", false, "replay admission by predicted benefit (cache.admission: benefit): per function, misses kept only while its data is over half of its run time")
+	fs.BoolVar(&o.cfg.NoSizeCap, "no-size-cap", false, "let a cache admit objects up to its whole budget (hoard's cap: half of it)")
 	fs.IntVar(&o.cfg.MemoryMB, "memory-mb", sim.DefaultMemoryMB, "memory of an instance whose invocations do not say (MB)")
 	fs.BoolVar(&o.cfg.Lifecycle, "lifecycle", false, "caches live as long as their instances under the first --keep-alive policy (unloaded: emptied)")
 	fs.BoolVar(&o.cfg.PreWarm, "prewarm", false, "fill a reloaded instance's cache with the pre-warm selection from its earlier lives (implies --lifecycle)")
-	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the cache-size scaling policy's votes every this often (the controller's round is 5s) and tally them (0: none)")
-	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the cache-size votes: add and remove instances as the controller does (implies --votes 5s when not given)")
+	fs.DurationVar(&o.cfg.VoteInterval, "votes", 0, "run the scale controller's rounds every this often (the controller's round is 5s): the compute, cache-size and bandwidth policies' votes, tallied (0: none)")
+	fs.BoolVar(&o.cfg.Scale, "scale", false, "apply the votes through scaling.Combine: add and remove instances as the controller does, and start one for an invocation that finds none free (implies --votes 5s when not given)")
+	fs.IntVar(&o.cfg.Concurrency, "concurrency", 1, "with --votes: invocations an instance runs at once (the worker's: 1)")
+	fs.DurationVar(&o.cfg.LoadTime, "load-time", sim.DefaultLoadTime, "with --votes: how long a new instance takes to load (the bandwidth plan's T_load, and the wait of an invocation that starts one)")
+	fs.DurationVar(&o.cfg.LatencyTarget, "latency-target", 0, "with --votes: the applications' scaling.latency_target for the compute vote (0: none)")
 	fs.IntVar(&o.cfg.MaxInstances, "max-instances", 0, "with --scale: the most instances per application (0: 16, or --instances if more)")
 	var slack, erasureSpec, erasureThreshold string
 	var lossRate float64
-	var repairWindow time.Duration
-	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per application trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
+	var lease time.Duration
+	var rebuildRate string
+	fs.BoolVar(&o.cfg.Predict, "predict", false, "replay memory prediction over the invocations that carry a peak (generated workloads do): a model per function trained and asked as the controller does, peaks above the limit lent the slack pool or retried at the booked size")
 	fs.StringVar(&slack, "slack-pool", "100MiB", "with --predict: each application's slack pool (0: none)")
 	fs.StringVar(&erasureSpec, "erasure", "", "replay erasure-coded placement of large objects as K+R shards on each application's ring (needs --instances >= K+R), e.g. 10+2")
 	fs.StringVar(&erasureThreshold, "erasure-threshold", "10MB", "with --erasure: the smallest object sharded")
 	fs.Float64Var(&lossRate, "loss-rate", 0, "with --erasure: instances lost per instance per hour")
-	fs.DurationVar(&repairWindow, "repair-window", time.Minute, "with --erasure: how long a lost instance's shards stay missing")
+	fs.DurationVar(&lease, "lease", sim.DefaultLease, "with --erasure: how long a departed instance goes unnoticed (the membership lease)")
+	fs.StringVar(&rebuildRate, "rebuild-rate", "64MiB", "with --erasure: the bytes a second one instance sends as it rebuilds shards (the cachelet's rebuild_rate)")
 	fs.StringVar(&access, "access-model", "", "each read's modelled time by outcome, for the time saved against the store: local=LAT+RATE,remote=LAT+RATE,store=LAT+RATE (default "+sim.DefaultAccessModel.String()+")")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
@@ -107,10 +114,14 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if err != nil || th <= 0 {
 			return nil, fmt.Errorf("%w: --erasure-threshold: bad size %q", errUsage, erasureThreshold)
 		}
-		if repairWindow <= 0 {
-			return nil, fmt.Errorf("%w: --repair-window must be positive", errUsage)
+		if lease <= 0 {
+			return nil, fmt.Errorf("%w: --lease must be positive", errUsage)
 		}
-		o.cfg.Erasure = &sim.ErasureConfig{DataShards: k, ParityShards: r, Threshold: th, LossRate: lossRate, Window: repairWindow, Seed: o.gen.Seed}
+		rate, err := parseBytes(rebuildRate)
+		if err != nil || rate <= 0 {
+			return nil, fmt.Errorf("%w: --rebuild-rate: bad rate %q", errUsage, rebuildRate)
+		}
+		o.cfg.Erasure = &sim.ErasureConfig{DataShards: k, ParityShards: r, Threshold: th, LossRate: lossRate, Lease: lease, RebuildRate: rate, Seed: o.gen.Seed}
 	}
 	if access != "" {
 		m, err := sim.ParseAccessModel(access)

@@ -157,7 +157,7 @@ func runSimulationExperiment(ctx context.Context, o Options) (*Result, error) {
 
 	// Memory prediction and erasure-coded placement, replayed through
 	// the controller's models and erasure.Place (one pass), and the
-	// cache-size votes applied against fixed instances.
+	// scale votes (compute, cache size, bandwidth) applied against fixed instances.
 	px, err := replay(sim.Config{CacheSizes: []int64{}, KeepAlives: []sim.KeepAlive{}, Predict: true, Instances: 12,
 		Erasure: &sim.ErasureConfig{DataShards: 10, ParityShards: 2, LossRate: simLossRate, Seed: 1}})
 	if err != nil {
@@ -221,7 +221,7 @@ func runSimulationExperiment(ctx context.Context, o Options) (*Result, error) {
 			Compare("simulated prediction: function memory-time given ÷ booked", "x", nil, F(p.GivenGBs/p.BookedGBs), LowerIsBetter, 0, "",
 				fmt.Sprintf("needed (the peaks) %.2f× booked; the caches gained %.0f GB-s", p.NeededGBs/p.BookedGBs, p.CacheGainedGBs)),
 			Compare(fmt.Sprintf("simulated RS(10+2) over 12 instances: objects lost at %g losses per instance-hour", simLossRate), "%", nil, F(100*x.LostShare), LowerIsBetter, 0, "",
-				fmt.Sprintf("the loss model (erasure.LossProbability, 1 min repair window): %.1f%%; one application's objects share holders, so they are lost together", 100*x.ExpectedShare)),
+				fmt.Sprintf("departures and rebuilds replayed (lease 5 s, delay 1 s, 64 MiB/s): %d departures, %d shards rebuilt, %.1f s missing on average; the loss model (erasure.LossProbability over that window): %.2f%%", x.Departures, x.ShardsRebuilt, x.MeanRepairSeconds, 100*x.ExpectedShare)),
 			Compare("simulated scale votes applied: cache memory-time ÷ two fixed instances, 16 MB", "x", nil, F(scaleRatio), LowerIsBetter, 0, "",
 				fmt.Sprintf("hit ratio %.3f against %.3f fixed", scaled.Caches[last].HitRatio, fixed.Caches[last].HitRatio)),
 		},
@@ -244,10 +244,11 @@ func runSimulationExperiment(ctx context.Context, o Options) (*Result, error) {
 					fmt.Sprintf("%.1f%%", 100*p.ExactShare), fmt.Sprintf("%.1f%%", 100*p.ExactOrOverShare), fmt.Sprintf("%.0f", p.BookedGBs),
 					fmt.Sprintf("%.0f", p.GivenGBs), fmt.Sprintf("%.0f", p.NeededGBs), fmt.Sprintf("%.0f", p.CacheGainedGBs), fmt.Sprint(p.Lent), fmt.Sprint(p.OOMRetries)}}},
 			{ID: "erasure", Title: "Erasure-coded placement, simulated: RS(10+2) over 12 instances per application, objects from 10 MB",
-				Columns: []string{"objects", "shards per instance (min / mean / max)", "losses per instance-hour", "lost", "expected (model)"},
+				Columns: []string{"objects", "shards per instance (min / mean / max)", "losses per instance-hour", "departures", "shards rebuilt", "mean repair", "lost", "expected (model)"},
 				Rows: [][]string{{fmt.Sprint(x.Objects), fmt.Sprintf("%d / %.1f / %d", x.ShardsPerInstance.Min, x.ShardsPerInstance.Mean, x.ShardsPerInstance.Max),
-					fmt.Sprint(x.LossRatePerHour), fmt.Sprintf("%d (%.1f%%)", x.Lost, 100*x.LostShare), fmt.Sprintf("%.1f (%.1f%%)", x.ExpectedLost, 100*x.ExpectedShare)}}},
-			{ID: "scaling", Title: "Cache-size votes applied, from two instances per application (fixed → scaled)",
+					fmt.Sprint(x.LossRatePerHour), fmt.Sprint(x.Departures), fmt.Sprint(x.ShardsRebuilt), fmt.Sprintf("%.1f s", x.MeanRepairSeconds),
+					fmt.Sprintf("%d (%.2f%%)", x.Lost, 100*x.LostShare), fmt.Sprintf("%.2f (%.2f%%)", x.ExpectedLost, 100*x.ExpectedShare)}}},
+			{ID: "scaling", Title: "Scale votes applied (compute, cache size, bandwidth), from two instances per application (fixed → scaled)",
 				Columns: []string{"cache", "hit ratio", "time saved", "added / removed", "mean instances", "cache GB-s ÷ fixed"}, Rows: scaleRows},
 		},
 	}

@@ -38,7 +38,7 @@ type cell struct {
 }
 
 type azureFn struct {
-	app      string
+	app, fn  string
 	duration time.Duration
 	memoryMB int
 }
@@ -112,7 +112,7 @@ func NewAzureInvocations(counts, durations, memory io.Reader) (*AzureInvocations
 			return nil, err
 		}
 		fn := int32(len(a.fns))
-		f := azureFn{app: s.field(rec, "hashapp"), duration: dur[s.field(rec, "hashfunction")], memoryMB: mem[s.field(rec, "hashapp")]}
+		f := azureFn{app: s.field(rec, "hashapp"), fn: s.field(rec, "hashfunction"), duration: dur[s.field(rec, "hashfunction")], memoryMB: mem[s.field(rec, "hashapp")]}
 		a.fns = append(a.fns, f)
 		for m := range 1440 {
 			v := rec[first+m]
@@ -154,7 +154,7 @@ func (a *AzureInvocations) fill() {
 		for j := range time.Duration(c.count) {
 			a.invocation++
 			a.pending = append(a.pending, Event{
-				Time: base.Add(step*j + step/2), Kind: Invoke, App: f.app,
+				Time: base.Add(step*j + step/2), Kind: Invoke, App: f.app, Function: f.fn,
 				Invocation: a.invocation, Duration: f.duration, MemoryMB: f.memoryMB,
 			})
 		}

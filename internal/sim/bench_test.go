@@ -2,13 +2,14 @@ package sim
 
 import (
 	"testing"
+	"time"
 )
 
 // BenchmarkReplay measures events replayed per second, streamed from the
 // generator (BenchmarkGenerate measures it alone) as a trace file would
 // be: one cache size and both keep-alives, the seven default sizes at once
 // (each event is replayed once per cache), and four instances per
-// application on a ring.
+// application on a ring, and the scale votes applied.
 func BenchmarkReplay(b *testing.B) {
 	const events = 1 << 20
 	for _, bc := range []struct {
@@ -18,6 +19,9 @@ func BenchmarkReplay(b *testing.B) {
 		{"1cache", Config{CacheSizes: []int64{64 << 20}}},
 		{"7caches", Config{}},
 		{"1cache-4instances", Config{CacheSizes: []int64{64 << 20}, Instances: 4}},
+		// The scale controller's rounds and applied votes: invocations
+		// on instances, compute, cache and bandwidth votes every 5 s.
+		{"1cache-scale", Config{CacheSizes: []int64{64 << 20}, Instances: 2, VoteInterval: 5 * time.Second, Scale: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

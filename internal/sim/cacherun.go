@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"slices"
+	"time"
+
 	"github.com/hoard-io/hoard/internal/cache"
 )
 
@@ -47,8 +50,14 @@ type cacheRun struct {
 	unloads                   int64
 	preWarmGets, preWarmBytes int64
 
-	votes map[string]*appVotes // with Config.VoteInterval
-	tally Votes
+	votes   map[string]*appVotes // with Config.VoteInterval
+	tally   Votes
+	compute map[string]*appCompute // with Config.VoteInterval
+	runs    runHeap                // invocations in flight, by end
+	comp    ComputeResult
+	admit   *admitRun            // with Config.Admission
+	lat     []float64            // scratch for appCompute.recentLoad
+	first   map[string]time.Time // each application's first access, for its caches' memory-time
 
 	scale            map[string]*appScale // with Config.Scale
 	scaling          ScaleResult
@@ -69,6 +78,7 @@ func (c *cacheRun) instances(app string) []*cache.Cache {
 		cs[i] = c.newCache(app, i)
 	}
 	c.apps[app] = cs
+	c.first[app] = c.sim.now
 	if c.sim.cfg.Scale {
 		c.scaleState(app)
 	}
@@ -130,9 +140,16 @@ func (c *cacheRun) read(e *Event) {
 		n = e.Length
 	}
 	var o Outcome
+	noCache := c.admit != nil && c.admit.noCache(e.Invocation)
 	switch {
 	case holds(cs[inst], e):
 		o = LocalHit
+	case noCache:
+		// Not admitted: straight to the store, nothing kept.
+		o = PassThrough
+		c.gets++
+		c.getBytes += n
+		c.admit.res.ReadsNotAdmitted++
 	case owner != inst && holds(cs[owner], e):
 		o = RemoteHit
 		fill(cs[inst], e)
@@ -158,8 +175,19 @@ func (c *cacheRun) read(e *Event) {
 		t = &accessTimes{}
 		c.times[e.App] = t
 	}
-	t.hoard += c.sim.cfg.Access.seconds(o, n)
+	secs := c.sim.cfg.Access.seconds(o, n)
+	if (o == LocalMiss || o == RemoteMiss) && c.sim.cfg.VoteInterval > 0 {
+		// A large miss may be split among cachelets (the bandwidth
+		// policy): its fetch takes the plan's time.
+		if fetch, ok := c.plan(e); ok {
+			secs += fetch - c.sim.cfg.Access.Store.seconds(n)
+		}
+	}
+	t.hoard += secs
 	t.direct += c.sim.cfg.Access.Store.seconds(n)
+	if c.admit != nil {
+		c.admit.read(e.Invocation, secs, c.sim.cfg.Access.Store.seconds(n))
+	}
 	if v := c.votes[e.App]; v != nil {
 		v.reads[inst]++
 	}
@@ -199,8 +227,8 @@ func (c *cacheRun) result(p Prices) CacheResult {
 		PreWarmBytes: c.preWarmBytes,
 	}
 	if c.sim.cfg.VoteInterval > 0 {
-		v := c.tally
-		r.CacheVotes = &v
+		v, comp := c.tally, c.comp
+		r.CacheVotes, r.Compute = &v, &comp
 	}
 	for o, t := range c.reads {
 		r.Reads.Count += t.Count
@@ -219,7 +247,26 @@ func (c *cacheRun) result(p Prices) CacheResult {
 	if c.sim.cfg.Scale {
 		r.Scaling = c.scaleResult()
 	}
+	if c.admit != nil {
+		r.Admission = c.admit.result()
+	}
 	r.CostUSD = float64(c.gets+c.preWarmGets)*p.S3Get + float64(c.writes.Count)*p.S3Put
+	if r.Scaling != nil {
+		r.CacheGBs = r.Scaling.CacheGBs
+	} else {
+		// In a fixed order, so that the sum is the same however the
+		// configurations were split (Config.Split).
+		apps := make([]string, 0, len(c.first))
+		for app := range c.first {
+			apps = append(apps, app)
+		}
+		slices.Sort(apps)
+		for _, app := range apps {
+			r.CacheGBs += float64(len(c.apps[app])) * gbs(c.size, c.sim.now.Sub(c.first[app]).Seconds())
+		}
+	}
+	r.CacheCostUSD = r.CacheGBs * p.LambdaGBSecond
+	r.TotalCostUSD = r.CostUSD + r.CacheCostUSD
 	r.Improvement = improvements(c.times)
 	return r
 }

@@ -27,6 +27,13 @@ type Config struct {
 	KeepAlives []KeepAlive
 	// Instances is how many instances each application has. Default (0): 1.
 	Instances int
+	// NoSizeCap lets a cache admit objects up to its whole budget, where
+	// hoard's cap (the cache's default MaxObjectSize) is half of it.
+	NoSizeCap bool
+	// Admission replays admission by predicted benefit (cache.admission:
+	// benefit): per function, whether its misses are kept, from its
+	// recent invocations' modelled data time against their run time.
+	Admission bool
 	// MemoryMB is the memory of an instance whose invocations do not say.
 	// Default (0): DefaultMemoryMB.
 	MemoryMB int
@@ -51,13 +58,23 @@ type Config struct {
 	// before, as the controller does (its default round is 5 s). The
 	// votes are tallied and, with Scale, acted on. Default (0): no votes.
 	VoteInterval time.Duration
+	// With VoteInterval the compute policy (scaling.ComputeVote) votes
+	// too, over invocations run on the instances Concurrency at a time
+	// (0: 1, the worker's), an instance taking LoadTime (0:
+	// DefaultLoadTime) to start, against LatencyTarget (0: none, the
+	// spec's default); and a miss of a large object is planned by the
+	// bandwidth policy (scaling.PlanBandwidth), whose scale-out is an
+	// urgent vote.
+	Concurrency   int
+	LoadTime      time.Duration
+	LatencyTarget time.Duration
 	// Scale applies the votes (needs VoteInterval): each round, an
-	// application's instances' votes go through scaling.Combine, as the
+	// application's votes go through scaling.Combine, as the
 	// controller's, and instances are added (an empty cache, a share of
-	// the ring) or removed (the last, with its cache), between 1 and
-	// MaxInstances (0: DefaultMaxInstances). Only the cache-size policy
-	// votes: the simulator has no queues for the compute policy nor
-	// downloads in flight for the bandwidth policy.
+	// the ring) or removed (the last, with its cache; never one running
+	// an invocation), between 1 and MaxInstances (0:
+	// DefaultMaxInstances). An invocation that finds no free slot starts
+	// an instance below MaxInstances, as the controller's acquire does.
 	Scale        bool
 	MaxInstances int
 	// Predict replays memory prediction over the invocations that carry a
@@ -244,6 +261,15 @@ func (c *Config) Validate() error {
 	}
 	if c.VoteInterval < 0 {
 		return errors.New("sim: the vote interval must not be negative")
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 1
+	}
+	if c.LoadTime == 0 {
+		c.LoadTime = DefaultLoadTime
+	}
+	if c.Concurrency < 0 || c.Concurrency > 1024 || c.LoadTime < 0 || c.LatencyTarget < 0 {
+		return fmt.Errorf("sim: concurrency %d must be in [1, 1024], load time and latency target not negative", c.Concurrency)
 	}
 	if c.Scale {
 		if c.VoteInterval == 0 {

@@ -65,39 +65,141 @@ func TestErasurePlacementAgreesWithTheCachelet(t *testing.T) {
 	if _, err := New(Config{Instances: 8, Erasure: &ErasureConfig{DataShards: 3, ParityShards: 2, LossRate: -1}}); err == nil {
 		t.Fatal("a negative loss rate was accepted")
 	}
-	if _, err := New(Config{Instances: 8, Erasure: &ErasureConfig{DataShards: 3, ParityShards: 2, Window: time.Millisecond}}); err == nil {
-		t.Fatal("a 1 ms repair window was accepted (a day would be 86 million windows)")
+	if _, err := New(Config{Instances: 8, Erasure: &ErasureConfig{DataShards: 3, ParityShards: 2, RebuildRate: -1}}); err == nil {
+		t.Fatal("a negative rebuild rate was accepted")
 	}
 }
 
-// Objects lost under a loss rate are those erasure.LossProbability
-// predicts, within sampling error: 600 applications with one object
-// each lose independently.
+// Objects lost under a loss rate, with rebuilds replayed, follow the
+// continuous-time model of the replay: each holder departs at rate λ and
+// its shard is missing for W (lease, delay, sending), so an object is
+// lost at rate n·λ·P(at least r of the other n-1 missing), P(one
+// missing) = 1 - e^(-λW). The replay loses a little more (about 10%
+// here): a rebuilder that departs hands its rebuild to the next holder,
+// which starts after its own lease and delay, so the shard it was
+// rebuilding stays missing longer. erasure.LossProbability, with the same
+// W, counts r+1 losses within one fixed window instead, and is lower by
+// up to r+1 times when losses are rare; the result reports it beside.
+// Ten seeds of 600 applications with one object each.
 func TestErasureLossesFollowTheModel(t *testing.T) {
-	const apps = 600
+	const apps, seeds, k, r = 600, 10, 4, 2
 	var events []Event
 	for i := range apps {
 		events = append(events, largeRead(0, "app"+strconv.Itoa(i), "k", 20_000_000))
 	}
 	events = append(events, largeRead(2*time.Hour, "app0", "k", 20_000_000))
-	cfg := Config{CacheSizes: []int64{}, KeepAlives: []KeepAlive{}, Instances: 6,
-		Erasure: &ErasureConfig{DataShards: 4, ParityShards: 2, LossRate: 3, Window: time.Minute, Seed: 1}}
-	x := run(t, cfg, events...).Erasure
-	if x.Objects != apps || x.Windows != 120 {
-		t.Fatalf("%d objects over %d windows", x.Objects, x.Windows)
+	lambda := 3.0 / 3600
+	horizon := 2 * time.Hour
+	// W: the lease, the 1 s delay and a 5 MB shard at 64 MiB/s (a
+	// second shard of one object may wait for the first).
+	send := 5e6 / float64(64<<20)
+	w := 26*time.Second + time.Duration(send*float64(time.Second))
+	pw := -math.Expm1(-lambda * w.Seconds())
+	atLeast := 0.0 // P(Bin(n-1, pw) >= r)
+	for i := r; i <= k+r-1; i++ {
+		atLeast += binom(k+r-1, i) * math.Pow(pw, float64(i)) * math.Pow(1-pw, float64(k+r-1-i))
 	}
-	p := erasure.LossProbability(4, 2, 3.0/3600, time.Minute, 2*time.Hour)
-	if math.Abs(x.ExpectedShare-p) > 1e-12 {
-		t.Fatalf("expected share %.6f, LossProbability %.6f", x.ExpectedShare, p)
+	p := -math.Expm1(-float64(k+r) * lambda * atLeast * horizon.Seconds())
+	var lost, model float64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		cfg := Config{CacheSizes: []int64{}, KeepAlives: []KeepAlive{}, Instances: k + r,
+			Erasure: &ErasureConfig{DataShards: k, ParityShards: r, LossRate: 3, Lease: 25 * time.Second, Seed: seed}}
+		x := run(t, cfg, events...).Erasure
+		if x.Objects != apps || x.Departures == 0 || x.ShardsRebuilt == 0 {
+			t.Fatalf("%d objects, %d departures, %d rebuilt", x.Objects, x.Departures, x.ShardsRebuilt)
+		}
+		if d := x.MeanRepairSeconds - w.Seconds(); d < -1e-6 || d > 0.01 {
+			t.Fatalf("mean repair %.4f s, want %.4f", x.MeanRepairSeconds, w.Seconds())
+		}
+		window := time.Duration(x.MeanRepairSeconds * float64(time.Second))
+		m := erasure.LossProbability(k, r, lambda, window, horizon)
+		if math.Abs(x.ExpectedShare-m) > 1e-9 || x.Window != window.Round(time.Millisecond).String() {
+			t.Fatalf("expected share %.6f over %s, LossProbability %.6f over %s", x.ExpectedShare, x.Window, m, window)
+		}
+		lost += float64(x.Lost)
+		model += x.ExpectedLost
 	}
-	sd := math.Sqrt(apps * p * (1 - p))
-	if p < 0.05 || p > 0.95 || math.Abs(float64(x.Lost)-apps*p) > 4*sd {
-		t.Fatalf("%d of %d lost, model %.1f ± %.1f", x.Lost, apps, apps*p, sd)
+	lost /= seeds
+	model /= seeds
+	sd := math.Sqrt(apps*p*(1-p)) / math.Sqrt(seeds)
+	if p < 0.05 || p > 0.95 || lost < apps*p-4*sd || lost > 1.25*apps*p {
+		t.Fatalf("%.1f of %d lost on average, continuous model %.1f ± %.1f", lost, apps, apps*p, sd)
 	}
-	t.Logf("%d of %d lost, model %.1f ± %.1f", x.Lost, apps, apps*p, sd)
+	if ratio := lost / model; ratio < 1.5 || ratio > float64(r+1)+0.5 {
+		t.Fatalf("replayed %.1f lost, LossProbability %.1f: ratio %.2f, want between 1.5 and about r+1", lost, model, ratio)
+	}
+	t.Logf("%.1f of %d lost on average, continuous model %.1f ± %.1f, LossProbability %.1f", lost, apps, apps*p, sd, model)
 	// No losses, none lost.
-	cfg.Erasure = &ErasureConfig{DataShards: 4, ParityShards: 2}
-	if x := run(t, cfg, events...).Erasure; x.Lost != 0 || x.ExpectedLost != 0 {
+	cfg := Config{CacheSizes: []int64{}, KeepAlives: []KeepAlive{}, Instances: k + r, Erasure: &ErasureConfig{DataShards: k, ParityShards: r}}
+	if x := run(t, cfg, events...).Erasure; x.Lost != 0 || x.ExpectedLost != 0 || x.Departures != 0 {
 		t.Fatalf("lost %d (expected %.2f) with no losses", x.Lost, x.ExpectedLost)
+	}
+}
+
+func binom(n, k int) float64 {
+	v := 1.0
+	for i := 1; i <= k; i++ {
+		v = v * float64(n-k+i) / float64(i)
+	}
+	return v
+}
+
+// Departures replayed by hand: a shard is missing from its holder's
+// departure until its rebuild completes (lease, delay, then the bytes at
+// the rebuild rate, one shard after another per rebuilder); an object
+// is lost only if more than r are missing at once; a rebuilder that
+// departs hands its rebuilds to the next holder.
+func TestErasureRebuildHandComputed(t *testing.T) {
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	setup := func(k, r int) (*erasureRun, *erasureApp, *codedObject) {
+		t.Helper()
+		cfg := ErasureConfig{DataShards: k, ParityShards: r, Lease: 5 * time.Second, RebuildRate: 10e6}
+		if err := cfg.validate(k + r); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for i := range k + r {
+			names = append(names, "i"+strconv.Itoa(i))
+		}
+		x, err := newErasureRun(cfg, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := largeRead(0, "app", "k", int64(k)*10_000_000) // 10 MB shards: 1 s to send
+		x.read(&e)
+		a := x.apps["app"]
+		return x, a, a.objects["b/k"]
+	}
+	// 2+1: a departure at 0 s is rebuilt at 5 + 1 + 1 = 7 s.
+	x, a, o := setup(2, 1)
+	x.depart(a, o.holders[0], sec(0))
+	if !o.missing[0].Equal(sec(7)) || o.by[0] != o.holders[1] {
+		t.Fatalf("missing until %v by %d", o.missing[0].Sub(t0), o.by[0])
+	}
+	x.depart(a, o.holders[1], sec(8)) // the first is back: one missing
+	if o.lost || x.lost != 0 {
+		t.Fatal("lost with one shard missing at a time")
+	}
+	x.depart(a, o.holders[2], sec(14.5)) // the second is missing until 15 s
+	if !o.lost || x.lost != 1 || len(a.live) != 0 {
+		t.Fatalf("two of three missing at 14.5 s: lost %v", o.lost)
+	}
+	// 2+2: the rebuilder departs before it is done.
+	x, a, o = setup(2, 2)
+	x.depart(a, o.holders[0], sec(0)) // rebuilt by holder 1 at 7 s
+	x.depart(a, o.holders[1], sec(3)) // both pass to holder 2: 10 s, then 11 s
+	if !o.missing[0].Equal(sec(10)) || !o.missing[1].Equal(sec(11)) || o.by[0] != o.holders[2] || o.by[1] != o.holders[2] {
+		t.Fatalf("missing until %v and %v", o.missing[0].Sub(t0), o.missing[1].Sub(t0))
+	}
+	x.depart(a, o.holders[2], sec(10.5)) // 1 and 2 missing: r = 2 survives
+	if o.lost {
+		t.Fatal("lost with two of four missing under 2+2")
+	}
+	x.depart(a, o.holders[3], sec(10.6)) // 1, 2 and 3 missing
+	if !o.lost {
+		t.Fatal("not lost with three of four missing")
+	}
+	if x.departures != 4 {
+		t.Fatalf("%d departures", x.departures)
 	}
 }

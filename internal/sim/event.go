@@ -3,8 +3,9 @@
 // and eviction (package cache, holding entries that charge their size but
 // keep no bytes), the consistent-hash ring that places objects on an
 // application's instances (package ring), and the hybrid-histogram
-// keep-alive (package keepalive), pre-warm selection (package prewarm)
-// and the cache-size scaling vote (package scaling). It starts no
+// keep-alive (package keepalive), pre-warm selection (package prewarm),
+// the scaling policies (package scaling), memory prediction (package
+// predict) and erasure-coded placement (package erasure). It starts no
 // process, opens no socket and reads no file: events come from a Source,
 // and a Report comes out.
 //
@@ -38,18 +39,23 @@
 //     Config.PreWarm a reloaded instance's cache is filled with prewarm's
 //     selection from the access records of its earlier lives.
 //   - With Config.Predict each invocation with a measured peak is sized
-//     by its application's memory model (package predict, trained and
+//     by its function's memory model (package predict, trained and
 //     asked as the controller does); a peak above the limit borrows from
 //     the application's slack pool or, when that is short, is killed and
 //     run again at the booked size, as the agent does.
 //   - With Config.Erasure objects from its threshold up are placed as
 //     k+r shards on the application's ring (package erasure's Place), and
-//     instances are lost at a given rate: an object is lost when more than
-//     r of its holders are lost within one repair window, to compare with
-//     erasure.LossProbability.
-//   - With Config.Scale the cache-size votes are applied: each round's
-//     votes of an application's instances go through scaling.Combine, and
-//     instances (with their caches and ring shares) are added or removed.
+//     instances depart at a given rate; each departed holder's shards are
+//     rebuilt after the lease and the rebuild delay at the rebuild rate,
+//     and an object is lost when more than r of its shards are missing at
+//     once, to compare with erasure.LossProbability.
+//   - With Config.VoteInterval invocations run on the instances
+//     (Config.Concurrency each, queued when none is free) and every round
+//     the compute (scaling.ComputeVote) and cache-size (scaling.CacheVote)
+//     policies vote as the controller's; a miss of a large object is
+//     planned by the bandwidth policy (scaling.PlanBandwidth). With
+//     Config.Scale the votes go through scaling.Combine, and instances
+//     (with their caches and ring shares) are added or removed.
 package sim
 
 import (
@@ -104,7 +110,10 @@ type Event struct {
 	Version        string
 	Offset, Length int64
 
-	// Of an Invoke: how long it runs and the memory its instance holds.
+	// Of an Invoke: the function invoked ("": the application's only
+	// one, as far as the trace tells), how long it runs and the memory
+	// its instance holds.
+	Function string
 	Duration time.Duration
 	MemoryMB int
 	// Of an Invoke, for memory prediction (Config.Predict): the peak

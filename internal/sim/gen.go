@@ -231,7 +231,8 @@ func (g *Generator) invoke(a *genApp) {
 	g.buf, g.next = g.buf[:0], 0
 	g.inv++
 	dur := time.Duration(float64(a.duration) * math.Exp(r.NormFloat64()*0.3))
-	g.buf = append(g.buf, Event{Time: a.at, Kind: Invoke, App: a.name, Invocation: g.inv, Duration: dur, MemoryMB: a.memoryMB})
+	fn := InvocationFunction(g.cfg.Seed, a.name, g.inv)
+	g.buf = append(g.buf, Event{Time: a.at, Kind: Invoke, App: a.name, Function: fn, Invocation: g.inv, Duration: dur, MemoryMB: a.memoryMB})
 	for n := 1 + int(r.ExpFloat64()); n > 0; n-- {
 		e := Event{Time: a.at, Kind: Read, App: a.name, Invocation: g.inv, Bucket: a.name}
 		if r.Float64() >= ReadShare {
@@ -260,29 +261,51 @@ func (g *Generator) invoke(a *genApp) {
 	// its size.
 	inv := &g.buf[0]
 	in := g.buf[1].Size
-	inv.Peak = InvocationPeak(g.cfg.Seed, a.name, g.inv, a.memoryMB, in)
+	inv.Peak = InvocationPeak(g.cfg.Seed, a.name, fn, g.inv, a.memoryMB, in)
 	inv.Features = predict.Features{predict.Num("accesses", float64(len(g.buf)-1)), predict.Num("input.size", float64(in))}
 	a.at = a.at.Add(max(g.gap(a), time.Millisecond))
 }
 
-// InvocationPeak is the peak memory of an invocation in the workload of
-// seed, for memory prediction: a share of the booked memory of its own
-// per application (15-50%), growing with the logarithm of its input's
-// size up to 90% of the booking at 16 MiB, plus noise (σ 3 MiB, as the
-// prediction benchmark's), within [8 MiB, booked]. It is a hash of its
-// arguments: the generator draws nothing more for it, so the workload's
-// other events are those it made before peaks were modelled.
-func InvocationPeak(seed uint64, app string, invocation uint64, bookedMB int, input int64) int64 {
+// MaxFunctions bounds a generated application's functions: each has 1
+// to MaxFunctions (InvocationFunction).
+const MaxFunctions = 4
+
+// InvocationFunction is the function an invocation of app runs in the
+// workload of seed: app has 1 to MaxFunctions functions ("f0", "f1",
+// ...), a hash of seed and app, and the first is the most invoked (an
+// invocation runs function ⌊n·u²⌋ of n for a uniform u). Like the peaks
+// it is a hash, so the workload's other events are those the generator
+// made before functions were modelled.
+func InvocationFunction(seed uint64, app string, invocation uint64) string {
+	ha := mix64(hashString(app) ^ seed*0x9E3779B97F4A7C15 ^ 0xF0)
+	n := 1 + int(ha%MaxFunctions)
+	u := unit64(mix64(ha ^ invocation*0xD6E8FEB86659FD93))
+	return functionNames[min(int(float64(n)*u*u), n-1)]
+}
+
+var functionNames = [MaxFunctions]string{"f0", "f1", "f2", "f3"}
+
+func mix64(h uint64) uint64 {
+	h ^= h >> 31
+	h *= 0x94D049BB133111EB
+	h ^= h >> 29
+	h *= 0xBF58476D1CE4E5B9
+	return h ^ h>>32
+}
+
+func unit64(h uint64) float64 { return float64(h>>11) / (1 << 53) }
+
+// InvocationPeak is the peak memory of an invocation of app's function fn
+// in the workload of seed, for memory prediction: a share of the booked
+// memory of its own per function (15-50%), growing with the logarithm of
+// its input's size up to 90% of the booking at 16 MiB, plus noise (σ 3
+// MiB, as the prediction benchmark's), within [8 MiB, booked]. It is a
+// hash of its arguments: the generator draws nothing more for it, so the
+// workload's other events are those it made before peaks were modelled.
+func InvocationPeak(seed uint64, app, fn string, invocation uint64, bookedMB int, input int64) int64 {
 	booked := int64(bookedMB) << 20
-	mix := func(h uint64) uint64 {
-		h ^= h >> 31
-		h *= 0x94D049BB133111EB
-		h ^= h >> 29
-		h *= 0xBF58476D1CE4E5B9
-		return h ^ h>>32
-	}
-	unit := func(h uint64) float64 { return float64(h>>11) / (1 << 53) }
-	ha := mix(hashString(app) ^ seed*0x9E3779B97F4A7C15)
+	mix, unit := mix64, unit64
+	ha := mix(hashString(app+"/"+fn) ^ seed*0x9E3779B97F4A7C15)
 	base := (0.15 + 0.35*unit(ha)) * float64(booked)
 	frac := min(math.Log2(1+float64(max(input, 0)))/24, 1)
 	hi := mix(ha ^ invocation*0xD6E8FEB86659FD93)

@@ -17,34 +17,42 @@ const DefaultSlackPool = 100 << 20
 const slackStep = 16 << 20
 
 // predictRun replays memory prediction (Config.Predict): one model per
-// application, trained as the controller trains it and asked with the
-// controller's rule (predict.Sized) before each invocation that carries a
-// measured peak.
+// function (the controller's /hoard/platform/models/APP/FN; a trace that
+// names no function has one per application), trained as the controller
+// trains it and asked with the controller's rule (predict.Sized) before
+// each invocation that carries a measured peak; one slack pool per
+// application.
 type predictRun struct {
 	cfg   predict.Config
 	slack int64
-	fns   map[string]*fnPredict
+	fns   map[fnKey]*fnPredict
+	pools map[string]*slackPool
 	loans loanHeap // slack lent to invocations in flight, by end
 
 	res PredictionResult
 }
 
+type fnKey struct{ app, fn string }
+
 type fnPredict struct {
 	trainer *predict.Trainer
 	model   *predict.Model
-	free    int64 // the slack pool's memory not lent
+	pool    *slackPool // its application's
 	mature  bool
 }
 
+// slackPool is an application's pool: the memory not lent.
+type slackPool struct{ free int64 }
+
 func newPredictRun(cfg predict.Config, slack int64) *predictRun {
-	return &predictRun{cfg: cfg, slack: max(slack, 0), fns: map[string]*fnPredict{}}
+	return &predictRun{cfg: cfg, slack: max(slack, 0), fns: map[fnKey]*fnPredict{}, pools: map[string]*slackPool{}}
 }
 
 // returnUntil gives back the loans of invocations ended by t.
 func (p *predictRun) returnUntil(t time.Time) {
 	for len(p.loans) > 0 && !p.loans[0].at.After(t) {
 		l := heap.Pop(&p.loans).(loan)
-		l.fn.free += l.n
+		l.pool.free += l.n
 	}
 }
 
@@ -61,14 +69,20 @@ func (p *predictRun) invoked(e *Event, bookedMB int) {
 		p.res.BadFeatures++
 		return
 	}
-	f := p.fns[e.App]
+	key := fnKey{e.App, e.Function}
+	f := p.fns[key]
 	if f == nil {
 		tr, err := predict.NewTrainer(p.cfg)
 		if err != nil {
 			panic("sim: " + err.Error()) // validated in Config.Validate
 		}
-		f = &fnPredict{trainer: tr, free: p.slack}
-		p.fns[e.App] = f
+		pool := p.pools[e.App]
+		if pool == nil {
+			pool = &slackPool{free: p.slack}
+			p.pools[e.App] = pool
+		}
+		f = &fnPredict{trainer: tr, pool: pool}
+		p.fns[key] = f
 	}
 	r := &p.res
 	booked := int64(bookedMB) << 20
@@ -98,10 +112,10 @@ func (p *predictRun) invoked(e *Event, bookedMB int) {
 		// keeps it during a loan (the loan raises the sandbox's limit).
 		extra := booked - limit
 		if need := e.Peak - limit; need > 0 {
-			lend := min(max(need, slackStep), f.free)
+			lend := min(max(need, slackStep), f.pool.free)
 			if lend >= need {
-				f.free -= lend
-				heap.Push(&p.loans, loan{at: e.Time.Add(e.Duration), fn: f, n: lend})
+				f.pool.free -= lend
+				heap.Push(&p.loans, loan{at: e.Time.Add(e.Duration), pool: f.pool, n: lend})
 				r.Lent++
 				r.LentBytes += lend
 				given += lend
@@ -150,8 +164,9 @@ func (p *predictRun) result() *PredictionResult {
 // PredictionResult is what memory prediction did over the trace's
 // invocations that carry a measured peak (Event.Peak).
 type PredictionResult struct {
-	// Functions is how many were seen (one per application: traces name
-	// no functions), Mature how many had a mature model at the end.
+	// Functions is how many were seen (each a model; an application
+	// whose trace names no function counts as one), Mature how many had
+	// a mature model at the end.
 	Functions int `json:"functions"`
 	Mature    int `json:"mature"`
 	// Invocations with a peak; Predicted: placed by a mature model;
@@ -187,9 +202,9 @@ type PredictionResult struct {
 }
 
 type loan struct {
-	at time.Time
-	fn *fnPredict
-	n  int64
+	at   time.Time
+	pool *slackPool
+	n    int64
 }
 
 type loanHeap []loan

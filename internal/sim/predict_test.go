@@ -141,3 +141,73 @@ func TestPredictionSlackAndRetries(t *testing.T) {
 		t.Fatal("a negative peak was replayed")
 	}
 }
+
+// One model per function, as the controller keeps one per
+// /hoard/platform/models/APP/FN: two functions of one application whose
+// peaks differ by far more than an interval are each predicted exactly,
+// where one model for both would mix them up.
+func TestPredictionPerFunction(t *testing.T) {
+	var events []Event
+	for i := range 600 {
+		e := sized(i, 0, 40<<20)
+		e.Function = "small"
+		if i%2 == 1 {
+			e.Function, e.Peak = "large", 400<<20
+		}
+		events = append(events, e)
+	}
+	cfg := Config{CacheSizes: []int64{}, KeepAlives: []KeepAlive{}, Predict: true}
+	p := run(t, cfg, events...).Prediction
+	if p.Functions != 2 || p.Mature != 2 {
+		t.Fatalf("%d functions, %d mature; want 2, 2", p.Functions, p.Mature)
+	}
+	if p.Predicted < 400 || p.Under != 0 || p.Exact != p.Predicted {
+		t.Fatalf("per function: %d predicted, %d exact, %d under", p.Predicted, p.Exact, p.Under)
+	}
+	// The same invocations named by no function share one model, whose
+	// one feature cannot tell them apart.
+	for i := range events {
+		events[i].Function = ""
+	}
+	q := run(t, cfg, events...).Prediction
+	if q.Functions != 1 || q.Exact == q.Predicted && q.Predicted > 0 {
+		t.Fatalf("one model: %d functions, %d of %d exact; want 1 and some wrong", q.Functions, q.Exact, q.Predicted)
+	}
+}
+
+// Generated applications have several functions, the first the most
+// invoked, and each function's peaks its own base.
+func TestGeneratorFunctions(t *testing.T) {
+	fns := map[string]map[string]int{}
+	for i := range 2000 {
+		app := "app" + string(rune('a'+i%50))
+		f := InvocationFunction(1, app, uint64(i))
+		if fns[app] == nil {
+			fns[app] = map[string]int{}
+		}
+		fns[app][f]++
+		if f != InvocationFunction(1, app, uint64(i)) {
+			t.Fatal("not deterministic")
+		}
+	}
+	several := 0
+	for app, m := range fns {
+		if len(m) > MaxFunctions {
+			t.Fatalf("%s has %d functions", app, len(m))
+		}
+		if len(m) > 1 {
+			several++
+			for f, n := range m {
+				if f != "f0" && n > m["f0"] {
+					t.Fatalf("%s: %s invoked %d times, more than f0's %d", app, f, n, m["f0"])
+				}
+			}
+		}
+	}
+	if several < 25 {
+		t.Fatalf("only %d of 50 applications have more than one function", several)
+	}
+	if InvocationPeak(1, "a", "f0", 1, 1024, 1<<20) == InvocationPeak(1, "a", "f1", 1, 1024, 1<<20) {
+		t.Fatal("two functions share a peak")
+	}
+}

@@ -53,10 +53,22 @@ type CacheResult struct {
 	// CacheVotes tallies the cache-size scaling policy's votes, with
 	// Config.VoteInterval.
 	CacheVotes *Votes `json:"cache_votes,omitempty"`
+	// Compute is what the invocations met on the instances and the
+	// compute and bandwidth policies' votes, with Config.VoteInterval.
+	Compute *ComputeResult `json:"compute,omitempty"`
+	// Admission is what admission by benefit did, with Config.Admission.
+	Admission *AdmissionResult `json:"admission,omitempty"`
 	// Scaling is what applying the votes did, with Config.Scale.
 	Scaling *ScaleResult `json:"scaling,omitempty"`
-	// CostUSD prices the store's requests (GETs and PUTs).
-	CostUSD float64 `json:"cost_usd"`
+	// CostUSD prices the store's requests (GETs and PUTs). CacheGBs is
+	// the memory the caches booked, GB·s (every application's instances
+	// times the size, from its first access), CacheCostUSD prices it as
+	// function memory, and TotalCostUSD is the two: a larger cache reads
+	// the store less and books more.
+	CostUSD      float64 `json:"cost_usd"`
+	CacheGBs     float64 `json:"cache_gb_s"`
+	CacheCostUSD float64 `json:"cache_cost_usd"`
+	TotalCostUSD float64 `json:"total_cost_usd"`
 	// Improvement is the data-access time saved against reading the
 	// store directly, by Config.Access (Faa$T Fig. 11).
 	Improvement *Improvements `json:"improvement,omitempty"`
@@ -82,16 +94,16 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%d events over %s, %d instance(s) per application\n\n", r.Events, r.End.Sub(r.Start).Round(time.Second), r.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(r.Caches) > 0 {
-		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tcost USD\ttime saved\t")
+		fmt.Fprintln(tw, "policy\tcache\treads\thit ratio\tbyte hit ratio\tLH\tRH\tLM\tRM\tPT\tstore GETs\tstore bytes\tevictions\tunloads\tpre-warmed\tvotes +/0/-\tstore USD\tcache USD\ttime saved\t")
 		for _, c := range r.Caches {
 			saved := "-"
 			if c.Improvement != nil && c.Improvement.DirectSeconds > 0 {
 				saved = fmt.Sprintf("%.1f%% (apps' mean %.1f%%)", 100*c.Improvement.Overall, 100*c.Improvement.Mean)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%.6f\t%.6f\t%s\t\n",
 				c.Policy, sizeLabel(c.CacheBytes), c.Reads.Count, c.HitRatio, c.ByteHitRatio,
 				c.Outcomes["LH"].Count, c.Outcomes["RH"].Count, c.Outcomes["LM"].Count, c.Outcomes["RM"].Count, c.Outcomes["PT"].Count,
-				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD, saved)
+				c.StoreGets, bytesize.Human(c.StoreBytes), c.Evictions, c.Unloads, c.PreWarmGets, c.CacheVotes, c.CostUSD, c.CacheCostUSD, saved)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -113,10 +125,18 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for i, c := range r.Caches {
+		if i == 0 && (c.Scaling != nil || c.Compute != nil || c.Admission != nil) {
+			fmt.Fprintln(w)
+		}
+		if x := c.Compute; x != nil {
+			fmt.Fprintf(w, "votes %s at %s: compute %s, cache %s, bandwidth %s (+/0/-); %d invocations, %d started an instance, %d queued (%.1f s waited), %d refused; %d downloads split\n",
+				c.Policy, sizeLabel(c.CacheBytes), &x.ComputeVotes, c.CacheVotes, &x.BandwidthVotes, x.Invocations, x.Started, x.Queued, x.QueueSeconds, x.Refused, x.Splits)
+		}
+		if x := c.Admission; x != nil {
+			fmt.Fprintf(w, "admission %s at %s: %d functions, %d not admitting at the end, %d changes; %d invocations kept none of their misses, %d reads not admitted\n",
+				c.Policy, sizeLabel(c.CacheBytes), x.Functions, x.NotAdmitting, x.Changes, x.NoCacheInvocations, x.ReadsNotAdmitted)
+		}
 		if sc := c.Scaling; sc != nil {
-			if i == 0 {
-				fmt.Fprintln(w)
-			}
 			fmt.Fprintf(w, "scaling %s at %s: %d instances added, %d removed; %.2f instances per application on average, %d at most; caches booked %.1f GB-s (%d fixed instances: %.1f GB-s)\n",
 				c.Policy, sizeLabel(c.CacheBytes), sc.Outs, sc.Ins, sc.MeanInstances, sc.PeakInstances, sc.CacheGBs, r.Instances, sc.FixedCacheGBs)
 		}
@@ -134,8 +154,8 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nerasure coding %s from %s: %d objects, %d shards (%s); shards per instance min %d, mean %.1f, max %d (at most %s)\n",
 			x.Shards, bytesize.Human(x.Threshold), x.Objects, x.ShardsPlaced, bytesize.Human(x.ShardBytes),
 			x.ShardsPerInstance.Min, x.ShardsPerInstance.Mean, x.ShardsPerInstance.Max, bytesize.Human(x.MaxShardBytes))
-		fmt.Fprintf(w, "  instances lost at %g per instance-hour, repair window %s (%d windows): %d objects lost (%.4f%%), %.2f expected (%.4f%%, erasure.LossProbability)\n",
-			x.LossRatePerHour, x.Window, x.Windows, x.Lost, 100*x.LostShare, x.ExpectedLost, 100*x.ExpectedShare)
+		fmt.Fprintf(w, "  instances lost at %g per instance-hour: %d departures, %d shards rebuilt (lease %s, %s/s), %.1f s missing on average; %d objects lost (%.4f%%), %.2f expected (%.4f%%, erasure.LossProbability with a %s window)\n",
+			x.LossRatePerHour, x.Departures, x.ShardsRebuilt, x.Lease, bytesize.Human(x.RebuildRate), x.MeanRepairSeconds, x.Lost, 100*x.LostShare, x.ExpectedLost, 100*x.ExpectedShare, x.Window)
 	}
 	return nil
 }

@@ -30,29 +30,46 @@ func (c *cacheRun) scaleState(app string) *appScale {
 }
 
 // apply acts on one round of app's votes as the controller does:
-// scaling.Combine, between one instance and Config.MaxInstances. An
-// instance added starts with an empty cache and takes its share of the
-// ring; the instance removed (the last) takes its cache with it, and the
-// ring's survivors own its objects.
-func (c *cacheRun) apply(app string, votes []scaling.Vote, now time.Time) {
+// scaling.Combine within limits. Scale-in removes an idle instance, so
+// none when every instance runs an invocation; the instance removed (the
+// last) takes its cache with it, and the ring's survivors own its
+// objects. Instances added start with an empty cache, take their share
+// of the ring and, after their load time, the first waiting invocations.
+func (c *cacheRun) apply(app string, votes []scaling.Vote, now time.Time, limits scaling.Limits) {
 	cs := c.apps[app]
-	d := scaling.Combine(len(cs), votes, scaling.Limits{Min: 1, Max: c.sim.cfg.MaxInstances})
+	d := scaling.Combine(len(cs), votes, limits)
+	if d.Delta < 0 {
+		if a := c.compute[app]; a != nil && a.running > (d.Target)*c.sim.cfg.Concurrency {
+			return // no idle instance to unload
+		}
+	}
 	if d.Delta == 0 {
 		return
 	}
+	if d.Delta > 0 {
+		c.scaling.Outs += int64(d.Delta)
+	} else {
+		c.scaling.Ins += int64(-d.Delta)
+	}
+	c.resize(app, d.Target, now)
+	c.dispatch(app, now)
+}
+
+// resize gives app n instances at now, adding instances with empty
+// caches or removing the last ones with theirs.
+func (c *cacheRun) resize(app string, n int, now time.Time) {
+	cs := c.apps[app]
 	a := c.scaleState(app)
 	a.seconds += float64(len(cs)) * now.Sub(a.since).Seconds()
 	a.since = now
-	for len(cs) < d.Target {
-		c.scaling.Outs++
+	for len(cs) < n {
 		// Grown before the cache is made: its eviction hook counts into
 		// the new slot.
 		cs = append(cs, nil)
 		c.apps[app] = cs
 		cs[len(cs)-1] = c.newCache(app, len(cs)-1)
 	}
-	for len(cs) > d.Target {
-		c.scaling.Ins++
+	for len(cs) > n {
 		last := cs[len(cs)-1]
 		c.droppedEvictions += last.Stats().Evictions
 		last.Clear()

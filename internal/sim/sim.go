@@ -51,11 +51,18 @@ func New(cfg Config) (*Simulator, error) {
 	for _, r := range cfg.Runs {
 		p, size := r.Policy, r.Size
 		cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock}
+		if cfg.NoSizeCap {
+			cc.MaxObjectSize = size
+		}
 		if err := cc.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %s at %d bytes: %w", p, size, err)
 		}
-		s.caches = append(s.caches, &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, lives: map[string]*lives{}, votes: map[string]*appVotes{},
-			times: map[string]*accessTimes{}, scale: map[string]*appScale{}})
+		run := &cacheRun{sim: s, policy: p, size: size, cfg: cc, apps: map[string][]*cache.Cache{}, first: map[string]time.Time{}, lives: map[string]*lives{}, votes: map[string]*appVotes{}, compute: map[string]*appCompute{},
+			times: map[string]*accessTimes{}, scale: map[string]*appScale{}}
+		if cfg.Admission {
+			run.admit = newAdmitRun()
+		}
+		s.caches = append(s.caches, run)
 	}
 	if cfg.Predict {
 		s.predict = newPredictRun(cfg.Prediction, cfg.SlackPool)
@@ -117,9 +124,18 @@ func (s *Simulator) Step(e Event) error {
 	if iv := s.cfg.VoteInterval; iv > 0 {
 		for !s.nextVote.After(e.Time) {
 			for _, c := range s.caches {
-				c.vote(iv, s.nextVote)
+				c.advance(s.nextVote)
+				c.vote(s.nextVote)
 			}
 			s.nextVote = s.nextVote.Add(iv)
+		}
+		for _, c := range s.caches {
+			c.advance(e.Time)
+		}
+	}
+	if s.cfg.Admission {
+		for _, c := range s.caches {
+			c.admit.advance(e.Time)
 		}
 	}
 	s.events++
@@ -168,6 +184,16 @@ func (s *Simulator) Step(e Event) error {
 			s.predict.invoked(&e, mem)
 		}
 		heap.Push(&s.ends, end{at: e.Time.Add(e.Duration), app: e.App})
+		if s.cfg.VoteInterval > 0 {
+			for _, c := range s.caches {
+				c.invoke(&e)
+			}
+		}
+		if s.cfg.Admission {
+			for _, c := range s.caches {
+				c.admit.invoked(&e)
+			}
+		}
 	default:
 		return fmt.Errorf("sim: event %d has no kind", s.events)
 	}

@@ -80,6 +80,27 @@ func TestLRUHandComputed(t *testing.T) {
 	if c.CostUSD != wantCost {
 		t.Errorf("cost %v, want %v", c.CostUSD, wantCost)
 	}
+	// The cache's memory: 100 bytes from the first access (1 s) to the
+	// last (13 s), priced as function memory.
+	if wantGBs := 100.0 / (1 << 30) * 12; math.Abs(c.CacheGBs-wantGBs) > 1e-18 || c.CacheCostUSD != c.CacheGBs*DefaultPrices.LambdaGBSecond || c.TotalCostUSD != c.CostUSD+c.CacheCostUSD {
+		t.Errorf("cache %.3g GB-s ($%g), total $%g; want %.3g GB-s", c.CacheGBs, c.CacheCostUSD, c.TotalCostUSD, wantGBs)
+	}
+}
+
+// Without hoard's size cap an object up to the whole budget is cached:
+// the 60-byte read that passes through a 100-byte cache is filled, and
+// pushes out what it needs.
+func TestNoSizeCap(t *testing.T) {
+	events := []Event{read(0, "a", 40), read(1, "d", 60), read(2, "d", 60), read(3, "a", 40)}
+	capped := run(t, Config{CacheSizes: []int64{100}, KeepAlives: []KeepAlive{}}, events...).Caches[0]
+	open := run(t, Config{CacheSizes: []int64{100}, KeepAlives: []KeepAlive{}, NoSizeCap: true}, events...).Caches[0]
+	if capped.Outcomes["PT"].Count != 2 || capped.Outcomes["LH"].Count != 1 {
+		t.Fatalf("capped: %+v", capped.Outcomes)
+	}
+	// d fits beside a (40 + 60 = 100): a miss, then a hit, and a stays.
+	if open.Outcomes["PT"].Count != 0 || open.Outcomes["LH"].Count != 2 || open.Outcomes["LM"].Count != 2 {
+		t.Fatalf("no cap: %+v", open.Outcomes)
+	}
 }
 
 func TestTTLPolicyExpiresOnTheSimulatedClock(t *testing.T) {

@@ -200,6 +200,10 @@ func TestAzureInvocations(t *testing.T) {
 		if g := (got{e.Time.Sub(AzureStart), e.App, e.Duration, e.MemoryMB}); g != w || e.Kind != Invoke {
 			t.Errorf("event %d: got %+v, want %+v", i, g, w)
 		}
+		// The function's hash names the function: a model each.
+		if wantFn := "f" + w.app[1:]; e.Function != wantFn {
+			t.Errorf("event %d: function %q, want %q", i, e.Function, wantFn)
+		}
 	}
 }
 

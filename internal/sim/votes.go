@@ -72,46 +72,42 @@ func (c *cacheRun) onEvict(app string, i int) func(*cache.Entry) {
 	}
 }
 
-// vote runs one round of the cache policy's votes over every
-// application, one vote each, as the controller's: the evictions again
-// and reads of the instances it read before summed, a first reading of
-// some instance with nothing evicted again a 0; with Config.Scale the
-// vote is applied (scaling.Combine).
-func (c *cacheRun) vote(window time.Duration, at time.Time) {
-	for app, v := range c.votes {
-		var again, reads int64
-		seen, fresh := 0, 0
-		for i := range v.reads {
-			if v.counted[i] {
-				again += v.again[i]
-				reads += v.reads[i]
-				seen++
-			} else {
-				fresh++
-			}
-			v.reads[i], v.again[i], v.counted[i] = 0, 0, true
-		}
-		var d scaling.Vote
-		switch {
-		case again == 0 && fresh > 0:
-			// The controller's first reading of an instance: no rate
-			// to judge yet.
-			d = scaling.Vote{Policy: scaling.PolicyCache}
-		case seen == 0:
-			continue
-		default:
-			d = scaling.CacheVote(scaling.CacheStats{EvictedMoreThanOnce: int(again), Accesses: int(reads), Window: window}, scaling.Config{})
-		}
-		switch {
-		case d.Delta > 0:
-			c.tally.Up++
-		case d.Delta < 0:
-			c.tally.Down++
-		default:
-			c.tally.Stay++
-		}
-		if c.sim.cfg.Scale {
-			c.apply(app, []scaling.Vote{d}, at)
-		}
+// vote runs a round of the scale controller over every application at
+// at (round), as the controller's scaler does every VoteInterval.
+func (c *cacheRun) vote(at time.Time) {
+	for app := range c.apps {
+		c.round(app, at, nil)
 	}
+}
+
+// cacheVote is the cache policy's vote for app, as controller.cacheVote
+// takes it: the evictions again and reads of the instances read at an
+// earlier round summed; a first reading of some instance with nothing
+// evicted again is a 0; no instance read before, no vote.
+func (c *cacheRun) cacheVote(app string, window time.Duration) (scaling.Vote, bool) {
+	v := c.votes[app]
+	if v == nil {
+		return scaling.Vote{}, false
+	}
+	var again, reads int64
+	seen, fresh := 0, 0
+	for i := range v.reads {
+		if v.counted[i] {
+			again += v.again[i]
+			reads += v.reads[i]
+			seen++
+		} else {
+			fresh++
+		}
+		v.reads[i], v.again[i], v.counted[i] = 0, 0, true
+	}
+	switch {
+	case again == 0 && fresh > 0:
+		// The controller's first reading of an instance: no rate to
+		// judge yet.
+		return scaling.Vote{Policy: scaling.PolicyCache}, true
+	case seen == 0:
+		return scaling.Vote{}, false
+	}
+	return scaling.CacheVote(scaling.CacheStats{EvictedMoreThanOnce: int(again), Accesses: int(reads), Window: window}, scaling.Config{}), true
 }
