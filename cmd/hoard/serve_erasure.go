@@ -30,7 +30,7 @@ func (f *erasureFlags) register(fs *flag.FlagSet, def *cacheconfig.Erasure) {
 	}
 	fs.StringVar(&f.shards, "erasure", shards, "with --etcd-endpoints: keep objects of at least --erasure-threshold as K data + R parity Reed-Solomon shards on K+R distinct cachelets of the application, e.g. 10+2; off: no erasure coding")
 	fs.Var(&f.threshold, "erasure-threshold", "with --erasure: the smallest object sharded (default 10MB)")
-	fs.Var(&f.memory, "erasure-memory", "with --erasure: the memory for shards held for the application, taken out of --budget (default: budget/4)")
+	fs.Var(&f.memory, "erasure-memory", "with --erasure: the memory for shards held for the application, taken out of --budget before the memory tier's defaults (--max-object-size, reservations) are set from the rest; below --budget (default: budget/4)")
 	fs.DurationVar(&f.warmUp, "erasure-warmup", f.warmUp, "with --erasure: how often the cachelet visits every shard it holds, keeping them resident and checked (default 60s)")
 	fs.DurationVar(&f.backup, "erasure-backup", f.backup, "with --erasure: how often the cachelet sends the shards it holds that changed since its last backup to its backup holder (its ring successor), which hands them to a replacement (default 5m)")
 	fs.Var(&f.chunk, "erasure-chunk", "with --erasure: the most bytes of one shard per stripe, what a ranged read fetches at least per shard (default 1MiB)")

@@ -116,11 +116,14 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if c.Backup == 0 {
 		c.Backup = DefaultBackup
 	}
+	if cfg.Cache.Budget <= 0 {
+		return errors.New("cachelet: erasure coding needs a positive budget to take its memory from")
+	}
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
 	}
 	if c.Memory >= cfg.Cache.Budget {
-		return fmt.Errorf("cachelet: erasure memory %d must be below the cache budget %d", c.Memory, cfg.Cache.Budget)
+		return fmt.Errorf("cachelet: erasure memory %d must be below the budget %d (the memory tier has the rest)", c.Memory, cfg.Cache.Budget)
 	}
 	switch {
 	case c.BackupMemory < 0 || c.BackupMemory >= c.Memory:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -478,5 +479,57 @@ func TestErasureBackupsDropStale(t *testing.T) {
 	}
 	if holder.ec.bk.store.Stats().Shards != 0 || dropped(holder, dropInvalidated) != 2 {
 		t.Fatalf("after a delete: %d backups kept, dropped invalidated %v", holder.ec.bk.store.Stats().Shards, dropped(holder, dropInvalidated))
+	}
+}
+
+// The budget is split before the memory tier takes its defaults: an
+// erasure memory above half the budget leaves a tier whose largest object
+// and reservations are taken from the tier's own budget, and only a split
+// that really does not fit is refused, with an error naming both parts.
+func TestErasureBudgetSplit(t *testing.T) {
+	ec := func(memory int64) *ErasureConfig {
+		return &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2}, Memory: memory}
+	}
+	c := Config{Cache: cache.Config{Budget: 16 << 20}, Erasure: ec(12 << 20)}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("erasure memory 12 MiB of 16 MiB: %v", err)
+	}
+	if c.Cache.Budget != 16<<20 || c.Cache.MaxObjectSize != 2<<20 || c.Cache.MaxFillReserve != 1<<20 || c.Cache.MaxUploadReserve != 1<<20 {
+		t.Fatalf("the tier's settings: %+v; want the whole budget kept and defaults from the tier's 4 MiB", c.Cache)
+	}
+	if err := c.Validate(); err != nil || c.Cache.MaxObjectSize != 2<<20 {
+		t.Fatalf("validated again: %v, largest object %d", err, c.Cache.MaxObjectSize)
+	}
+	// A cachelet starts with it (the tier's cache validates its own
+	// budget again).
+	g := newGroup(t, 1, func(c *Config) {
+		c.Cache = cache.Config{Budget: 16 << 20}
+		c.Router = placeRouter{c.Router.(*staticRouter)}
+		c.Erasure = ec(12 << 20)
+	})
+	if got := g.members[0].cache.Stats().Budget; got != 4<<20 {
+		t.Fatalf("memory tier's budget %d, want 4 MiB", got)
+	}
+	if b, _ := g.members[0].Budget(); b != 16<<20 {
+		t.Fatalf("whole budget %d", b)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"erasure memory the whole budget", Config{Cache: cache.Config{Budget: 16 << 20}, Erasure: ec(16 << 20)}, "erasure memory 16777216 must be below the budget 16777216"},
+		{"largest object above the tier", Config{Cache: cache.Config{Budget: 16 << 20, MaxObjectSize: 8 << 20}, Erasure: ec(12 << 20)},
+			"the memory tier's budget 4194304 (the budget 16777216 less the erasure memory 12582912): cache: max object size 8388608"},
+		{"no budget", Config{Erasure: ec(0)}, "positive budget"},
+	} {
+		before := tc.cfg
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+		if a, b := tc.cfg.Cache, before.Cache; a.Budget != b.Budget || a.MaxObjectSize != b.MaxObjectSize || a.MaxFillReserve != b.MaxFillReserve || a.MaxUploadReserve != b.MaxUploadReserve {
+			t.Errorf("%s: a refused split changed the tier's settings: %+v", tc.name, tc.cfg.Cache)
+		}
 	}
 }
