@@ -508,6 +508,9 @@ func (c *Cachelet) Close() error {
 	c.keys.close()
 	c.pages.close()
 	c.closeValidations()
+	if c.ec != nil {
+		c.ec.closeChecks()
+	}
 	c.stopFills()
 	c.wg.Wait()
 	c.sweeping.Wait()

@@ -183,10 +183,15 @@ type ecPath struct {
 	c      *Cachelet
 	shards *erasure.Store
 
-	mu      sync.Mutex
-	large   map[cache.Key]string // keys seen at or above the threshold: the version seen
-	filling map[cache.Key]bool
-	fillSem chan struct{} // one fill at a time
+	mu    sync.Mutex
+	large map[cache.Key]largeKey // keys seen at or above the threshold: the version seen
+	// trustGen is the generation of versions a read may trust
+	// (erasure_check.go); an ownership change starts a new one.
+	trustGen uint64
+	// invalidated counts writes' invalidations (erasure_check.go).
+	invalidated uint64
+	filling     map[cache.Key]bool
+	fillSem     chan struct{} // one fill at a time
 	// fillMax bounds the coded bytes of an object sharded: a fill and a
 	// rebuild hold them (the cache budget).
 	fillMax int64
@@ -205,6 +210,9 @@ type ecPath struct {
 	memberLosses prometheus.Counter
 
 	counts struct{ hits, misses, fallbacks, rebuilt, restored, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+
+	// Version checks that reads share (erasure_check.go).
+	checks checks
 
 	// Backups (erasure_backup.go).
 	bk backupState
@@ -225,7 +233,7 @@ const maxPendingFills = 64
 const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
-	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]string{},
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]largeKey{},
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
@@ -260,7 +268,9 @@ func (e *ecPath) knows(k cache.Key) bool {
 	return ok
 }
 
-// saw notes the version and size of k as a read found it.
+// saw notes the version and size of k as a read found it (or a write
+// made it: such an info carries no LastModified, and a read checks it
+// before it serves it; see trusted).
 func (e *ecPath) saw(k cache.Key, info store.ObjectInfo) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -274,7 +284,7 @@ func (e *ecPath) saw(k cache.Key, info store.ObjectInfo) {
 			break
 		}
 	}
-	e.large[k] = info.ETag
+	e.large[k] = largeKey{info: info, gen: e.trustGen}
 }
 
 // ecGet serves a read of a key known to be large from its shards. ok
@@ -285,13 +295,13 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 	if !e.knows(k) {
 		return nil, false, nil
 	}
-	info, err := c.store.Stat(ctx, k.Bucket, k.Object) // the version check
-	if err != nil {
+	if c.keys.isUnpersisted(k) {
+		return nil, false, nil // a write held here is newer than any shards
+	}
+	info, ok := c.ecVersion(ctx, k) // the version check (erasure_check.go)
+	if !ok {
 		return nil, false, nil // the ordinary path gives the store's answer
 	}
-	// The version read is the one a later write invalidates (its shards
-	// and their backups), not the one first seen.
-	e.saw(k, info)
 	if !e.cfg.Applies(info.Size) {
 		return nil, false, nil
 	}
@@ -722,8 +732,10 @@ func (e *ecPath) distribute(ctx context.Context, k cache.Key, m *erasure.Manifes
 func (c *Cachelet) ecInvalidate(k cache.Key) {
 	e := c.ec
 	e.mu.Lock()
-	etag, known := e.large[k]
+	lk, known := e.large[k]
+	etag := lk.info.ETag
 	delete(e.large, k)
+	e.invalidated++
 	e.mu.Unlock()
 	if !known {
 		return
