@@ -1,7 +1,6 @@
 package cachelet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +24,11 @@ import (
 //
 //   - fill: the key's owner, reading it from the store (a local or remote
 //     miss), streams it to its reader as a pass-through and, in the
-//     background, reads it again, codes it once and writes the shards to
-//     their holders in parallel (one fill at a time per cachelet);
+//     background, reads it again, codes it stripe by stripe and streams
+//     the pieces to their holders in parallel (one fill at a time per
+//     cachelet, a bounded number of stripes in flight: erasure_stream.go);
 //   - read: a cachelet that knows the key is large checks the version
-//     with the store, asks all k+r holders for the stripes covering the
+//     as its read mode says (erasure_check.go), asks all k+r holders for the stripes covering the
 //     range, decodes from the first k that arrive whole and verified, and
 //     cancels the rest; fewer than k is a miss served by the ordinary path
 //     (the owner or the store), which fills the shards again;
@@ -192,10 +192,7 @@ type ecPath struct {
 	invalidated uint64
 	filling     map[cache.Key]bool
 	fillSem     chan struct{} // one fill at a time
-	// fillMax bounds the coded bytes of an object sharded: a fill and a
-	// rebuild hold them (the cache budget).
-	fillMax int64
-	kick    chan struct{} // a rebuild pass is due
+	kick        chan struct{} // a rebuild pass is due
 
 	rebuilds     *prometheus.CounterVec
 	rebuiltBytes prometheus.Counter
@@ -234,7 +231,7 @@ const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
 	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]largeKey{},
-		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
+		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
 	e.warmMetrics(reg)
@@ -593,11 +590,12 @@ func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cach
 }
 
 // ecSharded notes k's size and says whether it is an object the
-// application keeps as shards (large enough, and enough members).
+// application keeps as shards (large enough, a shard no larger than a
+// holder keeps, and enough members).
 func (c *Cachelet) ecSharded(k cache.Key, info store.ObjectInfo) bool {
 	e := c.ec
 	e.saw(k, info)
-	return e.cfg.Applies(info.Size) && e.coded(info.Size) <= e.fillMax &&
+	return e.cfg.Applies(info.Size) && e.coded(info.Size)/int64(e.cfg.Shards()) <= e.shards.Stats().Budget &&
 		e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
 }
 
@@ -633,7 +631,8 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 			delete(e.filling, k)
 			e.mu.Unlock()
 		}()
-		// One fill codes at a time (it holds the coded object).
+		// One fill codes at a time (each holds a stripe and a window
+		// of pieces per holder: erasure_stream.go).
 		select {
 		case e.fillSem <- struct{}{}:
 		case <-c.stopped.Done():
@@ -654,77 +653,6 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 		}
 	}()
 	return true
-}
-
-// fill reads info's version of k from the store, codes it and writes the
-// shards to addrs in parallel; it returns how many were written.
-func (e *ecPath) fill(ctx context.Context, k cache.Key, info store.ObjectInfo, addrs []string) (int, error) {
-	body, _, _, err := e.c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{IfMatch: info.ETag})
-	if err != nil {
-		return 0, err
-	}
-	defer body.Close()
-	m := erasure.NewManifest(e.cfg.Config, info.ETag, info.Size)
-	cd, err := erasure.NewCoder(m)
-	if err != nil {
-		return 0, err
-	}
-	shards := make([][]byte, m.Shards())
-	for i := range shards {
-		shards[i] = make([]byte, 0, m.ShardSize())
-	}
-	stripe := make([]byte, m.StripeSize())
-	left := info.Size
-	for s := range m.Stripes() {
-		n := min(left, m.StripeSize())
-		if _, err := io.ReadFull(body, stripe[:n]); err != nil {
-			return 0, fmt.Errorf("reading the object: %w", err)
-		}
-		left -= n
-		pieces, err := cd.Encode(s, stripe[:n])
-		if err != nil {
-			return 0, err
-		}
-		for i, p := range pieces {
-			shards[i] = append(shards[i], p...)
-		}
-	}
-	return e.distribute(ctx, k, m, shards, addrs), nil
-}
-
-// distribute writes shards[i] to addrs[i] (nil shards skipped), in
-// parallel, and returns how many were written.
-func (e *ecPath) distribute(ctx context.Context, k cache.Key, m *erasure.Manifest, shards [][]byte, addrs []string) int {
-	enc := m.Encode()
-	self := e.cfg.Placer.PeerAddr()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	written := 0
-	for i, addr := range addrs {
-		if shards[i] == nil {
-			continue
-		}
-		wg.Go(func() {
-			var err error
-			if addr == self {
-				err = e.shards.Put(&erasure.Shard{Key: erasure.ShardKey{Bucket: k.Bucket, Key: k.Object, ETag: m.ETag, Index: i},
-					Manifest: m, Encoded: enc, Data: shards[i]})
-			} else {
-				sctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-				err = e.cfg.Peers.ShardPut(sctx, addr, k.Bucket, k.Object, m.ETag, i, enc, bytes.NewReader(shards[i]), int64(len(shards[i])))
-				cancel()
-			}
-			if err != nil {
-				e.c.log.Debug("shard write failed", "bucket", k.Bucket, "key", k.Object, "shard", i, "holder", addr, "err", err)
-				return
-			}
-			mu.Lock()
-			written++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return written
 }
 
 // ecInvalidate drops the shard sets of k on their holders, in the
