@@ -454,8 +454,38 @@ func registryResult(o Options, blobs int, trace registryTrace, capacity int64, r
 		Settings: RunSettings{ObjectSizes: []int64{regMinSize, regMaxSize}, Link: LinkLoopback,
 			Iterations: []Count{{What: "reads", N: len(trace.reads)}, {What: "blobs", N: blobs}}},
 		Rows:   rows,
+		Plots:  registryPlots(runs, paperHit),
 		Tables: []Table{tbl, scale},
 		Notes: []string{"Scaled: InfiniCache replayed 50 hours of IBM's Dallas registry trace on 400 functions of 1.5 GB; this replay is " +
 			"synthetic (Zipf over blobs of 10-30 MB) on one 2-core machine with loopback links."},
 	}
+}
+
+// registryPlots draws the tables: each target's hit ratio beside
+// InfiniCache's, and the cost per hour at InfiniCache's scale by read
+// rate.
+func registryPlots(runs []registryRun, paperHit map[int]float64) []Plot {
+	hit := Plot{Kind: PlotBar, ID: "hit-ratio", Title: "Registry replay: hit ratio", Unit: "%",
+		XLabel: "target", YLabel: "hit ratio (%)",
+		Caption: "The same seeded Zipf trace for every target, the cache a fifth of the blobs' bytes; InfiniCache's figures from its slides."}
+	here, paper := Series{Label: "here"}, Series{Label: "InfiniCache"}
+	for i, r := range runs {
+		hit.Categories = append(hit.Categories, r.target)
+		here.Values = append(here.Values, F(100*r.hitRatio()))
+		paper.Values = append(paper.Values, F(100*paperHit[i]))
+	}
+	hit.Series = []Series{here, paper}
+	cost := Plot{Kind: PlotBar, ID: "cost-per-hour", Title: "Cost per hour at InfiniCache's scale", Unit: "$",
+		XLabel: "reads per hour", YLabel: "$ per hour", YLog: true,
+		Caption: "The cost model (prices listed in the method), not a measurement: 600 GB of ElastiCache against 400 functions of 1.5 GB billed per use, or held all hour."}
+	elasti, perUse, held := Series{Label: "ElastiCache"}, Series{Label: "functions billed per use"}, Series{Label: "functions held all hour"}
+	for _, rate := range []float64{1_000, 10_000, 100_000} {
+		c := costPerHour(600e9, 400, rate, 12, true)
+		cost.Categories = append(cost.Categories, fmt.Sprint(rate))
+		elasti.Values = append(elasti.Values, F(c.ElastiCache))
+		perUse.Values = append(perUse.Values, F(c.PerUse))
+		held.Values = append(held.Values, F(c.Held))
+	}
+	cost.Series = []Series{elasti, perUse, held}
+	return []Plot{hit, cost}
 }
