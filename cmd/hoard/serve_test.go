@@ -393,7 +393,7 @@ func TestServeErasureMemoryAboveHalfTheBudget(t *testing.T) {
 	var stats cachelet.Counters
 	err = json.NewDecoder(resp.Body).Decode(&stats)
 	resp.Body.Close()
-	if err != nil || stats.BudgetBytes != 16<<20 || stats.Erasure == nil || stats.Erasure.BudgetBytes != 9<<20 { // 12 MiB less a quarter for backups
+	if err != nil || stats.BudgetBytes != 16<<20 || stats.Erasure == nil || stats.Erasure.BudgetBytes != 12<<20 { // backups (3 MiB) apart
 		t.Fatalf("/stats: %+v (erasure %+v), %v", stats, stats.Erasure, err)
 	}
 
@@ -401,8 +401,9 @@ func TestServeErasureMemoryAboveHalfTheBudget(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--erasure-memory", "16MiB"}, "erasure memory 16777216 must be below the budget 16777216"},
-		{[]string{"--erasure-memory", "12MiB", "--max-object-size", "8MiB"}, "the memory tier's budget 4194304 (the budget 16777216 less the erasure memory 12582912)"},
+		{[]string{"--erasure-memory", "16MiB"}, "erasure memory 16777216 and backup memory 4194304 must together be below the budget 16777216"},
+		{[]string{"--erasure-memory", "12MiB", "--erasure-backup-memory", "4MiB"}, "erasure memory 12582912 and backup memory 4194304 must together be below the budget 16777216"},
+		{[]string{"--erasure-memory", "12MiB", "--max-object-size", "8MiB"}, "the memory tier's budget 1048576 (the budget 16777216 less the erasure memory 12582912 and backup memory 3145728)"},
 	} {
 		err := runServe(t.Context(), append(app("big-2", tc.args...), "--log-level", "error"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

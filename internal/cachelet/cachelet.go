@@ -253,7 +253,8 @@ func (c *Config) Validate() error {
 }
 
 // validateTier validates the memory tier's settings against its own
-// budget, Cache.Budget less Erasure.Memory, and sets their defaults from
+// budget, Cache.Budget less Erasure.Memory and Erasure.BackupMemory, and
+// sets their defaults from
 // it (the largest object kept half of it, the fill and upload
 // reservations a quarter each): with a whole budget's defaults, an
 // erasure memory above half the budget would leave a largest object
@@ -261,12 +262,12 @@ func (c *Config) Validate() error {
 func (c *Config) validateTier() error {
 	tier := c.Cache
 	if c.Erasure != nil {
-		tier.Budget -= c.Erasure.Memory
+		tier.Budget -= c.Erasure.held()
 	}
 	if err := tier.Validate(); err != nil {
 		if c.Erasure != nil {
-			return fmt.Errorf("cachelet: the memory tier's budget %d (the budget %d less the erasure memory %d): %w",
-				tier.Budget, c.Cache.Budget, c.Erasure.Memory, err)
+			return fmt.Errorf("cachelet: the memory tier's budget %d (the budget %d less the erasure memory %d and backup memory %d): %w",
+				tier.Budget, c.Cache.Budget, c.Erasure.Memory, c.Erasure.BackupMemory, err)
 		}
 		return err
 	}
@@ -413,7 +414,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 			return nil, errNoApplication
 		}
 		// The shards held for the application come out of the budget.
-		ccfg.Budget -= cfg.Erasure.Memory
+		ccfg.Budget -= cfg.Erasure.held()
 		c.ec = newECPath(c, *cfg.Erasure, reg)
 	}
 	owns := ccfg.Owns

@@ -86,8 +86,9 @@ type ErasureConfig struct {
 	// (erasure_backup.go). Default 5 min; negative: never.
 	Backup time.Duration `yaml:"backup"`
 	// BackupMemory bounds the backups of its peers' shards this cachelet
-	// keeps, out of Memory. Default a quarter of Memory (none when Backup
-	// is negative).
+	// keeps, apart from Memory: taken out of Cache.Budget as well, so
+	// that backups never take the place of shards. Default a quarter of
+	// Memory (none when Backup is negative).
 	BackupMemory int64 `yaml:"backup_memory"`
 
 	// Placer and Peers: default from Router and Peers (cluster.Member,
@@ -122,16 +123,17 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
 	}
-	if c.Memory >= cfg.Cache.Budget {
-		return fmt.Errorf("cachelet: erasure memory %d must be below the budget %d (the memory tier has the rest)", c.Memory, cfg.Cache.Budget)
-	}
 	switch {
-	case c.BackupMemory < 0 || c.BackupMemory >= c.Memory:
-		return fmt.Errorf("cachelet: erasure backup memory %d must be below the erasure memory %d", c.BackupMemory, c.Memory)
+	case c.BackupMemory < 0:
+		return fmt.Errorf("cachelet: erasure backup memory %d must not be negative", c.BackupMemory)
 	case c.Backup < 0:
 		c.BackupMemory = 0
 	case c.BackupMemory == 0:
 		c.BackupMemory = c.Memory / 4
+	}
+	if c.Memory+c.BackupMemory >= cfg.Cache.Budget {
+		return fmt.Errorf("cachelet: erasure memory %d and backup memory %d must together be below the budget %d (the memory tier has the rest)",
+			c.Memory, c.BackupMemory, cfg.Cache.Budget)
 	}
 	if c.Window == 0 {
 		c.Window = 4
@@ -155,17 +157,21 @@ const (
 	DefaultBackup = 5 * time.Minute
 )
 
-// shareOf is the shard store's share of a whole budget of n bytes: the
-// share Memory was of the budget at the start.
+// held is the erasure-coded path's part of the budget at the start: the
+// shards' and the backups'.
+func (c *ErasureConfig) held() int64 { return c.Memory + c.BackupMemory }
+
+// shareOf is the shard store's and the backups' share of a whole budget
+// of n bytes: the share they were of the budget at the start.
 func (e *ecPath) shareOf(n int64) int64 {
-	return int64(float64(n) * float64(e.cfg.Memory) / float64(e.c.cfg.Cache.Budget))
+	return int64(float64(n) * float64(e.cfg.held()) / float64(e.c.cfg.Cache.Budget))
 }
 
 // setBudget gives the shard store and the backups a share of n bytes
-// between them, as Memory was split at the start, and returns the bytes
+// between them, as they were split at the start, and returns the bytes
 // evicted.
 func (e *ecPath) setBudget(n int64) (freed int64) {
-	backups := int64(float64(n) * float64(e.cfg.BackupMemory) / float64(e.cfg.Memory))
+	backups := int64(float64(n) * float64(e.cfg.BackupMemory) / float64(e.cfg.held()))
 	return e.shards.SetBudget(n-backups) + e.bk.store.SetBudget(backups)
 }
 
@@ -230,7 +236,7 @@ const maxPendingFills = 64
 const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
-	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]largeKey{},
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]largeKey{},
 		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
