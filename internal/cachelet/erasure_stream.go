@@ -111,7 +111,7 @@ func (s *shardStream) alive() int {
 	return n
 }
 
-// put hands stripe st's pieces (pieces[o.index] for each target, a
+// put hands one stripe's pieces (pieces[o.index] for each target, a
 // whole chunk, the caller's to reuse afterwards) to the targets still
 // writing.
 func (s *shardStream) put(ctx context.Context, pieces [][]byte) {
