@@ -325,11 +325,14 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	var (
-		quick, render                                        bool
-		only, dir, python, minioBin, redisBin, tmp, logLevel string
+		quick, render                                               bool
+		only, dir, python, minioBin, redisBin, tmp, logLevel, sizes string
+		iterations                                                  int
 	)
 	fs.BoolVar(&quick, "quick", false, "short run: small sizes and few iterations (minutes on a small machine)")
 	fs.StringVar(&only, "only", "", "comma-separated experiments to run (default: all of them)")
+	fs.StringVar(&sizes, "sizes", "", "comma-separated object sizes replacing the experiments' own, for those that read objects (e.g. --only erasure --sizes 1GB)")
+	fs.IntVar(&iterations, "iterations", 0, "repetitions replacing the experiments' own (default: theirs)")
 	fs.StringVar(&dir, "report", "", "directory to write the report into (required; created if missing)")
 	fs.BoolVar(&render, "render", true, "render index.html and report.md from results.json (needs --python)")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with matplotlib and boto3 (the repository's .venv)")
@@ -367,6 +370,15 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%w: cannot find python/hoard_bench/report.py: run hoard bench all inside the repository, or pass --render=false", errUsage)
 		}
 	}
+	var sizeList []int64
+	if sizes != "" {
+		if sizeList, err = parseSizes(sizes); err != nil {
+			return fmt.Errorf("%w: --sizes: %v", errUsage, err)
+		}
+	}
+	if iterations < 0 {
+		return fmt.Errorf("%w: --iterations must not be negative", errUsage)
+	}
 	log, err := newLogger(stderr, logLevel, false)
 	if err != nil {
 		return err
@@ -376,7 +388,7 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	env := bench.Env{
 		MinIOBinary: minioBin, RedisBinary: redisBin, Python: python, ModuleRoot: root, HoardBinary: hoardBinary(""),
-		TempDir: tmp, Progress: stderr, Table: stdout, Log: log,
+		TempDir: tmp, Progress: stderr, Table: stdout, Log: log, Sizes: sizeList, Iterations: iterations,
 	}
 	res := bench.RunAll(ctx, exps, quick, env)
 	resultsPath := filepath.Join(dir, "results.json")

@@ -24,7 +24,9 @@ func TestBenchAllFlags(t *testing.T) {
 		{"unknown experiment", []string{"bench", "all", "--report", report, "--only", "access,nope"}, 2, `unknown experiment "nope"`},
 		{"empty only", []string{"bench", "all", "--report", report, "--only", ","}, 2, "--only: no experiments"},
 		{"extra argument", []string{"bench", "all", "--report", report, "access"}, 2, `unexpected argument "access"`},
-		{"bad flag", []string{"bench", "all", "--sizes", "1KiB"}, 2, "flag provided but not defined"},
+		{"bad flag", []string{"bench", "all", "--nope", "1KiB"}, 2, "flag provided but not defined"},
+		{"bad sizes", []string{"bench", "all", "--report", report, "--render=false", "--sizes", "1KiB,big"}, 2, "--sizes"},
+		{"negative iterations", []string{"bench", "all", "--report", report, "--render=false", "--iterations", "-1"}, 2, "--iterations must not be negative"},
 		{"no python", []string{"bench", "all", "--report", report, "--python", ""}, 2, "--render=false"},
 		{"bad log level", []string{"bench", "all", "--report", report, "--render=false", "--log-level", "loud"}, 2, "bad log level"},
 	}

@@ -60,7 +60,7 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 		eviction = string(cacheconfig.PolicyOwnerLRU)
 	}
 	fs.Var(&c.budget, "budget", "memory budget of the cache (default: a quarter of the memory limit)")
-	fs.Var(&c.maxObject, "max-object-size", "largest object kept in memory; larger ones stream through (default: budget/2)")
+	fs.Var(&c.maxObject, "max-object-size", "largest object kept in memory; larger ones stream through (default: half of the memory tier, --budget less any --erasure-memory)")
 	fs.StringVar(&c.readMode, "read-mode", string(def.ReadMode),
 		"version-check: confirm every cached copy with the store (strong); local: trust the cached copy; owner: ask the key's owner (default: the --consistency setting's, version-check for strong)")
 	fs.BoolVar(&c.noWriteCache, "no-write-cache", def.NoWriteCache, "do not keep the bytes of objects written through the cache")

@@ -371,3 +371,43 @@ func TestPoolFlag(t *testing.T) {
 		}
 	}
 }
+
+// --erasure-memory above half of --budget starts: the memory tier takes
+// its defaults from what the shards leave it. A split that does not fit
+// is a usage error naming both parts.
+func TestServeErasureMemoryAboveHalfTheBudget(t *testing.T) {
+	etcd, err := etcdembed.Start(t.Context(), etcdembed.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	app := func(id string, extra ...string) []string {
+		return append(append(baseServeArgs(t, "bkt"), "--app", "big", "--id", id,
+			"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--peer-secret", "the-application-secret", "--erasure", "3+2"), extra...)
+	}
+	info, _ := serving(t, app("big-1", "--erasure-memory", "12MiB")...) // of --budget 16MiB
+	resp, err := http.Get(strings.TrimSuffix(info.MetricsURL, "/metrics") + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats cachelet.Counters
+	err = json.NewDecoder(resp.Body).Decode(&stats)
+	resp.Body.Close()
+	if err != nil || stats.BudgetBytes != 16<<20 || stats.Erasure == nil || stats.Erasure.BudgetBytes != 12<<20 { // backups (3 MiB) apart
+		t.Fatalf("/stats: %+v (erasure %+v), %v", stats, stats.Erasure, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--erasure-memory", "16MiB"}, "erasure memory 16777216 and backup memory 4194304 must together be below the budget 16777216"},
+		{[]string{"--erasure-memory", "12MiB", "--erasure-backup-memory", "4MiB"}, "erasure memory 12582912 and backup memory 4194304 must together be below the budget 16777216"},
+		{[]string{"--erasure-memory", "12MiB", "--max-object-size", "8MiB"}, "the memory tier's budget 1048576 (the budget 16777216 less the erasure memory 12582912 and backup memory 3145728)"},
+	} {
+		err := runServe(t.Context(), append(app("big-2", tc.args...), "--log-level", "error"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -249,6 +249,10 @@ type ErasureSpec struct {
 	// Memory is what each cachelet keeps of shards for the application,
 	// out of the cache budget. Default a quarter of the budget.
 	Memory Size `yaml:"memory,omitempty"`
+	// BackupMemory is what each cachelet keeps of its peers' shard
+	// backups, apart from Memory and out of the cache budget too. Default
+	// a quarter of Memory.
+	BackupMemory Size `yaml:"backup_memory,omitempty"`
 	// WarmUp is how often each cachelet visits every shard it holds,
 	// keeping an idle instance's shards resident and checked. Default 60s.
 	WarmUp Duration `yaml:"warm_up,omitempty"`
@@ -336,7 +340,7 @@ func (e *ErasureSpec) settings() *cacheconfig.Erasure {
 	}
 	k, r, _ := cacheconfig.ParseShards(e.Shards)
 	return &cacheconfig.Erasure{DataShards: k, ParityShards: r, Threshold: int64(e.Threshold), Memory: int64(e.Memory),
-		WarmUp: cacheconfig.Duration(e.WarmUp), Backup: cacheconfig.Duration(e.Backup)}
+		BackupMemory: int64(e.BackupMemory), WarmUp: cacheconfig.Duration(e.WarmUp), Backup: cacheconfig.Duration(e.Backup)}
 }
 
 // Function is one function of the application.
@@ -583,8 +587,8 @@ func (c *CacheSpec) validate() error {
 		if _, _, err := cacheconfig.ParseShards(e.Shards); err != nil {
 			return invalid("cache: erasure: %v", err)
 		}
-		if e.Threshold < 0 || e.Memory < 0 || e.Memory >= c.Budget {
-			return invalid("cache: erasure: threshold must not be negative, memory below the budget")
+		if e.Threshold < 0 || e.Memory < 0 || e.BackupMemory < 0 || e.Memory+e.BackupMemory >= c.Budget {
+			return invalid("cache: erasure: threshold must not be negative, memory and backup_memory together below the budget")
 		}
 		if e.WarmUp < 0 || e.Backup < 0 {
 			return invalid("cache: erasure: warm_up (%s) and backup (%s) must not be negative", e.WarmUp.D(), e.Backup.D())

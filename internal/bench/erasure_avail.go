@@ -328,6 +328,43 @@ func availabilityResult(o Options, secs int, runs []availRun, took time.Duration
 		Settings: RunSettings{ObjectSizes: []int64{availSize}, Link: LinkLoopback,
 			Iterations: []Count{{What: "seconds of reads per interval", N: secs}}},
 		Rows:   rows,
+		Plots:  availabilityPlots(runs),
 		Tables: []Table{tbl},
 	}
+}
+
+// availabilityPlots draws the table: hit ratio, and objects lost against
+// the loss model's figure, by reclaim interval, backups off and on.
+func availabilityPlots(runs []availRun) []Plot {
+	hit := Plot{Kind: PlotBar, ID: "hit-ratio", Title: "Hit ratio while instances are reclaimed", Unit: "%",
+		XLabel: "one instance reclaimed every", YLabel: "reads decoded from shards (%)",
+		Caption: "A miss is served from the store, right bytes, and shards the object again."}
+	lost := Plot{Kind: PlotBar, ID: "objects-lost", Title: "Objects lost: measured and computed", Unit: "objects",
+		XLabel: "one instance reclaimed every", YLabel: "objects lost (of " + fmt.Sprint(availObjects) + ")",
+		Caption: "Computed: the objects times erasure.LossProbability for the run's loss rate and repair window (docs/design/erasure-coding.md)."}
+	col := map[time.Duration]int{}
+	for _, r := range runs {
+		if _, ok := col[r.interval]; !ok {
+			col[r.interval] = len(hit.Categories)
+			hit.Categories = append(hit.Categories, r.interval.String())
+		}
+	}
+	n := len(hit.Categories)
+	lost.Categories = hit.Categories
+	series := func(label string) Series { return Series{Label: label, Values: make([]*float64, n)} }
+	hitS := [2]Series{series("backups off"), series("backups on")}
+	lostS := [2]Series{series("lost, backups off"), series("lost, backups on")}
+	compS := [2]Series{series("computed, backups off"), series("computed, backups on")}
+	for _, r := range runs {
+		b, c := 0, col[r.interval]
+		if r.backups {
+			b = 1
+		}
+		hitS[b].Values[c] = F(100 * float64(r.hits) / float64(max(r.reads, 1)))
+		lostS[b].Values[c] = F(float64(r.lost))
+		compS[b].Values[c] = F(r.computed * availObjects)
+	}
+	hit.Series = hitS[:]
+	lost.Series = []Series{lostS[0], compS[0], lostS[1], compS[1]}
+	return []Plot{hit, lost}
 }

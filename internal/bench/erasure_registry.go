@@ -125,6 +125,7 @@ type registryRun struct {
 	rebuilt, restored      int64
 	instances              int
 	instanceBytes, capByte int64 // a cachelet's budget; the cache's memory in all
+	backupBytes            int64 // the backups' memory in all, apart from capByte
 }
 
 func (r registryRun) hitRatio() float64 { return float64(r.hits) / float64(max(r.reads, 1)) }
@@ -265,9 +266,16 @@ func registryHoard(ctx context.Context, etcdEndpoints []string, st storeEndpoint
 		run.target, backup = fmt.Sprintf("hoard RS(10+2), backups every %v", regBackup), regBackup
 	}
 	memory := capacity / regMembers
-	// The memory tier keeps 64 MiB besides (its reserves are shares of
-	// the whole budget), and objects of 4 MiB at most: no blob goes there.
-	run.instanceBytes, run.capByte = memory+64<<20, memory*regMembers
+	// Backups keep a quarter of that again, apart (erasure.backup_memory):
+	// they do not take the shards' place, as InfiniCache's backups live
+	// in functions of their own.
+	var backupMem int64
+	if backups {
+		backupMem = memory / 4
+	}
+	// The memory tier keeps 64 MiB besides, and objects of 4 MiB at most:
+	// no blob goes there.
+	run.instanceBytes, run.capByte, run.backupBytes = memory+backupMem+64<<20, memory*regMembers, backupMem*regMembers
 	var regs []*etcdmembership.Registry
 	ins := map[int]*instance.Instance{}
 	defer func() {
@@ -286,7 +294,7 @@ func registryHoard(ctx context.Context, etcdEndpoints []string, st storeEndpoint
 			return err
 		}
 		regs = append(regs, reg)
-		ec := &cachelet.ErasureConfig{Memory: memory, Backup: backup, WarmUp: regWarmUp}
+		ec := &cachelet.ErasureConfig{Memory: memory, BackupMemory: backupMem, Backup: backup, WarmUp: regWarmUp}
 		in, err := instance.Start(ctx, instance.Config{
 			MetricsListen: "off", Region: benchRegion, AccessKey: clientKey, SecretKey: clientSec,
 			Store:    s3store.Config{Endpoint: st.Endpoint, AccessKey: st.AccessKey, SecretKey: st.SecretKey, Region: benchRegion},
@@ -407,7 +415,10 @@ func registryResult(o Options, blobs int, trace registryTrace, capacity int64, r
 	paperHit := map[int]float64{0: paperRegistryHitElasti, 1: paperRegistryHitBackup, 2: paperRegistryHitNoBackup}
 	for i, r := range runs {
 		rate := float64(r.reads) / max(r.seconds, 1e-9) * 3600
-		cost := costPerHour(r.capByte, r.instances, rate, 12, i == 1)
+		// ElastiCache of the shards' memory; the instances priced with
+		// their backups' memory too.
+		cost := costPerHour(r.capByte+r.backupBytes, r.instances, rate, 12, i == 1)
+		cost.ElastiCache = costPerHour(r.capByte, max(r.instances, 1), rate, 12, false).ElastiCache
 		perUse, held, ratio := fmt.Sprintf("$%.4f", cost.PerUse), fmt.Sprintf("$%.4f", cost.Held), fmt.Sprintf("%.2fx", cost.ElastiCache/cost.PerUse)
 		reclaimed, rebuilt, restored := fmt.Sprint(r.reclaimed), fmt.Sprint(r.rebuilt), fmt.Sprint(r.restored)
 		if i == 0 {
@@ -446,7 +457,7 @@ func registryResult(o Options, blobs int, trace registryTrace, capacity int64, r
 		Method: fmt.Sprintf("%d blobs of %s to %s (log-uniform, %s in all) in a local MinIO; %d reads with a Zipf popularity (s = %.1f), seeded, "+
 			"the same for every target, one after another. Redis gets maxmemory %s (a fifth of the blobs' bytes) with allkeys-lru; a miss reads "+
 			"the store and sets the blob. hoard: %d cachelets of one application with RS(10+2), the same memory split among them as their "+
-			"erasure memory (with backups a quarter of it keeps backups), one reading; every %v another is reclaimed and replaced; warm-ups "+
+			"erasure memory (with backups, a quarter of it again keeps backups, apart, priced with the instances), one reading; every %v another is reclaimed and replaced; warm-ups "+
 			"every %v and backups every %v (InfiniCache's 1 min and 5 min compressed 20-fold). A hit is a read decoded from shards. Cost per "+
 			"hour at the rate the replay ran here, each instance priced for its share of the cache's memory, from %s.",
 			blobs, bytesize.Human(regMinSize), bytesize.Human(regMaxSize), bytesize.Human(trace.footprint()), len(trace.reads), regZipfS,
@@ -454,8 +465,38 @@ func registryResult(o Options, blobs int, trace registryTrace, capacity int64, r
 		Settings: RunSettings{ObjectSizes: []int64{regMinSize, regMaxSize}, Link: LinkLoopback,
 			Iterations: []Count{{What: "reads", N: len(trace.reads)}, {What: "blobs", N: blobs}}},
 		Rows:   rows,
+		Plots:  registryPlots(runs, paperHit),
 		Tables: []Table{tbl, scale},
 		Notes: []string{"Scaled: InfiniCache replayed 50 hours of IBM's Dallas registry trace on 400 functions of 1.5 GB; this replay is " +
 			"synthetic (Zipf over blobs of 10-30 MB) on one 2-core machine with loopback links."},
 	}
+}
+
+// registryPlots draws the tables: each target's hit ratio beside
+// InfiniCache's, and the cost per hour at InfiniCache's scale by read
+// rate.
+func registryPlots(runs []registryRun, paperHit map[int]float64) []Plot {
+	hit := Plot{Kind: PlotBar, ID: "hit-ratio", Title: "Registry replay: hit ratio", Unit: "%",
+		XLabel: "target", YLabel: "hit ratio (%)",
+		Caption: "The same seeded Zipf trace for every target, the cache a fifth of the blobs' bytes; InfiniCache's figures from its slides."}
+	here, paper := Series{Label: "here"}, Series{Label: "InfiniCache"}
+	for i, r := range runs {
+		hit.Categories = append(hit.Categories, r.target)
+		here.Values = append(here.Values, F(100*r.hitRatio()))
+		paper.Values = append(paper.Values, F(100*paperHit[i]))
+	}
+	hit.Series = []Series{here, paper}
+	cost := Plot{Kind: PlotBar, ID: "cost-per-hour", Title: "Cost per hour at InfiniCache's scale", Unit: "$",
+		XLabel: "reads per hour", YLabel: "$ per hour", YLog: true,
+		Caption: "The cost model (prices listed in the method), not a measurement: 600 GB of ElastiCache against 400 functions of 1.5 GB billed per use, or held all hour."}
+	elasti, perUse, held := Series{Label: "ElastiCache"}, Series{Label: "functions billed per use"}, Series{Label: "functions held all hour"}
+	for _, rate := range []float64{1_000, 10_000, 100_000} {
+		c := costPerHour(600e9, 400, rate, 12, true)
+		cost.Categories = append(cost.Categories, fmt.Sprint(rate))
+		elasti.Values = append(elasti.Values, F(c.ElastiCache))
+		perUse.Values = append(perUse.Values, F(c.PerUse))
+		held.Values = append(held.Values, F(c.Held))
+	}
+	cost.Series = []Series{elasti, perUse, held}
+	return []Plot{hit, cost}
 }

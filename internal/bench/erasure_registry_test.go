@@ -2,7 +2,9 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"testing"
+	"time"
 )
 
 // The cost model at InfiniCache's scale, worked by hand from the prices:
@@ -33,5 +35,41 @@ func TestRegistryCost(t *testing.T) {
 	}
 	if counts[0] < 5*2000/100 || newRegistryTrace(100, 2000).reads[17] != tr.reads[17] {
 		t.Fatalf("blob 0 read %d times of 2000", counts[0])
+	}
+}
+
+// The availability and registry reports carry plots of their tables, and
+// their results validate as results.json entries.
+func TestErasurePlots(t *testing.T) {
+	runs := []availRun{
+		{interval: 3 * time.Second, reads: 100, hits: 100, computed: 0.01},
+		{interval: 3 * time.Second, backups: true, reads: 100, hits: 90, lost: 2, computed: 0.02},
+		{interval: 500 * time.Millisecond, reads: 100, hits: 50, lost: 9, computed: 0.5},
+		{interval: 500 * time.Millisecond, backups: true, reads: 100, hits: 60, lost: 8, computed: 0.4},
+	}
+	res := availabilityResult(Options{}, 10, runs, time.Second)
+	if err := res.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plots) != 2 {
+		t.Fatalf("%d plots", len(res.Plots))
+	}
+	hit, lost := res.Plots[0], res.Plots[1]
+	if !slices.Equal(hit.Categories, []string{"3s", "500ms"}) || *hit.Series[1].Values[0] != 90 || *hit.Series[0].Values[1] != 50 {
+		t.Fatalf("hit-ratio plot %+v", hit)
+	}
+	if len(lost.Series) != 4 || *lost.Series[2].Values[1] != 8 || *lost.Series[1].Values[1] != 0.5*availObjects {
+		t.Fatalf("objects-lost plot %+v", lost)
+	}
+
+	reg := registryResult(Options{}, 100, newRegistryTrace(100, 10), 1<<30, []registryRun{
+		{target: "redis", reads: 10, hits: 5, seconds: 1, instances: 1, capByte: 1 << 30},
+		{target: "hoard", reads: 10, hits: 4, seconds: 1, instances: 12, capByte: 1 << 30},
+	}, time.Second)
+	if err := reg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(reg.Plots) != 2 || *reg.Plots[0].Series[0].Values[1] != 40 || len(reg.Plots[1].Categories) != 3 {
+		t.Fatalf("registry plots %+v", reg.Plots)
 	}
 }

@@ -60,6 +60,11 @@ type Env struct {
 	ModuleRoot string
 	// TempDir is where scratch directories are made; "" the system's.
 	TempDir string
+	// Sizes and Iterations, when set, replace every experiment's own
+	// (hoard bench all --sizes, --iterations): e.g. one size of the full
+	// run alone.
+	Sizes      []int64
+	Iterations int
 	// Progress receives progress lines; nil discards.
 	Progress io.Writer
 	// Table receives each experiment's printed table, as its own command
@@ -163,6 +168,12 @@ func RunAll(ctx context.Context, exps []Experiment, quick bool, env Env) *Result
 		if quick {
 			o = e.Quick
 			o.Quick = true
+		}
+		if len(env.Sizes) > 0 {
+			o.Sizes = env.Sizes
+		}
+		if env.Iterations > 0 {
+			o.Iterations = env.Iterations
 		}
 		o.Env = env
 		fmt.Fprintf(env.progress(), "== %s: %s\n", e.Name, e.Title)

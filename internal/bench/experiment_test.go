@@ -129,6 +129,13 @@ func TestRunAll(t *testing.T) {
 		t.Errorf("the full run got options %+v", gotQuick)
 	}
 
+	// Sizes and iterations given to the run replace the experiment's.
+	gotQuick = nil
+	RunAll(context.Background(), exps[:1], false, Env{Sizes: []int64{1e9}, Iterations: 2})
+	if len(gotQuick) != 1 || gotQuick[0].Iterations != 2 || !reflect.DeepEqual(gotQuick[0].Sizes, []int64{1e9}) {
+		t.Errorf("the run with sizes and iterations got options %+v", gotQuick)
+	}
+
 	// Once cancelled, nothing more runs.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -302,6 +302,10 @@ type Erasure struct {
 	// Memory is the bytes of shards a cachelet holds for the
 	// application, out of its budget; 0: a quarter of the budget.
 	Memory int64 `json:"memory_bytes,omitempty"`
+	// BackupMemory is the bytes of its peers' shard backups a cachelet
+	// keeps, apart from Memory and out of its budget too; 0: a quarter of
+	// Memory (none when backups are off).
+	BackupMemory int64 `json:"backup_memory_bytes,omitempty"`
 	// Chunk is the most bytes of one shard per stripe; 0: 1 MiB.
 	Chunk int64 `json:"chunk_bytes,omitempty"`
 	// WarmUp is how often a cachelet visits every shard it holds; 0:
@@ -332,7 +336,7 @@ func (e *Erasure) validate() error {
 	if e.DataShards < 1 || e.ParityShards < 1 || e.DataShards+e.ParityShards > MaxErasureShards {
 		return fmt.Errorf("%w: erasure %d+%d: want K, R >= 1 and K+R <= %d", ErrInvalid, e.DataShards, e.ParityShards, MaxErasureShards)
 	}
-	if e.Threshold < 0 || e.Memory < 0 || e.Chunk < 0 {
+	if e.Threshold < 0 || e.Memory < 0 || e.BackupMemory < 0 || e.Chunk < 0 {
 		return fmt.Errorf("%w: erasure sizes must not be negative", ErrInvalid)
 	}
 	if e.WarmUp < 0 || e.Backup < 0 {

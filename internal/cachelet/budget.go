@@ -8,8 +8,9 @@ import (
 )
 
 // SetBudget changes the cachelet's budget to n bytes (a negative n is 0)
-// while the cachelet runs: with erasure coding, the shard store keeps the
-// share of it Erasure.Memory was of Cache.Budget and the memory tier has
+// while the cachelet runs: with erasure coding, the shard store and the
+// backups keep the share of it Erasure.Memory and Erasure.BackupMemory
+// were of Cache.Budget and the memory tier has
 // the rest, each evicting to fit, and returns the bytes of the cached objects
 // it evicted to fit: complete objects go in the eviction policy's order,
 // fills in flight keep their reservations (and are not kept if they no
@@ -34,8 +35,9 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	defer c.budgetMu.Unlock()
 	start := c.clock.Now()
 	old, _ := c.Budget()
-	// The shards held for the application keep their share of the
-	// budget (Erasure.Memory of Cache.Budget at the start).
+	// The shards and backups held for the application keep their share
+	// of the budget (Erasure.Memory and BackupMemory of Cache.Budget at
+	// the start).
 	tier, shards := n, int64(0)
 	if c.ec != nil {
 		shards = c.ec.shareOf(n)

@@ -240,9 +240,8 @@ func (c *Config) Validate() error {
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
 		return errors.New("cachelet: Router and Peers go together")
 	}
-	if err := c.Cache.Validate(); err != nil {
-		return err
-	}
+	// The budget is split first: the erasure memory comes out of it, and
+	// the memory tier's defaults are taken from what is left.
 	if c.Erasure != nil {
 		ec := *c.Erasure
 		if err := ec.validate(c); err != nil {
@@ -250,6 +249,30 @@ func (c *Config) Validate() error {
 		}
 		c.Erasure = &ec
 	}
+	return c.validateTier()
+}
+
+// validateTier validates the memory tier's settings against its own
+// budget, Cache.Budget less Erasure.Memory and Erasure.BackupMemory, and
+// sets their defaults from
+// it (the largest object kept half of it, the fill and upload
+// reservations a quarter each): with a whole budget's defaults, an
+// erasure memory above half the budget would leave a largest object
+// larger than the tier. Cache.Budget stays the whole budget.
+func (c *Config) validateTier() error {
+	tier := c.Cache
+	if c.Erasure != nil {
+		tier.Budget -= c.Erasure.held()
+	}
+	if err := tier.Validate(); err != nil {
+		if c.Erasure != nil {
+			return fmt.Errorf("cachelet: the memory tier's budget %d (the budget %d less the erasure memory %d and backup memory %d): %w",
+				tier.Budget, c.Cache.Budget, c.Erasure.Memory, c.Erasure.BackupMemory, err)
+		}
+		return err
+	}
+	tier.Budget = c.Cache.Budget
+	c.Cache = tier
 	return nil
 }
 
@@ -391,7 +414,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 			return nil, errNoApplication
 		}
 		// The shards held for the application come out of the budget.
-		ccfg.Budget -= cfg.Erasure.Memory
+		ccfg.Budget -= cfg.Erasure.held()
 		c.ec = newECPath(c, *cfg.Erasure, reg)
 	}
 	owns := ccfg.Owns
@@ -486,6 +509,9 @@ func (c *Cachelet) Close() error {
 	c.keys.close()
 	c.pages.close()
 	c.closeValidations()
+	if c.ec != nil {
+		c.ec.closeChecks()
+	}
 	c.stopFills()
 	c.wg.Wait()
 	c.sweeping.Wait()

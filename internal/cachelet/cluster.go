@@ -114,6 +114,11 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 		}
 	}
 	k := cache.Key{Bucket: bucket, Object: key}
+	if c.ecPeerNotModified(k, ifNoneMatch) {
+		// A sharded object's version this owner trusts: no store request
+		// (erasure_check.go).
+		return nil, store.ErrNotModified
+	}
 	sv, err := c.acquire(ctx, k, false)
 	if err != nil {
 		return nil, err

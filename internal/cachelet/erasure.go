@@ -1,7 +1,6 @@
 package cachelet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +24,11 @@ import (
 //
 //   - fill: the key's owner, reading it from the store (a local or remote
 //     miss), streams it to its reader as a pass-through and, in the
-//     background, reads it again, codes it once and writes the shards to
-//     their holders in parallel (one fill at a time per cachelet);
+//     background, reads it again, codes it stripe by stripe and streams
+//     the pieces to their holders in parallel (one fill at a time per
+//     cachelet, a bounded number of stripes in flight: erasure_stream.go);
 //   - read: a cachelet that knows the key is large checks the version
-//     with the store, asks all k+r holders for the stripes covering the
+//     as its read mode says (erasure_check.go), asks all k+r holders for the stripes covering the
 //     range, decodes from the first k that arrive whole and verified, and
 //     cancels the rest; fewer than k is a miss served by the ordinary path
 //     (the owner or the store), which fills the shards again;
@@ -86,8 +86,9 @@ type ErasureConfig struct {
 	// (erasure_backup.go). Default 5 min; negative: never.
 	Backup time.Duration `yaml:"backup"`
 	// BackupMemory bounds the backups of its peers' shards this cachelet
-	// keeps, out of Memory. Default a quarter of Memory (none when Backup
-	// is negative).
+	// keeps, apart from Memory: taken out of Cache.Budget as well, so
+	// that backups never take the place of shards. Default a quarter of
+	// Memory (none when Backup is negative).
 	BackupMemory int64 `yaml:"backup_memory"`
 
 	// Placer and Peers: default from Router and Peers (cluster.Member,
@@ -116,19 +117,23 @@ func (c *ErasureConfig) validate(cfg *Config) error {
 	if c.Backup == 0 {
 		c.Backup = DefaultBackup
 	}
+	if cfg.Cache.Budget <= 0 {
+		return errors.New("cachelet: erasure coding needs a positive budget to take its memory from")
+	}
 	if c.Memory == 0 {
 		c.Memory = cfg.Cache.Budget / 4
 	}
-	if c.Memory >= cfg.Cache.Budget {
-		return fmt.Errorf("cachelet: erasure memory %d must be below the cache budget %d", c.Memory, cfg.Cache.Budget)
-	}
 	switch {
-	case c.BackupMemory < 0 || c.BackupMemory >= c.Memory:
-		return fmt.Errorf("cachelet: erasure backup memory %d must be below the erasure memory %d", c.BackupMemory, c.Memory)
+	case c.BackupMemory < 0:
+		return fmt.Errorf("cachelet: erasure backup memory %d must not be negative", c.BackupMemory)
 	case c.Backup < 0:
 		c.BackupMemory = 0
 	case c.BackupMemory == 0:
 		c.BackupMemory = c.Memory / 4
+	}
+	if c.Memory+c.BackupMemory >= cfg.Cache.Budget {
+		return fmt.Errorf("cachelet: erasure memory %d and backup memory %d must together be below the budget %d (the memory tier has the rest)",
+			c.Memory, c.BackupMemory, cfg.Cache.Budget)
 	}
 	if c.Window == 0 {
 		c.Window = 4
@@ -152,17 +157,21 @@ const (
 	DefaultBackup = 5 * time.Minute
 )
 
-// shareOf is the shard store's share of a whole budget of n bytes: the
-// share Memory was of the budget at the start.
+// held is the erasure-coded path's part of the budget at the start: the
+// shards' and the backups'.
+func (c *ErasureConfig) held() int64 { return c.Memory + c.BackupMemory }
+
+// shareOf is the shard store's and the backups' share of a whole budget
+// of n bytes: the share they were of the budget at the start.
 func (e *ecPath) shareOf(n int64) int64 {
-	return int64(float64(n) * float64(e.cfg.Memory) / float64(e.c.cfg.Cache.Budget))
+	return int64(float64(n) * float64(e.cfg.held()) / float64(e.c.cfg.Cache.Budget))
 }
 
 // setBudget gives the shard store and the backups a share of n bytes
-// between them, as Memory was split at the start, and returns the bytes
+// between them, as they were split at the start, and returns the bytes
 // evicted.
 func (e *ecPath) setBudget(n int64) (freed int64) {
-	backups := int64(float64(n) * float64(e.cfg.BackupMemory) / float64(e.cfg.Memory))
+	backups := int64(float64(n) * float64(e.cfg.BackupMemory) / float64(e.cfg.held()))
 	return e.shards.SetBudget(n-backups) + e.bk.store.SetBudget(backups)
 }
 
@@ -180,14 +189,16 @@ type ecPath struct {
 	c      *Cachelet
 	shards *erasure.Store
 
-	mu      sync.Mutex
-	large   map[cache.Key]string // keys seen at or above the threshold: the version seen
-	filling map[cache.Key]bool
-	fillSem chan struct{} // one fill at a time
-	// fillMax bounds the coded bytes of an object sharded: a fill and a
-	// rebuild hold them (the cache budget).
-	fillMax int64
-	kick    chan struct{} // a rebuild pass is due
+	mu    sync.Mutex
+	large map[cache.Key]largeKey // keys seen at or above the threshold: the version seen
+	// trustGen is the generation of versions a read may trust
+	// (erasure_check.go); an ownership change starts a new one.
+	trustGen uint64
+	// invalidated counts writes' invalidations (erasure_check.go).
+	invalidated uint64
+	filling     map[cache.Key]bool
+	fillSem     chan struct{} // one fill at a time
+	kick        chan struct{} // a rebuild pass is due
 
 	rebuilds     *prometheus.CounterVec
 	rebuiltBytes prometheus.Counter
@@ -202,6 +213,9 @@ type ecPath struct {
 	memberLosses prometheus.Counter
 
 	counts struct{ hits, misses, fallbacks, rebuilt, restored, warmUps, warmBytes atomic.Int64 } // ErasureCounters
+
+	// Version checks that reads share (erasure_check.go).
+	checks checks
 
 	// Backups (erasure_backup.go).
 	bk backupState
@@ -222,8 +236,8 @@ const maxPendingFills = 64
 const maxLargeKeys = 100000
 
 func newECPath(c *Cachelet, cfg ErasureConfig, reg prometheus.Registerer) *ecPath {
-	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory - cfg.BackupMemory), large: map[cache.Key]string{},
-		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1), fillMax: c.cfg.Cache.Budget}
+	e := &ecPath{cfg: cfg, c: c, shards: erasure.NewStore(cfg.Memory), large: map[cache.Key]largeKey{},
+		filling: map[cache.Key]bool{}, fillSem: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	e.rebuildMetrics(reg)
 	e.riskMetrics(reg)
 	e.warmMetrics(reg)
@@ -257,7 +271,9 @@ func (e *ecPath) knows(k cache.Key) bool {
 	return ok
 }
 
-// saw notes the version and size of k as a read found it.
+// saw notes the version and size of k as a read found it (or a write
+// made it: such an info carries no LastModified, and a read checks it
+// before it serves it; see trusted).
 func (e *ecPath) saw(k cache.Key, info store.ObjectInfo) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -271,7 +287,7 @@ func (e *ecPath) saw(k cache.Key, info store.ObjectInfo) {
 			break
 		}
 	}
-	e.large[k] = info.ETag
+	e.large[k] = largeKey{info: info, gen: e.trustGen}
 }
 
 // ecGet serves a read of a key known to be large from its shards. ok
@@ -282,13 +298,13 @@ func (c *Cachelet) ecGet(ctx context.Context, k cache.Key, rng *store.ByteRange,
 	if !e.knows(k) {
 		return nil, false, nil
 	}
-	info, err := c.store.Stat(ctx, k.Bucket, k.Object) // the version check
-	if err != nil {
+	if c.keys.isUnpersisted(k) {
+		return nil, false, nil // a write held here is newer than any shards
+	}
+	info, ok := c.ecVersion(ctx, k) // the version check (erasure_check.go)
+	if !ok {
 		return nil, false, nil // the ordinary path gives the store's answer
 	}
-	// The version read is the one a later write invalidates (its shards
-	// and their backups), not the one first seen.
-	e.saw(k, info)
 	if !e.cfg.Applies(info.Size) {
 		return nil, false, nil
 	}
@@ -580,11 +596,12 @@ func (e *ecPath) fetchShard(ctx context.Context, local bool, addr string, k cach
 }
 
 // ecSharded notes k's size and says whether it is an object the
-// application keeps as shards (large enough, and enough members).
+// application keeps as shards (large enough, a shard no larger than a
+// holder keeps, and enough members).
 func (c *Cachelet) ecSharded(k cache.Key, info store.ObjectInfo) bool {
 	e := c.ec
 	e.saw(k, info)
-	return e.cfg.Applies(info.Size) && e.coded(info.Size) <= e.fillMax &&
+	return e.cfg.Applies(info.Size) && e.coded(info.Size)/int64(e.cfg.Shards()) <= e.shards.Stats().Budget &&
 		e.cfg.Placer.Place(k.Bucket, k.Object, e.cfg.Shards()) != nil
 }
 
@@ -620,7 +637,8 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 			delete(e.filling, k)
 			e.mu.Unlock()
 		}()
-		// One fill codes at a time (it holds the coded object).
+		// One fill codes at a time (each holds a stripe and a window
+		// of pieces per holder: erasure_stream.go).
 		select {
 		case e.fillSem <- struct{}{}:
 		case <-c.stopped.Done():
@@ -643,84 +661,15 @@ func (c *Cachelet) ecFill(k cache.Key, info store.ObjectInfo) bool {
 	return true
 }
 
-// fill reads info's version of k from the store, codes it and writes the
-// shards to addrs in parallel; it returns how many were written.
-func (e *ecPath) fill(ctx context.Context, k cache.Key, info store.ObjectInfo, addrs []string) (int, error) {
-	body, _, _, err := e.c.store.Get(ctx, k.Bucket, k.Object, store.GetOptions{IfMatch: info.ETag})
-	if err != nil {
-		return 0, err
-	}
-	defer body.Close()
-	m := erasure.NewManifest(e.cfg.Config, info.ETag, info.Size)
-	cd, err := erasure.NewCoder(m)
-	if err != nil {
-		return 0, err
-	}
-	shards := make([][]byte, m.Shards())
-	for i := range shards {
-		shards[i] = make([]byte, 0, m.ShardSize())
-	}
-	stripe := make([]byte, m.StripeSize())
-	left := info.Size
-	for s := range m.Stripes() {
-		n := min(left, m.StripeSize())
-		if _, err := io.ReadFull(body, stripe[:n]); err != nil {
-			return 0, fmt.Errorf("reading the object: %w", err)
-		}
-		left -= n
-		pieces, err := cd.Encode(s, stripe[:n])
-		if err != nil {
-			return 0, err
-		}
-		for i, p := range pieces {
-			shards[i] = append(shards[i], p...)
-		}
-	}
-	return e.distribute(ctx, k, m, shards, addrs), nil
-}
-
-// distribute writes shards[i] to addrs[i] (nil shards skipped), in
-// parallel, and returns how many were written.
-func (e *ecPath) distribute(ctx context.Context, k cache.Key, m *erasure.Manifest, shards [][]byte, addrs []string) int {
-	enc := m.Encode()
-	self := e.cfg.Placer.PeerAddr()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	written := 0
-	for i, addr := range addrs {
-		if shards[i] == nil {
-			continue
-		}
-		wg.Go(func() {
-			var err error
-			if addr == self {
-				err = e.shards.Put(&erasure.Shard{Key: erasure.ShardKey{Bucket: k.Bucket, Key: k.Object, ETag: m.ETag, Index: i},
-					Manifest: m, Encoded: enc, Data: shards[i]})
-			} else {
-				sctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-				err = e.cfg.Peers.ShardPut(sctx, addr, k.Bucket, k.Object, m.ETag, i, enc, bytes.NewReader(shards[i]), int64(len(shards[i])))
-				cancel()
-			}
-			if err != nil {
-				e.c.log.Debug("shard write failed", "bucket", k.Bucket, "key", k.Object, "shard", i, "holder", addr, "err", err)
-				return
-			}
-			mu.Lock()
-			written++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return written
-}
-
 // ecInvalidate drops the shard sets of k on their holders, in the
 // background (bounded by the timeout): a write changed the object.
 func (c *Cachelet) ecInvalidate(k cache.Key) {
 	e := c.ec
 	e.mu.Lock()
-	etag, known := e.large[k]
+	lk, known := e.large[k]
+	etag := lk.info.ETag
 	delete(e.large, k)
+	e.invalidated++
 	e.mu.Unlock()
 	if !known {
 		return

@@ -99,8 +99,12 @@ func (e *ecPath) backupInit(reg prometheus.Registerer) {
 		Help: "Backed-up shards of departed members written to their object's placement, by result: restored, failed."}, []string{"result"})
 	kept := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_backup_held_bytes",
 		Help: "Bytes of backups this cachelet keeps for its peers."}, func() float64 { return float64(b.store.Stats().Bytes) })
+	budget := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_backup_budget_bytes",
+		Help: "Bytes this cachelet may keep of backups, apart from its shards' (erasure.backup_memory; follows the budget)."}, func() float64 { return float64(b.store.Stats().Budget) })
+	shards := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_budget_bytes",
+		Help: "Bytes this cachelet may keep of shards for its application (erasure.memory; follows the budget)."}, func() float64 { return float64(e.shards.Stats().Budget) })
 	if reg != nil {
-		reg.MustRegister(b.sends, b.sentBytes, b.restores, b.dropped, kept)
+		reg.MustRegister(b.sends, b.sentBytes, b.restores, b.dropped, kept, budget, shards)
 	}
 }
 

@@ -1,7 +1,6 @@
 package cachelet
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -120,56 +119,21 @@ func (e *ecPath) rebuildOne(ctx context.Context, sk erasure.ShardKey) {
 		return
 	}
 	missing, targets = missing[:n], targets[:n]
-	shards := e.gather(ctx, own, addrs, held, self)
-	if shards == nil {
-		e.rebuilds.WithLabelValues("failed").Inc()
-		e.c.log.Warn("erasure rebuild: fewer than k shards left", "bucket", sk.Bucket, "key", sk.Key)
-		return
-	}
-	cd, err := erasure.NewCoder(m)
-	if err != nil {
-		return
-	}
-	out := make([][]byte, n)
-	for j := range out {
-		out[j] = make([]byte, 0, m.ShardSize())
-	}
-	c := m.Chunk
-	for s := range m.Stripes() {
-		pieces := make([][]byte, m.Shards())
-		for i, b := range shards {
-			if b != nil {
-				pieces[i] = b[s*c : (s+1)*c : (s+1)*c]
-			}
-		}
-		if err := cd.Reconstruct(pieces); err != nil {
-			e.rebuilds.WithLabelValues("failed").Inc()
-			return
-		}
-		for j, idx := range missing {
-			out[j] = append(out[j], pieces[idx]...)
+	var holders []string
+	for i, addr := range addrs {
+		if held[i] >= 0 {
+			holders = append(holders, addr)
 		}
 	}
-	for j, idx := range missing {
-		if err := m.Verify(idx, 0, out[j]); err != nil { // never send what does not match
-			e.rebuilds.WithLabelValues("failed").Inc()
-			e.c.log.Error("erasure rebuild produced a shard that does not verify", "bucket", sk.Bucket, "key", sk.Key, "shard", idx, "err", err)
-			return
-		}
+	written, err := e.recode(ctx, ecObject(own), m, own.Encoded, holders, missing, targets)
+	for range written {
+		e.rebuilds.WithLabelValues("rebuilt").Inc()
+		e.counts.rebuilt.Add(1)
+		e.rebuiltBytes.Add(float64(m.ShardSize()))
 	}
-	for j, idx := range missing {
-		sctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-		err := e.cfg.Peers.ShardPut(sctx, targets[j], sk.Bucket, sk.Key, sk.ETag, idx, own.Encoded, bytes.NewReader(out[j]), int64(len(out[j])))
-		cancel()
-		if err != nil {
-			e.rebuilds.WithLabelValues("failed").Inc()
-			e.c.log.Debug("erasure rebuild: shard write failed", "bucket", sk.Bucket, "key", sk.Key, "shard", idx, "holder", targets[j], "err", err)
-		} else {
-			e.rebuilds.WithLabelValues("rebuilt").Inc()
-			e.counts.rebuilt.Add(1)
-			e.rebuiltBytes.Add(float64(len(out[j])))
-		}
-		e.pace(ctx, int64(len(out[j])))
+	if failed := len(missing) - len(written); failed > 0 {
+		e.rebuilds.WithLabelValues("failed").Add(float64(failed))
+		e.c.log.Warn("erasure rebuild: shards not rebuilt", "bucket", sk.Bucket, "key", sk.Key, "failed", failed, "err", err)
 	}
 }
 
@@ -211,33 +175,6 @@ func (e *ecPath) whoHolds(ctx context.Context, own *erasure.Shard, addrs []strin
 	}
 	wg.Wait()
 	return held
-}
-
-// gather reads whole shards from the holders until it has k verified
-// (own among them); nil when it cannot.
-func (e *ecPath) gather(ctx context.Context, own *erasure.Shard, addrs []string, held []int, self string) [][]byte {
-	m := own.Manifest
-	shards := make([][]byte, m.Shards())
-	shards[own.Key.Index] = own.Data
-	have := 1
-	for i, addr := range addrs {
-		if have >= m.Data {
-			break
-		}
-		if held[i] < 0 || addr == self || shards[held[i]] != nil {
-			continue
-		}
-		rep := e.fetchShard(ctx, false, addr, ecObject(own), infoOf(m), 0, m.Stripes())
-		if rep.err != nil || rep.manifest != own.Encoded || shards[rep.index] != nil {
-			continue
-		}
-		shards[rep.index] = rep.data
-		have++
-	}
-	if have < m.Data {
-		return nil
-	}
-	return shards
 }
 
 // rebuildMetrics registers the rebuild's counters.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,7 +200,7 @@ func TestErasureThreshold(t *testing.T) {
 }
 
 func TestErasureSettings(t *testing.T) {
-	want := &cacheconfig.Erasure{DataShards: 4, ParityShards: 2, Threshold: 1 << 20, Memory: 8 << 20, Chunk: 64 << 10}
+	want := &cacheconfig.Erasure{DataShards: 4, ParityShards: 2, Threshold: 1 << 20, Memory: 8 << 20, BackupMemory: 2 << 20, Chunk: 64 << 10}
 	var c Config
 	if err := c.ApplySettings(cacheconfig.Settings{Erasure: want}); err != nil {
 		t.Fatal(err)
@@ -280,7 +281,7 @@ func TestErasureWarmUp(t *testing.T) {
 // (Memory of Cache.Budget at the start), evicting to fit, and the budget
 // reported back is the one set.
 func TestErasureSetBudget(t *testing.T) {
-	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it (backups a quarter of that)
+	g := newECGroup(t) // budget 4 MiB, shards 1 MiB of it and backups 256 KiB besides
 	want := make([]byte, 200_000)
 	_, _ = rand.Read(want)
 	g.put(t, "big", want)
@@ -295,7 +296,7 @@ func TestErasureSetBudget(t *testing.T) {
 
 	c.SetBudget(2 << 20)
 	ecBudget := func() int64 { return c.ec.shards.Stats().Budget + c.ec.bk.store.Stats().Budget }
-	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1536<<10 || ecBudget() != 512<<10 || c.ec.bk.store.Stats().Budget != 128<<10 {
+	if b, _ := c.Budget(); b != 2<<20 || c.cache.Stats().Budget != 1408<<10 || ecBudget() != 640<<10 || c.ec.bk.store.Stats().Budget != 128<<10 {
 		t.Fatalf("after SetBudget(2 MiB): whole %d, memory tier %d, shards and backups %d", b, c.cache.Stats().Budget, ecBudget())
 	}
 	if n := c.Counters(); n.BudgetBytes != 2<<20 || n.CacheBytes < shard {
@@ -306,7 +307,7 @@ func TestErasureSetBudget(t *testing.T) {
 		t.Fatalf("SetBudget(%d): freed %d, shards left %+v", 2*shard, freed, c.ec.shards.Stats())
 	}
 	c.SetBudget(4 << 20)
-	if b, _ := c.Budget(); b != 4<<20 || ecBudget() != 1<<20 {
+	if b, _ := c.Budget(); b != 4<<20 || ecBudget() != 1280<<10 {
 		t.Fatalf("raised back: whole %d, shards and backups %d", b, ecBudget())
 	}
 	// The object still reads right: a holder lost its shard, k are left.
@@ -478,5 +479,67 @@ func TestErasureBackupsDropStale(t *testing.T) {
 	}
 	if holder.ec.bk.store.Stats().Shards != 0 || dropped(holder, dropInvalidated) != 2 {
 		t.Fatalf("after a delete: %d backups kept, dropped invalidated %v", holder.ec.bk.store.Stats().Shards, dropped(holder, dropInvalidated))
+	}
+}
+
+// The budget is split before the memory tier takes its defaults: an
+// erasure memory above half the budget (and the backups' memory, a
+// quarter of it by default, apart) leaves a tier whose largest object and
+// reservations are taken from the tier's own budget, and only a split
+// that really does not fit is refused, with an error naming the parts.
+func TestErasureBudgetSplit(t *testing.T) {
+	ec := func(memory int64) *ErasureConfig {
+		return &ErasureConfig{Config: erasure.Config{DataShards: 3, ParityShards: 2}, Memory: memory}
+	}
+	c := Config{Cache: cache.Config{Budget: 16 << 20}, Erasure: ec(12 << 20)}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("erasure memory 12 MiB of 16 MiB: %v", err)
+	}
+	if c.Erasure.BackupMemory != 3<<20 {
+		t.Fatalf("backup memory %d, want a quarter of the erasure memory", c.Erasure.BackupMemory)
+	}
+	if c.Cache.Budget != 16<<20 || c.Cache.MaxObjectSize != 512<<10 || c.Cache.MaxFillReserve != 256<<10 || c.Cache.MaxUploadReserve != 256<<10 {
+		t.Fatalf("the tier's settings: %+v; want the whole budget kept and defaults from the tier's 1 MiB", c.Cache)
+	}
+	if err := c.Validate(); err != nil || c.Cache.MaxObjectSize != 512<<10 {
+		t.Fatalf("validated again: %v, largest object %d", err, c.Cache.MaxObjectSize)
+	}
+	// A cachelet starts with it (the tier's cache validates its own
+	// budget again).
+	g := newGroup(t, 1, func(c *Config) {
+		c.Cache = cache.Config{Budget: 16 << 20}
+		c.Router = placeRouter{c.Router.(*staticRouter)}
+		c.Erasure = ec(12 << 20)
+	})
+	if got := g.members[0].cache.Stats().Budget; got != 1<<20 {
+		t.Fatalf("memory tier's budget %d, want 1 MiB", got)
+	}
+	if s, b := g.members[0].ec.shards.Stats().Budget, g.members[0].ec.bk.store.Stats().Budget; s != 12<<20 || b != 3<<20 {
+		t.Fatalf("shards' budget %d, backups' %d: want 12 and 3 MiB, apart", s, b)
+	}
+	if b, _ := g.members[0].Budget(); b != 16<<20 {
+		t.Fatalf("whole budget %d", b)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"erasure memory the whole budget", Config{Cache: cache.Config{Budget: 16 << 20}, Erasure: ec(16 << 20)},
+			"erasure memory 16777216 and backup memory 4194304 must together be below the budget 16777216"},
+		{"with the backups' quarter, the whole budget", Config{Cache: cache.Config{Budget: 16 << 20}, Erasure: ec(13 << 20)},
+			"erasure memory 13631488 and backup memory 3407872 must together be below the budget 16777216"},
+		{"largest object above the tier", Config{Cache: cache.Config{Budget: 16 << 20, MaxObjectSize: 8 << 20}, Erasure: ec(12 << 20)},
+			"the memory tier's budget 1048576 (the budget 16777216 less the erasure memory 12582912 and backup memory 3145728): cache: max object size 8388608"},
+		{"no budget", Config{Erasure: ec(0)}, "positive budget"},
+	} {
+		before := tc.cfg
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+		if a, b := tc.cfg.Cache, before.Cache; a.Budget != b.Budget || a.MaxObjectSize != b.MaxObjectSize || a.MaxFillReserve != b.MaxFillReserve || a.MaxUploadReserve != b.MaxUploadReserve {
+			t.Errorf("%s: a refused split changed the tier's settings: %+v", tc.name, tc.cfg.Cache)
+		}
 	}
 }

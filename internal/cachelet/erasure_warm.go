@@ -67,55 +67,27 @@ func (e *ecPath) warmUp() (read int64, dropped int) {
 }
 
 // restore codes the shard bad stood for again from k verified shards of
-// the other holders in the object's placement, and keeps it if it
-// verifies (the store checks it again).
+// the other holders in the object's placement, a window of stripes at a
+// time (erasure_stream.go), and keeps it if it verifies (the store checks
+// it again).
 func (e *ecPath) restore(ctx context.Context, bad *erasure.Shard) {
 	m := bad.Manifest
 	addrs := e.cfg.Placer.Place(bad.Key.Bucket, bad.Key.Key, m.Shards())
 	self := e.cfg.Placer.PeerAddr()
-	shards := make([][]byte, m.Shards())
-	have := 0
+	var holders []string
 	for _, addr := range addrs {
-		if have >= m.Data || ctx.Err() != nil {
-			break
+		if addr != self {
+			holders = append(holders, addr)
 		}
-		if addr == self {
-			continue
-		}
-		rep := e.fetchShard(ctx, false, addr, ecObject(bad), infoOf(m), 0, m.Stripes())
-		if rep.err != nil || rep.manifest != bad.Encoded || rep.index == bad.Key.Index || shards[rep.index] != nil {
-			continue
-		}
-		shards[rep.index] = rep.data
-		have++
 	}
-	cd, err := erasure.NewCoder(m)
-	if have < m.Data || err != nil {
-		e.rebuilds.WithLabelValues("failed").Inc()
-		return
-	}
-	out := make([]byte, 0, m.ShardSize())
-	c := m.Chunk
-	for s := range m.Stripes() {
-		pieces := make([][]byte, m.Shards())
-		for i, b := range shards {
-			if b != nil {
-				pieces[i] = b[s*c : (s+1)*c : (s+1)*c]
-			}
-		}
-		if err := cd.Reconstruct(pieces); err != nil {
-			e.rebuilds.WithLabelValues("failed").Inc()
-			return
-		}
-		out = append(out, pieces[bad.Key.Index]...)
-	}
-	if err := e.shards.Put(&erasure.Shard{Key: bad.Key, Manifest: m, Encoded: bad.Encoded, Data: out}); err != nil {
+	written, _ := e.recode(ctx, ecObject(bad), m, bad.Encoded, holders, []int{bad.Key.Index}, []string{self})
+	if len(written) == 0 {
 		e.rebuilds.WithLabelValues("failed").Inc()
 		return
 	}
 	e.rebuilds.WithLabelValues("rebuilt").Inc()
 	e.counts.rebuilt.Add(1)
-	e.rebuiltBytes.Add(float64(len(out)))
+	e.rebuiltBytes.Add(float64(m.ShardSize()))
 }
 
 func (e *ecPath) warmMetrics(reg prometheus.Registerer) {

@@ -65,6 +65,9 @@ func (c *Cachelet) OwnershipChanging() {
 	id, done := c.keys.beginHandoff()
 	c.keys.doomInFlight(everyKey)
 	c.cache.Clear()
+	if c.ec != nil {
+		c.ec.distrustAll() // the versions of sharded objects seen so far, too
+	}
 	c.begun = &begunHandoff{id: id, done: done}
 }
 
@@ -94,6 +97,9 @@ func (c *Cachelet) startHandoff() {
 	// doomed, they cannot land after the clears below and be trusted.
 	c.keys.doomInFlight(everyKey)
 	c.cache.Clear()
+	if c.ec != nil {
+		c.ec.distrustAll()
+	}
 	var rev int64
 	if c.cfg.Revision != nil {
 		rev = c.cfg.Revision.Revision()
@@ -115,6 +121,9 @@ func (c *Cachelet) startHandoff() {
 		}
 		c.keys.doomInFlight(everyKey)
 		c.cache.Clear() // nothing fetched meanwhile predates the flushes
+		if c.ec != nil {
+			c.ec.distrustAll()
+		}
 		c.keys.endHandoff(id)
 		close(done)
 		c.m.handoffs.Inc()

@@ -92,7 +92,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
 	c.Erasure = nil
 	if e := s.Erasure; e != nil {
-		c.Erasure = &ErasureConfig{Memory: e.Memory, WarmUp: e.WarmUp.D(), Backup: e.Backup.D()}
+		c.Erasure = &ErasureConfig{Memory: e.Memory, BackupMemory: e.BackupMemory, WarmUp: e.WarmUp.D(), Backup: e.Backup.D()}
 		c.Erasure.DataShards, c.Erasure.ParityShards = e.DataShards, e.ParityShards
 		c.Erasure.Threshold, c.Erasure.ChunkSize = e.Threshold, int(e.Chunk)
 	}
@@ -128,7 +128,7 @@ func (c Config) Settings() cacheconfig.Settings {
 	}
 	if e := c.Erasure; e != nil {
 		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,
-			Threshold: e.Threshold, Memory: e.Memory, Chunk: int64(e.ChunkSize),
+			Threshold: e.Threshold, Memory: e.Memory, BackupMemory: e.BackupMemory, Chunk: int64(e.ChunkSize),
 			WarmUp: cacheconfig.Duration(max(e.WarmUp, 0)), Backup: cacheconfig.Duration(max(e.Backup, 0))}
 	}
 	target, mode, read := c.WriteTarget, c.WriteMode, c.ReadMode

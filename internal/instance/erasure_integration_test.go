@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -82,6 +83,10 @@ func TestErasureCodedObject(t *testing.T) {
 	}
 	for _, p := range procs {
 		fc.waitHealthy(t, p)
+		// The backups' memory is apart from the shards', a quarter of it.
+		if shards, backups := p.sample(t, "hoard_erasure_budget_bytes"), p.sample(t, "hoard_erasure_backup_budget_bytes"); shards <= 0 || backups != math.Floor(shards/4) {
+			t.Fatalf("%s: shard budget %v, backup budget %v: want a quarter of it apart", p.id, shards, backups)
+		}
 	}
 	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return slices.Equal(got, ids) }); !ok {
 		t.Fatalf("etcd never listed members %v", ids)

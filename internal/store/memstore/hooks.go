@@ -143,7 +143,8 @@ func (s *Store) ResetCounts() {
 type Hold struct {
 	s           *Store
 	obj         objKey
-	body        bool  // a body hold (else a Get hold)
+	body        bool  // a body hold (else a Get hold, or a Stat hold)
+	stat        bool  // a Stat hold
 	after       int64 // body holds: bytes delivered before stopping
 	reached     chan struct{}
 	reachedOnce sync.Once
@@ -157,6 +158,14 @@ type Hold struct {
 // context ends returns the context's error.
 func (s *Store) HoldGet(bucket, key string) *Hold {
 	return s.addHold(&Hold{obj: objKey{bucket, key}})
+}
+
+// HoldStat makes every Stat of bucket/key that reaches its answer while
+// the hold is in place wait, its answer decided, before returning it,
+// until Release. A waiting Stat whose context ends returns the context's
+// error.
+func (s *Store) HoldStat(bucket, key string) *Hold {
+	return s.addHold(&Hold{obj: objKey{bucket, key}, stat: true})
 }
 
 // HoldBody makes every body of bucket/key opened while the hold is in
@@ -226,21 +235,23 @@ func (s *Store) BreakBody(bucket, key string, after int64, err error) {
 	s.hooks.breaks[k] = append(s.hooks.breaks[k], bodyBreak{after: after, err: err})
 }
 
-// holdGet waits at the Get holds of bucket/key, if any.
-func (h *hooks) holdGet(ctx context.Context, bucket, key string) {
+// holdGet waits at the Get holds of bucket/key, if any (stat: at the Stat
+// holds). It returns the context's error if it ends meanwhile.
+func (h *hooks) holdGet(ctx context.Context, bucket, key string, stat bool) error {
 	h.mu.Lock()
 	var mine []*Hold
 	for _, x := range h.holds {
-		if !x.body && x.obj == (objKey{bucket, key}) {
+		if !x.body && x.stat == stat && x.obj == (objKey{bucket, key}) {
 			mine = append(mine, x)
 		}
 	}
 	h.mu.Unlock()
 	for _, x := range mine {
-		if x.wait(ctx, nil) != nil {
-			return
+		if err := x.wait(ctx, nil); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // body wraps the bytes a Get answers with the body holds and breaks in

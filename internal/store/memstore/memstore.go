@@ -198,7 +198,7 @@ func (s *Store) Get(ctx context.Context, bucketName, key string, opts store.GetO
 	s.mu.Unlock()
 	body, info, rng, err := s.answerGet(o, opts, err)
 	s.hooks.recordGet(opts, rng, err)
-	s.hooks.holdGet(ctx, bucketName, key)
+	_ = s.hooks.holdGet(ctx, bucketName, key, false) // the body sees the context's end
 	if err != nil {
 		return nil, store.ObjectInfo{}, nil, wrap("get", bucketName, key, err)
 	}
@@ -234,12 +234,19 @@ func (s *Store) Stat(ctx context.Context, bucketName, key string) (store.ObjectI
 		return store.ObjectInfo{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o, err := s.objectLocked(bucketName, key)
+	var info store.ObjectInfo
+	if err == nil {
+		info = infoOut(o.info, true)
+	}
+	s.mu.Unlock()
+	if herr := s.hooks.holdGet(ctx, bucketName, key, true); herr != nil {
+		return store.ObjectInfo{}, wrap("stat", bucketName, key, herr)
+	}
 	if err != nil {
 		return store.ObjectInfo{}, wrap("stat", bucketName, key, err)
 	}
-	return infoOut(o.info, true), nil
+	return info, nil
 }
 
 // readBody reads a request body of the announced size (size < 0: unknown)
