@@ -32,7 +32,6 @@ const (
 	maxSteps   = 32      // steps per window at most
 	maxStates  = 4096    // states of the chain at most
 	maxWindows = 32      // windows run before the hazard carries on
-	maxHolders = 1 << 10 // k+r at most
 	maxRate    = 1 << 20 // losses per instance-second at most
 	maxHorizon = 1 << 40 // seconds
 	minLogS    = -1000   // survival e^-1000: a loss is certain
@@ -68,7 +67,7 @@ type LossCurve struct {
 // last step carries on).
 func NewLossCurve(k, r int, rate float64, window, upTo time.Duration) *LossCurve {
 	c := &LossCurve{n: k + r, r: r, lambda: rate, w: window.Seconds()}
-	if k <= 0 || r < 0 || c.n > maxHolders || !(rate > 0) || window <= 0 {
+	if k <= 0 || r < 0 || !(rate > 0) || window <= 0 {
 		c.zero = true
 		return c
 	}
@@ -93,7 +92,7 @@ func (c *LossCurve) At(horizon time.Duration) float64 {
 	// Before a repair can end (m-1 steps, under W): more than r of the n
 	// holders departed, exactly (the chain agrees at its steps).
 	if h <= float64(c.m-1)*c.dt {
-		return binomialTail(c.n, r1(c.r), -math.Expm1(-c.lambda*h))
+		return binomialTail(c.n, c.r+1, -math.Expm1(-c.lambda*h))
 	}
 	x := h / c.dt
 	last := len(c.logS) - 1
@@ -113,8 +112,6 @@ func (c *LossCurve) At(horizon time.Duration) float64 {
 	}
 	return clamp(-math.Expm1(-y))
 }
-
-func r1(r int) int { return r + 1 }
 
 func clamp(p float64) float64 { return min(max(p, 0), 1) }
 
