@@ -21,7 +21,8 @@ import (
 // each present holder departs within a step with probability 1 - e^(-λΔ),
 // and the rebuilder's departure resets every missing shard's age. The
 // states are the sorted ages of at most r missing shards, C(m+r, r) of
-// them; m is 32, or less so that there are at most maxStates. The chain
+// them; m is 32, or less so that there are at most maxStates (and r at
+// most 89, which errs high). The chain
 // runs from every shard present for at most 32 windows; past that its
 // hazard per step (its quasi-stationary loss rate) carries it on; between
 // steps the cumulative hazard is interpolated as a power of the horizon.
@@ -72,8 +73,13 @@ func NewLossCurve(k, r int, rate float64, window, upTo time.Duration) *LossCurve
 		return c
 	}
 	c.lambda = min(rate, maxRate)
+	// More parity than the chain can hold at 2 steps a window (r > 89)
+	// counts as the most it can: a higher figure, never a lower one.
+	for states(2, c.r) > maxStates {
+		c.r--
+	}
 	c.m = maxSteps
-	for c.m > 2 && states(c.m, r) > maxStates {
+	for c.m > 2 && states(c.m, c.r) > maxStates {
 		c.m--
 	}
 	c.dt = c.w / (float64(c.m) - 0.5)

@@ -60,6 +60,9 @@ func TestLossProbability(t *testing.T) {
 		{"no horizon", 10, 2, 1, time.Second, 0, 0, 0},
 		{"every instance lost at once", 10, 2, 1, hour, hour, 1, 1e-12},
 		{"certain loss, repairs or not", 10, 2, 1, time.Second, hour, 1, 1e-12},
+		// More parity than the chain holds is computed as r = 89 (an
+		// upper bound): no repair within H, so the binomial tail.
+		{"r = 200, counted as 89", 10, 200, perHour(0.6), 2 * hour, hour, binomTail(210, 89, -math.Expm1(-0.6)), 1e-9},
 	} {
 		got := LossProbability(tc.k, tc.r, tc.rate, tc.window, tc.horiz)
 		if math.Abs(got-tc.want) > tc.rel*tc.want || got < 0 || got > 1 {
