@@ -61,10 +61,13 @@ func (e *ecPath) health() *erasure.Health {
 // departures; missing for the repair window W_r: lease, delay, rebuild),
 // and damage a warm-up finds (rate μ, observed as the warm-up's drops per
 // shard held; missing until the warm-up that finds it and the repair:
-// W_s = WarmUp + delay + rebuild). A shard is missing at a given time with
-// probability 1 - e^-(λW_r + μW_s), which LossProbability is given as the
-// rate (λW_r + μW_s)/W over the longer window W. With backups, W_r is
-// q·lease + (1-q)·W_r for the share q of shards backed up unchanged.
+// W_s = WarmUp + delay + rebuild). LossProbability is given both as one
+// cause: rate λ+μ and the mean window (λW_r + μW_s)/(λ+μ), which keep how
+// often a shard goes missing and how much of the time it is missing
+// (what the number missing at once depends on; damage is counted as a
+// departure that also restarts the rebuilds in hand, erring high). With
+// backups, W_r is q·lease + (1-q)·W_r for the share q of shards backed up
+// unchanged.
 func (e *ecPath) risk() float64 { return e.riskWith(e.cfg.WarmUp) }
 
 // riskWith is risk with warm-ups every warmUp.
@@ -90,14 +93,11 @@ func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	// minutes would be noise); faults per shard-hour likewise.
 	lambda := float64(n) / float64(members+n) / time.Hour.Seconds()
 	mu := float64(faults) / float64(held+faults) / time.Hour.Seconds()
-	window := wr
-	if faults > 0 && ws > window {
-		window = ws
-	}
 	if n == 0 && faults == 0 {
 		return 0
 	}
-	rate := (lambda*wr.Seconds() + mu*ws.Seconds()) / window.Seconds()
+	rate := lambda + mu
+	window := time.Duration((lambda*float64(wr) + mu*float64(ws)) / rate)
 	return erasure.LossProbability(e.cfg.DataShards, e.cfg.ParityShards, rate, window, time.Hour)
 }
 

@@ -319,9 +319,19 @@ func (x *erasureRun) result() *ErasureResult {
 			res.MaxShardBytes = max(res.MaxShardBytes, a.bytes[i])
 			first = false
 		}
+	}
+	// One chain for every object's life (the same code, rate and window).
+	var longest time.Duration
+	for _, a := range x.order {
+		for _, o := range a.objects {
+			longest = max(longest, x.now.Sub(o.since))
+		}
+	}
+	curve := erasure.NewLossCurve(k, r, x.rate, window, longest)
+	for _, a := range x.order {
 		for _, o := range a.objects {
 			if life := x.now.Sub(o.since); life > 0 {
-				res.ExpectedLost += erasure.LossProbability(k, r, x.rate, window, life)
+				res.ExpectedLost += curve.At(life)
 			}
 		}
 	}
@@ -364,10 +374,10 @@ type ErasureResult struct {
 	MaxShardBytes int64 `json:"max_shard_bytes"`
 	// Lost: objects that had more than r shards missing at once;
 	// ExpectedLost: the sum of erasure.LossProbability over the objects,
-	// each over its life, with the repair window Window (fixed windows:
-	// it counts r+1 losses within one window, where the replay counts
-	// r+1 shards missing at the same time, up to about r+1 times as
-	// likely when losses are rare).
+	// each over its life, with the repair window Window (the model of
+	// the same rule with every shard's repair taking Window; rebuilds
+	// queued behind others take longer than the mean, and objects that
+	// share holders are lost together, which it leaves out).
 	Lost          int64   `json:"lost"`
 	LostShare     float64 `json:"lost_share"`
 	ExpectedLost  float64 `json:"expected_lost"`
