@@ -211,6 +211,7 @@ type ecPath struct {
 	departed     []string    // members left since the last takeover (erasure_backup.go)
 	lastRebuild  time.Duration
 	memberLosses prometheus.Counter
+	riskMemo     riskMemo // the last model computed, by its inputs
 
 	counts struct{ hits, misses, fallbacks, rebuilt, restored, warmUps, warmBytes atomic.Int64 } // ErasureCounters
 

@@ -98,7 +98,35 @@ func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	}
 	rate := lambda + mu
 	window := time.Duration((lambda*float64(wr) + mu*float64(ws)) / rate)
-	return erasure.LossProbability(e.cfg.DataShards, e.cfg.ParityShards, rate, window, time.Hour)
+	// The model costs milliseconds (a grid over the repair window), and
+	// every scrape asks; its inputs change only when members leave,
+	// warm-ups find damage or a rebuild ends.
+	in := riskInputs{e.cfg.DataShards, e.cfg.ParityShards, rate, window}
+	e.mu.Lock()
+	if m := e.riskMemo; m.valid && m.in == in {
+		e.mu.Unlock()
+		return m.p
+	}
+	e.mu.Unlock()
+	p := erasure.LossProbability(in.k, in.r, in.rate, in.window, time.Hour)
+	e.mu.Lock()
+	e.riskMemo = riskMemo{in: in, p: p, valid: true}
+	e.mu.Unlock()
+	return p
+}
+
+// riskInputs are what the loss model is computed from.
+type riskInputs struct {
+	k, r   int
+	rate   float64
+	window time.Duration
+}
+
+// riskMemo is the last loss probability and its inputs.
+type riskMemo struct {
+	in    riskInputs
+	p     float64
+	valid bool
 }
 
 // backedUpShare is the share of the shards held (held of them) that the
