@@ -37,35 +37,12 @@ import (
 func BenchmarkLocalHit(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			data := bytes.Repeat([]byte{'h'}, size)
-			st := memstore.New()
-			cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 16 << 20}, ReadMode: cachelet.ReadLocal}, st, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ver, err := s3auth.New(s3auth.Config{Region: testRegion}, creds{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			api, err := New(Config{Region: testRegion}, cl, ver, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			api, bareHandler := newLocalHitFront(b, size)
 			hoard := httptest.NewServer(api)
-			b.Cleanup(func() { hoard.Close(); cl.Close() })
-			length := strconv.Itoa(size)
-			bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Length", length)
-				_, _ = w.Write(data)
-			}))
+			b.Cleanup(hoard.Close)
+			bare := httptest.NewServer(bareHandler)
 			b.Cleanup(bare.Close)
 			ctx := context.Background()
-			if err := st.CreateBucket(ctx, "bkt", testRegion); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := st.Put(ctx, "bkt", "k", bytes.NewReader(data), int64(size), store.PutOptions{}); err != nil {
-				b.Fatal(err)
-			}
 
 			req, err := http.NewRequest(http.MethodGet, hoard.URL+"/bkt/k?X-Amz-Expires=3600", nil)
 			if err != nil {
@@ -136,7 +113,58 @@ func (d *discardWriter) WriteHeader(int)             {}
 //
 //	go test -run XXX -bench LocalHitHandler -benchmem ./internal/s3api
 func BenchmarkLocalHitHandler(b *testing.B) {
-	const size = 4 << 10
+	api, bare := newLocalHitFront(b, 4<<10)
+	ctx := context.Background()
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	creds := aws.Credentials{AccessKeyID: testAK, SecretAccessKey: testSK}
+	presigned, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:9000/bkt/k?X-Amz-Expires=3600", nil)
+	u, _, err := signer.PresignHTTP(ctx, creds, presigned, "UNSIGNED-PAYLOAD", "s3", testRegion, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	presigned, _ = http.NewRequest(http.MethodGet, u, nil)
+	header, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:9000/bkt/k", nil)
+	header.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	if err := signer.SignHTTP(ctx, creds, header, "UNSIGNED-PAYLOAD", "s3", testRegion, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		req  *http.Request
+	}{{"bare", bare, header}, {"presigned", api, presigned}, {"header", api, header}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			w := &discardWriter{h: http.Header{}}
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				clear(w.h)
+				req := *c.req
+				c.h.ServeHTTP(w, &req)
+			}
+			// CPU time, unlike wall time, is not stretched by other
+			// processes on a busy machine.
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			if c.h == http.Handler(api) && w.h.Get("X-Hoard-Read") != "local_hit" {
+				b.Fatalf("not a local hit: %v", w.h)
+			}
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// newLocalHitFront is the S3 front over a cachelet reading locally (no
+// store request on a hit) with bkt/k of size bytes in its store, and a
+// bare handler answering the same bytes.
+func newLocalHitFront(b *testing.B, size int) (*Server, http.Handler) {
 	data := bytes.Repeat([]byte{'h'}, size)
 	st := memstore.New()
 	cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 16 << 20}, ReadMode: cachelet.ReadLocal}, st, nil, nil)
@@ -159,53 +187,9 @@ func BenchmarkLocalHitHandler(b *testing.B) {
 	if _, err := st.Put(ctx, "bkt", "k", bytes.NewReader(data), int64(size), store.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
-	creds := aws.Credentials{AccessKeyID: testAK, SecretAccessKey: testSK}
-	presigned, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:9000/bkt/k?X-Amz-Expires=3600", nil)
-	u, _, err := signer.PresignHTTP(ctx, creds, presigned, "UNSIGNED-PAYLOAD", "s3", testRegion, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	presigned, _ = http.NewRequest(http.MethodGet, u, nil)
-	header, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:9000/bkt/k", nil)
-	header.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	if err := signer.SignHTTP(ctx, creds, header, "UNSIGNED-PAYLOAD", "s3", testRegion, time.Now()); err != nil {
-		b.Fatal(err)
-	}
 	length := strconv.Itoa(size)
-	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return api, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", length)
 		_, _ = w.Write(data)
 	})
-	for _, c := range []struct {
-		name string
-		h    http.Handler
-		req  *http.Request
-	}{{"bare", bare, header}, {"presigned", api, presigned}, {"header", api, header}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			w := &discardWriter{h: http.Header{}}
-			cpu0 := cpuTime(b)
-			for b.Loop() {
-				clear(w.h)
-				req := *c.req
-				c.h.ServeHTTP(w, &req)
-			}
-			// CPU time, unlike wall time, is not stretched by other
-			// processes on a busy machine.
-			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-			if c.h == api && w.h.Get("X-Hoard-Read") != "local_hit" {
-				b.Fatalf("not a local hit: %v", w.h)
-			}
-		})
-	}
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
