@@ -126,7 +126,7 @@ state = %q
 	}
 	writeFile(t, filepath.Join(dir, "cni", "10-hoard.conflist"), fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "hoard-test", "plugins": [
   {"type": "bridge", "bridge": "hoardtest0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.7.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}`, filepath.Join(dir, "cni-state")))
+   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "%s.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}`, filepath.Join(dir, "cni-state"), podNet))
 	t.Cleanup(func() { exec.Command("ip", "link", "del", "hoardtest0").Run() })
 	containerd := start(ctx, t, "containerd", path, filepath.Join(debian, "usr/bin/containerd"), "--config", filepath.Join(dir, "containerd.toml"))
 	waitFor(t, "containerd's socket", time.Minute, containerd, func() bool { _, err := os.Stat(sock); return err == nil })
@@ -446,46 +446,14 @@ current-context: c
 	secret("hoard-store", map[string]string{"access-key": store.AccessKey(), "secret-key": store.SecretKey()})
 	secret("hoard-etcd-root", map[string]string{"username": "root", "password": rootPassword})
 
-	objs := render(t, helm, chartDir(t), "-f", filepath.Join(chartDir(t), "ci", "platform-values.yaml"),
+	// Installed with helm itself (not rendered and applied), so that the
+	// upgrade at the end is helm's, with the Secrets it keeps.
+	helmRun(ctx, t, helm, dir, kc, "install", "hoard", chartDir(t), "--namespace", namespace,
+		"-f", filepath.Join(chartDir(t), "ci", "platform-values.yaml"),
 		"--set", "etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",store.endpoint="+store.Endpoint()+",store.identities=minio",
 		"--set", "controller.resources.requests.cpu=10m,agent.resources.requests.cpu=10m,agent.resources.requests.memory=64Mi")
-	for _, o := range objs {
-		if code, body := api.apply(t, o, false); code != http.StatusOK && code != http.StatusCreated {
-			t.Fatalf("%s %s refused (%d): %s", o.kind(), o.name(), code, body)
-		}
-	}
 
-	type pod struct {
-		Metadata struct {
-			Name   string            `json:"name"`
-			UID    string            `json:"uid"`
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Status struct {
-			Phase      string `json:"phase"`
-			PodIP      string `json:"podIP"`
-			Conditions []struct {
-				Type   string `json:"type"`
-				Status string `json:"status"`
-			} `json:"conditions"`
-		} `json:"status"`
-	}
-	ready := func(component string) []pod {
-		_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods?labelSelector=app.kubernetes.io%2Fcomponent%3D"+component, "", nil)
-		var list struct{ Items []pod }
-		if err := json.Unmarshal(body, &list); err != nil {
-			t.Fatal(err)
-		}
-		var out []pod
-		for _, p := range list.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == "Ready" && c.Status == "True" {
-					out = append(out, p)
-				}
-			}
-		}
-		return out
-	}
+	ready := func(component string) []clusterPod { return readyPods(t, api, component) }
 	t.Cleanup(func() {
 		if t.Failed() {
 			_, body := api.do(t, http.MethodGet, "/api/v1/namespaces/"+namespace+"/pods", "", nil)
@@ -593,6 +561,19 @@ def handler(event, context):
 	}
 	secret("thumbs-cachelet", map[string]string{"document.json": string(doc)})
 	secret("thumbs-keys", map[string]string{"AWS_ACCESS_KEY_ID": "thumbs-function-key", "AWS_SECRET_ACCESS_KEY": "thumbs-function-secret-0123456789", "AWS_DEFAULT_REGION": "us-east-1"})
+	// Objects neither function wrote, read by both: in one ring, the
+	// cachelet that does not own such an object asks the one that does.
+	// (An object a function wrote is in its own cachelet's memory; the
+	// other's read of it goes to a peer only where the ring makes the
+	// writer its owner, one chance in two: both such reads stay off the
+	// peer protocol one time in four.)
+	const shared = 16
+	for i := range shared {
+		v := fmt.Sprintf("shared object %d", i)
+		if _, err := mc.PutObject(ctx, "kdata", fmt.Sprintf("shared/%02d", i), strings.NewReader(v), int64(len(v)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	script := `import boto3, os, time
 s3 = boto3.client("s3")
 me = os.environ["HOSTNAME"]
@@ -602,12 +583,14 @@ while True:
     if len(keys) >= 2:
         for k in keys:
             assert s3.get_object(Bucket="kdata", Key=k)["Body"].read() == k.split("/")[1].encode()
+        for i in range(` + fmt.Sprint(shared) + `):
+            assert s3.get_object(Bucket="kdata", Key="shared/%02d" % i)["Body"].read() == b"shared object %d" % i
         s3.put_object(Bucket="kdata", Key="sidecar-read/" + me, Body=b"ok")
         break
     time.sleep(0.5)
 time.sleep(1e9)
 `
-	objs = render(t, helm, chartDir(t), "--set", "mode=sidecar,etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",etcd.credentialsSecret=hoard-etcd-root",
+	objs := render(t, helm, chartDir(t), "--set", "mode=sidecar,etcd.deploy=false,etcd.endpoints[0]="+etcd.Endpoints()[0]+",etcd.credentialsSecret=hoard-etcd-root",
 		"--set-json", `sidecar.apps=[{"name":"thumbs","image":"docker.io/hoard-io/hoard-worker:dev","replicas":2,"secret":"thumbs-cachelet","envFrom":[{"secretRef":{"name":"thumbs-keys"}}],"command":["/usr/bin/python3","-c",`+strconvQuote(script)+`]}]`)
 	for _, o := range objs {
 		if code, body := api.apply(t, o, false); code != http.StatusOK && code != http.StatusCreated {
@@ -623,8 +606,9 @@ time.sleep(1e9)
 		}
 		return n == 2 && len(ready("function")) == 2
 	})
-	// They did as one ring: reads of the objects the other cachelet owns
-	// were served by it, over the peer protocol.
+	// They did as one ring: every shared object was read once through
+	// its owner by the other cachelet, over the peer protocol (two rings
+	// of one would serve none).
 	served := 0.0
 	for _, p := range ready("function") {
 		resp, err := http.Get("http://" + p.Status.PodIP + ":9201/metrics")
@@ -645,10 +629,18 @@ time.sleep(1e9)
 			}
 		}
 	}
-	if served < 1 {
-		t.Errorf("the two cachelets served each other nothing (hoard_cachelet_peer_served_total %v): not one ring", served)
+	if served < shared {
+		t.Errorf("the two cachelets served each other %v reads (hoard_cachelet_peer_served_total), want at least %d, one per shared object: not one ring", served, shared)
 	}
-	t.Logf("sidecar mode: 2 function pods ready, each read both objects through its cachelet; %v reads served by the peer", served)
+	t.Logf("sidecar mode: 2 function pods ready, each read both written objects and %d shared ones through its cachelet; %v reads served by the peer", shared, served)
+
+	// TLS turned on in the running install (the sidecar pods, whose
+	// documents name etcd in plain, leave first).
+	if code, body := api.do(t, http.MethodDelete, "/apis/apps/v1/namespaces/"+namespace+"/deployments/thumbs", "", nil); code != http.StatusOK {
+		t.Fatalf("deleting the sidecar Deployment: %d %s", code, body)
+	}
+	tlsUpgrade(ctx, t, &release{api: api, klet: klet, dir: dir, helm: helm, kubeconfig: kc, hoard: hoard, ip: ip,
+		etcd: etcd, etcdDir: filepath.Join(dir, "hoard-etcd"), mc: mc, adminToken: string(tokens.Data["admin-token"])})
 }
 
 // strconvQuote is s as a JSON string.
