@@ -92,7 +92,10 @@ func (e *ecPath) riskWith(warmUp time.Duration) float64 {
 	// than an hour counts the hour all the same: a rate from a few
 	// minutes would be noise); faults per shard-hour likewise.
 	lambda := float64(n) / float64(members+n) / time.Hour.Seconds()
-	mu := float64(faults) / float64(held+faults) / time.Hour.Seconds()
+	mu := 0.0 // a cachelet holding no shards has seen none damaged (and must not divide by zero)
+	if faults > 0 {
+		mu = float64(faults) / float64(held+faults) / time.Hour.Seconds()
+	}
 	if n == 0 && faults == 0 {
 		return 0
 	}

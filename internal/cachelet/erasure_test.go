@@ -543,3 +543,21 @@ func TestErasureBudgetSplit(t *testing.T) {
 		}
 	}
 }
+
+// A cachelet that holds no shards still sees members leave, and the risk
+// it reports is a probability: not zero, not NaN (faults per shard held
+// once divided zero by zero there).
+func TestErasureRiskHoldingNoShards(t *testing.T) {
+	g := newECGroup(t)
+	e := g.members[0].ec
+	if held := e.shards.Stats().Shards; held != 0 {
+		t.Fatalf("a fresh member holds %d shards", held)
+	}
+	now := g.members[0].clock.Now()
+	e.mu.Lock()
+	e.losses = append(e.losses, now, now)
+	e.mu.Unlock()
+	if p := e.risk(); !(p > 0 && p < 1) {
+		t.Fatalf("loss probability %v after two members lost, holding no shards", p)
+	}
+}

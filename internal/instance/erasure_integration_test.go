@@ -377,7 +377,7 @@ func TestErasureCodedObject(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if l, p := reader.sample(t, "hoard_erasure_member_losses_total"), reader.sample(t, "hoard_erasure_loss_probability"); l != 2 || p <= 0 || p >= 1 {
+	if l, p := reader.sample(t, "hoard_erasure_member_losses_total"), reader.sample(t, "hoard_erasure_loss_probability"); l != 2 || !(p > 0 && p < 1) { // NaN is no probability either
 		t.Fatalf("after two members lost: losses %v, loss probability %v; want 2 and a probability", l, p)
 	}
 	var survivors, fresh []string // holders of original shards, and of rebuilt ones
