@@ -51,17 +51,7 @@ func (c *Controller) rememberMedia(app, bucket, key, etag string, f media.Featur
 	id := app + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
-	if c.models.media == nil {
-		c.models.media = map[string]mediaSeen{}
-	}
-	if _, ok := c.models.media[id]; !ok {
-		c.models.mediaOrder = append(c.models.mediaOrder, id)
-	}
-	c.models.media[id] = mediaSeen{etag: etag, f: f}
-	for len(c.models.mediaOrder) > maxInputMedia {
-		delete(c.models.media, c.models.mediaOrder[0])
-		c.models.mediaOrder = c.models.mediaOrder[1:]
-	}
+	c.models.media.put(id, mediaSeen{etag: etag, f: f}, maxInputMedia)
 }
 
 // rememberWrite takes what an application's cachelet said of an object
@@ -96,8 +86,8 @@ func (c *Controller) forgetMedia(app, bucket, key, etag string) {
 	id := app + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
-	if _, ok := c.models.media[id]; ok {
-		c.models.media[id] = mediaSeen{etag: etag} // keeps its place in mediaOrder
+	if _, ok := c.models.media.get(id); ok {
+		c.models.media.put(id, mediaSeen{etag: etag}, maxInputMedia) // keeps its place
 	}
 }
 
@@ -109,7 +99,7 @@ func (c *Controller) inputMedia(app, bucket, key, etag string) (media.Features, 
 	}
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
-	m, ok := c.models.media[app+"\x00"+bucket+"/"+key]
+	m, ok := c.models.media.get(app + "\x00" + bucket + "/" + key)
 	if !ok || m.etag != etag || m.f.IsZero() {
 		return media.Features{}, false
 	}

@@ -52,11 +52,36 @@ type models struct {
 	mu sync.Mutex
 	m  map[string]*fnModel
 
-	sizes     map[string]sizeSeen // app + "\x00" + bucket + "/" + key
-	sizeOrder []string            // oldest first, for the bound
+	sizes fifoMap[sizeSeen]  // by app + "\x00" + bucket + "/" + key, at most maxInputSizes
+	media fifoMap[mediaSeen] // as sizes, at most maxInputMedia (inputs.go)
+}
 
-	media      map[string]mediaSeen // as sizes (inputs.go)
-	mediaOrder []string
+// fifoMap is a map bounded by dropping its oldest keys (by first
+// insertion; replacing a value keeps its place). The zero value is
+// empty. Not safe for concurrent use: models.mu guards both.
+type fifoMap[V any] struct {
+	m     map[string]V
+	order []string // oldest first
+}
+
+func (f *fifoMap[V]) get(k string) (V, bool) {
+	v, ok := f.m[k]
+	return v, ok
+}
+
+// put sets k to v and drops the oldest keys beyond max.
+func (f *fifoMap[V]) put(k string, v V, max int) {
+	if f.m == nil {
+		f.m = map[string]V{}
+	}
+	if _, ok := f.m[k]; !ok {
+		f.order = append(f.order, k)
+	}
+	f.m[k] = v
+	for len(f.order) > max {
+		delete(f.m, f.order[0])
+		f.order = f.order[1:]
+	}
 }
 
 type sizeSeen struct {
@@ -88,7 +113,7 @@ func (c *Controller) cachedInputSize(a *app, bucket, key string) (sizeSeen, bool
 	id := a.rec.Name + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
-	if s, ok := c.models.sizes[id]; ok && c.clk.Now().Sub(s.at) < inputSizeTTL {
+	if s, ok := c.models.sizes.get(id); ok && c.clk.Now().Sub(s.at) < inputSizeTTL {
 		return s, true
 	}
 	return sizeSeen{}, false
@@ -135,17 +160,7 @@ func (c *Controller) rememberSize(app, bucket, key string, s sizeSeen) {
 	id := app + "\x00" + bucket + "/" + key
 	c.models.mu.Lock()
 	defer c.models.mu.Unlock()
-	if c.models.sizes == nil {
-		c.models.sizes = map[string]sizeSeen{}
-	}
-	if _, ok := c.models.sizes[id]; !ok {
-		c.models.sizeOrder = append(c.models.sizeOrder, id)
-	}
-	c.models.sizes[id] = s
-	for len(c.models.sizeOrder) > maxInputSizes {
-		delete(c.models.sizes, c.models.sizeOrder[0])
-		c.models.sizeOrder = c.models.sizeOrder[1:]
-	}
+	c.models.sizes.put(id, s, maxInputSizes)
 }
 
 func modelKey(app, function string) string { return app + "/" + function }
