@@ -127,6 +127,7 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 	if err != nil {
 		return mem
 	}
+	limitBefore := cur
 	if want != cur {
 		// A function's limit that grows first takes back what the cache
 		// was given; one that shrinks gives the cache more only once the
@@ -141,7 +142,7 @@ func (in *Instance) size(ctx context.Context, booked, pred int64) *api.Invocatio
 		cur, _ = in.fn.Limit()
 	}
 	in.setCacheExtra(ctx, in.cacheShare(booked, cur))
-	if changed := want != cur || in.sz.extra != extraBefore || in.sz.lent != lentBefore; changed {
+	if changed := cur != limitBefore || in.sz.extra != extraBefore || in.sz.lent != lentBefore; changed {
 		took := time.Since(start)
 		mem.ResizeMS = float64(took.Microseconds()) / 1e3
 		a.m.resizeSeconds.Observe(took.Seconds())
