@@ -904,43 +904,85 @@ func newHoardProc(t *testing.T, dir, app string, i int) *hoardProc {
 }
 
 // start runs `hoard serve` for p, joined to app through etcd at eps, in
-// front of the store at storeEndpoint; extra flags are appended. The child
+// front of the store at storeEndpoint; extra flags are appended. It
+// returns once the process has bound its listeners and joined (its
+// --ready-file written). Its addresses were free when picked, not when
+// the process binds them: another process may take one in between, so a
+// start that fails to bind is tried again on fresh addresses (the peer
+// address kept where --peer-advertise names a proxy to it). The child
 // dies with the test binary and is killed at cleanup (its log printed if
 // the test failed).
 func (p *hoardProc) start(t *testing.T, bin, app, eps, storeEndpoint string, extra ...string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		if p.launch(t, bin, app, eps, storeEndpoint, extra...) {
+			return
+		}
+		if attempt == 3 || !strings.Contains(p.logTail(), "address already in use") {
+			t.Fatalf("%s exited before it was ready: %v\n%s", p.id, p.waitErr, p.logTail())
+		}
+		t.Logf("%s: an address was taken before it bound it; starting again on fresh ones", p.id)
+		p.s3, p.metrics = freeAddr(t), freeAddr(t)
+		if !slices.Contains(extra, "--peer-advertise") {
+			p.peer = freeAddr(t)
+		}
+	}
+}
+
+// launch starts one attempt of p and waits until it is ready (true) or
+// has exited (false).
+func (p *hoardProc) launch(t *testing.T, bin, app, eps, storeEndpoint string, extra ...string) bool {
 	t.Helper()
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ready := p.logPath + ".ready"
+	_ = os.Remove(ready)
 	args := append([]string{"serve",
-		"--listen", p.s3, "--metrics-listen", p.metrics, "--peer-listen", p.peer,
+		"--listen", p.s3, "--metrics-listen", p.metrics, "--peer-listen", p.peer, "--ready-file", ready,
 		"--app", app, "--id", p.id, "--etcd-endpoints", eps, "--consistency", "strong",
 		"--store-endpoint", storeEndpoint, "--budget", "64MiB", "--log-level", "warn"}, extra...)
-	p.cmd = exec.Command(bin, args...)
+	cmd := exec.Command(bin, args...)
 	// Secrets through the environment, as in production.
-	p.cmd.Env = append(os.Environ(),
+	cmd.Env = append(os.Environ(),
 		"HOARD_ACCESS_KEY="+clientAK, "HOARD_SECRET_KEY="+clientSK,
 		"HOARD_STORE_ACCESS_KEY="+storeAK, "HOARD_STORE_SECRET_KEY="+storeSK,
 		"HOARD_PEER_SECRET="+faultPeerSecret)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// A test binary that dies takes its cachelets with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", p.id, err)
 	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
 	go func() {
-		p.waitErr = p.cmd.Wait()
+		p.waitErr = cmd.Wait()
 		logf.Close()
-		close(p.exited)
+		close(exited)
 	}()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-exited
 		if t.Failed() {
 			t.Logf("%s log tail:\n%s", p.id, p.logTail())
 		}
 	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30 s\n%s", p.id, p.logTail())
+		}
+	}
 }
