@@ -26,6 +26,7 @@ import (
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/hostnet"
+	"github.com/hoard-io/hoard/internal/ring"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -44,6 +45,7 @@ buckets: {data: read-write}
 cache: {budget: 32MiB}
 functions:
   read: {handler: fns.read}
+  upper: {handler: fns.upper}
 `
 
 // Rates of the test's links, in bytes per second each way.
@@ -339,6 +341,73 @@ func TestNodes(t *testing.T) {
 		t.Logf("remote hits across nodes: %d of %d reads", rh, total)
 		if total != 36 || rh == 0 {
 			t.Errorf("%d reads, %d remote hits; want 36 reads and remote hits", total, rh)
+		}
+	})
+
+	t.Run("an invocation goes to the node holding its input", func(t *testing.T) {
+		// Three idle instances, one per node. An input no instance has
+		// read goes to the instance whose cachelet owns it on the
+		// application's ring, on that owner's node, though another was
+		// used last; read again, it is a local hit there.
+		var ids []string
+		agentOf := map[string]string{}
+		for _, in := range c.Apps()[0].Instances {
+			ids = append(ids, in.ID)
+			agentOf[in.ID] = in.Agent
+		}
+		if len(ids) != 3 {
+			t.Fatalf("instances %v; want the three the subtest above placed", ids)
+		}
+		r, err := ring.New(ring.Config{}, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input := map[string]string{} // instance → a key it owns
+		for i := 0; len(input) < len(ids); i++ {
+			k := fmt.Sprintf("loc/%d", i)
+			if o := r.Owner("data", k); input[o] == "" {
+				input[o] = k
+				body := "input of " + o
+				if _, err := st.Put(ctx, "data", k, strings.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		upper := func(key string) *api.Invocation {
+			ev, _ := json.Marshal(map[string]any{"bucket": "data", "key": key})
+			ictx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			rec, err := c.Invoke(ictx, "spread", "upper", ev, "test")
+			if err != nil || !rec.OK {
+				t.Fatalf("upper %s: %v %+v", key, err, rec)
+			}
+			return rec
+		}
+		last := ""
+		for round, want := range []string{"local_miss", "local_hit"} {
+			for _, id := range ids {
+				rec := upper(input[id])
+				if rec.Instance != id || agentOf[rec.Instance] != agentOf[id] {
+					t.Errorf("round %d: %s's input ran on %s (node %s, route %s); want %s on %s",
+						round, id, rec.Instance, agentOf[rec.Instance], rec.Route, id, agentOf[id])
+				}
+				if last != "" && last != id && rec.Route != "owner" && rec.Route != "reader" {
+					t.Errorf("round %d: %s's input routed as %q; want owner or reader", round, id, rec.Route)
+				}
+				if rec.Reads[want].Count != 1 {
+					t.Errorf("round %d: %s read its input as %v; want one %s", round, id, rec.Reads, want)
+				}
+				last = rec.Instance
+			}
+		}
+		var said int
+		for _, ev := range c.Apps()[0].Events {
+			if ev.Kind == "route" && strings.Contains(ev.Detail, "loc/") {
+				said++
+			}
+		}
+		if said == 0 {
+			t.Error("no event says an invocation went to its data")
 		}
 	})
 
