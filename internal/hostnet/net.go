@@ -30,9 +30,13 @@ func Available(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: not root (namespaces, veth pairs and tc need CAP_NET_ADMIN)", ErrUnavailable)
 	}
-	for _, tool := range []string{"ip", "tc"} {
+	for _, tool := range []string{"ip", "tc", "nsenter", "unshare"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%w: %s (iproute2) is not installed", ErrUnavailable, tool)
+			pkg := "iproute2"
+			if tool == "nsenter" || tool == "unshare" {
+				pkg = "util-linux"
+			}
+			return fmt.Errorf("%w: %s (%s) is not installed", ErrUnavailable, tool, pkg)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultCommandTimeout)
@@ -174,13 +178,23 @@ func (n *Net) do(ctx context.Context, argv ...string) ([]byte, error) {
 	return n.run.Run(ctx, argv)
 }
 
-// Command returns a command that runs name in node's namespace.
+// Command returns a command that runs name in node's network namespace.
 func (n *Net) Command(node Node, name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", node.Name, name}, args...)...)
+	w := n.Wrapper(node)
+	return exec.Command(w[0], append(append(w[1:], name), args...)...)
 }
 
-// Wrapper is the argv prefix that runs a command in node's namespace.
-func (n *Net) Wrapper(node Node) []string { return []string{"ip", "netns", "exec", node.Name} }
+// Wrapper is the argv prefix that runs a command in node's network
+// namespace, in a mount namespace of its own (mounts made there, such as
+// an agent's FUSE file systems, end with its last process) that still
+// sees the host's mounts. Not `ip netns exec`: that also mounts a sysfs
+// of the namespace's own over /sys, hiding the cgroup hierarchies under
+// /sys/fs/cgroup (an agent there finds no memory cgroup and runs its
+// sandboxes without limits).
+func (n *Net) Wrapper(node Node) []string {
+	return []string{"nsenter", "--net=" + filepath.Join("/run/netns", node.Name), "--",
+		"unshare", "--mount", "--propagation", "slave", "--"}
+}
 
 // Qdiscs returns `tc qdisc show` of node's eth0, inside its namespace,
 // and of its host end.

@@ -27,6 +27,7 @@ import (
 	"github.com/hoard-io/hoard/internal/controller"
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/ring"
+	"github.com/hoard-io/hoard/internal/sandbox"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -280,13 +281,23 @@ func TestNodes(t *testing.T) {
 		if len(byAgent) != 3 {
 			t.Fatalf("instances on %v; want one on each of 3 nodes", byAgent)
 		}
-		// Each cachelet takes peer traffic on its node's address.
+		// Each cachelet takes peer traffic on its node's address, and
+		// its instance's memory limit is enforced wherever this host has
+		// memory cgroups: an agent in a node's namespace sees the host's
+		// cgroup hierarchies.
+		host, err := sandbox.NewManager("hoard-probe", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, a := range n.Agents {
 			var infos []api.InstanceInfo
 			if err := getJSON(a.URL+"/v1/instances", "agent-token-0123456789", &infos); err != nil {
 				t.Fatal(err)
 			}
 			for _, in := range infos {
+				if in.Enforced != (host.Mode() != sandbox.ModeNone) {
+					t.Errorf("instance %s on %s: memory limit enforced %v; this host's memory cgroups: %s %s", in.ID, a.ID, in.Enforced, host.Mode(), host.Reason())
+				}
 				if host, _, _ := net.SplitHostPort(in.PeerAddr); host != a.Node.Addr.String() {
 					t.Errorf("instance %s on %s takes peer traffic on %s; want %s", in.ID, a.ID, in.PeerAddr, a.Node.Addr)
 				}
