@@ -111,6 +111,7 @@ func Experiments() []Experiment {
 		predictionExperiment(),
 		localityExperiment(),
 		memMacroExperiment(),
+		memNodesExperiment(),
 		treeScaleExperiment(),
 		treeFailureExperiment(),
 	}

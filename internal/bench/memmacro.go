@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/loadgen"
 	"github.com/hoard-io/hoard/internal/predict"
 	"github.com/hoard-io/hoard/internal/rig"
+	"github.com/hoard-io/hoard/internal/sandbox"
 )
 
 func memMacroExperiment() Experiment {
@@ -22,7 +25,105 @@ func memMacroExperiment() Experiment {
 		Reproduces: []Reference{refOFCMacro},
 		Quick:      Options{Iterations: 30, Sizes: []int64{10}}, // Iterations: seconds of load
 		Full:       Options{Iterations: 120, Sizes: []int64{10}},
-		Run:        runMemMacroExperiment,
+		Run: func(ctx context.Context, o Options) (*Result, error) {
+			return runMemMacro(ctx, o, memOneNode())
+		},
+	}
+}
+
+func memNodesExperiment() Experiment {
+	return Experiment{
+		Name:       "memnodes",
+		Title:      "Opportunistic memory on the several-nodes rig: eight tenants on four nodes with memory prediction on and off",
+		Reproduces: []Reference{refOFCMacro},
+		Quick:      Options{Iterations: 30, Sizes: []int64{10}}, // Iterations: seconds of load
+		Full:       Options{Iterations: 120, Sizes: []int64{10}},
+		Run: func(ctx context.Context, o Options) (*Result, error) {
+			if err := hostnet.Available(ctx); err != nil {
+				return nil, fmt.Errorf("the several-nodes rig: %w", err)
+			}
+			return runMemMacro(ctx, o, memNodes(memNodesCount))
+		},
+	}
+}
+
+// memTenant is one tenant of a memory macro run: an example's function
+// deployed as app; prepare says whether it creates the example's data
+// (tenants of one example share it).
+type memTenant struct {
+	macroTenant
+	app     string
+	prepare bool
+}
+
+// memSetup is where a memory macro run runs: a platform per arm and the
+// tenants deployed on it.
+type memSetup struct {
+	experiment, title string
+	// where is the method's account of the platform.
+	where   string
+	tenants []memTenant
+	// start starts a fresh platform for one arm (prediction off or on)
+	// and says the sandboxes' mode.
+	start func(ctx context.Context, env Env, off bool) (*benchRig, string, error)
+}
+
+// memOneNode is the run on one node: the four examples as four tenants.
+func memOneNode() memSetup {
+	var tenants []memTenant
+	for _, t := range macroTenants {
+		tenants = append(tenants, memTenant{t, t.example[:min(len(t.example), 12)] + "-mem", true})
+	}
+	return memSetup{
+		experiment: "memmacro", title: memMacroExperiment().Title, tenants: tenants,
+		where: "on one node, the store behind the faast link",
+		start: func(ctx context.Context, env Env, off bool) (*benchRig, string, error) {
+			r, err := startRig(ctx, env, "faast", func(c *rig.Config) {
+				c.Prediction = predict.Config{MinInvocations: memMacroMature, RetrainEvery: 5}
+				c.DisablePrediction = off
+			})
+			if err != nil {
+				return nil, "", err
+			}
+			return r, r.p.Agent.SandboxMode(), nil
+		},
+	}
+}
+
+// memNodesCount is the nodes of the several-nodes run.
+const memNodesCount = 4
+
+// memNodes is the run on the several-nodes rig: each example as two
+// tenants (eight, as OFC's macro run), on nodes agents.
+func memNodes(nodes int) memSetup {
+	var tenants []memTenant
+	for i := 1; i <= 2; i++ {
+		for _, t := range macroTenants {
+			tenants = append(tenants, memTenant{t, fmt.Sprintf("%s-m%d", t.example[:min(len(t.example), 10)], i), i == 1})
+		}
+	}
+	return memSetup{
+		experiment: "memnodes", title: memNodesExperiment().Title, tenants: tenants,
+		where: fmt.Sprintf("on %d nodes of the several-nodes rig (each a network namespace with its own agent behind a 400 Mbit/s link; "+
+			"the store behind one shared 160 Mbit/s link with 2 ms each way)", nodes),
+		start: func(ctx context.Context, env Env, off bool) (*benchRig, string, error) {
+			n, dir, err := startTreeRig(ctx, env, nodes, "hmm", nil, func(c *rig.NodesConfig) {
+				c.Prediction = predict.Config{MinInvocations: memMacroMature, RetrainEvery: 5}
+				c.DisablePrediction = off
+			})
+			if err != nil {
+				return nil, "", err
+			}
+			r := &benchRig{p: n.Platform, tmp: dir, root: env.ModuleRoot,
+				link:   fmt.Sprintf("%d nodes at 400 Mbit/s; store 160 Mbit/s shared, 2 ms each way", nodes),
+				closes: []func(){func() { os.RemoveAll(dir) }, n.Close}}
+			host, err := sandbox.NewManager("hoard-probe", nil)
+			if err != nil {
+				r.Close()
+				return nil, "", err
+			}
+			return r, host.Mode(), nil
+		},
 	}
 }
 
@@ -48,7 +149,7 @@ type memArm struct {
 	link                      string
 }
 
-func runMemMacroExperiment(ctx context.Context, o Options) (*Result, error) {
+func runMemMacro(ctx context.Context, o Options, setup memSetup) (*Result, error) {
 	env := o.Env
 	started := time.Now()
 	scale := 0.1
@@ -56,38 +157,41 @@ func runMemMacroExperiment(ctx context.Context, o Options) (*Result, error) {
 		scale = float64(o.Sizes[0]) / 100
 	}
 	seconds := max(o.Iterations, 10)
-	say := func(format string, args ...any) { fmt.Fprintf(env.progress(), "memmacro: "+format+"\n", args...) }
+	say := func(format string, args ...any) {
+		fmt.Fprintf(env.progress(), setup.experiment+": "+format+"\n", args...)
+	}
 	arms := []*memArm{{name: "prediction on"}, {name: "prediction off", off: true}}
 	mode := ""
 	for _, arm := range arms {
 		arm.n, arm.failed, arm.sized, arm.retries = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		arm.exec, arm.hits, arm.reads, arm.cacheGBs = map[string]time.Duration{}, map[string]int64{}, map[string]int64{}, map[string]float64{}
 		arm.booked, arm.peak = map[string]int64{}, map[string]int64{}
-		r, err := startRig(ctx, env, "faast", func(c *rig.Config) {
-			c.Prediction = predict.Config{MinInvocations: memMacroMature, RetrainEvery: 5}
-			c.DisablePrediction = arm.off
-		})
+		r, m, err := setup.start(ctx, env, arm.off)
 		if err != nil {
 			return nil, err
 		}
-		mode = r.p.Agent.SandboxMode()
+		mode = m
 		err = func() error {
 			defer r.Close()
 			arm.link = r.link
 			apps := map[string]macroTenant{}
-			for _, t := range macroTenants {
+			for _, t := range setup.tenants {
 				app, err := r.deploy(ctx, t.example, func(s *appspec.Spec) {
-					s.Name, s.KeepAlive = t.example[:min(len(t.example), 12)]+"-mem", appspec.Duration(time.Hour)
+					s.Name, s.KeepAlive = t.app, appspec.Duration(time.Hour)
 				})
 				if err != nil {
 					return err
 				}
-				apps[app] = t
-				if _, err := r.invoke(ctx, app, "prepare", map[string]any{"scale": scale}); err != nil {
-					return err
+				apps[app] = t.macroTenant
+			}
+			for _, t := range setup.tenants {
+				if t.prepare {
+					if _, err := r.invoke(ctx, t.app, "prepare", map[string]any{"scale": scale}); err != nil {
+						return err
+					}
 				}
 				if t.example == "notebook" {
-					if _, err := r.invoke(ctx, app, "cell", map[string]any{"cell": 1, "session": app, "scale": scale}); err != nil {
+					if _, err := r.invoke(ctx, t.app, "cell", map[string]any{"cell": 1, "session": t.app, "scale": scale}); err != nil {
 						return err
 					}
 				}
@@ -131,8 +235,8 @@ func runMemMacroExperiment(ctx context.Context, o Options) (*Result, error) {
 				}
 			}
 			say("%s: %d invocations per tenant to learn from", arm.name, memMacroWarm)
-			for _, t := range macroTenants {
-				app := t.example[:min(len(t.example), 12)] + "-mem"
+			for _, t := range setup.tenants {
+				app := t.app
 				for range memMacroWarm {
 					rec, err := r.p.Controller.Invoke(ctx, app, t.function, event(app), "bench")
 					if err != nil {
@@ -190,15 +294,15 @@ func runMemMacroExperiment(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	on, off := arms[0], arms[1]
-	res := &Result{Experiment: "memmacro", Title: memMacroExperiment().Title, Reproduces: []Reference{refOFCMacro},
+	res := &Result{Experiment: setup.experiment, Title: setup.title, Reproduces: []Reference{refOFCMacro},
 		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(),
-		Method: fmt.Sprintf("The four examples (thumbnail, inference with the 5 MB model, the notebook's sum, word count) as four tenants, "+
+		Method: fmt.Sprintf("The four examples (thumbnail, inference with the 5 MB model, the notebook's sum, word count) as %d tenants, "+
 			"their specs as they are (booking 256 MiB to 1 GiB for functions that use far less), each invoked %d times one at a time to "+
 			"learn from (models mature after %d invocations here, 100 by default), then with exponential inter-arrival times of mean 2 s "+
-			"for %d s, the store behind the faast link, sandboxes in mode %s. The same on a second platform with prediction off.",
-			memMacroWarm, memMacroMature, seconds, mode),
+			"for %d s, %s, sandboxes in mode %s. The same on a second platform with prediction off.",
+			len(setup.tenants), memMacroWarm, memMacroMature, seconds, setup.where, mode),
 		Settings: RunSettings{Link: on.link, Iterations: []Count{{What: "seconds of load", N: seconds}},
-			Other: []Setting{{Name: "tenants", Value: fmt.Sprint(len(macroTenants))}, {Name: "sandboxes", Value: mode}, {Name: "data scale", Value: fmt.Sprint(scale)}}},
+			Other: []Setting{{Name: "tenants", Value: fmt.Sprint(len(setup.tenants))}, {Name: "sandboxes", Value: mode}, {Name: "data scale", Value: fmt.Sprint(scale)}}},
 	}
 	table := Table{ID: "tenants", Title: "Per tenant, prediction on / off",
 		Columns: []string{"tenant", "invocations", "sized", "mean booked", "mean peak", "cache given (GB·s)", "hit ratio", "exec per invocation (ms)", "failed", "retries"}}

@@ -177,7 +177,7 @@ func treeFailureRun(ctx context.Context, env Env, seed, stream uint64, kill bool
 // 160 Mbit/s link with 2 ms each way, the agents' environment extended by
 // agentEnv. prefix keeps each experiment's namespaces apart from `hoard
 // up`'s and the tests'. The caller closes the rig, then removes dir.
-func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentEnv []string) (*rig.Nodes, string, error) {
+func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentEnv []string, opts ...func(*rig.NodesConfig)) (*rig.Nodes, string, error) {
 	hoardBin := env.HoardBinary
 	if hoardBin == "" {
 		hoardBin = os.Getenv("HOARD_BIN")
@@ -205,7 +205,7 @@ func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentE
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	n, err := rig.StartNodes(sctx, rig.NodesConfig{
+	cfg := rig.NodesConfig{
 		Net:                hostnet.Config{Nodes: nodes, Prefix: prefix, NodeRate: 50_000_000, StoreRate: 20_000_000},
 		Dir:                dir,
 		HoardBin:           hoardBin,
@@ -215,7 +215,11 @@ func startTreeRig(ctx context.Context, env Env, nodes int, prefix string, agentE
 		ControllerToken: secret(), AgentToken: secret(), EtcdRootPassword: secret(),
 		StoreLatency: 2 * time.Millisecond,
 		AgentEnv:     agentEnv,
-	}, log)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := rig.StartNodes(sctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		os.RemoveAll(dir)

@@ -29,6 +29,7 @@ import (
 	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
 	"github.com/hoard-io/hoard/internal/pki"
+	"github.com/hoard-io/hoard/internal/predict"
 )
 
 // Defaults of NodesConfig.
@@ -94,6 +95,10 @@ type NodesConfig struct {
 	// controller reach the store through it. Its bandwidth stays the
 	// store link's.
 	StoreLatency time.Duration
+	// Prediction and DisablePrediction configure the controller's memory
+	// models, as in Config.
+	Prediction        predict.Config
+	DisablePrediction bool
 	// TLS, when set, is the local CA that puts every listener on TLS
 	// (ADR 17), as `hoard up --tls` does on one node: etcd, the store
 	// and the controller get certificates naming the bridge's addresses,
@@ -291,7 +296,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 		Controller: true, ControllerListener: bridgeLn, EtcdEndpoints: n.Etcd.Endpoints(), EtcdCredentials: root,
 		StoreEndpoint: n.StoreEndpoint, StoreAccessKey: cfg.StoreAccessKey, StoreSecretKey: cfg.StoreSecretKey,
 		Region: cfg.Region, ControllerToken: cfg.ControllerToken, AgentToken: cfg.AgentToken, StoreNotifications: true, StoreIdentities: "minio",
-		StoreEventsToken: eventsToken,
+		StoreEventsToken: eventsToken, Prediction: cfg.Prediction, DisablePrediction: cfg.DisablePrediction,
 	}
 	if tf != nil {
 		pcfg.TLS = &TLS{Controller: tf.controller, CA: tf.controller.CA}
