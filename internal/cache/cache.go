@@ -510,6 +510,24 @@ func (c *Cache) MarkOutput(k Key, e *Entry) bool {
 	return true
 }
 
+// AcquireEach returns the complete entries keep accepts, each with a
+// reference taken for the caller, who releases it (Entry.Release). keep
+// is called under the cache's lock, where Entry.Owned may be read: it
+// must be quick and must not call back into the cache. One pass over the
+// entries: for occasional bulk operations (a ring change), not per
+// request.
+func (c *Cache) AcquireEach(keep func(*Entry) bool) []*Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Entry
+	for _, e := range c.items {
+		if e.Complete() && keep(e) && e.Acquire() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (c *Cache) owns(k Key) bool { return c.cfg.Owns == nil || c.cfg.Owns(k) }
 
 // Doom marks a fill in progress as obsolete: a write or delete overtook it,
