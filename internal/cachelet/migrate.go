@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,7 +215,7 @@ func (c *Cachelet) hotOwned() []candidate {
 	if len(hot) > 0 {
 		for _, e := range c.cache.AcquireEach(func(e *cache.Entry) bool {
 			_, ok := hot[e.Key()]
-			return ok && e.Owned() && !c.finalOutput(e.Key().Bucket, e.Key().Object)
+			return ok && e.Owned() && c.whole(e)
 		}) {
 			cs = append(cs, candidate{e: e, reads: hot[e.Key()]})
 		}
@@ -225,6 +226,13 @@ func (c *Cachelet) hotOwned() []candidate {
 		return nil
 	}
 	return cs
+}
+
+// whole reports whether e may be offered: a whole object's entry (not a
+// page or a block of one, whose keys hold a NUL), not a final output.
+func (c *Cachelet) whole(e *cache.Entry) bool {
+	k := e.Key()
+	return strings.IndexByte(k.Object, 0) < 0 && e.Size() == e.Info().Size && !c.finalOutput(k.Bucket, k.Object)
 }
 
 // shrinkCollector returns the function SetBudget passes to the cache to
@@ -242,7 +250,7 @@ func (c *Cachelet) shrinkCollector() (func(*cache.Entry), *[]candidate) {
 	return func(e *cache.Entry) {
 		n, ok := hot[e.Key()]
 		if !ok || len(*cs) >= c.cfg.Migrate.MaxObjects || bytes+e.Size() > c.cfg.Migrate.MaxBytes ||
-			c.finalOutput(e.Key().Bucket, e.Key().Object) || !e.Acquire() {
+			!c.whole(e) || !e.Acquire() {
 			return
 		}
 		bytes += e.Size()
