@@ -297,12 +297,20 @@ func (c *Cachelet) offer(why string, cs []candidate) {
 	defer cancel()
 	var n [3]int // installed, refused, failed
 	var bytes [3]int64
+	synced := map[string]bool{}
 	for _, x := range cs {
 		k := x.e.Key()
 		addr, self := c.cfg.owner(k)
 		if self || addr == "" || inst == nil || ctx.Err() != nil {
 			x.e.Release()
 			continue
+		}
+		if why == migrateHandoff && !c.cfg.ownerMode() && !synced[addr] {
+			// Without a handoff nothing made sure the new owner has
+			// seen the ring that makes it the owner: a flush waits
+			// for that (and has nothing to deliver under strong).
+			synced[addr] = true
+			c.awaitRevision(ctx, addr)
 		}
 		res := c.offerOne(ctx, inst, addr, x.e) // releases x.e
 		n[res]++
@@ -313,6 +321,20 @@ func (c *Cachelet) offer(why string, cs []candidate) {
 	if n[0]+n[1]+n[2] > 0 {
 		c.log.Info("hot objects offered to their owners", "why", why, "installed", n[0], "installed_bytes", bytes[0],
 			"refused", n[1], "refused_bytes", bytes[1], "failed", n[2], "failed_bytes", bytes[2])
+	}
+}
+
+// awaitRevision waits, within Migrate.Timeout, until the member at addr
+// has seen the membership revision this cachelet has (a flush does); an
+// offer it refuses all the same is counted as refused.
+func (c *Cachelet) awaitRevision(ctx context.Context, addr string) {
+	if c.cfg.Revision == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.Migrate.Timeout)
+	defer cancel()
+	if err := c.cfg.Peers.Flush(fctx, addr, c.cfg.Revision.Revision()); err != nil {
+		c.log.Debug("new owner not known to have seen the ring", "peer", addr, "err", err)
 	}
 }
 
