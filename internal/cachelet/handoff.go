@@ -134,8 +134,16 @@ func (c *Cachelet) startHandoff() {
 		if c.ec != nil {
 			c.ec.distrustAll()
 		}
-		c.mig.handoffFailed.Store(err != nil) // before offers are taken again
-		c.keys.endHandoff(id)
+		// Offers are refused after a handoff with errors until the
+		// newest one ends cleanly (migrate.go): set before the end, so
+		// no offer finds the end without it.
+		if err != nil {
+			c.mig.handoffFailed.Store(true)
+		}
+		newest := c.keys.endHandoff(id)
+		if newest && err == nil {
+			c.mig.handoffFailed.Store(false)
+		}
 		close(done)
 		c.m.handoffs.Inc()
 		took := c.clock.Now().Sub(start).Seconds()
@@ -144,7 +152,7 @@ func (c *Cachelet) startHandoff() {
 		} else {
 			c.log.Info("ownership handoff done", "revision", rev, "seconds", took)
 		}
-		if c.inHandoff() {
+		if !newest {
 			// Superseded: the ring changed again; the newer handoff
 			// offers what it found (nothing: this one cleared it).
 			c.dropCandidates(migrateHandoff, hot)
