@@ -203,9 +203,10 @@ func (c *Cachelet) bound(cs []candidate) []candidate {
 
 // hotOwned takes references to the complete hot entries this cachelet
 // owned by the ring they were classified with (before a ring change
-// re-classifies or clears them), bounded. Nil when a migration of this
-// kind runs already (see migrating.running) or migration is off; the
-// caller then calls offer, which ends it.
+// re-classifies or clears them), bounded. Nil when there are none, a
+// migration of this kind runs already (see migrating.running) or
+// migration is off; a non-nil result holds the running flag, and the
+// caller passes it to offer or dropCandidates, which end it.
 func (c *Cachelet) hotOwned() []candidate {
 	if !c.migrates() || !c.mig.running[0].CompareAndSwap(false, true) {
 		return nil
@@ -249,7 +250,10 @@ func (c *Cachelet) shrinkCollector() (func(*cache.Entry), *[]candidate) {
 	var bytes int64
 	return func(e *cache.Entry) {
 		n, ok := hot[e.Key()]
-		if !ok || len(*cs) >= c.cfg.Migrate.MaxObjects || bytes+e.Size() > c.cfg.Migrate.MaxBytes ||
+		// Only copies of keys another member owns: the owner is where
+		// the others look for a key, so a key this cachelet owns has
+		// nowhere to go.
+		if !ok || e.Owned() || len(*cs) >= c.cfg.Migrate.MaxObjects || bytes+e.Size() > c.cfg.Migrate.MaxBytes ||
 			!c.whole(e) || !e.Acquire() {
 			return
 		}

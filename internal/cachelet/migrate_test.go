@@ -144,6 +144,18 @@ func TestShrinkMigratesHotObjectsToTheirOwner(t *testing.T) {
 	if g.members[1].cache.Peek(cache.Key{Bucket: testBucket, Object: "cold"}) != nil {
 		t.Fatal("an object read once was offered")
 	}
+	// The owner's own hot copy has nowhere to go: its shrink drops it.
+	g.mustRead(t, 1, "hot", hot, LocalHit)
+	g.members[1].SetBudget(0)
+	g.members[1].wg.Wait()
+	for _, r := range migrateResults {
+		if n := migrated(g.members[1], migrateShrink, r); n != 0 {
+			t.Fatalf("the owner's shrink offered its own key: %s %v", r, n)
+		}
+	}
+	if installs(g.members[0], "installed")+installs(g.members[0], "refused") != 0 {
+		t.Fatal("the owner's shrink offered its own key to another member")
+	}
 }
 
 // offerTo offers data as version etag of key to c directly.
