@@ -450,9 +450,15 @@ func (c *Cachelet) PeerInstall(ctx context.Context, info store.ObjectInfo, body 
 		e.Release()
 		return refuse("closing")
 	}
+	// The bytes are the version's: the store's full-object checksum of
+	// it when there is one, else the MD5 a single-part ETag is; else
+	// (a multipart object stored without a checksum) the signed CRC32C
+	// alone vouches for them, as for an owner's answer (verify.go).
 	rc := checkedAgainstStore(io.NopCloser(body), info)
-	if sum, ok := plainMD5(info.ETag); ok {
-		rc = &md5Checked{ReadCloser: rc, h: md5.New(), want: sum, remaining: info.Size}
+	if _, _, has := storeChecksum(info); !has {
+		if sum, ok := plainMD5(info.ETag); ok {
+			rc = &md5Checked{ReadCloser: rc, h: md5.New(), want: sum, remaining: info.Size}
+		}
 	}
 	if err := c.fill(e, rc); err != nil {
 		c.m.installs.WithLabelValues("refused").Inc()

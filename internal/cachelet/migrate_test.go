@@ -240,7 +240,7 @@ func TestInstallVerifies(t *testing.T) {
 	}
 }
 
-func putStore(t *testing.T, st *memstore.Store, key string, data []byte) store.PutResult {
+func putStore(t testing.TB, st *memstore.Store, key string, data []byte) store.PutResult {
 	t.Helper()
 	res, err := st.Put(t.Context(), testBucket, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{})
 	if err != nil {
