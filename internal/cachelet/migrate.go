@@ -1,6 +1,7 @@
 package cachelet
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -509,7 +510,7 @@ func (s *md5Checked) Read(p []byte) (int, error) {
 	n, err := s.ReadCloser.Read(p)
 	s.h.Write(p[:n])
 	s.remaining -= int64(n)
-	if s.remaining == 0 && hex.EncodeToString(s.h.Sum(nil)) != hex.EncodeToString(s.want) {
+	if s.remaining == 0 && !bytes.Equal(s.h.Sum(nil), s.want) {
 		s.err = errMD5
 		return 0, s.err
 	}
