@@ -283,6 +283,7 @@ func (c *Cache) Get(k Key) *Entry {
 		return nil
 	}
 	c.order.touched(e)
+	e.output = false // read: someone's input now
 	if c.cfg.TrackReads {
 		if e.reads < ^uint32(0) {
 			e.reads++
@@ -389,6 +390,24 @@ func (c *Cache) FillDone(size int64) {
 	c.mu.Unlock()
 }
 
+// ReserveFillFree is ReserveFill for a fill that must not evict anything:
+// it refuses, charging nothing, unless size fits beside what the cache
+// holds and has reserved (a copy offered by a peer is taken only into
+// room the cache has).
+func (c *Cache) ReserveFillFree(size int64) bool {
+	if !c.Admissible(size) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if (c.filling > 0 && c.filling+size > c.cfg.MaxFillReserve) || c.bytes+c.reserved+size > c.cfg.Budget {
+		return false
+	}
+	c.reserved += size
+	c.filling += size
+	return true
+}
+
 // Release returns a reservation whose fill will not be added.
 func (c *Cache) Release(size int64) {
 	c.mu.Lock()
@@ -428,6 +447,7 @@ func (c *Cache) Add(e *Entry) bool {
 	c.items[e.key] = e
 	c.bytes += e.Charge()
 	e.inCache = true
+	e.output = false
 	e.owned = c.owns(e.key)
 	if c.cfg.TrackReads {
 		e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
@@ -470,6 +490,39 @@ func (c *Cache) Keys(match func(Key) bool) []Key {
 	for k := range c.items {
 		if match(k) {
 			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// MarkOutput marks e, k's entry, as an output the store has: a version
+// written through the cachelet and persisted, which nobody has read
+// since. SetBudget evicts such entries before any other (OFC §6.4); a Get
+// of the entry clears the mark. It reports false, marking nothing, when
+// e is no longer k's entry.
+func (c *Cache) MarkOutput(k Key, e *Entry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.items[k]; cur != e || e == nil {
+		return false
+	}
+	e.output = true
+	return true
+}
+
+// AcquireEach returns the complete entries keep accepts, each with a
+// reference taken for the caller, who releases it (Entry.Release). keep
+// is called under the cache's lock, where Entry.Owned may be read: it
+// must be quick and must not call back into the cache. One pass over the
+// entries: for occasional bulk operations (a ring change), not per
+// request.
+func (c *Cache) AcquireEach(keep func(*Entry) bool) []*Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Entry
+	for _, e := range c.items {
+		if e.Complete() && keep(e) && e.Acquire() {
+			out = append(out, e)
 		}
 	}
 	return out
@@ -534,10 +587,12 @@ func (c *Cache) Clear() int {
 }
 
 // SetBudget changes the budget to n bytes (a negative n is 0) and, when
-// it shrinks, evicts complete entries in the policy's order until what they
-// hold plus the reservations of fills in flight fits in n, or no entry is
-// left. It returns the bytes of the entries it evicted; they count as
-// evictions (Stats.Evictions, Config.OnEvict) like those that make room.
+// it shrinks, evicts complete entries until what they hold plus the
+// reservations of fills in flight fits in n, or no entry is left: first
+// the outputs the store has (MarkOutput), in no particular order, then
+// the rest in the policy's order. It returns the bytes of the entries it
+// evicted; they count as evictions (Stats.Evictions, Config.OnEvict) like
+// those that make room.
 //
 // Reservations are never evicted: if those of the fills in flight alone
 // exceed n, the cache holds no complete entry until enough of them end, a
@@ -547,6 +602,14 @@ func (c *Cache) Clear() int {
 // larger than the budget can be reserved. The memory daemon calls it
 // (through the cachelet) to give the function memory the cache holds.
 func (c *Cache) SetBudget(n int64) (freed int64) {
+	return c.SetBudgetEach(n, nil)
+}
+
+// SetBudgetEach is SetBudget that also calls each (if set) for every
+// entry it evicts, under the cache's lock while the cache still holds it
+// (as Config.OnEvict, which is called too: quick, no calls back into the
+// cache; a reference taken there keeps the bytes).
+func (c *Cache) SetBudgetEach(n int64, each func(*Entry)) (freed int64) {
 	n = max(n, 0)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -555,7 +618,23 @@ func (c *Cache) SetBudget(n int64) (freed int64) {
 		c.pool.SetMax(c.cfg.poolBytes(n))
 	}
 	before := c.bytes
-	c.makeRoom(0)
+	if c.bytes+c.reserved > n {
+		for _, e := range c.items {
+			if c.bytes+c.reserved <= n {
+				break
+			}
+			if e.output {
+				c.evict(e, each)
+			}
+		}
+	}
+	for c.bytes+c.reserved > n {
+		victim := c.order.victim()
+		if victim == nil {
+			break
+		}
+		c.evict(victim, each)
+	}
 	return before - c.bytes
 }
 
@@ -577,16 +656,25 @@ func (c *Cache) makeRoom(size int64) {
 		if victim == nil {
 			return
 		}
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(victim) // while the cache still holds it
-		}
-		c.remove(victim)
-		c.stats.Evictions++
-		if victim.owned {
-			c.stats.EvictedOwned++
-		} else {
-			c.stats.EvictedNotOwned++
-		}
+		c.evict(victim, nil)
+	}
+}
+
+// evict drops e as an eviction, calling Config.OnEvict and then each (if
+// set) while the cache still holds it. Called with mu held.
+func (c *Cache) evict(e *Entry, each func(*Entry)) {
+	if c.cfg.OnEvict != nil {
+		c.cfg.OnEvict(e) // while the cache still holds it
+	}
+	if each != nil {
+		each(e)
+	}
+	c.remove(e)
+	c.stats.Evictions++
+	if e.owned {
+		c.stats.EvictedOwned++
+	} else {
+		c.stats.EvictedNotOwned++
 	}
 }
 

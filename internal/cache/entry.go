@@ -82,6 +82,7 @@ type Entry struct {
 	// Owned by Cache under its lock.
 	inCache bool
 	owned   bool // Config.Owns said so at Add or the last OwnershipChanged
+	output  bool // MarkOutput said so, and no Get since: SetBudget evicts it first
 	// For sweeps (sweep.go): when it was added, reads (Get) since, the
 	// last one's time.
 	added, lastRead time.Time

@@ -25,9 +25,13 @@ import (
 // Config.MemoryLimitOverhead, the process's soft memory limit follows the
 // budget.
 //
-// Objects evicted from the memory tier are dropped, not lost: writes the
-// store does not have yet stay readable (consistency.go keeps them apart),
-// and everything else is read from the store or its owner again. The node
+// A shrink evicts the outputs the store has first (writes persisted and
+// not read since), then the rest in the eviction policy's order
+// (cache.SetBudget). Objects evicted from the memory tier are dropped,
+// not lost: writes the store does not have yet stay readable
+// (consistency.go keeps them apart), and everything else is read from the
+// store or its owner again; hot ones whose owner is another member are
+// offered to it first, in the background (migrate.go, ADR 32). The node
 // agent's memory daemon calls it over the control API (package control).
 func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	n = max(n, 0)
@@ -46,7 +50,22 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 	if n < old {
 		// Evict first, then lower the runtime's limit: the collection
 		// the lower limit brings on then finds the evicted bytes garbage.
-		freed = c.cache.SetBudget(tier)
+		// The hot objects evicted are held to be offered to their
+		// owners (migrate.go), bounded by Migrate.MaxBytes.
+		each, hot := c.shrinkCollector()
+		freed = c.cache.SetBudgetEach(tier, each)
+		if hot != nil {
+			if len(*hot) == 0 {
+				c.endShrink()
+			} else {
+				c.wg.Add(1)
+				go func(cs []candidate) {
+					defer c.wg.Done()
+					c.offer(migrateShrink, cs)
+					debug.FreeOSMemory() // the bytes held for the offers
+				}(*hot)
+			}
+		}
 		if c.ec != nil {
 			freed += c.ec.setBudget(shards)
 		}

@@ -126,6 +126,10 @@ type Config struct {
 	// Sweep sweeps the memory tier periodically (sweep.go). Default: no
 	// sweep.
 	Sweep SweepConfig
+	// Migrate bounds the offers of hot objects to their owners on ring
+	// changes and shrinks (migrate.go, ADR 32). Default: on in an
+	// application, with its defaults.
+	Migrate MigrateConfig
 	// Disk, when set, is the node's disk tier for this application
 	// (disk.go): owned objects evicted from memory are kept there, and a
 	// memory miss looks there before the store. Default nil: memory only.
@@ -235,6 +239,9 @@ func (c *Config) Validate() error {
 		return errors.New("cachelet: writes to replay without their log")
 	}
 	if err := c.Sweep.validate(); err != nil {
+		return err
+	}
+	if err := c.Migrate.validate(c.Sweep); err != nil {
 		return err
 	}
 	if c.ReadMode == ReadOwner && (c.Router == nil) != (c.Peers == nil) {
@@ -351,6 +358,8 @@ type Cachelet struct {
 
 	// Access metadata (access.go).
 	access accessLog
+	// mig is the state of migrations (migrate.go).
+	mig migrating
 
 	// The bandwidth policy's state; nil when off (split.go).
 	split *splitter

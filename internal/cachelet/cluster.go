@@ -40,7 +40,8 @@ const (
 
 // OwnershipChanged tells the cachelet that the ring changed, so eviction
 // re-classifies owned and non-owned objects. Called by the membership
-// watcher after each new ring.
+// watcher after each new ring. The hot objects this cachelet owned are
+// offered to their new owners (migrate.go).
 //
 // Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
@@ -51,7 +52,18 @@ func (c *Cachelet) OwnershipChanged() {
 		c.startHandoff()
 		return
 	}
+	// Reads validate every copy here: the hot objects this cachelet
+	// owned are offered to their new owners, and stay here too (no
+	// longer owned, they are evicted first).
+	hot := c.hotOwned()
 	c.cache.OwnershipChanged()
+	if len(hot) > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.offer(migrateHandoff, hot)
+		}()
+	}
 }
 
 // owner says who owns k: the peer address, and self when this cachelet
@@ -136,6 +148,7 @@ func (c *Cachelet) PeerGet(ctx context.Context, bucket, key, ifNoneMatch string)
 		po = peer.RemoteHit
 	}
 	c.m.peerServed.WithLabelValues(string(po)).Inc()
+	c.servedPeer(k) // an access: it makes k hot (migrate.go)
 	obj := &peer.Object{Info: info, Body: c.m.track(body, servedForPeer, start), Outcome: po}
 	if e := sv.entry; e != nil {
 		// The answer's MAC covers the body's CRC32C: computed once per

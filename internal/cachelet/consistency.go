@@ -228,6 +228,9 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 	// that a delete made after the Drain is never answered by it.
 	w.Settled = func(err error) {
 		c.keys.persisted(k, e)
+		if err == nil {
+			c.cache.MarkOutput(k, e) // a shrink gives it up first (budget.go)
+		}
 		c.logSettled(k, id, err)
 	}
 	done := c.toStore.Enqueue(w)

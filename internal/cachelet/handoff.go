@@ -24,6 +24,10 @@ import (
 // writes offered to it by peers are refused (the writer goes to the
 // store). Under the store-confirmed default nothing is trusted, and no
 // handoff is needed.
+//
+// The hot objects it held as their owner are not lost with the clear: it
+// keeps references to them through the handoff and offers them to their
+// new owners once it ends (migrate.go, ADR 32).
 
 // handoffTimeout bounds one handoff; past it the cachelet serves again
 // (an unreachable member's lease ends within its TTL, and it claims
@@ -64,11 +68,12 @@ func (c *Cachelet) OwnershipChanging() {
 	}
 	id, done := c.keys.beginHandoff()
 	c.keys.doomInFlight(everyKey)
+	hot := c.hotOwned() // held through the clear, offered once the handoff ends
 	c.cache.Clear()
 	if c.ec != nil {
 		c.ec.distrustAll() // the versions of sharded objects seen so far, too
 	}
-	c.begun = &begunHandoff{id: id, done: done}
+	c.begun = &begunHandoff{id: id, done: done, hot: hot}
 }
 
 // begunHandoff is a handoff OwnershipChanging began for startHandoff to
@@ -76,6 +81,7 @@ func (c *Cachelet) OwnershipChanging() {
 type begunHandoff struct {
 	id   uint64
 	done chan struct{}
+	hot  []candidate // hot entries held for migration (migrate.go)
 }
 
 // startHandoff begins a handoff for the current ring (or carries out the
@@ -88,14 +94,18 @@ func (c *Cachelet) startHandoff() {
 	c.hmu.Unlock()
 	var id uint64
 	var done chan struct{}
+	var hot []candidate
 	if b != nil {
-		id, done = b.id, b.done
+		id, done, hot = b.id, b.done, b.hot
 	} else {
 		id, done = c.keys.beginHandoff()
 	}
 	// Fills and store requests already in flight began before the flushes:
 	// doomed, they cannot land after the clears below and be trusted.
 	c.keys.doomInFlight(everyKey)
+	if b == nil {
+		hot = c.hotOwned() // held through the clears, offered at the end
+	}
 	c.cache.Clear()
 	if c.ec != nil {
 		c.ec.distrustAll()
@@ -124,7 +134,16 @@ func (c *Cachelet) startHandoff() {
 		if c.ec != nil {
 			c.ec.distrustAll()
 		}
-		c.keys.endHandoff(id)
+		// Offers are refused after a handoff with errors until the
+		// newest one ends cleanly (migrate.go): set before the end, so
+		// no offer finds the end without it.
+		if err != nil {
+			c.mig.handoffFailed.Store(true)
+		}
+		newest := c.keys.endHandoff(id)
+		if newest && err == nil {
+			c.mig.handoffFailed.Store(false)
+		}
 		close(done)
 		c.m.handoffs.Inc()
 		took := c.clock.Now().Sub(start).Seconds()
@@ -133,6 +152,16 @@ func (c *Cachelet) startHandoff() {
 		} else {
 			c.log.Info("ownership handoff done", "revision", rev, "seconds", took)
 		}
+		if !newest {
+			// Superseded: the ring changed again; the newer handoff
+			// offers what it found (nothing: this one cleared it).
+			c.dropCandidates(migrateHandoff, hot)
+			return
+		}
+		// The hot objects held through the clears go to their new owners,
+		// which verify them (migrate.go): they, too, have seen the new
+		// revision, since their flushes above waited for it.
+		c.offer(migrateHandoff, hot)
 	}()
 }
 

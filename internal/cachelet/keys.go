@@ -223,11 +223,12 @@ func (s *keyState) beginHandoff() (uint64, chan struct{}) {
 	return s.t.BeginHandoff(), done
 }
 
-// endHandoff ends handoff id; the caller then closes its channel.
-func (s *keyState) endHandoff(id uint64) {
+// endHandoff ends handoff id, and reports whether it was the newest (a
+// superseded one ends nothing); the caller then closes its channel.
+func (s *keyState) endHandoff(id uint64) (newest bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.t.EndHandoff(id)
+	return s.t.EndHandoff(id)
 }
 
 // handingOff reports whether a handoff runs, and the channel closed when

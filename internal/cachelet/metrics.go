@@ -39,6 +39,11 @@ type metrics struct {
 	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
 	peerServed    *prometheus.CounterVec
 	handoffs      prometheus.Counter
+	// Migrations (migrate.go): offers sent, by why and result, and
+	// offers received, by result.
+	migrated      *prometheus.CounterVec // hoard_cachelet_migrated_objects_total{why,result}
+	migratedBytes *prometheus.CounterVec // hoard_cachelet_migrated_bytes_total{why,result}
+	installs      *prometheus.CounterVec // hoard_cachelet_migrations_received_total{result}
 	prewarmed     prometheus.Counter
 	prewarmHits   prometheus.Counter
 
@@ -118,6 +123,26 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_handoffs_total",
 		Help: "Ownership handoffs run after membership changes (owner settings only).",
 	})
+	m.migrated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_migrated_objects_total",
+		Help: "Hot objects offered to their owner instead of being dropped, by why (handoff: a ring change; shrink: a lowered budget) and result (installed, refused: the owner could not verify or keep it, failed: the owner could not be asked).",
+	}, []string{"why", "result"})
+	m.migratedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_migrated_bytes_total",
+		Help: "Bytes of the hot objects offered to their owner, by why and result (as hoard_cachelet_migrated_objects_total).",
+	}, []string{"why", "result"})
+	for _, why := range []string{migrateHandoff, migrateShrink} {
+		for _, r := range migrateResults {
+			m.migrated.WithLabelValues(why, r)
+			m.migratedBytes.WithLabelValues(why, r)
+		}
+	}
+	m.installs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_migrations_received_total",
+		Help: "Copies of hot objects offered by other members, by result: installed (verified and kept) or refused.",
+	}, []string{"result"})
+	m.installs.WithLabelValues("installed")
+	m.installs.WithLabelValues("refused")
 	m.prewarmed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_prewarmed_total",
 		Help: "Objects fetched into memory by pre-warming.",
@@ -159,7 +184,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

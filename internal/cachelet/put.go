@@ -123,6 +123,9 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	ne := buf.b.Entry(k, info)
 	c.keys.writeAcked(k, e, ne)
 	added := c.cache.Add(ne)
+	if added {
+		c.cache.MarkOutput(k, ne) // in the store: a shrink gives it up first (budget.go)
+	}
 	c.keys.writeDone(k, ne)
 	ne.Release() // this write's reference: the cache holds its own
 	if !added {

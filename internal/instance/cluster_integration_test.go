@@ -32,6 +32,10 @@ type clusterEnv struct {
 	store *localstore.Server
 	ins   []*instance.Instance
 	cs    []*minio.Client // S3 clients of each cachelet
+
+	etcd []string // the etcd endpoints
+	log  *slog.Logger
+	opts []func(*instance.Config)
 }
 
 func newClusterEnv(t *testing.T, n int, opts ...func(*instance.Config)) *clusterEnv {
@@ -49,37 +53,48 @@ func newClusterEnv(t *testing.T, n int, opts ...func(*instance.Config)) *cluster
 	t.Cleanup(etcd.Close)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e := &clusterEnv{store: srv}
-	for i := range n {
-		// One registry (one etcd client) per cachelet, as in separate
-		// processes.
-		reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
-		cfg := instance.Config{
-			AccessKey: clientAK, SecretKey: clientSK, MetricsListen: "off",
-			Registry: reg, App: "shop", ID: fmt.Sprintf("shop-%d", i),
-			Secret: []byte("0123456789abcdef-shop-secret"),
-		}
-		cfg.Store.Endpoint, cfg.Store.AccessKey, cfg.Store.SecretKey = srv.Endpoint(), storeAK, storeSK
-		cfg.Cachelet.Cache.Budget = 64 << 20
-		for _, o := range opts {
-			o(&cfg)
-		}
-		in, err := instance.Start(ctx, cfg, log.With("cachelet", i))
-		if err != nil {
-			t.Fatalf("start cachelet %d: %v", i, err)
-		}
-		// Cleanups run last-in first-out: cachelets close before their
-		// registries, etcd and the store.
-		t.Cleanup(func() { _ = in.Close(context.Background()) })
-		e.ins = append(e.ins, in)
-		e.cs = append(e.cs, minioClient(t, in.Endpoint(), clientAK, clientSK))
+	e := &clusterEnv{store: srv, etcd: etcd.Endpoints(), log: log, opts: opts}
+	for range n {
+		e.add(t)
 	}
 	e.waitRings(t, n)
 	return e
+}
+
+// add starts one more cachelet of the application (it joins the ring;
+// the caller waits for the rings with waitRings).
+func (e *clusterEnv) add(t *testing.T) *instance.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	i := len(e.ins)
+	// One registry (one etcd client) per cachelet, as in separate
+	// processes.
+	reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: e.etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	cfg := instance.Config{
+		AccessKey: clientAK, SecretKey: clientSK, MetricsListen: "off",
+		Registry: reg, App: "shop", ID: fmt.Sprintf("shop-%d", i),
+		Secret: []byte("0123456789abcdef-shop-secret"),
+	}
+	cfg.Store.Endpoint, cfg.Store.AccessKey, cfg.Store.SecretKey = e.store.Endpoint(), storeAK, storeSK
+	cfg.Cachelet.Cache.Budget = 64 << 20
+	for _, o := range e.opts {
+		o(&cfg)
+	}
+	in, err := instance.Start(ctx, cfg, e.log.With("cachelet", i))
+	if err != nil {
+		t.Fatalf("start cachelet %d: %v", i, err)
+	}
+	// Cleanups run last-in first-out: cachelets close before their
+	// registries, etcd and the store.
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	e.ins = append(e.ins, in)
+	e.cs = append(e.cs, minioClient(t, in.Endpoint(), clientAK, clientSK))
+	return in
 }
 
 // waitRings waits until every cachelet's ring has n members, and checks

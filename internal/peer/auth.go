@@ -1,6 +1,7 @@
 // Package peer is the protocol between the cachelets of one application:
 // fetch an object from its owner, write through to the owner, invalidate,
-// flush queued writes, and fetch byte ranges for a split download. What a
+// flush queued writes, fetch byte ranges for a split download, and offer
+// a cached copy to the key's owner (install.go). What a
 // node agent asks of its own cachelet (drop, pre-warm, budget, access
 // metadata) is not here: it goes over the control API (package control).
 //
@@ -41,6 +42,7 @@ const (
 	hdrRevision  = "X-Hoard-Peer-Revision"
 	hdrManifest  = "X-Hoard-Shard-Manifest" // erasure.Manifest.Encode()
 	hdrIndex     = "X-Hoard-Shard-Index"
+	hdrInstall   = "X-Hoard-Peer-Install" // install.go: the offered object's metadata and CRC32C
 )
 
 // Authentication errors. The server answers all of them with 403 and the
@@ -143,6 +145,11 @@ func (a *Auth) signature(req *http.Request) string {
 			req.Header.Get("Range"), req.Header.Get(hdrManifest),
 		} {
 			b = append(b, s...)
+			b = append(b, '\n')
+		}
+		if v := req.Header.Get(hdrInstall); v != "" {
+			// Only where present, so requests without it sign as before.
+			b = append(b, v...)
 			b = append(b, '\n')
 		}
 		return b

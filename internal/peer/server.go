@@ -94,6 +94,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveShard(a, r)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, installPrefix) {
+		s.serveInstall(a, r)
+		return
+	}
 	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
 		s.serveProbe(a, r)
 		return
@@ -205,6 +209,9 @@ type trailerChecked struct {
 		Sum32() uint32
 	}
 	err error
+	// signed, when set, is a CRC32C the request's signature covers
+	// (install.go): the body must match it as well as its trailer.
+	signed *uint32
 }
 
 func (t *trailerChecked) Read(p []byte) (int, error) {
@@ -240,7 +247,7 @@ func (t *trailerChecked) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		want := t.req.Trailer.Get(hdrCRC)
-		if want != strconv.FormatUint(uint64(t.crc.Sum32()), 16) {
+		if want != strconv.FormatUint(uint64(t.crc.Sum32()), 16) || (t.signed != nil && *t.signed != t.crc.Sum32()) {
 			t.err = errCorrupt
 			return 0, t.err
 		}

@@ -104,6 +104,7 @@ var errorCodes = []struct {
 	{"NotOwner", ErrNotOwner, http.StatusMisdirectedRequest},
 	{"Unauthorized", ErrUnauthenticated, http.StatusForbidden},
 	{"BadRequest", ErrBadRequest, http.StatusBadRequest},
+	{"Refused", ErrRefused, http.StatusConflict},
 }
 
 // ErrNotOwner: the peer does not own the key (its ring differs from the
