@@ -254,3 +254,64 @@ func TestBuilder(t *testing.T) {
 		t.Fatalf("pool %+v after Discard, want the chunk back", c.BufferStats())
 	}
 }
+
+// recordWrites keeps what is written to it and the size of each write.
+type recordWrites struct {
+	got    bytes.Buffer
+	writes []int
+}
+
+func (w *recordWrites) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	return w.got.Write(p)
+}
+
+// WriteTo of a chunked entry gathers the chunks that are filled into
+// writes of up to writeBatch bytes, from any offset to any end; while the
+// entry fills, it writes what is there; the bytes are the entry's.
+func TestWriteToGathersChunks(t *testing.T) {
+	const size = 3<<20 + 5000
+	c, err := New(Config{Budget: 16 << 20, MaxObjectSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := chunkPattern(1, 1, size)
+	e := c.NewEntry(Key{"b", "k"}, store.ObjectInfo{Size: size, ETag: "1.1"})
+	defer e.Release()
+	if e.chunks == nil {
+		t.Fatal("the entry is not held in chunks")
+	}
+	// Filling, with a reader writing out all the while.
+	done := make(chan *recordWrites)
+	go func() {
+		w := &recordWrites{}
+		if _, err := e.Reader(0, size).(io.WriterTo).WriteTo(w); err != nil {
+			t.Error(err)
+		}
+		done <- w
+	}()
+	if _, err := e.ReadFrom(&dribble{b: want}); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-done; !bytes.Equal(w.got.Bytes(), want) {
+		t.Fatalf("while filling: %d bytes written, not the entry's %d", w.got.Len(), size)
+	}
+	for _, r := range []struct{ off, n int64 }{
+		{0, size},
+		{1000, size - 1000 - 77},
+		{3*ChunkSize + 5, 2 * ChunkSize},
+		{ChunkSize, ChunkSize},
+		{size - 10, 10},
+	} {
+		w := &recordWrites{}
+		if n, err := e.Reader(r.off, r.n).(io.WriterTo).WriteTo(w); err != nil || n != r.n {
+			t.Fatalf("[%d, +%d): %d, %v", r.off, r.n, n, err)
+		}
+		if !bytes.Equal(w.got.Bytes(), want[r.off:r.off+r.n]) {
+			t.Fatalf("[%d, +%d): wrong bytes", r.off, r.n)
+		}
+		if wantWrites := (r.n + writeBatch - 1) / writeBatch; int64(len(w.writes)) != wantWrites {
+			t.Errorf("[%d, +%d): writes %v, want %d of up to %d bytes", r.off, r.n, w.writes, wantWrites, writeBatch)
+		}
+	}
+}
