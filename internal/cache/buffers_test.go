@@ -315,3 +315,44 @@ func TestWriteToGathersChunks(t *testing.T) {
 		}
 	}
 }
+
+// The batch buffers are bounded: with every one taken, a writer writes
+// chunk by chunk, and a buffer given back is taken again.
+func TestWriteBatchesAreBounded(t *testing.T) {
+	var held []*[]byte
+	for {
+		b := takeBatch()
+		if b == nil {
+			break
+		}
+		held = append(held, b)
+		if len(held) > maxWriteBatches {
+			t.Fatalf("%d batch buffers taken, more than %d", len(held), maxWriteBatches)
+		}
+	}
+	c, err := New(Config{Budget: 16 << 20, MaxObjectSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1<<20 + 100
+	want := chunkPattern(2, 1, size)
+	e := c.NewEntry(Key{"b", "k"}, store.ObjectInfo{Size: size, ETag: "2.1"})
+	defer e.Release()
+	if _, err := e.ReadFrom(bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	w := &recordWrites{}
+	if _, err := e.Reader(0, size).(io.WriterTo).WriteTo(w); err != nil || !bytes.Equal(w.got.Bytes(), want) {
+		t.Fatalf("with no batch buffer free: %v, %d bytes", err, w.got.Len())
+	}
+	if len(w.writes) != int(chunks(size)) {
+		t.Errorf("with no batch buffer free: writes %v, want one per chunk", w.writes)
+	}
+	for _, b := range held {
+		writeBatches <- b
+	}
+	w = &recordWrites{}
+	if _, err := e.Reader(0, size).(io.WriterTo).WriteTo(w); err != nil || !bytes.Equal(w.got.Bytes(), want) || len(w.writes) != 2 {
+		t.Fatalf("with the buffers back: %v, writes %v", err, w.writes)
+	}
+}

@@ -376,17 +376,13 @@ func (r *entryReader) Read(p []byte) (int, error) {
 // WriteTo lets io.Copy hand large spans of the buffer to the destination.
 // A span of a chunked entry is one chunk at most, and one write per chunk
 // costs a system call per 64 KiB on a socket: where more than one chunk
-// is ready, up to writeBatch bytes of them are gathered into one pooled
-// buffer and written at once (a copy in memory costs far less than the
-// calls it saves).
+// is ready, up to writeBatch bytes of them are gathered into one buffer
+// and written at once (a copy in memory costs far less than the calls it
+// saves). The buffers are bounded (writeBatches) and each is held only
+// while its write lasts: a writer that finds none free writes that span
+// chunk by chunk.
 func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	var batch *[]byte
-	defer func() {
-		if batch != nil {
-			writeBatches.Put(batch)
-		}
-	}()
 	for r.off < r.end {
 		avail, err := r.e.wait(r.off + 1)
 		if avail <= r.off {
@@ -399,10 +395,11 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 			avail = r.end
 		}
 		p := r.e.span(r.off, avail)
+		var batch *[]byte
 		if r.e.chunks != nil && avail-r.off > int64(len(p)) {
-			if batch == nil {
-				batch = writeBatches.Get().(*[]byte)
-			}
+			batch = takeBatch()
+		}
+		if batch != nil {
 			b := (*batch)[:0]
 			for at := r.off; at < avail && len(b) < cap(b); {
 				sp := r.e.span(at, min(avail, at+int64(cap(b)-len(b))))
@@ -412,6 +409,9 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 			p = b
 		}
 		n, werr := w.Write(p)
+		if batch != nil {
+			writeBatches <- batch // held only while written
+		}
 		r.off += int64(n)
 		total += int64(n)
 		if werr != nil {
@@ -421,10 +421,34 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
-// writeBatch is the most a chunked entry's WriteTo gathers per write.
-const writeBatch = 1 << 20
+// writeBatch is the most a chunked entry's WriteTo gathers per write;
+// maxWriteBatches bounds the buffers for it, made as first needed and
+// kept (at most 16 MiB in all).
+const (
+	writeBatch      = 1 << 20
+	maxWriteBatches = 16
+)
 
-var writeBatches = sync.Pool{New: func() any { b := make([]byte, 0, writeBatch); return &b }}
+var (
+	writeBatches     = make(chan *[]byte, maxWriteBatches)
+	writeBatchesMade atomic.Int32
+)
+
+// takeBatch returns a free batch buffer, a new one while fewer than
+// maxWriteBatches were made, else nil. Give it back on writeBatches.
+func takeBatch() *[]byte {
+	select {
+	case b := <-writeBatches:
+		return b
+	default:
+	}
+	if writeBatchesMade.Add(1) <= maxWriteBatches {
+		b := make([]byte, 0, writeBatch)
+		return &b
+	}
+	writeBatchesMade.Add(-1)
+	return nil
+}
 
 // fillStep is how many bytes a fill reads before waking its readers: small
 // enough that a cold read streams instead of waiting for the whole object,
