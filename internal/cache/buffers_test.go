@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"crypto/md5"
 	"fmt"
 	"io"
 	"runtime"
@@ -354,5 +355,13 @@ func TestWriteBatchesAreBounded(t *testing.T) {
 	w = &recordWrites{}
 	if _, err := e.Reader(0, size).(io.WriterTo).WriteTo(w); err != nil || !bytes.Equal(w.got.Bytes(), want) || len(w.writes) != 2 {
 		t.Fatalf("with the buffers back: %v, writes %v", err, w.writes)
+	}
+}
+
+// A writer in memory (a hash, a buffer, io.Discard) gets the chunks as
+// they are, with no gathering copy.
+func TestWriteToInMemoryWritesChunks(t *testing.T) {
+	if !inMemory(io.Discard) || !inMemory(&bytes.Buffer{}) || !inMemory(md5.New()) || inMemory(&recordWrites{}) {
+		t.Fatal("inMemory misjudges a writer")
 	}
 }

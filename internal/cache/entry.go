@@ -14,8 +14,10 @@
 package cache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -378,11 +380,12 @@ func (r *entryReader) Read(p []byte) (int, error) {
 // costs a system call per 64 KiB on a socket: where more than one chunk
 // is ready, up to writeBatch bytes of them are gathered into one buffer
 // and written at once (a copy in memory costs far less than the calls it
-// saves). The buffers are bounded (writeBatches) and each is held only
-// while its write lasts: a writer that finds none free writes that span
-// chunk by chunk.
+// saves); a writer in memory gets the chunks as they are. The buffers
+// are bounded (writeBatches) and each is held only while its write
+// lasts: a writer that finds none free writes that span chunk by chunk.
 func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
+	gather := r.e.chunks != nil && !inMemory(w)
 	for r.off < r.end {
 		avail, err := r.e.wait(r.off + 1)
 		if avail <= r.off {
@@ -396,7 +399,7 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 		}
 		p := r.e.span(r.off, avail)
 		var batch *[]byte
-		if r.e.chunks != nil && avail-r.off > int64(len(p)) {
+		if gather && avail-r.off > int64(len(p)) {
 			batch = takeBatch()
 		}
 		if batch != nil {
@@ -433,6 +436,17 @@ var (
 	writeBatches     = make(chan *[]byte, maxWriteBatches)
 	writeBatchesMade atomic.Int32
 )
+
+// inMemory reports whether w is a writer in memory (a hash, a buffer,
+// io.Discard), for which a write per chunk costs no system call and a
+// gathered write only adds a copy.
+func inMemory(w io.Writer) bool {
+	switch w.(type) {
+	case hash.Hash, *bytes.Buffer:
+		return true
+	}
+	return w == io.Discard
+}
 
 // takeBatch returns a free batch buffer, a new one while fewer than
 // maxWriteBatches were made, else nil. Give it back on writeBatches.
