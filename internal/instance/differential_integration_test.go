@@ -40,6 +40,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	s3v2 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
+
+	"github.com/hoard-io/hoard/internal/control"
 )
 
 // diffStep is one normalised answer.
@@ -374,19 +376,19 @@ func loadDifferences(t *testing.T) map[string]knownDifference {
 	return m
 }
 
-// startServe runs `hoard serve` in front of storeEndpoint and returns its
-// S3 endpoint.
+// startServe runs `hoard serve` in front of storeEndpoint, its listeners
+// on ports the kernel picks, and returns its S3 endpoint as its ready file
+// gives it.
 func startServe(t *testing.T, storeEndpoint string) string {
 	t.Helper()
 	dir := t.TempDir()
-	s3Addr, metrics := freeAddr(t), freeAddr(t)
-	logPath := filepath.Join(dir, "hoard.log")
+	logPath, readyPath := filepath.Join(dir, "hoard.log"), filepath.Join(dir, "ready.json")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(hoardBinary(t), "serve", "--listen", s3Addr, "--metrics-listen", metrics,
-		"--store-endpoint", storeEndpoint, "--budget", "64MiB", "--log-level", "warn")
+	cmd := exec.Command(hoardBinary(t), "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--ready-file", readyPath, "--store-endpoint", storeEndpoint, "--budget", "64MiB", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "HOARD_ACCESS_KEY="+clientAK, "HOARD_SECRET_KEY="+clientSK,
 		"HOARD_STORE_ACCESS_KEY="+storeAK, "HOARD_STORE_SECRET_KEY="+storeSK)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -409,7 +411,6 @@ func startServe(t *testing.T, storeEndpoint string) string {
 			t.Logf("hoard serve log:\n%s", b)
 		}
 	})
-	hc := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
@@ -418,14 +419,15 @@ func startServe(t *testing.T, storeEndpoint string) string {
 			t.Fatalf("hoard serve exited:\n%s", b)
 		default:
 		}
-		if resp, err := hc.Get("http://" + metrics + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return "http://" + s3Addr
+		if b, err := os.ReadFile(readyPath); err == nil {
+			var ready control.Ready
+			if err := json.Unmarshal(b, &ready); err != nil || ready.Endpoint == "" {
+				t.Fatalf("ready file %s: %v", b, err)
 			}
+			return ready.Endpoint
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("hoard serve not healthy after 30 s")
+			t.Fatal("hoard serve not ready after 30 s")
 		}
 		time.Sleep(50 * time.Millisecond) // polling a child process's readiness
 	}
