@@ -40,11 +40,11 @@ type metrics struct {
 	replaySuperseded prometheus.Counter     // hoard_cachelet_durable_replay_superseded_total
 	replayUnverified prometheus.Counter     // hoard_cachelet_durable_replay_unverified_total
 	durableBase      *prometheus.CounterVec // hoard_cachelet_durable_base_total{from}
-	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
-	peerServed    *prometheus.CounterVec
-	handoffs      prometheus.Counter
-	prewarmed     prometheus.Counter
-	prewarmHits   prometheus.Counter
+	peerRefused      prometheus.Counter     // hoard_cachelet_peer_answers_refused_total
+	peerServed       *prometheus.CounterVec
+	handoffs         prometheus.Counter
+	prewarmed        prometheus.Counter
+	prewarmHits      prometheus.Counter
 
 	// versioningChecks counts buckets' versioning asked of the store
 	// (versioning.go).
