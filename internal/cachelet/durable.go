@@ -22,7 +22,8 @@ import (
 // starts on a log with records not done holds them again, newest of each
 // key, as writes queued for the store before it serves: the next
 // process with the same identity on that node delivers what a crashed one
-// acknowledged.
+// acknowledged, each only over a store version it was written over
+// (durable_base.go).
 //
 // Log order is the order in which the store gets a key's writes after a
 // crash, so it must agree with the order the cache saw them in: two

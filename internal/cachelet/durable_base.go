@@ -21,7 +21,8 @@ import (
 // previous write of the key got from the store, or the ETag of its cached
 // copy, plus the versions of its writes of the key still queued; knowing
 // nothing of the key, it asks the store (a HEAD, started as the request
-// arrives, beside reading the body). A replayed write is delivered only
+// arrives, beside reading the body). It trusts what it knows where reads
+// trust cached copies (knownBase). A replayed write is delivered only
 // after a HEAD finds one of those versions (or its own: it reached the
 // store before its done mark did), with If-Match on that version
 // (If-None-Match: * for none): anything else, or a 412, means another
