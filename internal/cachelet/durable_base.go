@@ -62,7 +62,8 @@ type keyVersions struct {
 }
 
 // lookup returns the versions k may hold in the store and whether that is
-// all of them (false: what the store had before is not known).
+// all of them (false: what the store had before is not known). More than
+// maxBase of them: (nil, true), a base that is known to be unknown.
 func (b *versionBook) lookup(k cache.Key) ([]string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -72,7 +73,9 @@ func (b *versionBook) lookup(k cache.Key) ([]string, bool) {
 	}
 	vs := slices.Clone(kv.before)
 	for etag := range kv.writing {
-		vs = addVersion(vs, etag)
+		if vs = addVersion(vs, etag); vs == nil {
+			return nil, true
+		}
 	}
 	return vs, kv.before != nil
 }
@@ -91,6 +94,12 @@ func (b *versionBook) held(k cache.Key, etag string, base []string) {
 	}
 	if kv.before == nil {
 		kv.before = slices.Clone(base)
+	} else if base != nil {
+		for _, v := range base { // a HEAD's answer, fresher
+			if kv.before = addVersion(kv.before, v); kv.before == nil {
+				break
+			}
+		}
 	}
 	kv.writing[etag]++
 	b.trim()
@@ -188,6 +197,9 @@ type baseProbe struct {
 // subscription is up (external.go).
 func (c *Cachelet) knownBase(k cache.Key) (vs []string, from string, ok bool) {
 	vs, complete := c.known.lookup(k)
+	if complete && vs == nil {
+		return nil, "unknown", true // more versions than a base names
+	}
 	if !c.ext.trusted(k.Bucket) {
 		return vs, "", false
 	}

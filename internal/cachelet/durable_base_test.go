@@ -3,6 +3,7 @@ package cachelet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
+	"github.com/hoard-io/hoard/internal/writeback"
 	"github.com/hoard-io/hoard/internal/writelog"
 )
 
@@ -272,5 +275,94 @@ func TestDurableReplayHoldsReads(t *testing.T) {
 	}
 	if !bytes.Equal(storeHas(t, mem, "a"), v2) {
 		t.Fatal("the store lacks the write made after the restart")
+	}
+}
+
+// TestDurableReplayGuard: the replay's decision, per store state and base.
+func TestDurableReplayGuard(t *testing.T) {
+	mem, st := newAsleep(t)
+	l, _ := openLog(t, t.TempDir())
+	defer l.Close()
+	c := durableCachelet(t, st, l, nil)
+	defer c.Close()
+	put := func(key, v string) string {
+		res, err := mem.Put(t.Context(), testBucket, key, bytes.NewReader([]byte(v)), int64(len(v)), store.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ETag
+	}
+	x, y, own := put("x", "x"), put("y", "y"), put("own", "own")
+	for _, tc := range []struct {
+		name, key string
+		replaces  []string
+		ifMatch   string // "*": If-None-Match: *
+		newer     bool
+		unverify  bool
+	}{
+		{"absent, was absent", "none", []string{""}, "*", false, false},
+		{"the version it replaced", "x", []string{"", x}, x, false, false},
+		{"its own (delivered, not marked)", "own", []string{x}, own, false, false},
+		{"written meanwhile", "y", []string{x}, "", true, false},
+		{"deleted meanwhile", "none", []string{x}, "", true, false},
+		{"unknown base, absent", "none", nil, "*", false, false},
+		{"unknown base, present", "y", nil, y, false, true},
+	} {
+		before := toFloat64(c.m.replayUnverified)
+		opts, err := c.guard(t.Context(), writeback.Write{Bucket: testBucket, Key: tc.key,
+			Guard: &writeback.Guard{ETag: own, Replaces: tc.replaces}})
+		switch {
+		case tc.newer:
+			if !errors.Is(err, errNewerInStore) || !permanent(err) {
+				t.Errorf("%s: %v, want a permanent errNewerInStore", tc.name, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.ifMatch == "*" && (opts.IfNoneMatch != "*" || opts.IfMatch != ""):
+			t.Errorf("%s: If-Match %q If-None-Match %q, want If-None-Match *", tc.name, opts.IfMatch, opts.IfNoneMatch)
+		case tc.ifMatch != "*" && (opts.IfMatch != tc.ifMatch || opts.IfNoneMatch != ""):
+			t.Errorf("%s: If-Match %q If-None-Match %q, want If-Match %q", tc.name, opts.IfMatch, opts.IfNoneMatch, tc.ifMatch)
+		}
+		if got := toFloat64(c.m.replayUnverified) - before; (got == 1) != tc.unverify {
+			t.Errorf("%s: counted %v unverified", tc.name, got)
+		}
+	}
+}
+
+// TestVersionBook: what a key's store version may be, as writes are held
+// and settled and changes are noticed.
+func TestVersionBook(t *testing.T) {
+	var b versionBook
+	k := cache.Key{Bucket: "b", Object: "k"}
+	check := func(what string, want []string, complete bool) {
+		t.Helper()
+		got, ok := b.lookup(k)
+		if !slices.Equal(sorted(got), sorted(want)) || ok != complete {
+			t.Fatalf("%s: %q complete %v; want %q complete %v", what, got, ok, want, complete)
+		}
+	}
+	check("nothing known", nil, false)
+	b.held(k, "e1", []string{""})
+	b.held(k, "e2", []string{"", "e1"})
+	check("two held", []string{"", "e1", "e2"}, true)
+	b.settled(k, "e1", "s1", nil)
+	check("the first delivered (the store's ETag)", []string{"s1", "e2"}, true)
+	b.settled(k, "e2", "", writeback.ErrSuperseded)
+	check("the second replaced", []string{"s1"}, true)
+	b.changed(k, "ext", false)
+	check("a change noticed", []string{"s1", "ext"}, true)
+	b.changed(k, "", false)
+	check("a change without its version", nil, false)
+	b.held(k, "r", nil) // a replayed write: what the store has is unknown
+	check("replayed", []string{"r"}, false)
+	b.settled(k, "r", "", fmt.Errorf("%w", errNewerInStore))
+	check("replay yielded", nil, false)
+	for i := range maxBase + 1 {
+		b.held(k, fmt.Sprint("w", i), []string{""})
+	}
+	// Past the bound the base is known to be unknown.
+	check("too many held", nil, true)
+	if got := addVersion(make([]string, maxBase), "more"); got != nil {
+		t.Fatalf("past the bound a base is %q, want unknown", got)
 	}
 }
