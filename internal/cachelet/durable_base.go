@@ -94,7 +94,7 @@ func (b *versionBook) held(k cache.Key, etag string, base []string) {
 	}
 	if kv.before == nil {
 		kv.before = slices.Clone(base)
-	} else if base != nil {
+	} else {
 		for _, v := range base { // a HEAD's answer, fresher
 			if kv.before = addVersion(kv.before, v); kv.before == nil {
 				break
