@@ -206,10 +206,12 @@ func (c *Cachelet) knownBase(k cache.Key) (vs []string, from string, ok bool) {
 	if complete {
 		return vs, "known", true
 	}
-	if vs == nil {
-		// Nothing of k held: a cached copy's version is the store's (a
-		// copy of a write delivered from here has the ETag it was
-		// acknowledged with, the body's MD5, as a single PUT's is).
+	if vs == nil && c.cfg.WriteTarget == WriteOwner {
+		// Nothing of k held: an owner's cached copy's version is the
+		// store's (a copy of a write delivered from here has the ETag
+		// it was acknowledged with, the body's MD5, as a single PUT's
+		// is). Under the local target a copy may be another
+		// cachelet's write the store does not have yet.
 		if e := c.cache.Peek(k); e != nil {
 			return []string{e.Info().ETag}, "cached", true
 		}
