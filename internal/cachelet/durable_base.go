@@ -272,7 +272,9 @@ func (c *Cachelet) baseFor(ctx context.Context, k cache.Key, p *baseProbe) []str
 			c.m.durableBase.WithLabelValues("asked").Inc()
 			out := slices.Clone(p.vs)
 			for _, v := range vs {
-				out = addVersion(out, v)
+				if out = addVersion(out, v); out == nil {
+					break // more than a base names: unknown
+				}
 			}
 			return out
 		}
