@@ -119,7 +119,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	})
 	m.durableBase = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hoard_cachelet_durable_base_total",
-		Help: "Durable writes by where the store version each replaces came from: known (an earlier write of the key from here), cached (the cached copy), asked (a HEAD), unknown (the store did not answer it in time).",
+		Help: "Durable writes by where the store version each replaces came from: known (an earlier write of the key from here), cached (the cached copy), asked (a HEAD), unknown (the store did not answer it in time, or more writes of the key were held than a base names).",
 	}, []string{"from"})
 	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_fallbacks_total",
