@@ -30,6 +30,7 @@ func runBenchWrites(ctx context.Context, args []string, stdout, stderr io.Writer
 	)
 	fs.StringVar(&sizes, "sizes", "4KiB,1MiB,16MiB", "comma-separated object sizes")
 	fs.IntVar(&cfg.Writes, "writes", 200, "PUTs per size and setting (fewer of large sizes: at most 64 MiB per size, at least 8)")
+	fs.BoolVar(&cfg.FreshKeys, "fresh-keys", false, "every PUT writes a new key (by default the PUTs of a size take turns over 16 keys): durable writes then ask the store for the version each replaces")
 	fs.StringVar(&cfg.Preset, "preset", "local", "the store link's network preset: local (loopback), faast or ofc")
 	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	minioFlag(fs, &cfg.MinIOBinary)

@@ -35,8 +35,13 @@ type WritesConfig struct {
 	Sizes []int64
 	// Writes is how many PUTs per size and setting; default 200 (fewer
 	// of the large sizes: at least 8, at most 64 MiB written per size).
-	Writes  int
-	TempDir string
+	Writes int
+	// FreshKeys makes every PUT write a key never written before (by
+	// default the PUTs of a size take turns over 16 keys): under durable
+	// writes the cachelet then knows nothing of the version each
+	// replaces and asks the store (a HEAD beside the body, ADR 0030).
+	FreshKeys bool
+	TempDir   string
 	// Progress receives progress lines; nil discards.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -173,6 +178,9 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 			samples := make([]time.Duration, 0, n)
 			for i := range n + 2 { // two untimed warm-up writes
 				key := fmt.Sprintf("out/%d/%03d", size, i%16)
+				if cfg.FreshKeys {
+					key = fmt.Sprintf("fresh/%d/%06d", size, i)
+				}
 				buf[0] = byte(i)
 				t0 := time.Now()
 				if _, err := core.PutObject(ctx, bucket, key, bytes.NewReader(buf), size, "", "", minio.PutObjectOptions{}); err != nil {

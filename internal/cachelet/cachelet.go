@@ -325,6 +325,12 @@ type Cachelet struct {
 	wmu sync.Mutex
 	// order keeps the held writes in their durable log's order (durable.go).
 	order logOrder
+	// Under durable writes: what each key's store version may be, the
+	// lock that logs one write of a key at a time, and the keys whose
+	// replayed write is not settled (durable_base.go).
+	known    versionBook
+	keyLocks keyLocks
+	replays  replayGate
 	// hmu guards begun, a handoff OwnershipChanging began (handoff.go).
 	hmu   sync.Mutex
 	begun *begunHandoff
@@ -457,7 +463,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		}
 		return prometheus.WrapRegistererWith(prometheus.Labels{"queue": q}, reg)
 	}
-	if c.toStore, err = writeback.New(writeback.Config{Sink: storeSink{st}, Permanent: permanent,
+	if c.toStore, err = writeback.New(writeback.Config{Sink: storeSink{st: st, c: c}, Permanent: permanent,
 		Logger: log.With("queue", "store"), Registerer: wrap("store")}); err != nil {
 		return nil, err
 	}

@@ -221,6 +221,9 @@ func (c *Cachelet) PeerInvalidate(_ context.Context, keys []peer.Key) {
 			continue
 		}
 		c.Invalidate(k.Bucket, k.Key)
+		// The store changed by another route: the next durable write
+		// of the key asks it for the version it replaces.
+		c.known.changed(cache.Key{Bucket: k.Bucket, Object: k.Key}, "", false)
 	}
 }
 

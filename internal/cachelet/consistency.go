@@ -35,12 +35,18 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 		return store.PutResult{}, fmt.Errorf("%w: waiting for room to hold the body: %v", store.ErrUnavailable, err)
 	}
 	defer c.buffering.release(size)
+	k := cache.Key{Bucket: bucket, Object: key}
+	var probe *baseProbe
+	if _, self := c.cfg.owner(k); c.cfg.WriteTarget != WriteOwner || self {
+		// Under durable writes the version this write replaces is
+		// learned while its body arrives (durable_base.go).
+		probe = c.probeBase(ctx, k)
+	}
 	data, etag, err := readWhole(body, size)
 	if err != nil {
 		return store.PutResult{}, err
 	}
 	opts = withChecksum(data, etag, opts)
-	k := cache.Key{Bucket: bucket, Object: key}
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
 	acked := store.PutResult{ETag: etag, Checksums: checksumsOf(opts)}
 
@@ -93,11 +99,11 @@ func (c *Cachelet) putBuffered(ctx context.Context, bucket, key string, body io.
 			return res, err
 		}
 	}
-	id, err := c.logWrite(ctx, w)
+	held, err := c.logAndHold(ctx, k, w, etag, probe)
 	if err != nil {
 		return store.PutResult{}, err
 	}
-	if !c.hold(k, w, etag, id, false) {
+	if !held {
 		// Overtaken by a handoff while being logged: refused, nothing
 		// changed; the client retries once the handoff is over.
 		return store.PutResult{}, fmt.Errorf("%w: ownership handoff in progress", store.ErrUnavailable)
@@ -206,8 +212,11 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 // one. Under durable writes and the owner settings, unless replaying, it
 // refuses (returns false, the record done) a write that a handoff or a
 // leave overtook while it was being logged: their drains began after this
-// write's checks and would not wait for it (fenceWrites).
-func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, replaying bool) bool {
+// write's checks and would not wait for it (fenceWrites). base is the
+// store versions the logged write may replace (durable_base.go); a
+// replayed write is put only over one of them, and its key's reads wait
+// until it is settled.
+func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) bool {
 	c.wmu.Lock()
 	if id != 0 && !replaying && c.cfg.ownerMode() && (c.inHandoff() || c.leaving.Load()) {
 		c.wmu.Unlock()
@@ -223,6 +232,20 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 	}
 	e := c.keep(k, w.Data, etag, w.Opts)
 	c.keys.unpersisted(k, e)
+	var stored string // the store's ETag for it, once delivered
+	if id != 0 {
+		w.Stored = func(res store.PutResult) { stored = res.ETag }
+		if replaying {
+			// What the store holds now is not known: the next
+			// write of the key asks.
+			c.known.held(k, etag, nil)
+			c.replays.add(k)
+			w.Guard = &writeback.Guard{ETag: etag, Replaces: base}
+		} else {
+			c.known.held(k, etag, base)
+			c.replays.release(k) // this write is the key's truth now
+		}
+	}
 	// Persisted, superseded, failed or given up: the record goes before
 	// a Drain (a synchronization point's) sees the write settled, so
 	// that a delete made after the Drain is never answered by it.
@@ -232,6 +255,12 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 			c.cache.MarkOutput(k, e) // a shrink gives it up first (budget.go)
 		}
 		c.logSettled(k, id, err)
+		if id != 0 {
+			c.known.settled(k, etag, stored, err)
+		}
+		if replaying {
+			c.replayed(k, e, err)
+		}
 	}
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
@@ -241,15 +270,36 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 	return true
 }
 
-// storeSink persists queued writes to the store.
-type storeSink struct{ st store.Store }
+// storeSink persists queued writes to the store; a replayed write's
+// Guard makes its put conditional (Cachelet.guard).
+type storeSink struct {
+	st store.Store
+	c  *Cachelet
+}
 
 func (s storeSink) Persist(ctx context.Context, w writeback.Write) error {
 	if w.Delete {
 		return s.st.Delete(ctx, w.Bucket, w.Key)
 	}
-	_, err := s.st.Put(ctx, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), w.Opts)
-	return err
+	opts := w.Opts
+	if w.Guard != nil {
+		var err error
+		if opts, err = s.c.guard(ctx, w); err != nil {
+			return err
+		}
+	}
+	res, err := s.st.Put(ctx, w.Bucket, w.Key, bytes.NewReader(w.Data), int64(len(w.Data)), opts)
+	if err != nil {
+		if w.Guard != nil && errors.Is(err, store.ErrPreconditionFailed) {
+			// Written by someone else between the check and the put.
+			return fmt.Errorf("%w: %v", errNewerInStore, err)
+		}
+		return err
+	}
+	if w.Stored != nil {
+		w.Stored(res)
+	}
+	return nil
 }
 
 // ownerSink hands queued writes to the key's owner at the time they are
@@ -265,7 +315,7 @@ func (s ownerSink) Persist(ctx context.Context, w writeback.Write) error {
 			return err
 		}
 	}
-	return storeSink{s.c.store}.Persist(ctx, w)
+	return storeSink{st: s.c.store, c: s.c}.Persist(ctx, w)
 }
 
 // permanent says which persistence errors retrying cannot fix: the store
@@ -275,7 +325,7 @@ func permanent(err error) bool {
 	if errors.As(err, &api) {
 		return api.StatusCode >= 400 && api.StatusCode < 500 && api.StatusCode != http.StatusRequestTimeout
 	}
-	return errors.Is(err, store.ErrNoSuchBucket) || errors.Is(err, peer.ErrBadRequest)
+	return errors.Is(err, store.ErrNoSuchBucket) || errors.Is(err, peer.ErrBadRequest) || errors.Is(err, errNewerInStore)
 }
 
 // acceptOwned takes a write through from a peer as the key's owner: kept
@@ -286,17 +336,19 @@ func (c *Cachelet) acceptOwned(ctx context.Context, bucket, key string, body io.
 		return store.PutResult{}, fmt.Errorf("%w: waiting for room to hold the body: %v", store.ErrUnavailable, err)
 	}
 	defer c.accepting.release(size)
+	k := cache.Key{Bucket: bucket, Object: key}
+	probe := c.probeBase(ctx, k)
 	data, etag, err := readWhole(body, size)
 	if err != nil {
 		return store.PutResult{}, err
 	}
 	opts = withChecksum(data, etag, opts)
 	w := writeback.Write{Bucket: bucket, Key: key, Data: data, Opts: opts}
-	id, err := c.logWrite(ctx, w)
+	held, err := c.logAndHold(ctx, k, w, etag, probe)
 	if err != nil {
 		return store.PutResult{}, err
 	}
-	if !c.hold(cache.Key{Bucket: bucket, Object: key}, w, etag, id, false) {
+	if !held {
 		// Overtaken by a handoff or a leave while being logged: refused
 		// as PeerPut refuses, once what this cachelet queued is in the
 		// store, so the writer's own store write lands after it.

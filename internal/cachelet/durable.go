@@ -22,7 +22,8 @@ import (
 // starts on a log with records not done holds them again, newest of each
 // key, as writes queued for the store before it serves: the next
 // process with the same identity on that node delivers what a crashed one
-// acknowledged.
+// acknowledged, each only over a store version it was written over
+// (durable_base.go).
 //
 // Log order is the order in which the store gets a key's writes after a
 // crash, so it must agree with the order the cache saw them in: two
@@ -83,13 +84,31 @@ func (c *Cachelet) logAdmits(size int64) bool {
 	return c.cfg.Log == nil || c.cfg.Log.Fits(size)
 }
 
-// logWrite appends w to the durable log and returns its ID; 0 without
-// durable writes. The write must not be acknowledged when it fails.
-func (c *Cachelet) logWrite(ctx context.Context, w writeback.Write) (uint64, error) {
+// logAndHold logs w (under durable writes) and holds it, as hold does;
+// an error means it was not logged, and must not be acknowledged. A
+// write's base, record and hold come with no other write of the key
+// logged in between (keyLocks).
+func (c *Cachelet) logAndHold(ctx context.Context, k cache.Key, w writeback.Write, etag string, probe *baseProbe) (bool, error) {
 	if c.cfg.Log == nil {
-		return 0, nil
+		return c.hold(k, w, etag, 0, nil, false), nil
 	}
-	id, err := c.cfg.Log.Append(ctx, writelog.Record{Bucket: w.Bucket, Key: w.Key, Opts: w.Opts, Data: w.Data})
+	unlock, err := c.keyLocks.lock(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	base := c.baseFor(ctx, k, probe)
+	id, err := c.logWrite(ctx, w, etag, base)
+	if err != nil {
+		return false, err
+	}
+	return c.hold(k, w, etag, id, base, false), nil
+}
+
+// logWrite appends w, making etag over base, to the durable log and
+// returns its ID. The write must not be acknowledged when it fails.
+func (c *Cachelet) logWrite(ctx context.Context, w writeback.Write, etag string, base []string) (uint64, error) {
+	id, err := c.cfg.Log.Append(ctx, writelog.Record{Bucket: w.Bucket, Key: w.Key, Opts: w.Opts, Data: w.Data, ETag: etag, Replaces: base})
 	if err != nil {
 		c.m.writes.WithLabelValues("logged", "error").Inc()
 		return 0, fmt.Errorf("%w: the write could not be logged: %v", store.ErrUnavailable, err)
@@ -146,7 +165,7 @@ func (c *Cachelet) replay(pending []writelog.Pending) {
 			continue
 		}
 		sum := md5.Sum(p.Data)
-		c.hold(k, writeback.Write{Bucket: p.Bucket, Key: p.Key, Data: p.Data, Opts: p.Opts}, hex.EncodeToString(sum[:]), p.ID, true)
+		c.hold(k, writeback.Write{Bucket: p.Bucket, Key: p.Key, Data: p.Data, Opts: p.Opts}, hex.EncodeToString(sum[:]), p.ID, p.Replaces, true)
 	}
 	if len(pending) > 0 {
 		c.m.replayed.Add(float64(len(newest)))

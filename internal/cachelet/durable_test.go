@@ -51,8 +51,8 @@ func durableCachelet(t *testing.T, st store.Store, l *writelog.Log, replay []wri
 
 // TestDurableWritesOutliveTheCachelet: writes acknowledged while the
 // store is down, and given up on when the cachelet closes, are held by
-// the next cachelet on the log (served before the store has them) and
-// delivered, newest of each key.
+// the next cachelet on the log and delivered, newest of each key (served
+// once the store has it).
 func TestDurableWritesOutliveTheCachelet(t *testing.T) {
 	ctx := t.Context()
 	mem := memstore.New()
@@ -85,11 +85,18 @@ func TestDurableWritesOutliveTheCachelet(t *testing.T) {
 		t.Fatalf("%d records pending after the close, want 3", len(pending))
 	}
 	c = durableCachelet(t, st, l, pending)
+	// Not served until the store confirms it is still the newest
+	// (durable_base.go): the store is down, the read waits.
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if got, _, err := readWith(rctx, c, "a", nil); err == nil {
+		t.Fatalf("a replayed write was served (%d bytes) before the store had it", len(got))
+	}
+	cancel()
+	st.down.Store(false)
 	got, _, err := readWith(ctx, c, "a", nil)
 	if err != nil || !bytes.Equal(got, object("a", 2, 3000)) {
 		t.Fatalf("read of a held write after the restart: %d bytes, %v; want v2", len(got), err)
 	}
-	st.down.Store(false)
 	if err := c.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +151,7 @@ func TestDurableWritesLogOrder(t *testing.T) {
 	id1, d1 := w(1)
 	id2, d2 := w(2)
 	// Held in the other order: 2, then 1.
-	if !c.hold(k, writeWith("k", d2), etagOf(d2), id2, false) || !c.hold(k, writeWith("k", d1), etagOf(d1), id1, false) {
+	if !c.hold(k, writeWith("k", d2), etagOf(d2), id2, nil, false) || !c.hold(k, writeWith("k", d1), etagOf(d1), id1, nil, false) {
 		t.Fatal("refused outside a handoff")
 	}
 	got, _, err := readWith(ctx, c, "k", nil)

@@ -249,6 +249,7 @@ func (x *external) changed(ch store.Change) {
 		x.delay.Observe(max(0, c.clock.Now().Sub(ch.Time).Seconds()))
 	}
 	k := cache.Key{Bucket: ch.Bucket, Object: ch.Key}
+	c.known.changed(k, ch.ETag, ch.Removed) // for durable writes' bases
 	if c.keys.isUnpersisted(k) {
 		// A write through hoard the store has not got yet: it lands
 		// after this change and wins.

@@ -76,6 +76,9 @@ func (c *Cachelet) Get(ctx context.Context, bucket, key string, rng *store.ByteR
 			return nil, err
 		}
 	}
+	if err := c.replays.wait(ctx, k); err != nil {
+		return nil, err
+	}
 	if c.ec != nil {
 		if obj, ok, err := c.ecGet(ctx, k, rng, start); ok {
 			return obj, err
@@ -196,6 +199,11 @@ func (c *Cachelet) acquire(ctx context.Context, k cache.Key, route bool) (served
 		// No key holds a NUL (the S3 front refuses them): such a name
 		// is a page's (pages.go), never an object's, whoever asks.
 		return served{}, errNULKey
+	}
+	// A write replayed from the durable log is served once the store
+	// confirmed it is still the newest (durable_base.go).
+	if err := c.replays.wait(ctx, k); err != nil {
+		return served{}, err
 	}
 	r := c.keys.beginRead(k)
 
@@ -370,6 +378,9 @@ func (c *Cachelet) Stat(ctx context.Context, bucket, key string) (store.ObjectIn
 	k := cache.Key{Bucket: bucket, Object: key}
 	if strings.IndexByte(key, 0) >= 0 {
 		return store.ObjectInfo{}, errNULKey
+	}
+	if err := c.replays.wait(ctx, k); err != nil {
+		return store.ObjectInfo{}, err
 	}
 	e := c.cache.Peek(k)
 	if e != nil && c.cfg.ReadMode == ReadLocal && !c.untrusted(k) {

@@ -36,9 +36,13 @@ type metrics struct {
 
 	peerFallbacks prometheus.Counter
 	replayed      prometheus.Counter
-	peerRefused   prometheus.Counter // hoard_cachelet_peer_answers_refused_total
-	peerServed    *prometheus.CounterVec
-	handoffs      prometheus.Counter
+	// The durable log's replay guard (durable_base.go).
+	replaySuperseded prometheus.Counter     // hoard_cachelet_durable_replay_superseded_total
+	replayUnverified prometheus.Counter     // hoard_cachelet_durable_replay_unverified_total
+	durableBase      *prometheus.CounterVec // hoard_cachelet_durable_base_total{from}
+	peerRefused      prometheus.Counter     // hoard_cachelet_peer_answers_refused_total
+	peerServed       *prometheus.CounterVec
+	handoffs         prometheus.Counter
 	// Migrations (migrate.go): offers sent, by why and result, and
 	// offers received, by result.
 	migrated      *prometheus.CounterVec // hoard_cachelet_migrated_objects_total{why,result}
@@ -110,6 +114,18 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		Name: "hoard_cachelet_durable_replayed_total",
 		Help: "Acknowledged writes found in the durable log on start, not yet in the store, held again and delivered.",
 	})
+	m.replaySuperseded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_replay_superseded_total",
+		Help: "Writes replayed from the durable log and not delivered, because the store held a version of the key newer than the one each was written over (another route wrote the key while this cachelet was down); dropped, never served.",
+	})
+	m.replayUnverified = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_replay_unverified_total",
+		Help: "Checks of writes replayed from the durable log whose base was unknown (logged by an older version, or when the store could not say) that found the key in the store: put over it, as before bases were kept.",
+	})
+	m.durableBase = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_base_total",
+		Help: "Durable writes by where the store version each replaces came from: known (an earlier write of the key from here), cached (the cached copy), asked (a HEAD), unknown (the store did not answer it in time, or more writes of the key were held than a base names).",
+	}, []string{"from"})
 	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
@@ -184,7 +200,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.replayUnverified, m.durableBase, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

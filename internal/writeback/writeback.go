@@ -44,6 +44,13 @@ type Write struct {
 	// Opts are then unused.
 	Delete bool
 	Opts   store.PutOptions
+	// Guard, when set, makes a put conditional on the store's version
+	// of the key (a durable log's replay, ADR 0030). The queue only
+	// carries it; the Sink judges it.
+	Guard *Guard
+	// Stored, when set, is called by a Sink that put the write in the
+	// store, with the store's answer, before Persist returns.
+	Stored func(store.PutResult)
 	// Settled, when set, is called once the write is settled, with the
 	// outcome its channel receives (nil: persisted; ErrSuperseded; the
 	// Sink's permanent error; an error wrapping ErrClosed), before Drain
@@ -51,6 +58,15 @@ type Write struct {
 	// by the time a Drain that waited for it returns. It runs with the
 	// queue's lock held, so it must be quick and must not call the queue.
 	Settled func(err error)
+}
+
+// Guard says which store versions a put may replace: the Sink puts it
+// only over one of Replaces (ETags, "" for no object) or over ETag, its
+// own (a put that reached the store before its outcome was recorded). nil
+// Replaces: they are not known.
+type Guard struct {
+	ETag     string
+	Replaces []string
 }
 
 // Sink persists one write: to the store, or to the key's owner.

@@ -7,8 +7,10 @@
 // On disk the log is a directory of numbered segment files, written in
 // order and never rewritten. Each holds frames: a 4-byte length, the
 // CRC32C of the payload, the payload. A payload is a put record (its
-// sequence number, bucket, key, options and bytes) or a done record (the
-// sequence numbers of puts the store has). A frame whose checksum does not
+// sequence number, bucket, key, options, the version it makes, the store
+// versions it may replace, and its bytes) or a done record (the sequence
+// numbers of puts the store has, or no longer needs). A put logged before
+// the versions were kept reads as one whose base is unknown. A frame whose checksum does not
 // match ends its segment: at the tail of the newest segment it is a write
 // torn by a crash, which was never acknowledged; anywhere else it is
 // damage, counted and logged. A segment is removed once every put in it
@@ -106,6 +108,15 @@ type Record struct {
 	// Data is the whole object. Append neither keeps nor modifies it
 	// after it returns.
 	Data []byte
+	// ETag is the version the write makes, as it was acknowledged (the
+	// body's MD5 in hex); empty in records logged before it was kept.
+	ETag string
+	// Replaces are the store versions (ETags, "" for no object) the
+	// write may replace, as the writer knew the key when it logged it:
+	// a replay puts the record only over one of them (or its own). nil
+	// when the writer did not know, and in records logged before it was
+	// kept; never empty otherwise.
+	Replaces []string
 }
 
 // Pending is a record found on open that is not done: the caller must
@@ -636,16 +647,24 @@ func decodePayload(p []byte) (kind byte, id uint64, body []byte, err error) {
 }
 
 // putHeader is a put's metadata, JSON-encoded before its bytes.
+// The fields e and r came later: a header without them (an older log)
+// reads as a record whose base is unknown, and an older reader ignores
+// them.
 type putHeader struct {
-	Bucket string           `json:"b"`
-	Key    string           `json:"k"`
-	Opts   store.PutOptions `json:"o"`
+	Bucket   string           `json:"b"`
+	Key      string           `json:"k"`
+	Opts     store.PutOptions `json:"o"`
+	ETag     string           `json:"e,omitempty"`
+	Replaces []string         `json:"r,omitempty"`
 }
 
 // encodePut returns r's frame with its ID (bytes 9-16) and CRC (4-8)
 // still to fill in (putCRC).
 func encodePut(r Record) ([]byte, error) {
-	h, err := json.Marshal(putHeader{Bucket: r.Bucket, Key: r.Key, Opts: r.Opts})
+	if r.Replaces != nil && len(r.Replaces) == 0 {
+		return nil, errors.New("writelog: a known base names at least one version")
+	}
+	h, err := json.Marshal(putHeader{Bucket: r.Bucket, Key: r.Key, Opts: r.Opts, ETag: r.ETag, Replaces: r.Replaces})
 	if err != nil {
 		return nil, fmt.Errorf("writelog: %w", err)
 	}
@@ -679,7 +698,10 @@ func decodePut(body []byte) (Record, error) {
 		return Record{}, err
 	}
 	data := body[4+hl:]
-	return Record{Bucket: h.Bucket, Key: h.Key, Opts: h.Opts, Data: data}, nil
+	if h.Replaces != nil && len(h.Replaces) == 0 {
+		h.Replaces = nil // as written: unknown
+	}
+	return Record{Bucket: h.Bucket, Key: h.Key, Opts: h.Opts, Data: data, ETag: h.ETag, Replaces: h.Replaces}, nil
 }
 
 func encodeDone(ids []uint64) []byte {

@@ -3,6 +3,7 @@ package writelog
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -285,5 +286,58 @@ func TestConfig(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// TestRecordVersions: a put keeps the version it makes and the versions
+// it may replace ("" for none); a record without them (as an older log
+// wrote it) reads as one whose base is unknown.
+func TestRecordVersions(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, Config{Dir: dir})
+	a := rec(1, 10)
+	a.ETag, a.Replaces = "e1", []string{"", "e0"}
+	b := rec(2, 10)
+	b.ETag = "e2" // unknown base
+	for _, r := range []Record{a, b} {
+		if _, err := l.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := rec(3, 10)
+	bad.Replaces = []string{}
+	if _, err := l.Append(context.Background(), bad); err == nil {
+		t.Fatal("a known base naming no version was logged")
+	}
+	l.Close()
+	// A put as the format wrote it before versions were kept.
+	old := []byte(`{"b":"b","k":"old","o":{}}`)
+	frame := make([]byte, 8+9+4+len(old)+3)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-8))
+	frame[8] = kindPut
+	binary.BigEndian.PutUint64(frame[9:], 100)
+	binary.BigEndian.PutUint32(frame[17:], uint32(len(old)))
+	copy(frame[21:], old)
+	copy(frame[21+len(old):], "old")
+	putCRC(frame)
+	if err := os.WriteFile(filepath.Join(dir, segName(99)), frame, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, p := open(t, Config{Dir: dir})
+	if len(p) != 3 {
+		t.Fatalf("%d pending, want 3", len(p))
+	}
+	byKey := map[string]Pending{}
+	for _, r := range p {
+		byKey[r.Key] = r
+	}
+	if r := byKey["k1"]; r.ETag != "e1" || fmt.Sprint(r.Replaces) != "[ e0]" || len(r.Replaces) != 2 {
+		t.Fatalf("k1 read back as etag %q replaces %q", r.ETag, r.Replaces)
+	}
+	if r := byKey["k2"]; r.ETag != "e2" || r.Replaces != nil {
+		t.Fatalf("k2 read back as etag %q replaces %q, want an unknown base", r.ETag, r.Replaces)
+	}
+	if r := byKey["old"]; r.ETag != "" || r.Replaces != nil || string(r.Data) != "old" || r.ID != 100 {
+		t.Fatalf("an older record read back as %+v", r)
 	}
 }
