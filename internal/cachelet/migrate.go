@@ -1,13 +1,11 @@
 package cachelet
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"sort"
@@ -458,7 +456,7 @@ func (c *Cachelet) PeerInstall(ctx context.Context, info store.ObjectInfo, body 
 	rc := checkedAgainstStore(io.NopCloser(body), info)
 	if _, _, has := storeChecksum(info); !has {
 		if sum, ok := plainMD5(info.ETag); ok {
-			rc = &md5Checked{ReadCloser: rc, h: md5.New(), want: sum, remaining: info.Size}
+			rc = &sumChecked{ReadCloser: rc, h: md5.New(), want: sum, remaining: info.Size, mismatch: errMD5}
 		}
 	}
 	if err := c.fill(e, rc); err != nil {
@@ -486,36 +484,3 @@ func plainMD5(etag string) ([]byte, bool) {
 
 // errMD5: an offered body is not the MD5 its ETag says.
 var errMD5 = fmt.Errorf("%w: offered bytes do not match the version's MD5", peer.ErrRefused)
-
-// md5Checked passes a body of remaining bytes and withholds the last
-// read's bytes unless the whole body's MD5 is want.
-type md5Checked struct {
-	io.ReadCloser
-	h         hash.Hash
-	want      []byte
-	remaining int64
-	err       error
-}
-
-func (s *md5Checked) Read(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	if s.remaining == 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > s.remaining {
-		p = p[:s.remaining]
-	}
-	n, err := s.ReadCloser.Read(p)
-	s.h.Write(p[:n])
-	s.remaining -= int64(n)
-	if s.remaining == 0 && !bytes.Equal(s.h.Sum(nil), s.want) {
-		s.err = errMD5
-		return 0, s.err
-	}
-	if errors.Is(err, io.EOF) && s.remaining == 0 {
-		err = nil
-	}
-	return n, err
-}

@@ -63,20 +63,22 @@ func checkedAgainstStore(body io.ReadCloser, info store.ObjectInfo) io.ReadClose
 	if !ok || info.Size == 0 {
 		return body
 	}
-	return &storeChecked{ReadCloser: body, h: checksum.New(a), want: want, remaining: info.Size}
+	return &sumChecked{ReadCloser: body, h: checksum.New(a), want: want, remaining: info.Size, mismatch: errPeerChecksum}
 }
 
-// storeChecked passes a body of remaining bytes and withholds the last
-// read's bytes unless the whole body matches want.
-type storeChecked struct {
+// sumChecked passes a body of remaining bytes and withholds the last
+// read's bytes unless the whole body's sum by h is want; else its reads
+// fail with mismatch.
+type sumChecked struct {
 	io.ReadCloser
 	h         hash.Hash
 	want      []byte
 	remaining int64
+	mismatch  error
 	err       error
 }
 
-func (s *storeChecked) Read(p []byte) (int, error) {
+func (s *sumChecked) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
@@ -90,7 +92,7 @@ func (s *storeChecked) Read(p []byte) (int, error) {
 	s.h.Write(p[:n])
 	s.remaining -= int64(n)
 	if s.remaining == 0 && !bytes.Equal(s.h.Sum(nil), s.want) {
-		s.err = errPeerChecksum
+		s.err = s.mismatch
 		return 0, s.err
 	}
 	if errors.Is(err, io.EOF) && s.remaining == 0 {

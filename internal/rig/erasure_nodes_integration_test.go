@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,17 +252,7 @@ func scrapeIn(t *testing.T, node hostnet.Node, url string) map[string]float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		var name string
-		var v float64
-		if !strings.HasPrefix(line, "#") {
-			if _, err := fmt.Sscan(line, &name, &v); err == nil {
-				out[name] = v
-			}
-		}
-	}
-	return out
+	return parseMetrics(string(body))
 }
 
 // appInstances are the application's instances as the controller lists

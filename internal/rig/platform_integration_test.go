@@ -801,8 +801,14 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	return parseMetrics(string(body))
+}
+
+// parseMetrics maps each sample of a metrics page (name and labels) to
+// its value.
+func parseMetrics(body string) map[string]float64 {
 	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(body) {
 		var name string
 		var v float64
 		if !strings.HasPrefix(line, "#") {
