@@ -69,29 +69,8 @@ func (c *Client) Install(ctx context.Context, addr string, info store.ObjectInfo
 	if len(hdr) > MaxInstallHeader {
 		return fmt.Errorf("%w: metadata too large to offer", ErrRefused)
 	}
-	cb := &crcBody{r: io.LimitReader(body, info.Size), crc: crc32.New(castagnoli)}
 	path := installPrefix + url.PathEscape(info.Bucket) + "/" + escapeKey(info.Key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.scheme+addr+path, cb)
-	if err != nil {
-		return err
-	}
-	req.ContentLength = -1 // chunked, so the trailer can follow
-	req.Trailer = http.Header{hdrCRC: nil}
-	cb.req = req
-	req.Header.Set(hdrSize, strconv.FormatInt(info.Size, 10))
-	req.Header.Set(hdrInstall, hdr)
-	resp, err := c.do(c.http, req, addr)
-	if err != nil {
-		if cb.err != nil {
-			return cb.err
-		}
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		return readError(resp)
-	}
-	return nil
+	return c.putStreamed(ctx, addr, path, io.LimitReader(body, info.Size), info.Size, hdrInstall, hdr)
 }
 
 // serveInstall takes an offered copy to the Owner, if it is an Installer.

@@ -180,13 +180,19 @@ func (c *Client) ShardBackup(ctx context.Context, addr, origin, bucket, key, eta
 }
 
 func (c *Client) shardPut(ctx context.Context, addr, origin, bucket, key, etag string, index int, manifest string, body io.Reader, size int64) error {
-	cb := &crcBody{r: body, crc: crc32.New(castagnoli)}
 	extra := []string{"index", strconv.Itoa(index)}
 	if origin != "" {
 		extra = append(extra, "backup", origin)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
-		c.scheme+addr+"/v1/shard?"+shardQuery(bucket, key, etag, extra...), cb)
+	return c.putStreamed(ctx, addr, "/v1/shard?"+shardQuery(bucket, key, etag, extra...), body, size, hdrManifest, manifest)
+}
+
+// putStreamed PUTs size bytes of body to path at addr, chunked with a
+// CRC32C trailer, with the header name set to value beside the size; a
+// 204 is success.
+func (c *Client) putStreamed(ctx context.Context, addr, path string, body io.Reader, size int64, name, value string) error {
+	cb := &crcBody{r: body, crc: crc32.New(castagnoli)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.scheme+addr+path, cb)
 	if err != nil {
 		return err
 	}
@@ -194,7 +200,7 @@ func (c *Client) shardPut(ctx context.Context, addr, origin, bucket, key, etag s
 	req.Trailer = http.Header{hdrCRC: nil}
 	cb.req = req
 	req.Header.Set(hdrSize, strconv.FormatInt(size, 10))
-	req.Header.Set(hdrManifest, manifest)
+	req.Header.Set(name, value)
 	resp, err := c.do(c.http, req, addr)
 	if err != nil {
 		if cb.err != nil {
