@@ -270,11 +270,21 @@ type ScalingSpec struct {
 	// above it with every instance busy, and never votes one away while
 	// it is. 0, the default, sets no target: latency alone never scales.
 	LatencyTarget Duration `yaml:"latency_target,omitempty"`
+	// MinInstances is the fewest loaded instances the scale controller
+	// and keep-alive leave the application once it has them: neither
+	// unloads an idle instance below it (a newer version's deploy still
+	// replaces them, and instances are not started ahead of
+	// invocations for it). 0, the default, is 1 for the scale
+	// controller and none for keep-alive. At most max_instances.
+	MinInstances int `yaml:"min_instances,omitempty"`
 }
 
-func (s *ScalingSpec) validate() error {
+func (s *ScalingSpec) validate(maxInstances int) error {
 	if t := s.LatencyTarget.D(); t != 0 && (t < time.Millisecond || t > MaxTimeout) {
 		return invalid("scaling: latency_target %s: want 1ms to %s, or 0 for none", t, MaxTimeout)
+	}
+	if s.MinInstances < 0 || s.MinInstances > maxInstances {
+		return invalid("scaling: min_instances %d: want 0 to max_instances (%d)", s.MinInstances, maxInstances)
 	}
 	return nil
 }
@@ -476,7 +486,7 @@ func (s *Spec) Validate() error {
 	if err := s.Cache.validate(); err != nil {
 		return err
 	}
-	if err := s.Scaling.validate(); err != nil {
+	if err := s.Scaling.validate(s.MaxInstances); err != nil {
 		return err
 	}
 	if len(s.Functions) == 0 {

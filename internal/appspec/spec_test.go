@@ -22,7 +22,7 @@ memory: 128MiB
 keep_alive: 2m
 buckets: {images: read-write, models: read-only}
 cache: {consistency: owner, budget: 32MiB}
-scaling: {latency_target: 250ms}
+scaling: {latency_target: 250ms, min_instances: 2}
 functions:
   thumbnail: {handler: thumbs.handler}
   blur: {handler: thumbs.blur, memory: 512MiB, timeout: 5s}
@@ -51,7 +51,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	if s.Cache.Eviction != "owner-lru" || s.Cache.Budget != 32<<20 {
 		t.Errorf("cache: %+v", s.Cache)
 	}
-	if s.Scaling.LatencyTarget.D() != 250*time.Millisecond {
+	if s.Scaling.LatencyTarget.D() != 250*time.Millisecond || s.Scaling.MinInstances != 2 {
 		t.Errorf("scaling: %+v", s.Scaling)
 	}
 	if got := s.InstanceMemory(); got != (512+32)<<20+cacheconfig.DefaultMemoryOverhead {
@@ -121,6 +121,8 @@ func TestParseRejects(t *testing.T) {
 		"negative target":   {base + "scaling: {latency_target: -1s}\n", "bad duration"},
 		"tiny target":       {base + "scaling: {latency_target: 1us}\n", "latency_target"},
 		"huge target":       {base + "scaling: {latency_target: 1h}\n", "latency_target"},
+		"min over max":      {base + "max_instances: 3\nscaling: {min_instances: 4}\n", "min_instances"},
+		"negative min":      {base + "scaling: {min_instances: -1}\n", "min_instances"},
 		"scaling field":     {base + "scaling: {latency: 1s}\n", "latency"},
 		"bucket access":     {base + "buckets: {abc: write}\n", "access"},
 		"bucket no access":  {base + "buckets: [{name: abc}]\n", "access"},

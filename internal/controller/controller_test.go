@@ -569,3 +569,52 @@ func TestDeployBlockPackage(t *testing.T) {
 		t.Fatalf("stored %d bytes, deployed %d", len(got), len(p.Data))
 	}
 }
+
+// TestMinInstances: scaling.min_instances holds that many loaded
+// instances against the scale controller's rounds with no traffic and
+// against keep-alive (1 s here); without it both take them away.
+func TestMinInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name, scaling string
+		want          int
+	}{
+		{"min 2", "scaling: {min_instances: 2}\n", 2},
+		{"none", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fa, _ := setupWith(t, Config{VoteInterval: time.Hour})
+			ctx := context.Background()
+			if _, err := c.Deploy(ctx, pkg(t, strings.Replace(spec, "max_instances: 2", "max_instances: 3", 1)+tc.scaling)); err != nil {
+				t.Fatal(err)
+			}
+			// Three at once: three instances.
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := c.Invoke(ctx, "app", "f", json.RawMessage(`{"ms": 300}`), "test"); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			if fa.count() != 3 {
+				t.Fatalf("%d instances after three at once; want 3", fa.count())
+			}
+			// Rounds with no traffic, and keep-alive's 1 s passing.
+			for range 4 {
+				c.mu.Lock()
+				c.apps["app"].lastVote = time.Now().Add(-time.Minute)
+				c.mu.Unlock()
+				c.scaleApp(ctx, "app")
+			}
+			time.Sleep(1500 * time.Millisecond) // past keep_alive: 1s, for the scan to act
+			waitFor(t, "the unloads", 5*time.Second, func() bool { return fa.count() == tc.want })
+			time.Sleep(200 * time.Millisecond) // ten more scans
+			if fa.count() != tc.want || len(c.Apps()[0].Instances) != tc.want {
+				t.Fatalf("%d instances loaded (controller %d); want %d", fa.count(), len(c.Apps()[0].Instances), tc.want)
+			}
+		})
+	}
+}

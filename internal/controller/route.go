@@ -428,6 +428,12 @@ func (c *Controller) scan() {
 				a.preloadedAt = a.lastEnd
 				preload = append(preload, name)
 			}
+			kept := 0 // loaded instances of the deployed version, for scaling.min_instances
+			for _, in := range a.instances {
+				if !in.orphan && in.rev == a.rec.Package.SHA256 {
+					kept++
+				}
+			}
 			for _, in := range a.instances {
 				switch {
 				case in.orphan:
@@ -435,7 +441,8 @@ func (c *Controller) scan() {
 				case in.busy:
 				case in.rev != a.rec.Package.SHA256:
 					unload = append(unload, job{a, in, "a newer version was deployed"})
-				case now.Sub(in.lastUsed) >= a.keepFor(in) && a.idleFor(now, in) >= a.keepFor(in):
+				case now.Sub(in.lastUsed) >= a.keepFor(in) && a.idleFor(now, in) >= a.keepFor(in) && kept > a.spec.Scaling.MinInstances:
+					kept--
 					unload = append(unload, job{a, in, "idle for its keep-alive of " + a.keepFor(in).String() + " (" + string(a.decision.Mode) + ")"})
 				}
 			}

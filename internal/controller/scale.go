@@ -99,7 +99,7 @@ func (c *Controller) scaleApp(ctx context.Context, name string) {
 	rate, p50 := a.recentLoad(now, window)
 	votes := a.pendingVotes
 	a.pendingVotes = nil
-	limits := scaling.Limits{Min: 1, Max: a.spec.MaxInstances, Busy: busy > 0 || queued > 0 || a.inFlight > 0}
+	limits := scaling.Limits{Min: max(1, a.spec.Scaling.MinInstances), Max: a.spec.MaxInstances, Busy: busy > 0 || queued > 0 || a.inFlight > 0}
 	target := a.spec.Scaling.LatencyTarget.D()
 	c.mu.Unlock()
 	if current == 0 && len(votes) == 0 {
