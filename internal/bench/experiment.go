@@ -100,6 +100,7 @@ func Experiments() []Experiment {
 		erasureExperiment(),
 		erasureAvailabilityExperiment(),
 		erasureRegistryExperiment(),
+		erasureNodesExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/erasure"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
@@ -19,15 +20,36 @@ func (c *Cachelet) PeerShardPut(_ context.Context, bucket, key, etag string, ind
 	if c.ec == nil {
 		return fmt.Errorf("%w: erasure coding is off here", peer.ErrBadRequest)
 	}
+	inv := c.ec.invalidations()
 	err := c.ec.shards.Receive(erasure.ShardKey{Bucket: bucket, Key: key, ETag: etag, Index: index}, manifest, body, size)
 	if err == nil {
 		c.ec.stored.Inc()
+		c.ec.noteHeld(cache.Key{Bucket: bucket, Object: key}, etag, manifest, inv)
 		return nil
 	}
 	if errors.Is(err, erasure.ErrCorrupt) || errors.Is(err, erasure.ErrBadManifest) {
 		c.log.Warn("shard refused", "bucket", bucket, "key", key, "shard", index, "err", err)
 	}
 	return shardError(err)
+}
+
+// noteHeld notes that k at etag is large, from the manifest of a shard
+// this cachelet now holds, unless it knows that version already: a read
+// here of a key it never read then goes to the shards (after the version
+// check its read mode makes; a version noted so carries no store
+// metadata, so it is never trusted without the store's word once:
+// erasure_check.go), instead of asking the owner, which would read the
+// object from the store again to answer. inv is the invalidation count
+// read before the shard was received (sawSince).
+func (e *ecPath) noteHeld(k cache.Key, etag, manifest string, inv uint64) {
+	if known, _ := e.version(k); known.ETag == etag && e.knows(k) {
+		return
+	}
+	m, err := erasure.ParseManifest(manifest)
+	if err != nil {
+		return
+	}
+	e.sawSince(k, store.ObjectInfo{Bucket: k.Bucket, Key: k.Object, ETag: etag, Size: m.Size}, inv)
 }
 
 // shardError is a shard store's refusal as the peer protocol's error.

@@ -368,3 +368,28 @@ func (n *Nodes) treeOf(app string) *api.FuncTree {
 	}
 	return nil
 }
+
+// AgentInstances lists the instances a node agent runs (its
+// /v1/instances, with the agents' token).
+func (n *Nodes) AgentInstances(ctx context.Context, a *NodeAgent) ([]api.InstanceInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/v1/instances", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+n.agentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/v1/instances: %s", a.URL, resp.Status)
+	}
+	var out []api.InstanceInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
