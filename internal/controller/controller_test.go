@@ -174,7 +174,10 @@ func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Cli
 	if _, err := cli.Put(ctx, api.EtcdPrefix+"fake", string(reg)); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Etcd, cfg.Store, cfg.AgentToken, cfg.ScanInterval = cli, memstore.New(), "tok", 20*time.Millisecond
+	cfg.Etcd, cfg.AgentToken, cfg.ScanInterval = cli, "tok", 20*time.Millisecond
+	if cfg.Store == nil {
+		cfg.Store = memstore.New()
+	}
 	if cfg.Identities == nil {
 		cfg.Identities = newFakeIdentities()
 	}

@@ -43,19 +43,17 @@ func (c *Controller) DeployFrom(ctx context.Context, body io.Reader) (*api.AppIn
 // spool copies body to a new file in Config.UploadDir, at most
 // Config.MaxPackage bytes, and returns it with its size and SHA-256; on
 // an error the file is gone.
-func (c *Controller) spool(body io.Reader) (f *os.File, size int64, sum string, err error) {
-	f, err = os.CreateTemp(c.cfg.UploadDir, ".hoard-upload-*")
+func (c *Controller) spool(body io.Reader) (*os.File, int64, string, error) {
+	f, err := os.CreateTemp(c.cfg.UploadDir, ".hoard-upload-*")
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("spooling the code package: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, c.cfg.MaxPackage+1))
+	if err != nil || n > c.cfg.MaxPackage {
+		f.Close()
+		os.Remove(f.Name())
+	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
 		return nil, 0, "", fmt.Errorf("spooling the code package to %s: the disk is full after %d MiB: %w", c.cfg.UploadDir, n>>20, err)
