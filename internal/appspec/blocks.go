@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/hoard-io/hoard/internal/blockfmt"
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // Package formats: the block format (docs/artifacts.md), which `hoard
@@ -92,7 +93,7 @@ func openBlocks(src io.ReaderAt, size int64, lim Limits) (*blockfmt.Reader, erro
 	case len(r.Entries()) > MaxPackageFiles:
 		return fail(fmt.Errorf("%w: more than %d files", ErrInvalid, MaxPackageFiles))
 	case r.Size() > lim.Unpacked:
-		return fail(fmt.Errorf("%w: the package unpacks to more than %d MiB (the limit)", ErrInvalid, lim.Unpacked>>20))
+		return fail(fmt.Errorf("%w: the package unpacks to more than %s (the limit)", ErrInvalid, bytesize.Format(lim.Unpacked)))
 	case r.Blocks()*BlockSumLen > MaxBlockSumsBytes:
 		return fail(fmt.Errorf("%w: the package has %d blocks, more than %d; pack it with larger blocks", ErrInvalid, r.Blocks(), MaxBlockSumsBytes/BlockSumLen))
 	}

@@ -108,13 +108,13 @@ func TestPackageFileLimits(t *testing.T) {
 	}
 
 	small := Limits{Package: 1 << 20, Unpacked: 64 << 20}
-	if _, err := PackBlocksTo(dir, io.Discard, small); err == nil || !strings.Contains(err.Error(), "more than 1 MiB compressed") {
+	if _, err := PackBlocksTo(dir, io.Discard, small); err == nil || !strings.Contains(err.Error(), "more than 1MiB compressed") {
 		t.Errorf("PackBlocksTo past Limits.Package: %v", err)
 	}
-	if _, err := PackBlocksTo(dir, io.Discard, Limits{Package: 64 << 20, Unpacked: 1 << 20}); err == nil || !strings.Contains(err.Error(), "more than 1 MiB") {
+	if _, err := PackBlocksTo(dir, io.Discard, Limits{Package: 64 << 20, Unpacked: 1 << 20}); err == nil || !strings.Contains(err.Error(), "more than 1MiB") {
 		t.Errorf("PackBlocksTo past Limits.Unpacked: %v", err)
 	}
-	if _, err := ReadPackageAt(f, pkg.Size, "", small); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "1 MiB") {
+	if _, err := ReadPackageAt(f, pkg.Size, "", small); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "1MiB") {
 		t.Errorf("ReadPackageAt past Limits.Package: %v", err)
 	}
 	if _, err := ReadPackageAt(f, pkg.Size, "", Limits{Package: 64 << 20, Unpacked: 1 << 20}); !errors.Is(err, ErrInvalid) {

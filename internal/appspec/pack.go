@@ -15,6 +15,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // Limits of a code package.
@@ -185,7 +187,7 @@ func packDir(dir string, out *packOut, sink packSink, format string) (*Package, 
 		total += info.Size()
 		files++
 		if total > out.lim.Unpacked || files > MaxPackageFiles {
-			return fmt.Errorf("%s: more than %d MiB or %d files; keep data in the store, not in the code", dir, out.lim.Unpacked>>20, MaxPackageFiles)
+			return fmt.Errorf("%s: more than %s or %d files; keep data in the store, not in the code", dir, bytesize.Format(out.lim.Unpacked), MaxPackageFiles)
 		}
 		f, err := os.Open(p)
 		if err != nil {
@@ -198,7 +200,7 @@ func packDir(dir string, out *packOut, sink packSink, format string) (*Package, 
 		err = sink.close()
 	}
 	if errors.Is(err, errTooLarge) {
-		return nil, fmt.Errorf("%s: the package is more than %d MiB compressed (the limit)", dir, out.max>>20)
+		return nil, fmt.Errorf("%s: the package is more than %s compressed (the limit)", dir, bytesize.Format(out.max))
 	}
 	if err != nil {
 		return nil, err
@@ -252,7 +254,7 @@ func ReadPackageAt(r io.ReaderAt, size int64, sum string, lim Limits) (*Package,
 		return nil, err
 	}
 	if size > lim.Package {
-		return nil, fmt.Errorf("%w: the package is larger than %d MiB (the limit)", ErrInvalid, lim.Package>>20)
+		return nil, fmt.Errorf("%w: the package is larger than %s (the limit)", ErrInvalid, bytesize.Format(lim.Package))
 	}
 	var raw []byte
 	var index string
@@ -306,7 +308,7 @@ func UnpackAt(r io.ReaderAt, size int64, dest string, lim Limits) error {
 		return err
 	}
 	if size > lim.Package {
-		return fmt.Errorf("%w: the package is larger than %d MiB (the limit)", ErrInvalid, lim.Package>>20)
+		return fmt.Errorf("%w: the package is larger than %s (the limit)", ErrInvalid, bytesize.Format(lim.Package))
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
@@ -386,7 +388,7 @@ func walk(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) error 
 		case tar.TypeReg:
 			total += h.Size
 			if h.Size < 0 || total > lim.Unpacked {
-				return fmt.Errorf("%w: the package unpacks to more than %d MiB (the limit)", ErrInvalid, lim.Unpacked>>20)
+				return fmt.Errorf("%w: the package unpacks to more than %s (the limit)", ErrInvalid, bytesize.Format(lim.Unpacked))
 			}
 		default:
 			return fmt.Errorf("%w: the package holds %q, which is not a regular file or directory", ErrInvalid, name)

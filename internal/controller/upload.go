@@ -12,6 +12,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // ErrPackageTooLarge is an upload larger than Config.MaxPackage.
@@ -67,5 +68,5 @@ func (c *Controller) spool(body io.Reader) (*os.File, int64, string, error) {
 
 // tooLarge is the error of an upload past Config.MaxPackage.
 func (c *Controller) tooLarge() error {
-	return fmt.Errorf("%w: it is larger than %d MiB, the controller's limit (--max-package)", ErrPackageTooLarge, c.cfg.MaxPackage>>20)
+	return fmt.Errorf("%w: it is larger than %s, the controller's limit (--max-package)", ErrPackageTooLarge, bytesize.Format(c.cfg.MaxPackage))
 }

@@ -103,7 +103,7 @@ func TestUploadRefused(t *testing.T) {
 
 	_, err := sendFile(ctx, client, path)
 	var apiErr *api.Error
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "larger than 1 MiB") || !strings.Contains(err.Error(), "--max-package") {
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "larger than 1MiB") || !strings.Contains(err.Error(), "--max-package") {
 		t.Fatalf("an upload of %d bytes announced past the limit: %v", pkg.Size, err)
 	}
 	nothingLeft(t, c, "announced too large")
