@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +234,29 @@ func peakHeap(f func()) (base, peak uint64) {
 	close(done)
 	<-sampled
 	return base, max(top.Load(), base)
+}
+
+// An upload that fills the upload directory's disk is refused with an
+// error saying so, and leaves nothing behind.
+func TestUploadDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	c, _, _ := setupWith(t, Config{UploadDir: dir})
+	path, pkg := bigApp(t, "full", 1<<20)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = c.DeployFrom(context.Background(), f)
+	if err == nil || !strings.Contains(err.Error(), "the disk is full") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("an upload of %d bytes to a 256 KiB disk: %v", pkg.Size, err)
+	}
+	nothingLeft(t, c, "disk full")
 }
