@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdauth"
 	"github.com/hoard-io/hoard/internal/pki"
 	"github.com/hoard-io/hoard/internal/rig"
@@ -29,6 +30,16 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&cfg.DisablePrediction, "no-prediction", false, "give every invocation its booked memory: no memory models, no sized sandboxes")
 	fs.IntVar(&cfg.Prediction.MinInvocations, "prediction-min-invocations", 100, "invocations a function's memory model must have seen before its predictions size sandboxes")
+	cfg.MaxPackage = appspec.DefaultMaxPackageBytes
+	fs.Func("max-package", "the largest code package a deploy may upload, compressed (its files together may be 4 times that); uploads are spooled to --upload-dir, not held in memory (default 1GiB)", func(s string) error {
+		n, err := parseBytes(s)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("%q: want a positive size", s)
+		}
+		cfg.MaxPackage = n
+		return err
+	})
+	fs.StringVar(&cfg.UploadDir, "upload-dir", "", "where uploaded code packages are spooled while they are checked and stored, each in a file of mode 0600 (default the system's temporary directory)")
 	enableAuth := fs.Bool("etcd-enable-auth", false, "turn etcd's authentication on at start, root's password that of --etcd-credentials (user root), unless it is on already; then check that password (what `hoard up` does)")
 	agentsCreds := fs.String("etcd-agents-credentials", "", `with --etcd-credentials of root: a file (mode 0600) of {"username", "password"} for the etcd user every agent shares (made or given this password at start; it registers agents and reads their registrations and the function trees)`)
 	var tf tlsFlags

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -427,21 +428,7 @@ func (a *Agent) code(ctx context.Context, ref api.PackageRef, parents []api.Regi
 	if _, err := os.Stat(filepath.Join(dir, appspec.FileName)); err == nil {
 		return dir, nil
 	}
-	body, _, _, err := a.cfg.Store.Get(ctx, ref.Bucket, ref.Key, store.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("fetching the code package %s/%s: %w", ref.Bucket, ref.Key, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(body, appspec.MaxPackageBytes+1))
-	body.Close()
-	if err != nil {
-		return "", fmt.Errorf("fetching the code package: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != ref.SHA256 {
-		return "", fmt.Errorf("the code package %s/%s does not match its digest", ref.Bucket, ref.Key)
-	}
-	os.RemoveAll(dir)
-	if err := appspec.Unpack(data, dir); err != nil {
+	if err := a.downloadCode(ctx, ref, dir); err != nil {
 		return "", err
 	}
 	// Readable by the jailed functions' uids where it is shown to them;
@@ -450,6 +437,48 @@ func (a *Agent) code(ctx context.Context, ref api.PackageRef, parents []api.Regi
 		return "", err
 	}
 	return dir, nil
+}
+
+// downloadCode streams a package whole to a file of its own in the code
+// directory, checking its SHA-256 as it is written, and unpacks it from
+// the file into dir; the file is removed however it ends. It reads at
+// most ref.Size bytes (appspec.DefaultMaxPackageBytes for records
+// without it).
+func (a *Agent) downloadCode(ctx context.Context, ref api.PackageRef, dir string) error {
+	limit := ref.Size
+	if limit <= 0 {
+		limit = appspec.DefaultMaxPackageBytes
+	}
+	body, _, _, err := a.cfg.Store.Get(ctx, ref.Bucket, ref.Key, store.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("fetching the code package %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	defer body.Close()
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(dir), ".package-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, limit+1))
+	if err != nil {
+		return fmt.Errorf("fetching the code package: %w", err)
+	}
+	if n > limit || hex.EncodeToString(h.Sum(nil)) != ref.SHA256 {
+		return fmt.Errorf("the code package %s/%s does not match its digest", ref.Bucket, ref.Key)
+	}
+	os.RemoveAll(dir)
+	// The controller checked these very bytes (the digest binds them)
+	// within its limits (--max-package) before it stored them, so the
+	// files' size is bounded there, not again here; names, types and
+	// every block's checksum are checked again as they are unpacked.
+	return appspec.UnpackAt(f, n, dir, appspec.Limits{Package: n, Unpacked: math.MaxInt64})
 }
 
 // workerEnv is the environment of an instance's worker: every AWS SDK

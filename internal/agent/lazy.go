@@ -281,7 +281,7 @@ func (a *Agent) openLazy(ctx context.Context, ref api.PackageRef, src *relaySour
 	if err != nil {
 		return nil, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
 	}
-	if r.IndexSHA256() != ref.IndexSHA256 || !r.IsArchive() || r.Size() > appspec.MaxUnpackedBytes {
+	if r.IndexSHA256() != ref.IndexSHA256 || !r.IsArchive() {
 		r.Close()
 		return nil, fmt.Errorf("the code package %s/%s does not match its digest: %w", ref.Bucket, ref.Key, blockfmt.ErrChecksum)
 	}

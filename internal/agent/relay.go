@@ -59,9 +59,9 @@ type blockSum struct {
 	sum      [sha256.Size]byte
 }
 
-// maxSumsBytes bounds a package's block sums (a 64 MiB package of 4 KiB
-// blocks has 16,384).
-const maxSumsBytes = 1 << 20
+// maxSumsBytes bounds a package's block sums: the controller refuses a
+// package with more (appspec.MaxBlockSumsBytes).
+const maxSumsBytes = appspec.MaxBlockSumsBytes
 
 // loadSums reads and checks a package's block sums from the store.
 func (a *Agent) loadSums(ctx context.Context, ref api.PackageRef, size int64) ([]blockSum, error) {

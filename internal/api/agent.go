@@ -37,6 +37,9 @@ type PackageRef struct {
 	// to it under Key + ".sums" (appspec.Package.BlockSums): an agent
 	// checks every block relayed by another agent against them.
 	SumsSHA256 string `json:"sums_sha256,omitempty"`
+	// Size is the package's length in bytes: what an agent downloading
+	// it whole reads at most. 0 in records older than it.
+	Size int64 `json:"size,omitempty"`
 }
 
 // Credentials are an application's: the keys its functions sign S3

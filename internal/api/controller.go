@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -234,6 +235,16 @@ func appPath(app string) string { return "/v1/apps/" + url.PathEscape(app) }
 func (c *ControllerClient) Deploy(ctx context.Context, pkg []byte) (*AppInfo, error) {
 	var info AppInfo
 	if err := c.c.call(ctx, http.MethodPost, "/v1/apps", "application/octet-stream", pkg, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// DeployFrom is Deploy of a package of size bytes that r reads (a file,
+// say), streamed as it is read rather than held in memory.
+func (c *ControllerClient) DeployFrom(ctx context.Context, r io.Reader, size int64) (*AppInfo, error) {
+	var info AppInfo
+	if err := c.c.call(ctx, http.MethodPost, "/v1/apps", "application/octet-stream", upload{r, size}, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil

@@ -126,6 +126,12 @@ type caller struct {
 // call sends body (JSON-encoded unless it is raw []byte with a content
 // type) and decodes a JSON answer into out (when not nil). A context
 // without a deadline gets DefaultTimeout. A non-2xx answer is an *Error.
+// upload is a request body of n bytes that r reads, streamed, not held.
+type upload struct {
+	r io.Reader
+	n int64
+}
+
 func (c *caller) call(ctx context.Context, method, path, contentType string, in, out any) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -133,10 +139,13 @@ func (c *caller) call(ctx context.Context, method, path, contentType string, in,
 		defer cancel()
 	}
 	var body io.Reader
+	length := int64(-1)
 	switch b := in.(type) {
 	case nil:
 	case []byte:
 		body = bytes.NewReader(b)
+	case upload:
+		body, length = b.r, b.n
 	default:
 		data, err := json.Marshal(in)
 		if err != nil {
@@ -147,6 +156,12 @@ func (c *caller) call(ctx context.Context, method, path, contentType string, in,
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
+	}
+	if length >= 0 {
+		// Sent as it is read; a server that refuses it at once (too
+		// large) answers before any of it is sent.
+		req.ContentLength = length
+		req.Header.Set("Expect", "100-continue")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/hoard-io/hoard/internal/blockfmt"
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // Package formats: the block format (docs/artifacts.md), which `hoard
@@ -26,9 +27,10 @@ const (
 // blockMagic begins an object in the block format.
 const blockMagic = "hoardblk"
 
-// format names data's format from its first bytes.
-func format(data []byte) string {
-	if bytes.HasPrefix(data, []byte(blockMagic)) {
+// formatAt names a package's format from its first bytes.
+func formatAt(r io.ReaderAt) string {
+	magic := make([]byte, len(blockMagic))
+	if n, _ := r.ReadAt(magic, 0); n == len(magic) && string(magic) == blockMagic {
 		return FormatBlocks
 	}
 	return FormatTarGz
@@ -38,11 +40,28 @@ func format(data []byte) string {
 // limits, an archive whose files can be read one by one.
 func PackBlocks(dir string) (*Package, error) {
 	var buf bytes.Buffer
-	w, err := blockfmt.NewWriter(&buf)
+	pkg, err := PackBlocksTo(dir, &buf, DefaultLimits())
 	if err != nil {
 		return nil, err
 	}
-	return packDir(dir, &buf, blockSink{w}, FormatBlocks)
+	pkg.Data = buf.Bytes()
+	return pkg, nil
+}
+
+// PackBlocksTo is PackBlocks writing the package to w (a file, say)
+// as it goes, within lim, so that no more than a block of it is held
+// in memory: its Package has Size and SHA256, not Data. What it wrote
+// before an error is not a package.
+func PackBlocksTo(dir string, w io.Writer, lim Limits) (*Package, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	out := newPackOut(w, lim)
+	bw, err := blockfmt.NewWriter(out)
+	if err != nil {
+		return nil, err
+	}
+	return packDir(dir, out, blockSink{bw}, FormatBlocks)
 }
 
 // blockSink writes the block format's archive.
@@ -59,8 +78,8 @@ func (b blockSink) close() error { return b.w.Close() }
 // openBlocks checks a package in the block format as untrusted: the
 // format's own checks, the package limits, safe names, and every block's
 // checksum (the whole stream is read once).
-func openBlocks(data []byte) (*blockfmt.Reader, error) {
-	r, err := blockfmt.NewReader(context.Background(), blockfmt.ReaderAtSource(bytes.NewReader(data)), int64(len(data)))
+func openBlocks(src io.ReaderAt, size int64, lim Limits) (*blockfmt.Reader, error) {
+	r, err := blockfmt.NewReader(context.Background(), blockfmt.ReaderAtSource(src), size)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -73,8 +92,10 @@ func openBlocks(data []byte) (*blockfmt.Reader, error) {
 		return fail(fmt.Errorf("%w: the package is a single object, not an archive", ErrInvalid))
 	case len(r.Entries()) > MaxPackageFiles:
 		return fail(fmt.Errorf("%w: more than %d files", ErrInvalid, MaxPackageFiles))
-	case r.Size() > MaxUnpackedBytes:
-		return fail(fmt.Errorf("%w: the package unpacks to more than %d MiB", ErrInvalid, MaxUnpackedBytes>>20))
+	case r.Size() > lim.Unpacked:
+		return fail(fmt.Errorf("%w: the package unpacks to more than %s (the limit)", ErrInvalid, bytesize.Format(lim.Unpacked)))
+	case r.Blocks()*BlockSumLen > MaxBlockSumsBytes:
+		return fail(fmt.Errorf("%w: the package has %d blocks, more than %d; pack it with larger blocks", ErrInvalid, r.Blocks(), MaxBlockSumsBytes/BlockSumLen))
 	}
 	for _, e := range r.Entries() {
 		if strings.ContainsAny(e.Path, "\\\x00") {
@@ -95,8 +116,8 @@ const BlockSumLen = 8 + 4 + sha256.Size
 // readBlocksSpec returns the raw spec of a package in the block format,
 // the digest of its index (blockfmt.Reader.IndexSHA256) and its block
 // sums.
-func readBlocksSpec(data []byte) ([]byte, string, []byte, error) {
-	r, err := openBlocks(data)
+func readBlocksSpec(src io.ReaderAt, size int64, lim Limits) ([]byte, string, []byte, error) {
+	r, err := openBlocks(src, size, lim)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -109,20 +130,30 @@ func readBlocksSpec(data []byte) ([]byte, string, []byte, error) {
 		return nil, "", nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, FileName, MaxSpecBytes)
 	}
 	raw, err := io.ReadAll(f)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	sums := make([]byte, 0, r.Blocks()*BlockSumLen)
+	var buf []byte
 	for i := range r.Blocks() {
 		off, n := r.BlockSpan(i)
-		h := sha256.Sum256(data[off : off+n])
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		if _, err := src.ReadAt(buf[:n], off); err != nil {
+			return nil, "", nil, fmt.Errorf("%w: block %d: %v", ErrInvalid, i, err)
+		}
+		h := sha256.Sum256(buf[:n])
 		sums = binary.BigEndian.AppendUint64(sums, uint64(off))
 		sums = binary.BigEndian.AppendUint32(sums, uint32(n))
 		sums = append(sums, h[:]...)
 	}
-	return raw, r.IndexSHA256(), sums, err
+	return raw, r.IndexSHA256(), sums, nil
 }
 
 // unpackBlocks writes a package in the block format under tmp.
-func unpackBlocks(data []byte, tmp string) error {
-	r, err := openBlocks(data)
+func unpackBlocks(src io.ReaderAt, size int64, lim Limits, tmp string) error {
+	r, err := openBlocks(src, size, lim)
 	if err != nil {
 		return err
 	}

@@ -8,26 +8,71 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
 // Limits of a code package.
 const (
-	MaxPackageBytes  = 64 << 20  // compressed
-	MaxUnpackedBytes = 256 << 20 // all files together
+	// DefaultMaxPackageBytes is the default bound on a package's
+	// compressed size (Limits.Package): the controller's --max-package.
+	DefaultMaxPackageBytes = 1 << 30
+	// MinUnpackedBytes is the least bound on a package's files together,
+	// whatever Limits.Package is.
+	MinUnpackedBytes = 256 << 20
 	MaxPackageFiles  = 10000
+	// MaxBlockSumsBytes bounds a package's block sums (BlockSumLen bytes
+	// a block): 95,325 blocks, 46 GiB at the default 512 KiB blocks.
+	MaxBlockSumsBytes = 4 << 20
 )
+
+// Limits bound a package: its compressed size and its files' size
+// together. Both are read and written to a stream or a file, never held
+// in memory, so they are settings, not memory.
+type Limits struct {
+	// Package bounds the compressed package, in bytes.
+	Package int64
+	// Unpacked bounds the package's files together, in bytes.
+	Unpacked int64
+}
+
+// LimitsFor are the limits of packages of at most maxPackage bytes:
+// their files together at most four times that (the ratio of the 64 MiB
+// packed, 256 MiB unpacked bounds of earlier versions), and never less
+// than MinUnpackedBytes.
+func LimitsFor(maxPackage int64) Limits {
+	return Limits{Package: maxPackage, Unpacked: max(MinUnpackedBytes, 4*maxPackage)}
+}
+
+// DefaultLimits are LimitsFor(DefaultMaxPackageBytes): 1 GiB packed,
+// 4 GiB unpacked.
+func DefaultLimits() Limits { return LimitsFor(DefaultMaxPackageBytes) }
+
+// Validate checks that both bounds are positive.
+func (l Limits) Validate() error {
+	if l.Package <= 0 || l.Unpacked <= 0 {
+		return fmt.Errorf("package limits must be positive (package %d, unpacked %d bytes)", l.Package, l.Unpacked)
+	}
+	return nil
+}
 
 // Package is an application's code: its directory in the block format
 // (PackBlocks) or, as earlier packages are, a gzipped tar (Pack).
 type Package struct {
-	Spec   *Spec
-	Data   []byte
+	Spec *Spec
+	// Data is the package, when it is in memory (Pack, PackBlocks,
+	// ReadPackage); nil when it is in a file or a stream (PackBlocksTo,
+	// ReadPackageAt).
+	Data []byte
+	// Size is the package's length in bytes.
+	Size   int64
 	SHA256 string
 	// Format is FormatBlocks or FormatTarGz.
 	Format string
@@ -54,8 +99,41 @@ func skipped(name string) bool {
 // refused: a package holds only what is in it.
 func Pack(dir string) (*Package, error) {
 	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	return packDir(dir, &buf, &tarSink{gz: gz, tw: tar.NewWriter(gz)}, FormatTarGz)
+	out := newPackOut(&buf, DefaultLimits())
+	gz := gzip.NewWriter(out)
+	pkg, err := packDir(dir, out, &tarSink{gz: gz, tw: tar.NewWriter(gz)}, FormatTarGz)
+	if err != nil {
+		return nil, err
+	}
+	pkg.Data = buf.Bytes()
+	return pkg, nil
+}
+
+// packOut counts and hashes a package as it is written, and fails a write
+// that takes it past its limit.
+type packOut struct {
+	w   io.Writer
+	h   hash.Hash
+	n   int64
+	max int64
+	lim Limits
+}
+
+func newPackOut(w io.Writer, lim Limits) *packOut {
+	return &packOut{w: w, h: sha256.New(), max: lim.Package, lim: lim}
+}
+
+// errTooLarge is a package written past Limits.Package.
+var errTooLarge = errors.New("the package is larger than its limit")
+
+func (p *packOut) Write(b []byte) (int, error) {
+	if p.n+int64(len(b)) > p.max {
+		return 0, errTooLarge
+	}
+	n, err := p.w.Write(b)
+	p.h.Write(b[:n])
+	p.n += int64(n)
+	return n, err
 }
 
 // packSink takes a package's directories and files, in the order the walk
@@ -66,11 +144,11 @@ type packSink interface {
 	close() error
 }
 
-// packDir walks dir into sink, whose output is buf, with the checks and
+// packDir walks dir into sink, whose output is out, with the checks and
 // limits of every package: the spec parses, only regular files and
-// directories, at most MaxUnpackedBytes in MaxPackageFiles files, at most
-// MaxPackageBytes packed.
-func packDir(dir string, buf *bytes.Buffer, sink packSink, format string) (*Package, error) {
+// directories, at most out's Limits.Unpacked in MaxPackageFiles files, at
+// most its Limits.Package packed.
+func packDir(dir string, out *packOut, sink packSink, format string) (*Package, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, FileName))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -108,8 +186,8 @@ func packDir(dir string, buf *bytes.Buffer, sink packSink, format string) (*Pack
 		}
 		total += info.Size()
 		files++
-		if total > MaxUnpackedBytes || files > MaxPackageFiles {
-			return fmt.Errorf("%s: more than %d MiB or %d files; keep data in the store, not in the code", dir, MaxUnpackedBytes>>20, MaxPackageFiles)
+		if total > out.lim.Unpacked || files > MaxPackageFiles {
+			return fmt.Errorf("%s: more than %s or %d files; keep data in the store, not in the code", dir, bytesize.Format(out.lim.Unpacked), MaxPackageFiles)
 		}
 		f, err := os.Open(p)
 		if err != nil {
@@ -121,14 +199,13 @@ func packDir(dir string, buf *bytes.Buffer, sink packSink, format string) (*Pack
 	if err == nil {
 		err = sink.close()
 	}
+	if errors.Is(err, errTooLarge) {
+		return nil, fmt.Errorf("%s: the package is more than %s compressed (the limit)", dir, bytesize.Format(out.max))
+	}
 	if err != nil {
 		return nil, err
 	}
-	if buf.Len() > MaxPackageBytes {
-		return nil, fmt.Errorf("%s: the package is %d MiB compressed, more than %d MiB", dir, buf.Len()>>20, MaxPackageBytes>>20)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return &Package{Spec: spec, Data: buf.Bytes(), SHA256: hex.EncodeToString(sum[:]), Format: format}, nil
+	return &Package{Spec: spec, Size: out.n, SHA256: hex.EncodeToString(out.h.Sum(nil)), Format: format}, nil
 }
 
 // tarSink writes a gzipped tar.
@@ -157,20 +234,37 @@ func (t *tarSink) close() error {
 }
 
 // ReadPackage checks a package received over the network, in either
-// format: size, that it unpacks safely (without writing anything), and
-// its spec.
+// format, with DefaultLimits: size, that it unpacks safely (without
+// writing anything), and its spec.
 func ReadPackage(data []byte) (*Package, error) {
-	if len(data) > MaxPackageBytes {
-		return nil, fmt.Errorf("%w: the package is larger than %d MiB", ErrInvalid, MaxPackageBytes>>20)
+	pkg, err := ReadPackageAt(bytes.NewReader(data), int64(len(data)), "", DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	pkg.Data = data
+	return pkg, nil
+}
+
+// ReadPackageAt is ReadPackage of a package of size bytes read through r
+// (a file, say), which it reads in pieces, never whole. sum is the
+// package's SHA-256, in hex, when the caller computed it as the package
+// arrived; "" to have it computed here (a read of the whole package).
+func ReadPackageAt(r io.ReaderAt, size int64, sum string, lim Limits) (*Package, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	if size > lim.Package {
+		return nil, fmt.Errorf("%w: the package is larger than %s (the limit)", ErrInvalid, bytesize.Format(lim.Package))
 	}
 	var raw []byte
 	var index string
 	var sums []byte
 	var err error
-	if format(data) == FormatBlocks {
-		raw, index, sums, err = readBlocksSpec(data)
+	f := formatAt(r)
+	if f == FormatBlocks {
+		raw, index, sums, err = readBlocksSpec(r, size, lim)
 	} else {
-		err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
+		err = walk(io.NewSectionReader(r, 0, size), lim, func(h *tar.Header, r io.Reader) error {
 			if h.Name == FileName {
 				b, err := io.ReadAll(io.LimitReader(r, MaxSpecBytes+1))
 				raw = b
@@ -189,14 +283,33 @@ func ReadPackage(data []byte) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(data)
-	return &Package{Spec: spec, Data: data, SHA256: hex.EncodeToString(sum[:]), Format: format(data), IndexSHA256: index, BlockSums: sums}, nil
+	if sum == "" {
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(r, 0, size)); err != nil {
+			return nil, err
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
+	return &Package{Spec: spec, Size: size, SHA256: sum, Format: f, IndexSHA256: index, BlockSums: sums}, nil
 }
 
 // Unpack extracts a package, in either format, into dest (created; it must not exist yet, so
-// that nothing is mixed with an older version). Only regular files and
-// directories with clean relative names are accepted.
+// that nothing is mixed with an older version), with DefaultLimits.
+// Only regular files and directories with clean relative names are
+// accepted.
 func Unpack(data []byte, dest string) error {
+	return UnpackAt(bytes.NewReader(data), int64(len(data)), dest, DefaultLimits())
+}
+
+// UnpackAt is Unpack of a package of size bytes read through r (a file,
+// say), in pieces, within lim.
+func UnpackAt(r io.ReaderAt, size int64, dest string, lim Limits) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if size > lim.Package {
+		return fmt.Errorf("%w: the package is larger than %s (the limit)", ErrInvalid, bytesize.Format(lim.Package))
+	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err
 	}
@@ -205,14 +318,14 @@ func Unpack(data []byte, dest string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if format(data) == FormatBlocks {
-		if err := unpackBlocks(data, tmp); err != nil {
+	if formatAt(r) == FormatBlocks {
+		if err := unpackBlocks(r, size, lim, tmp); err != nil {
 			return err
 		}
 		return os.Rename(tmp, dest)
 	}
 	hasSpec := false
-	err = walk(bytes.NewReader(data), func(h *tar.Header, r io.Reader) error {
+	err = walk(io.NewSectionReader(r, 0, size), lim, func(h *tar.Header, r io.Reader) error {
 		hasSpec = hasSpec || h.Name == FileName
 		target := filepath.Join(tmp, filepath.FromSlash(h.Name))
 		if h.Typeflag == tar.TypeDir {
@@ -242,7 +355,7 @@ func Unpack(data []byte, dest string) error {
 
 // walk reads a gzipped tar, checking every entry's name, type and size,
 // and calls fn for each.
-func walk(r io.Reader, fn func(*tar.Header, io.Reader) error) error {
+func walk(r io.Reader, lim Limits, fn func(*tar.Header, io.Reader) error) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("%w: the package is not gzip: %v", ErrInvalid, err)
@@ -274,8 +387,8 @@ func walk(r io.Reader, fn func(*tar.Header, io.Reader) error) error {
 		case tar.TypeDir:
 		case tar.TypeReg:
 			total += h.Size
-			if h.Size < 0 || total > MaxUnpackedBytes {
-				return fmt.Errorf("%w: the package unpacks to more than %d MiB", ErrInvalid, MaxUnpackedBytes>>20)
+			if h.Size < 0 || total > lim.Unpacked {
+				return fmt.Errorf("%w: the package unpacks to more than %s (the limit)", ErrInvalid, bytesize.Format(lim.Unpacked))
 			}
 		default:
 			return fmt.Errorf("%w: the package holds %q, which is not a regular file or directory", ErrInvalid, name)

@@ -265,7 +265,7 @@ func TestReadPackageRefusesHostileArchives(t *testing.T) {
 		"hard link":   mk(spec, tar.Header{Name: "l", Typeflag: tar.TypeLink, Linkname: FileName}),
 		"duplicate":   mk(spec, tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}, tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}),
 		"device":      mk(spec, tar.Header{Name: "d", Typeflag: tar.TypeChar}),
-		"huge claims": mk(spec, tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: MaxUnpackedBytes + 1}),
+		"huge claims": mk(spec, tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: DefaultLimits().Unpacked + 1}),
 	} {
 		if _, err := ReadPackage(data); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v; want ErrInvalid", name, err)

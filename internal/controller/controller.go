@@ -18,8 +18,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +107,15 @@ type Config struct {
 	// idle instance and places new ones by load alone, whatever input
 	// their events name (locality.go); for comparisons. Default false.
 	DisableDataRouting bool
+	// MaxPackage bounds a code package's compressed size, in bytes: an
+	// upload is spooled to a file in UploadDir, never held in memory,
+	// so this is a setting of disk, not memory (upload.go). Default
+	// appspec.DefaultMaxPackageBytes (1 GiB); its files together may be
+	// four times that (appspec.LimitsFor).
+	MaxPackage int64
+	// UploadDir is where uploads are spooled, each to a file of mode
+	// 0600 removed when its deploy ends; default os.TempDir().
+	UploadDir string
 	// Clock tells the time of records, events, idle times and keep-alive;
 	// default the system clock. (The scan and vote loops tick on the
 	// runtime's timers.)
@@ -118,6 +129,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ScanInterval < 0 || c.DedupWindow < 0 || c.VoteInterval < 0 || c.InputSizeTimeout < 0 {
 		return errors.New("controller: intervals must not be negative")
+	}
+	if c.MaxPackage < 0 {
+		return errors.New("controller: MaxPackage must not be negative")
+	}
+	if c.MaxPackage == 0 {
+		c.MaxPackage = appspec.DefaultMaxPackageBytes
+	}
+	if c.UploadDir == "" {
+		c.UploadDir = os.TempDir()
 	}
 	if c.SystemBucket == "" {
 		c.SystemBucket = appspec.PlatformBucket
@@ -391,10 +411,12 @@ func (c *Controller) app(name string) (*app, error) {
 // A redeploy keeps the application's credentials; instances of the older
 // version finish what they run and are unloaded.
 func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, error) {
-	pkg, err := appspec.ReadPackage(data)
-	if err != nil {
-		return nil, err
-	}
+	return c.DeployFrom(ctx, bytes.NewReader(data))
+}
+
+// deploy deploys a checked package whose bytes pkgData reads (a spooled
+// file, upload.go), from its start.
+func (c *Controller) deploy(ctx context.Context, pkg *appspec.Package, pkgData io.ReaderAt) (*api.AppInfo, error) {
 	name := pkg.Spec.Name
 	if _, ok := pkg.Spec.Buckets.Set().Lookup(c.cfg.SystemBucket); ok {
 		return nil, fmt.Errorf("%w: buckets: %s is the platform's own bucket", appspec.ErrInvalid, c.cfg.SystemBucket)
@@ -402,12 +424,12 @@ func (c *Controller) Deploy(ctx context.Context, data []byte) (*api.AppInfo, err
 	if err := c.ensureBucket(ctx, c.cfg.SystemBucket); err != nil {
 		return nil, err
 	}
-	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256, IndexSHA256: pkg.IndexSHA256}
+	ref := api.PackageRef{Bucket: c.cfg.SystemBucket, Key: "apps/" + name + "/" + pkg.SHA256 + "." + pkg.Format, SHA256: pkg.SHA256, IndexSHA256: pkg.IndexSHA256, Size: pkg.Size}
 	contentType := "application/octet-stream"
 	if pkg.Format == appspec.FormatTarGz {
 		contentType = "application/gzip"
 	}
-	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, strings.NewReader(string(data)), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
+	if _, err := c.cfg.Store.Put(ctx, ref.Bucket, ref.Key, io.NewSectionReader(pkgData, 0, pkg.Size), pkg.Size, store.PutOptions{ContentType: contentType}); err != nil {
 		return nil, fmt.Errorf("storing the code package: %w", err)
 	}
 	if len(pkg.BlockSums) > 0 {

@@ -52,7 +52,7 @@ type fakeAgent struct {
 	lastNoCache atomic.Bool
 }
 
-func newFakeAgent(t *testing.T) *fakeAgent {
+func newFakeAgent(t testing.TB) *fakeAgent {
 	a := &fakeAgent{instances: map[string]string{}, revs: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/instances", func(w http.ResponseWriter, r *http.Request) {
@@ -156,7 +156,7 @@ func setup(t *testing.T) (*Controller, *fakeAgent, *clientv3.Client) {
 	return setupWith(t, Config{})
 }
 
-func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Client) {
+func setupWith(t testing.TB, cfg Config) (*Controller, *fakeAgent, *clientv3.Client) {
 	t.Helper()
 	ctx := context.Background()
 	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -174,7 +174,10 @@ func setupWith(t *testing.T, cfg Config) (*Controller, *fakeAgent, *clientv3.Cli
 	if _, err := cli.Put(ctx, api.EtcdPrefix+"fake", string(reg)); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Etcd, cfg.Store, cfg.AgentToken, cfg.ScanInterval = cli, memstore.New(), "tok", 20*time.Millisecond
+	cfg.Etcd, cfg.AgentToken, cfg.ScanInterval = cli, "tok", 20*time.Millisecond
+	if cfg.Store == nil {
+		cfg.Store = memstore.New()
+	}
 	if cfg.Identities == nil {
 		cfg.Identities = newFakeIdentities()
 	}

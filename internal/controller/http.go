@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,12 +26,13 @@ func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("POST /v1/apps", func(w http.ResponseWriter, r *http.Request) {
-		data, err := io.ReadAll(io.LimitReader(r.Body, appspec.MaxPackageBytes+1))
-		if err != nil {
-			api.WriteError(w, http.StatusBadRequest, err)
+		// An upload that says it is too large is refused before its body
+		// is read (a client that sent "Expect: 100-continue" sends none).
+		if r.ContentLength > c.cfg.MaxPackage {
+			api.WriteError(w, http.StatusRequestEntityTooLarge, c.tooLarge())
 			return
 		}
-		info, err := c.Deploy(r.Context(), data)
+		info, err := c.DeployFrom(r.Context(), r.Body)
 		if err != nil {
 			api.WriteError(w, statusOf(err), err)
 			return
@@ -272,6 +272,8 @@ func (c *Controller) serveHTTPTrigger(w http.ResponseWriter, r *http.Request) {
 // statusOf maps errors to HTTP statuses.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, ErrPackageTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, appspec.ErrInvalid):

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -117,6 +118,13 @@ type Config struct {
 	// DisableDataRouting is the controller's
 	// (controller.Config.DisableDataRouting).
 	DisableDataRouting bool
+	// MaxPackage and UploadDir are the controller's
+	// (controller.Config.MaxPackage, controller.Config.UploadDir):
+	// the largest code package it takes (default 1 GiB), and where it
+	// spools uploads (default Dir/uploads with Dir, else the system's
+	// temporary directory).
+	MaxPackage int64
+	UploadDir  string
 }
 
 // TLS is the platform's TLS: each role's files, and how the agent's
@@ -334,7 +342,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err 
 		}
 		ccfg := controller.Config{Etcd: cli, Store: st, Identities: ids, AgentToken: cfg.AgentToken, AgentTLS: agentClientTLS,
 			StoreEventsToken: cfg.StoreEventsToken, Registerer: reg, Prediction: cfg.Prediction, DisablePrediction: cfg.DisablePrediction,
-			DisableDataRouting: cfg.DisableDataRouting}
+			DisableDataRouting: cfg.DisableDataRouting, MaxPackage: cfg.MaxPackage, UploadDir: cfg.UploadDir}
+		if ccfg.UploadDir == "" && cfg.Dir != "" {
+			ccfg.UploadDir = filepath.Join(cfg.Dir, "uploads")
+			if err := os.MkdirAll(ccfg.UploadDir, 0o700); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.EtcdCredentials.Username == etcdauth.Root {
 			ccfg.EtcdUsers = etcdauth.NewAdmin(cli, "")
 		}
