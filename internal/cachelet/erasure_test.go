@@ -561,3 +561,28 @@ func TestErasureRiskHoldingNoShards(t *testing.T) {
 		t.Fatalf("loss probability %v after two members lost, holding no shards", p)
 	}
 }
+
+// A holder of a shard that never read the object itself reads it from the
+// shards on its first read (it learned the object is large from the
+// shard's manifest), rather than through the owner, which would read the
+// store again to answer; a member that holds no shard and never read it
+// goes the ordinary way.
+func TestErasureHolderReadsShardsFirst(t *testing.T) {
+	g := newECGroup(t)
+	want := make([]byte, 200_000)
+	_, _ = rand.Read(want)
+	g.put(t, "big", want)
+	info, _ := g.st.Stat(t.Context(), testBucket, "big")
+	g.mustRead(t, 5, "big", want, PassThrough) // the owner (0) fills and shards it
+	g.waitShards(t, info.ETag)
+	for i := 1; i < 5; i++ {
+		k := cache.Key{Bucket: testBucket, Object: "big"}
+		if _, trusted := g.members[i].ec.trusted(k); !g.members[i].ec.knows(k) || trusted {
+			t.Fatalf("holder %d: knows the key %v, trusts its version %v; want known, not trusted without the store's word", i, g.members[i].ec.knows(k), trusted)
+		}
+		g.mustRead(t, i, "big", want, ErasureHit)
+	}
+	if hits := toFloat64(g.members[0].m.peerServed.WithLabelValues("remote_miss")) + toFloat64(g.members[0].m.peerServed.WithLabelValues("remote_hit")); hits != 1 {
+		t.Fatalf("the owner served %v reads to peers; want only the first one's", hits)
+	}
+}
