@@ -345,8 +345,9 @@ func killDuration(t *testing.T, def time.Duration) time.Duration {
 }
 
 // TestDurableClusterKills: three `hoard serve` cachelets of one
-// application with durable writes, under a write and read load through
-// random members; one member in turn is SIGKILLed and started again on
+// application with durable writes, under a write and read load (under
+// `owner` through random members, under `local` each key through one);
+// one member in turn is SIGKILLed and started again on
 // its directory and ID. At the end no acknowledged write is missing from
 // MinIO, and no read returned wrong bytes or a version older than one
 // acknowledged before it began, except (counted and logged) a read of a
@@ -372,7 +373,7 @@ func TestDurableClusterKills(t *testing.T) {
 			t.Logf("%s: %d kills; %d writes acknowledged, %d failed; %d reads checked, %d failed; replayed on start: %.0f, superseded: %.0f, unverified: %.0f; store fallbacks: %.0f; acknowledged writes missing from the store: %d; reads older than an acknowledged write: %d with the key's owner down, %d otherwise; wrong bytes: %d",
 				c.name, run.kills, run.acked, run.writeFailed, run.reads, run.readFailed, run.replayed, run.superseded, run.unverified, run.fall,
 				len(run.missing), len(run.ownerDown), len(run.stale), len(run.wrong))
-			if run.acked == 0 || run.reads == 0 {
+			if run.acked == 0 || run.reads == 0 || run.kills == 0 {
 				t.Fatal("the load did nothing")
 			}
 			for _, w := range run.wrong {
@@ -396,9 +397,6 @@ func TestDurableClusterKills(t *testing.T) {
 			}
 			report("stale read", run.stale, true)
 			report("stale read, the key's owner down", run.ownerDown, strict)
-			if strict && len(run.ownerDown) > 10 || len(run.stale) > 10 {
-				t.Errorf("%d stale reads in all", len(run.stale)+len(run.ownerDown))
-			}
 		})
 	}
 }
