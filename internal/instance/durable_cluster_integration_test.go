@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
@@ -70,6 +73,42 @@ func (m *durableMember) scrape(t *testing.T) {
 	m.fall += m.proc.metric(t, "hoard_cachelet_peer_fallbacks_total")
 }
 
+// readOutcome is the context key under which a read asks its client's
+// transport (outcomeTransport) for the answer's x-hoard-read and ETag.
+type readOutcome struct{}
+
+// outcomeTransport notes, for a request whose context holds a *string
+// under readOutcome, how hoard served it.
+type outcomeTransport struct{ base http.RoundTripper }
+
+func (o outcomeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := o.base.RoundTrip(req)
+	if p, ok := req.Context().Value(readOutcome{}).(*string); ok && resp != nil {
+		*p = fmt.Sprintf("x-hoard-read %q, ETag %s", resp.Header.Get("x-hoard-read"), resp.Header.Get("ETag"))
+	}
+	return resp, err
+}
+
+// outcomeClient is faultClient whose reads can tell how they were served.
+func outcomeClient(t *testing.T, endpoint string) *minio.Client {
+	t.Helper()
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		ResponseHeaderTimeout: 15 * time.Second,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := minio.New(strings.TrimPrefix(endpoint, "http://"), &minio.Options{
+		Creds: mcreds.NewStaticV4(clientAK, clientSK, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath,
+		Transport: outcomeTransport{tr}, MaxRetries: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // runDurableClusterKills runs three `hoard serve` cachelets of one
 // application (membership in an embedded etcd, MinIO as the store), each
 // with its own disk directory and durable writes under consistency, and
@@ -90,6 +129,10 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 	)
 	bin := hoardBinary(t)
 	dir := t.TempDir()
+	logDir := dir
+	if d := os.Getenv("HOARD_DURABLE_KILL_LOGS"); d != "" {
+		logDir = d // the members' logs, kept
+	}
 	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
 	t.Cleanup(func() { srv.Close() })
 	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
@@ -109,19 +152,23 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 
 	ms := make([]*durableMember, 3)
 	flagsOf := func(i int) []string {
-		return []string{"--consistency", consistency, "--durable-writes",
+		f := []string{"--consistency", consistency, "--durable-writes",
 			"--disk-dir", filepath.Join(dir, "disk", strconv.Itoa(i)), "--disk-budget", "64MiB"}
+		if l := os.Getenv("HOARD_DURABLE_KILL_LOG_LEVEL"); l != "" {
+			f = append(f, "--log-level", l)
+		}
+		return f
 	}
 	var ids []string
 	for i := range ms {
-		p := newHoardProc(t, dir, app, i)
+		p := newHoardProc(t, logDir, app, i)
 		p.start(t, bin, app, eps, srv.Endpoint(), flagsOf(i)...)
 		ms[i] = &durableMember{proc: p}
 		ids = append(ids, p.id)
 	}
 	for _, m := range ms {
 		(&faultCluster{}).waitHealthy(t, m.proc)
-		m.client.Store(faultClient(t, m.proc.endpoint(), clientAK, clientSK))
+		m.client.Store(outcomeClient(t, m.proc.endpoint()))
 	}
 	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return slices.Equal(got, ids) }); !ok {
 		t.Fatalf("etcd never listed members %v", ids)
@@ -224,7 +271,8 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 				}
 				floor := state[i].acked.Load()
 				began := time.Now()
-				octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				var how string
+				octx, cancel := context.WithTimeout(context.WithValue(ctx, readOutcome{}, &how), 10*time.Second)
 				v, err := getValue(octx, c, bucket, keys[i])
 				cancel()
 				if err != nil {
@@ -252,9 +300,9 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 				case err != nil:
 					run.wrong = append(run.wrong, fmt.Sprintf("%s: %v (%s)", keys[i], err, at(began, via)))
 				case seq < floor && ownerOf(keys[i]).downDuring(began, time.Now()):
-					run.ownerDown = append(run.ownerDown, fmt.Sprintf("%s: seq %d, acknowledged %d before the read (%s)", keys[i], seq, floor, at(began, via)))
+					run.ownerDown = append(run.ownerDown, fmt.Sprintf("%s: seq %d, acknowledged %d before the read (%s; %s)", keys[i], seq, floor, at(began, via), how))
 				case seq < floor:
-					run.stale = append(run.stale, fmt.Sprintf("%s: seq %d, acknowledged %d before the read (%s)", keys[i], seq, floor, at(began, via)))
+					run.stale = append(run.stale, fmt.Sprintf("%s: seq %d, acknowledged %d before the read (%s; %s)", keys[i], seq, floor, at(began, via), how))
 				}
 				mu.Unlock()
 			}
@@ -280,10 +328,10 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 		if _, ok := members.waitFor(killed, 30*time.Second, func(got []string) bool { return !slices.Contains(got, m.proc.id) }); !ok {
 			t.Fatalf("etcd still lists %s 30 s after its SIGKILL", m.proc.id)
 		}
-		m.proc.logPath = filepath.Join(dir, fmt.Sprintf("hoard-%d.kill%d.log", victim, run.kills))
+		m.proc.logPath = filepath.Join(logDir, fmt.Sprintf("hoard-%d.kill%d.log", victim, run.kills))
 		m.proc.start(t, bin, app, eps, srv.Endpoint(), flagsOf(victim)...)
 		(&faultCluster{}).waitHealthy(t, m.proc)
-		m.client.Store(faultClient(t, m.proc.endpoint(), clientAK, clientSK))
+		m.client.Store(outcomeClient(t, m.proc.endpoint()))
 		m.mu.Lock()
 		m.down[len(m.down)-1][1] = time.Now()
 		m.mu.Unlock()
