@@ -185,6 +185,13 @@ func readWhole(body io.Reader, size int64) ([]byte, string, error) {
 // Called with c.wmu held, so the cache, the record of unpersisted writes
 // and the queues see writes in one order.
 func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOptions) *cache.Entry {
+	e := c.writeEntry(k, data, etag, opts)
+	c.replaceCopy(k, e)
+	return e
+}
+
+// writeEntry is the cache entry of a write's bytes under its ETag.
+func (c *Cachelet) writeEntry(k cache.Key, data []byte, etag string, opts store.PutOptions) *cache.Entry {
 	size := int64(len(data))
 	info := store.ObjectInfo{
 		Bucket: k.Bucket, Key: k.Object, Size: size, ETag: etag, LastModified: c.clock.Now().UTC(),
@@ -197,12 +204,15 @@ func (c *Cachelet) keep(k cache.Key, data []byte, etag string, opts store.PutOpt
 		// A single PUT's checksum covers the whole object.
 		info.ChecksumType = "FULL_OBJECT"
 	}
-	e := cache.NewCompleteEntry(k, info, data)
+	return cache.NewCompleteEntry(k, info, data)
+}
+
+// replaceCopy puts e, a write's entry, in place of k's cached copy.
+func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 	c.Invalidate(k.Bucket, k.Object) // dooms reads that may predate this write
-	if c.cache.Reserve(size) {
+	if c.cache.Reserve(e.Info().Size) {
 		c.cache.Add(e)
 	}
-	return e
 }
 
 // hold keeps a write that this cachelet persists in the background.
@@ -230,8 +240,12 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 		c.cfg.Log.Done(id)
 		return true
 	}
-	e := c.keep(k, w.Data, etag, w.Opts)
+	// The write is the key's unpersisted truth before the older copy
+	// leaves the cache: a read in between is served it, where a miss
+	// would ask the owner or the store for an older version.
+	e := c.writeEntry(k, w.Data, etag, w.Opts)
 	c.keys.unpersisted(k, e)
+	c.replaceCopy(k, e)
 	var stored string // the store's ETag for it, once delivered
 	if id != 0 {
 		w.Stored = func(res store.PutResult) { stored = res.ETag }
