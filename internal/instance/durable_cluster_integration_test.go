@@ -358,23 +358,8 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 		run.unverified += m.unverified
 		run.fall += m.fall
 	}
-	for i, key := range keys {
-		acked := state[i].acked.Load()
-		if acked == 0 {
-			continue
-		}
-		v, err := getValue(ctx, direct, bucket, key)
-		seq, cerr := int64(0), err
-		if err == nil {
-			seq, cerr = checkValue(key, v)
-		}
-		switch {
-		case cerr != nil && err == nil:
-			run.wrong = append(run.wrong, fmt.Sprintf("%s in the store: %v", key, cerr))
-		case cerr != nil || seq < acked:
-			run.missing = append(run.missing, fmt.Sprintf("%s: store has seq %d (%v), acknowledged %d", key, seq, err, acked))
-		}
-	}
+	wrong, missing := checkStore(ctx, direct, bucket, keys, func(i int) int64 { return state[i].acked.Load() })
+	run.wrong, run.missing = append(run.wrong, wrong...), append(run.missing, missing...)
 	return run
 }
 

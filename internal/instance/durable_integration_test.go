@@ -161,9 +161,18 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	case <-time.After(40 * time.Second):
 		t.Fatal("cachelet did not stop on SIGTERM")
 	}
+	wrong, missing := checkStore(ctx, direct, bucket, keys, func(i int) int64 { return state[i].acked.Load() })
+	run.wrong, run.missing = append(run.wrong, wrong...), append(run.missing, missing...)
+	return run
+}
+
+// checkStore reads every key from the store directly at the end of a
+// durable run: a value that does not check is wrong bytes; one older than
+// the newest write acknowledged for it (ackedOf(i), 0: none) is a
+// missing acknowledged write.
+func checkStore(ctx context.Context, direct *minio.Client, bucket string, keys []string, ackedOf func(i int) int64) (wrong, missing []string) {
 	for i, key := range keys {
-		ks := state[i]
-		acked := ks.acked.Load()
+		acked := ackedOf(i)
 		if acked == 0 {
 			continue
 		}
@@ -174,12 +183,12 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 		}
 		switch {
 		case cerr != nil && err == nil:
-			run.wrong = append(run.wrong, fmt.Sprintf("%s in the store: %v", key, cerr))
+			wrong = append(wrong, fmt.Sprintf("%s in the store: %v", key, cerr))
 		case cerr != nil || seq < acked:
-			run.missing = append(run.missing, fmt.Sprintf("%s: store has seq %d (%v), acknowledged %d", key, seq, err, acked))
+			missing = append(missing, fmt.Sprintf("%s: store has seq %d (%v), acknowledged %d", key, seq, err, acked))
 		}
 	}
-	return run
+	return wrong, missing
 }
 
 // TestDurableWritesSurviveKill: under the owner setting with durable
