@@ -399,17 +399,25 @@ type keyState struct {
 }
 
 // opStats counts one class of operations.
-type opStats struct{ ok, failed atomic.Int64 }
+type opStats struct {
+	ok, failed atomic.Int64
+	first      atomic.Pointer[string] // the first failure's error
+}
 
 func (s *opStats) add(err error) {
 	if err != nil {
 		s.failed.Add(1)
+		msg := err.Error()
+		s.first.CompareAndSwap(nil, &msg)
 	} else {
 		s.ok.Add(1)
 	}
 }
 
 func (s *opStats) String() string {
+	if first := s.first.Load(); first != nil {
+		return fmt.Sprintf("%d ok, %d failed (first: %s)", s.ok.Load(), s.failed.Load(), *first)
+	}
 	return fmt.Sprintf("%d ok, %d failed", s.ok.Load(), s.failed.Load())
 }
 
@@ -576,8 +584,10 @@ func TestKillDuringLoad(t *testing.T) {
 
 	time.Sleep(killAfter)
 	now := time.Now()
-	fc.procs[victim].signal(t, syscall.SIGKILL)
+	// Marked before the signal: an operation the kill cuts may end the
+	// moment the signal lands, and must count as after it.
 	killedAt.Store(&now)
+	fc.procs[victim].signal(t, syscall.SIGKILL)
 	wg.Wait()
 	elapsed := time.Since(start)
 
