@@ -101,10 +101,12 @@ func (e *ecPath) backupInit(reg prometheus.Registerer) {
 		Help: "Bytes of backups this cachelet keeps for its peers."}, func() float64 { return float64(b.store.Stats().Bytes) })
 	budget := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_backup_budget_bytes",
 		Help: "Bytes this cachelet may keep of backups, apart from its shards' (erasure.backup_memory; follows the budget)."}, func() float64 { return float64(b.store.Stats().Budget) })
+	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hoard_erasure_backup_evicted_total",
+		Help: "Backups this cachelet kept for its peers and evicted to make room for newer ones (erasure.backup_memory too small for what its origins send)."}, func() float64 { return float64(b.store.Stats().Evicted) })
 	shards := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hoard_erasure_budget_bytes",
 		Help: "Bytes this cachelet may keep of shards for its application (erasure.memory; follows the budget)."}, func() float64 { return float64(e.shards.Stats().Budget) })
 	if reg != nil {
-		reg.MustRegister(b.sends, b.sentBytes, b.restores, b.dropped, kept, budget, shards)
+		reg.MustRegister(b.sends, b.sentBytes, b.restores, b.dropped, kept, budget, evicted, shards)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -76,16 +75,20 @@ func TestErasureCodedObject(t *testing.T) {
 	fc := &faultCluster{app: app, store: srv}
 	for i := range n {
 		p := newHoardProc(t, dir, app, i)
-		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB", "--erasure-warmup", "200ms", "--erasure-backup", "200ms")
+		p.start(t, bin, app, eps, srv.Endpoint(), "--erasure", "3+2", "--erasure-threshold", "1MiB", "--erasure-chunk", "64KiB", "--erasure-warmup", "200ms", "--erasure-backup", "200ms",
+			// Backup holders are chosen by hashing each origin's address, so
+			// one member may back up every holder: room for all five shards
+			// of two versions at once (10.6 MiB) keeps every backup held.
+			"--erasure-backup-memory", "12MiB")
 		p.client = faultClient(t, p.endpoint(), clientAK, clientSK)
 		procs = append(procs, p)
 		ids = append(ids, p.id)
 	}
 	for _, p := range procs {
 		fc.waitHealthy(t, p)
-		// The backups' memory is apart from the shards', a quarter of it.
-		if shards, backups := p.sample(t, "hoard_erasure_budget_bytes"), p.sample(t, "hoard_erasure_backup_budget_bytes"); shards <= 0 || backups != math.Floor(shards/4) {
-			t.Fatalf("%s: shard budget %v, backup budget %v: want a quarter of it apart", p.id, shards, backups)
+		// The backups' memory is apart from the shards'.
+		if shards, backups := p.sample(t, "hoard_erasure_budget_bytes"), p.sample(t, "hoard_erasure_backup_budget_bytes"); shards != 16<<20 || backups != 12<<20 {
+			t.Fatalf("%s: shard budget %v, backup budget %v: want 16 MiB (a quarter of the budget) and 12 MiB apart", p.id, shards, backups)
 		}
 	}
 	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return slices.Equal(got, ids) }); !ok {
@@ -279,7 +282,11 @@ func TestErasureCodedObject(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("backups held %v bytes, want %d (one shard per holder); stale ones dropped %v, want %d", held, len(holders)*shardBytes, dropped, len(holders))
+			var evicted float64
+			for _, p := range procs {
+				evicted += p.sample(t, "hoard_erasure_backup_evicted_total")
+			}
+			t.Fatalf("backups held %v bytes, want %d (one shard per holder); stale ones dropped %v, want %d; evicted %v", held, len(holders)*shardBytes, dropped, len(holders), evicted)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
