@@ -77,6 +77,12 @@ var configKeys = map[string]string{
 	"sweep-min-reads":      "cache.sweep_min_reads",
 	"sweep-idle":           "cache.sweep_idle",
 	"final-outputs":        "cache.final_outputs",
+	"migrate":              "cache.migrate",
+	"migrate-hot-reads":    "cache.migrate_hot_reads",
+	"migrate-hot-idle":     "cache.migrate_hot_idle",
+	"migrate-max-objects":  "cache.migrate_max_objects",
+	"migrate-max-bytes":    "cache.migrate_max_bytes",
+	"migrate-timeout":      "cache.migrate_timeout",
 
 	"store-changes":           "cache.store_changes",
 	"store-changes-heartbeat": "cache.store_changes_heartbeat",

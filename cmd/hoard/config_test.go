@@ -64,12 +64,13 @@ cache:
   budget: 512MiB
   ttl: 10m
   eviction: ttl
+  migrate_max_bytes: 8MiB
   consistency:          # null: not set
 `
 	defaults := testFlags{listen: "127.0.0.1:9200", cachelets: 1, bw: true, scale: 1,
-		cache: cacheFlags{eviction: "owner-lru"}}
+		cache: cacheFlags{eviction: "owner-lru", migrate: migrateFlags{on: true}}}
 	fromFile := testFlags{listen: "127.0.0.1:7000", etcd: "http://a:2379,http://b:2379", cachelets: 3, demo: true, scale: 0.25,
-		cache: cacheFlags{budget: 512 << 20, eviction: "ttl", ttl: 10 * time.Minute}}
+		cache: cacheFlags{budget: 512 << 20, eviction: "ttl", ttl: 10 * time.Minute, migrate: migrateFlags{on: true, maxBytes: 8 << 20}}}
 	for _, tc := range []struct {
 		name string
 		file string // "" for no --config
@@ -82,9 +83,10 @@ cache:
 			f.cachelets, f.cache.budget = 2, 1<<30
 		}},
 		{"file only", file, nil, func(f *testFlags) { *f = fromFile }},
-		{"flags win", file, []string{"--cachelets", "5", "--listen", "127.0.0.1:1", "--demo=false", "--bandwidth-policy", "--eviction", "size-aware", "--ttl", "0s"}, func(f *testFlags) {
+		{"flags win", file, []string{"--cachelets", "5", "--listen", "127.0.0.1:1", "--demo=false", "--bandwidth-policy", "--eviction", "size-aware", "--ttl", "0s", "--migrate=false"}, func(f *testFlags) {
 			*f = fromFile
 			f.cachelets, f.listen, f.demo, f.bw, f.cache.eviction, f.cache.ttl = 5, "127.0.0.1:1", false, true, "size-aware", 0
+			f.cache.migrate.on = false
 		}},
 		{"a flag at its default still wins", file, []string{"--cachelets", "1"}, func(f *testFlags) {
 			*f = fromFile

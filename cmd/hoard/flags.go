@@ -46,6 +46,33 @@ type cacheFlags struct {
 	sweepMinReads     int
 	finalOutputs      string
 	memoryOverhead    int64 // not a flag: from a configuration document
+	migrate           migrateFlags
+}
+
+// migrateFlags are the bounds of hot objects' migration (ADR 0032).
+type migrateFlags struct {
+	on               bool
+	hotReads, maxObj int
+	hotIdle, timeout time.Duration
+	maxBytes         byteSize
+}
+
+func (m *migrateFlags) register(fs *flag.FlagSet, def cacheconfig.Migrate) {
+	m.maxBytes = byteSize(def.MaxBytes)
+	fs.BoolVar(&m.on, "migrate", !def.Off, "with an application: offer hot objects to their owner when the ring changes or the budget shrinks, instead of dropping them; false: none offered, offers refused")
+	fs.IntVar(&m.hotReads, "migrate-hot-reads", def.HotReads, "with --migrate: the fewest reads that make an object hot (default: --sweep-min-reads when sweeping, else 5)")
+	fs.DurationVar(&m.hotIdle, "migrate-hot-idle", def.HotIdle.D(), "with --migrate: a hot object was read within this (default: --sweep-idle when sweeping, else 30m)")
+	fs.IntVar(&m.maxObj, "migrate-max-objects", def.MaxObjects, "with --migrate: the most objects one migration offers, hottest first (default 64)")
+	fs.Var(&m.maxBytes, "migrate-max-bytes", "with --migrate: the most bytes one migration offers; a shrink holds them beyond the budget until offered (default 64MiB)")
+	fs.DurationVar(&m.timeout, "migrate-timeout", def.Timeout.D(), "with --migrate: the deadline of each offer to a peer (default 2s)")
+}
+
+func (m *migrateFlags) settings() cacheconfig.Migrate {
+	if !m.on {
+		return cacheconfig.Migrate{Off: true}
+	}
+	return cacheconfig.Migrate{HotReads: m.hotReads, HotIdle: cacheconfig.Duration(m.hotIdle),
+		MaxObjects: m.maxObj, MaxBytes: int64(m.maxBytes), Timeout: cacheconfig.Duration(m.timeout)}
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) { c.registerWith(fs, cacheconfig.Settings{}) }
@@ -71,6 +98,7 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 	fs.DurationVar(&c.sweep, "sweep", def.SweepInterval.D(), "sweep memory this often (OFC: 300s): objects read fewer than --sweep-min-reads times, or not for --sweep-idle, are dropped (to the disk tier when there is one); default: no sweep")
 	fs.IntVar(&c.sweepMinReads, "sweep-min-reads", def.SweepMinReads, "with --sweep: the fewest reads that keep an object (default 5)")
 	fs.DurationVar(&c.sweepIdle, "sweep-idle", def.SweepIdle.D(), "with --sweep: how long an unread object stays (default 30m)")
+	c.migrate.register(fs, def.Migrate)
 	fs.StringVar(&c.finalOutputs, "final-outputs", def.FinalOutputs, "where final outputs land (written, never read by the application's functions), as bucket/prefix,...: writes there leave memory once the store has them")
 }
 
@@ -84,6 +112,7 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		ServeStaleIfError: c.serveStale,
 		SweepInterval:     cacheconfig.Duration(c.sweep), SweepMinReads: c.sweepMinReads, SweepIdle: cacheconfig.Duration(c.sweepIdle),
 		FinalOutputs: c.finalOutputs,
+		Migrate:      c.migrate.settings(),
 	}
 	if s.Consistency != "" {
 		if _, err := cacheconfig.ParseConsistency(s.Consistency); err != nil {

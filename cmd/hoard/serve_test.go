@@ -228,8 +228,9 @@ func TestServeConfigDocument(t *testing.T) {
 		Version: control.DocumentVersion, App: "pipes", ID: "pipes-1",
 		Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", PeerListen: "127.0.0.1:0",
 		EtcdEndpoints: etcd.Endpoints(), AccessKey: "ak", SecretKey: "sk", PeerSecret: "the-application-secret",
-		Store:   control.Store{Endpoint: memStore(t, "bkt"), AccessKey: "sak", SecretKey: "ssk"},
-		Cache:   cacheconfig.Settings{Consistency: "owner", Eviction: cacheconfig.PolicySizeAware, Budget: 16 << 20},
+		Store: control.Store{Endpoint: memStore(t, "bkt"), AccessKey: "sak", SecretKey: "ssk"},
+		Cache: cacheconfig.Settings{Consistency: "owner", Eviction: cacheconfig.PolicySizeAware, Budget: 16 << 20,
+			Migrate: cacheconfig.Migrate{MaxObjects: 8, Timeout: cacheconfig.Duration(5 * time.Second)}},
 		Control: ep, LogLevel: "warn",
 	}
 	docPath := filepath.Join(dir, "cachelet.json")
@@ -240,7 +241,7 @@ func TestServeConfigDocument(t *testing.T) {
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- runServe(ctx, []string{"--document", docPath, "--budget", "8MiB"}, io.Discard, &stderr)
+		done <- runServe(ctx, []string{"--document", docPath, "--budget", "8MiB", "--migrate-max-bytes", "4MiB"}, io.Discard, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -280,6 +281,12 @@ func TestServeConfigDocument(t *testing.T) {
 	if cs, err := c.Config(t.Context()); err != nil || cs.Consistency != "owner" || cs.Eviction != cacheconfig.PolicySizeAware || cs.Budget != 8<<20 ||
 		cs.MemoryLimitOverhead != cacheconfig.DefaultMemoryOverhead {
 		t.Fatalf("config %+v, %v; want the document's, the flag's budget, the default memory overhead", cs, err)
+	}
+	// Migration: the document's bounds, the flag's bytes, the defaults
+	// for the rest.
+	if cs, _ := c.Config(t.Context()); cs.Migrate != (cacheconfig.Migrate{HotReads: cacheconfig.OFCSweepMinReads, HotIdle: cacheconfig.Duration(cacheconfig.OFCSweepIdle),
+		MaxObjects: 8, MaxBytes: 4 << 20, Timeout: cacheconfig.Duration(5 * time.Second)}) {
+		t.Fatalf("migrate %+v: want the document's 8 objects and 5s, the flag's 4 MiB, the default hot thresholds", cs.Migrate)
 	}
 	// The Go runtime's limit follows the budget by default.
 	if got := debug.SetMemoryLimit(-1); got <= 8<<20 || got > 8<<20+cacheconfig.DefaultMemoryOverhead {

@@ -218,6 +218,12 @@ type CacheSpec struct {
 	// Erasure keeps the application's large objects as Reed-Solomon
 	// shards over its instances' cachelets (InfiniCache). Default: off.
 	Erasure *ErasureSpec `yaml:"erasure,omitempty"`
+	// Migrate bounds how each cachelet moves its hot objects to their
+	// owner when the ring changes (an instance joins or leaves) or its
+	// budget shrinks, instead of dropping them (OFC §4). Default: on,
+	// hot = read 5 times, the last within 30m (the sweep's thresholds
+	// when set), at most 64 objects and 64MiB per migration, 2s per offer.
+	Migrate MigrateSpec `yaml:"migrate,omitempty"`
 	// FinalOutputs are where the application's final outputs land: what
 	// its functions write and none of them reads (OFC §6). A write there
 	// leaves the cachelet's memory once the store has it. Each must be a
@@ -238,6 +244,25 @@ const (
 	AdmitAll     = "all"
 	AdmitBenefit = "benefit"
 )
+
+// MigrateSpec bounds the migration of hot objects (CacheSpec.Migrate).
+type MigrateSpec struct {
+	// Off turns migration off.
+	Off bool `yaml:"off,omitempty"`
+	// HotReads and HotIdle: what is hot.
+	HotReads int      `yaml:"hot_reads,omitempty"`
+	HotIdle  Duration `yaml:"hot_idle,omitempty"`
+	// MaxObjects and MaxBytes bound one migration.
+	MaxObjects int  `yaml:"max_objects,omitempty"`
+	MaxBytes   Size `yaml:"max_bytes,omitempty"`
+	// Timeout bounds each offer to a peer.
+	Timeout Duration `yaml:"timeout,omitempty"`
+}
+
+func (m MigrateSpec) settings() cacheconfig.Migrate {
+	return cacheconfig.Migrate{Off: m.Off, HotReads: m.HotReads, HotIdle: cacheconfig.Duration(m.HotIdle),
+		MaxObjects: m.MaxObjects, MaxBytes: int64(m.MaxBytes), Timeout: cacheconfig.Duration(m.Timeout)}
+}
 
 // ErasureSpec is an application's erasure coding of large objects.
 type ErasureSpec struct {
@@ -302,6 +327,7 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		ServeStaleIfError: c.ServeStaleIfError,
 		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
 		Erasure:      c.Erasure.settings(),
+		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
 	}
 }

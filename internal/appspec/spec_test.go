@@ -341,6 +341,19 @@ func TestCacheSettings(t *testing.T) {
 	if fo := f.Cache.Settings().FinalOutputs; fo != "abc/reports/,out/" {
 		t.Errorf("final outputs %q, want abc/reports/,out/", fo)
 	}
+	m, err := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\ncache: {migrate: {hot_reads: 3, hot_idle: 10m, max_objects: 16, max_bytes: 8MiB, timeout: 3s}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Cache.Settings().Migrate, (cacheconfig.Migrate{HotReads: 3, HotIdle: cacheconfig.Duration(10 * time.Minute),
+		MaxObjects: 16, MaxBytes: 8 << 20, Timeout: cacheconfig.Duration(3 * time.Second)}); got != want {
+		t.Errorf("migrate %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"{off: true, max_objects: 3}", "{max_bytes: 2GiB}", "{timeout: 5m}", "{hot_reads: -1}"} {
+		if _, err := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\ncache: {migrate: " + bad + "}\n")); err == nil || !strings.Contains(err.Error(), "migrate") {
+			t.Errorf("migrate %s: %v, want an error naming migrate", bad, err)
+		}
+	}
 	d, _ := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\n"))
 	if ds := d.Cache.Settings(); ds.Consistency != "strong" || ds.Eviction != cacheconfig.PolicyOwnerLRU || ds.Budget != DefaultCacheBudget {
 		t.Fatalf("default Settings %+v", ds)

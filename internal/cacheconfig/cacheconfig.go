@@ -229,6 +229,11 @@ type Settings struct {
 	// the application's cachelets (cachelet.ErasureConfig). Default nil:
 	// off.
 	Erasure *Erasure `json:"erasure,omitempty"`
+	// Migrate bounds how hot objects move to their owner on a ring
+	// change or a shrink (OFC §4; cachelet.MigrateConfig). The zero value
+	// is the default: on, OFC's thresholds, 64 objects and 64 MiB per
+	// migration, 2 s per offer.
+	Migrate Migrate `json:"migrate,omitzero"`
 	// FinalOutputs are where the application's final outputs land:
 	// objects its functions write and none of them reads (OFC §6). A
 	// write under one is not kept in memory once the store has it (under
@@ -290,6 +295,50 @@ func JoinLocations(locs []Location) string {
 		parts[i] = l.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// Migrate bounds the migration of hot objects to their owners when the
+// ring changes or the budget shrinks (ADR 0032). Zero fields take the
+// defaults.
+type Migrate struct {
+	// Off turns migration off: nothing offered, offers refused.
+	Off bool `json:"off,omitempty"`
+	// HotReads and HotIdle say what is hot: read at least HotReads times,
+	// the last within HotIdle. 0: the sweep's thresholds when set, else
+	// OFC's 5 reads and 30 minutes.
+	HotReads int      `json:"hot_reads,omitempty"`
+	HotIdle  Duration `json:"hot_idle,omitempty"`
+	// MaxObjects and MaxBytes bound one migration; 0: 64 and 64 MiB.
+	// A shrink holds its hot evicted bytes until offered, so MaxBytes is
+	// memory beyond the budget for that long.
+	MaxObjects int   `json:"max_objects,omitempty"`
+	MaxBytes   int64 `json:"max_bytes,omitempty"`
+	// Timeout bounds each offer to a peer; 0: 2 s.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Bounds of the migration settings: what one migration may move and how
+// long an offer may take.
+const (
+	MaxMigrateObjects = 1 << 16
+	MaxMigrateBytes   = 1 << 30
+	MaxMigrateTimeout = time.Minute
+)
+
+func (m Migrate) validate() error {
+	switch {
+	case m.HotReads < 0 || m.HotIdle < 0 || m.MaxObjects < 0 || m.MaxBytes < 0 || m.Timeout < 0:
+		return fmt.Errorf("%w: migrate settings must not be negative", ErrInvalid)
+	case m.Off && m != (Migrate{Off: true}):
+		return fmt.Errorf("%w: migrate is off: its other settings would do nothing", ErrInvalid)
+	case m.MaxObjects > MaxMigrateObjects:
+		return fmt.Errorf("%w: migrate max_objects %d: at most %d", ErrInvalid, m.MaxObjects, MaxMigrateObjects)
+	case m.MaxBytes > MaxMigrateBytes:
+		return fmt.Errorf("%w: migrate max_bytes %d: at most %d (1 GiB)", ErrInvalid, m.MaxBytes, int64(MaxMigrateBytes))
+	case m.Timeout.D() > MaxMigrateTimeout:
+		return fmt.Errorf("%w: migrate timeout %s: at most %s", ErrInvalid, m.Timeout.D(), MaxMigrateTimeout)
+	}
+	return nil
 }
 
 // Erasure is an application's erasure coding of large objects: K data
@@ -403,6 +452,9 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: sweep_min_reads and sweep_idle need a sweep_interval", ErrInvalid)
 	}
 	if _, err := ParseLocations(s.FinalOutputs); err != nil {
+		return err
+	}
+	if err := s.Migrate.validate(); err != nil {
 		return err
 	}
 	if s.Erasure != nil {

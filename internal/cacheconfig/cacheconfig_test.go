@@ -63,6 +63,13 @@ func TestSettings(t *testing.T) {
 		{"negative", Settings{Budget: -1}, false},
 		{"size-aware threshold", Settings{Eviction: PolicySizeAware, LargeObjectSize: 1 << 20}, true},
 		{"threshold elsewhere", Settings{LargeObjectSize: 1 << 20}, false},
+		{"migrate bounds", Settings{Migrate: Migrate{HotReads: 2, HotIdle: Duration(time.Minute), MaxObjects: 8, MaxBytes: 1 << 20, Timeout: Duration(time.Second)}}, true},
+		{"migrate off", Settings{Migrate: Migrate{Off: true}}, true},
+		{"migrate off with bounds", Settings{Migrate: Migrate{Off: true, MaxObjects: 8}}, false},
+		{"migrate negative", Settings{Migrate: Migrate{MaxBytes: -1}}, false},
+		{"migrate too many objects", Settings{Migrate: Migrate{MaxObjects: MaxMigrateObjects + 1}}, false},
+		{"migrate too many bytes", Settings{Migrate: Migrate{MaxBytes: MaxMigrateBytes + 1}}, false},
+		{"migrate too long", Settings{Migrate: Migrate{Timeout: Duration(2 * MaxMigrateTimeout)}}, false},
 	} {
 		err := tc.s.Validate()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {

@@ -90,6 +90,9 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
 	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
+	m := s.Migrate
+	c.Migrate = MigrateConfig{Disabled: m.Off, HotReads: m.HotReads, HotIdle: m.HotIdle.D(),
+		MaxObjects: m.MaxObjects, MaxBytes: m.MaxBytes, Timeout: m.Timeout.D()}
 	c.Erasure = nil
 	if e := s.Erasure; e != nil {
 		c.Erasure = &ErasureConfig{Memory: e.Memory, BackupMemory: e.BackupMemory, WarmUp: e.WarmUp.D(), Backup: e.Backup.D()}
@@ -125,6 +128,12 @@ func (c Config) Settings() cacheconfig.Settings {
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 		ServeStaleIfError: c.ServeStaleIfError, FinalOutputs: cacheconfig.JoinLocations(c.FinalOutputs),
 		SweepInterval: cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
+	}
+	if m := c.Migrate; m.Disabled {
+		s.Migrate = cacheconfig.Migrate{Off: true}
+	} else {
+		s.Migrate = cacheconfig.Migrate{HotReads: m.HotReads, HotIdle: cacheconfig.Duration(m.HotIdle),
+			MaxObjects: m.MaxObjects, MaxBytes: m.MaxBytes, Timeout: cacheconfig.Duration(m.Timeout)}
 	}
 	if e := c.Erasure; e != nil {
 		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,

@@ -47,6 +47,9 @@ func TestSettingsRoundTrip(t *testing.T) {
 		{Consistency: "local-async", ReadMode: ReadOwner, Eviction: cacheconfig.PolicyTTL, TTL: cacheconfig.Duration(time.Hour),
 			Budget: 1 << 20, MaxObjectSize: 1 << 19, NoWriteCache: true, MemoryLimitOverhead: 1},
 		{Consistency: "strong", ReadMode: ReadLocal, Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19},
+		{Consistency: "owner", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19,
+			Migrate: cacheconfig.Migrate{HotReads: 3, HotIdle: cacheconfig.Duration(time.Minute), MaxObjects: 9, MaxBytes: 1 << 19, Timeout: cacheconfig.Duration(time.Second)}},
+		{Consistency: "owner", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 1 << 20, MaxObjectSize: 1 << 19, Migrate: cacheconfig.Migrate{Off: true}},
 	} {
 		var c Config
 		if err := c.ApplySettings(s); err != nil {
