@@ -18,8 +18,8 @@ import (
 	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
-	"github.com/hoard-io/hoard/internal/netshape"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
+	"github.com/hoard-io/hoard/internal/netshape"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
