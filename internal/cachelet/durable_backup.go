@@ -146,9 +146,16 @@ type sentCopy struct {
 
 // ownerRecords are the records kept for one incarnation of an owner.
 type ownerRecords struct {
-	recs  map[uint64]keptRecord // by the owner's sequence number
-	taken bool                  // the owner is gone: records go to the store
+	recs     map[uint64]keptRecord // by the owner's sequence number
+	taken    bool                  // the owner is gone: records go to the store
+	absentAt time.Time             // when a periodic check first missed the owner
 }
+
+// periodicTakeoverAfter is how long the periodic check must miss an owner
+// before it takes its records over: a ring change seen here takes them at
+// once, and a member that just joined may write before this cachelet's
+// view lists it.
+const periodicTakeoverAfter = 2 * time.Second
 
 type keptRecord struct {
 	id   uint64 // in this cachelet's log
@@ -423,7 +430,12 @@ func (c *Cachelet) restoreBackups(pending []writelog.Pending) {
 // the newest, guarded; the older ones are done. Called on every ring
 // change, before a flush, at start and when a record shows an owner
 // restarted; cheap when there is nothing to take.
-func (c *Cachelet) takeOver() {
+func (c *Cachelet) takeOver() { c.takeOverAfter(0) }
+
+// takeOverAfter is takeOver that takes the records of an owner missing
+// from the membership only once it has been missed for at least
+// minAbsent (0: at once).
+func (c *Cachelet) takeOverAfter(minAbsent time.Duration) {
 	b := c.bk
 	if b == nil || c.cfg.BackupRing == nil {
 		return
@@ -437,8 +449,20 @@ func (c *Cachelet) takeOver() {
 		for inc := range incs {
 			newest = max(newest, inc)
 		}
+		present := c.cfg.BackupRing.Present(owner)
 		for inc, set := range incs {
-			if !set.taken && (inc < newest || !c.cfg.BackupRing.Present(owner)) {
+			gone := inc < newest
+			switch {
+			case present:
+				set.absentAt = time.Time{}
+			case minAbsent == 0:
+				gone = true
+			case set.absentAt.IsZero():
+				set.absentAt = c.clock.Now()
+			default:
+				gone = gone || c.clock.Now().Sub(set.absentAt) >= minAbsent
+			}
+			if !set.taken && gone {
 				set.taken = true
 				c.log.Info("durable writes: a member whose writes this cachelet backs up is gone: delivering them", "owner", owner, "records", len(set.recs))
 			}
@@ -546,7 +570,7 @@ func (c *Cachelet) backupDoneLoop() {
 		case <-c.clock.After(c.bk.cfg.DoneInterval):
 		}
 		c.flushBackupDone(c.stopped)
-		c.takeOver()
+		c.takeOverAfter(periodicTakeoverAfter)
 	}
 }
 
