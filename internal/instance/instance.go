@@ -100,11 +100,9 @@ type Config struct {
 	// here). Default false: held writes live in memory only.
 	DurableWrites bool
 	DurableLog    writelog.Config
-	// DurableBackup, with DurableWrites under the owner write targets and
-	// a Registry, has a second member keep a copy of each write before it
-	// is acknowledged (`durable_writes: replicated`; cachelet.Config.Backup).
-	// Without a Registry the log alone holds writes (said once in the
-	// log). Default nil: one copy.
+	// DurableBackup, with DurableWrites under the owner targets, has a
+	// second member keep a copy of each write before it is acknowledged
+	// (`durable_writes: replicated`, cachelet.Config.Backup). Default nil.
 	DurableBackup *cachelet.BackupConfig
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
