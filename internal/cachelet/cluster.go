@@ -49,8 +49,10 @@ func (c *Cachelet) OwnershipChanged() {
 		c.ec.changed() // shards of departed members are rebuilt
 	}
 	// Backups of members that left go to the store queue before the
-	// handoff drains it (durable_backup.go).
+	// handoff drains it, and copies this cachelet's writes had at a
+	// member that left go to another (durable_backup.go).
 	c.takeOver()
+	c.rebackup()
 	if c.cfg.ownerMode() {
 		c.startHandoff()
 		return

@@ -139,9 +139,15 @@ type backups struct {
 	tmu sync.Mutex
 }
 
+// sentCopy is where the copy of one of this cachelet's writes went, and
+// the write (its bytes are the held write's, not a copy) to send again
+// should that member leave.
 type sentCopy struct {
-	addr string
-	seq  uint64
+	addr   string
+	seq    uint64
+	rec    peer.BackupRecord
+	data   []byte
+	moving bool // being sent to another member (rebackup)
 }
 
 // ownerRecords are the records kept for one incarnation of an owner.
@@ -243,7 +249,7 @@ func (c *Cachelet) logReplicated(ctx context.Context, k cache.Key, w writeback.W
 	}
 	if s.err == nil {
 		b.mu.Lock()
-		b.sent[id] = sentCopy{addr: s.addr, seq: rec.Seq}
+		b.sent[id] = sentCopy{addr: s.addr, seq: rec.Seq, rec: rec, data: w.Data}
 		b.mu.Unlock()
 		return c.hold(k, w, etag, id, base, false), nil
 	}
@@ -263,6 +269,66 @@ func (c *Cachelet) logReplicated(ctx context.Context, k cache.Key, w writeback.W
 	case <-ctx.Done():
 		return false, fmt.Errorf("%w: no backup could keep the write, and the store did not have it before the deadline: %v", store.ErrUnavailable, ctx.Err())
 	}
+}
+
+// rebackup sends the writes not yet settled whose backup has left the
+// application to another member, so that they have two copies again
+// (called on ring changes). A later write of the same key may reach the
+// new backup first: a takeover picks each key's newest by sequence
+// number, whatever the order it arrived in.
+func (c *Cachelet) rebackup() {
+	b := c.bk
+	if b == nil || c.cfg.Members == nil || c.cfg.BackupRing == nil || c.cfg.BackupPeers == nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, a := range c.cfg.Members.PeerAddrs() {
+		live[a] = true
+	}
+	type job struct {
+		id uint64
+		s  sentCopy
+	}
+	var jobs []job
+	b.mu.Lock()
+	for id, s := range b.sent {
+		if !live[s.addr] && !s.moving {
+			s.moving = true
+			b.sent[id] = s
+			jobs = append(jobs, job{id, s})
+		}
+	}
+	b.mu.Unlock()
+	if len(jobs) == 0 {
+		return
+	}
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i].s.seq < jobs[j].s.seq })
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		moved := 0
+		for _, j := range jobs {
+			addrs, other := c.cfg.BackupRing.DurableBackups(j.s.rec.Bucket, j.s.rec.Key)
+			addr, err := c.sendBackup(c.stopped, j.s.rec, j.s.data, addrs[:min(len(addrs), maxBackupTries)], other)
+			b.mu.Lock()
+			if s, ok := b.sent[j.id]; ok {
+				s.moving = false
+				if err == nil {
+					s.addr = addr
+					moved++
+				}
+				b.sent[j.id] = s
+			} else if err == nil {
+				// Settled meanwhile: the new copy may go too.
+				b.pending[addr] = append(b.pending[addr], j.s.seq)
+			}
+			b.mu.Unlock()
+			if err == nil {
+				b.m.resent.Inc()
+			}
+		}
+		c.log.Info("durable writes: a member keeping copies of this cachelet's writes left; sent them to others", "writes", len(jobs), "sent", moved)
+	}()
 }
 
 // sendBackup has the first of addrs that answers keep rec; it returns
@@ -605,7 +671,7 @@ func (c *Cachelet) flushBackupDone(ctx context.Context) {
 
 // backupMetrics are the hoard_cachelet_durable_backup_* metrics.
 type backupMetrics struct {
-	sent, failed, through, alone, sameNode, takenOver, dropped prometheus.Counter
+	sent, failed, through, alone, sameNode, takenOver, dropped, resent prometheus.Counter
 	received, delivered, done                                  *prometheus.CounterVec
 }
 
@@ -621,6 +687,7 @@ func newBackupMetrics(reg prometheus.Registerer) backupMetrics {
 		sameNode:  counter("same_node_total", "Durable writes whose backup member is on the owner's node (no other node has a member, or none answered): a loss of that node loses both copies."),
 		takenOver: counter("taken_over_total", "Backup records of owners gone from the application handed to the store queue (newest of each key), guarded."),
 		dropped:   counter("dropped_total", "Backup records dropped on their owner's done marks (the owner had them in the store)."),
+		resent:    counter("resent_total", "Writes not yet in the store sent again to another member because the member that kept their copy left the application."),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_durable_backup_received_total",
 			Help: "Backup requests from owners by result: kept (logged and fsynced), full (no room), refused (bad record or bytes), error (the log failed), off (no backups kept here)."}, []string{"result"}),
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_durable_backup_delivered_total",
@@ -629,7 +696,7 @@ func newBackupMetrics(reg prometheus.Registerer) backupMetrics {
 			Help: "Done marks for backups by result: sent, failed (not delivered: the backup keeps those records until this owner leaves), dropped (over the bound)."}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.failed, m.through, m.alone, m.sameNode, m.takenOver, m.dropped, m.received, m.delivered, m.done)
+		reg.MustRegister(m.sent, m.failed, m.through, m.alone, m.sameNode, m.takenOver, m.dropped, m.resent, m.received, m.delivered, m.done)
 	}
 	return m
 }

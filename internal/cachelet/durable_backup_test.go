@@ -53,6 +53,19 @@ func (r *bkRouter) Present(id string) bool {
 
 func (r *bkRouter) ID() string { return r.id }
 
+// PeerAddrs lists the other present members.
+func (r *bkRouter) PeerAddrs() []string {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	var out []string
+	for _, a := range r.all {
+		if a != r.self && r.present[r.idOf[a]] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func (r *bkRouter) gone(id string) {
 	r.pmu.Lock()
 	r.present[id] = false
@@ -236,6 +249,44 @@ func TestReplicatedOwnerLossDelivers(t *testing.T) {
 	}
 	if n := b.log.Stats().LiveRecords; n != 0 {
 		t.Fatalf("backup's log holds %d records once delivered", n)
+	}
+}
+
+// When the member keeping the copies of an owner's writes leaves, the
+// owner sends the writes the store does not have yet to another member;
+// once the store has them, that member drops them too.
+func TestReplicatedBackupLossSendsCopiesAgain(t *testing.T) {
+	_, ms := newBackupGroup(t, 3, BackupConfig{})
+	a, b, c := ms[0], ms[1], ms[2]
+	a.st.down.Store(true)
+	for _, k := range []string{"k1", "k2"} {
+		if err := putThrough(t, a.c, k, object(k, 1, 1500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, m := b.log.Stats().LiveRecords, c.log.Stats().LiveRecords; n != 2 || m != 0 {
+		t.Fatalf("backups hold %d and %d records, want 2 and 0", n, m)
+	}
+	b.srv.Close()
+	a.router.gone("m1")
+	a.c.OwnershipChanged()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.log.Stats().LiveRecords != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new backup holds %d records, want 2", c.log.Stats().LiveRecords)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := toFloat64(a.c.bk.m.resent); got != 2 {
+		t.Fatalf("resent %v, want 2", got)
+	}
+	a.st.down.Store(false)
+	if err := a.c.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a.c.flushBackupDone(t.Context())
+	if n := c.log.Stats().LiveRecords; n != 0 {
+		t.Fatalf("the new backup holds %d records once the store has the writes", n)
 	}
 }
 
