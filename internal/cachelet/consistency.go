@@ -231,10 +231,10 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 	return held
 }
 
-// holdQueued is hold that also returns the channel of the write's
-// outcome in the store queue (nil when it is not queued; closed at once
-// with nil when a later-logged write replaces it). w.Settled, when set,
-// is called after hold's own step.
+// holdQueued is hold that also returns a channel that receives the
+// write's outcome in the store queue (nil when it is refused; at once
+// writeback.ErrSuperseded when a later-logged write of the key is held
+// already). w.Settled, when set, is called after hold's own step.
 func (c *Cachelet) holdQueued(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) (bool, <-chan error) {
 	after := w.Settled
 	c.wmu.Lock()
