@@ -672,7 +672,7 @@ func (c *Cachelet) flushBackupDone(ctx context.Context) {
 // backupMetrics are the hoard_cachelet_durable_backup_* metrics.
 type backupMetrics struct {
 	sent, failed, through, alone, sameNode, takenOver, dropped, resent prometheus.Counter
-	received, delivered, done                                  *prometheus.CounterVec
+	received, delivered, done                                          *prometheus.CounterVec
 }
 
 func newBackupMetrics(reg prometheus.Registerer) backupMetrics {
