@@ -19,8 +19,11 @@ func runBenchWrites(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "usage: hoard bench writes [flags]\n\n"+
 			"Times PUTs through one cachelet in front of MinIO, one at a time, in one run: under\n"+
 			"strong (the store's write is the baseline), under owner with background\n"+
-			"persistence (held in memory), and under owner with --durable-writes (appended and\n"+
-			"fsynced to the log). Prints p50 and p99 per size, each against strong, and OFC's figure.\n\nflags:")
+			"persistence (held in memory), under owner with --durable-writes (appended and\n"+
+			"fsynced to the log), and, in an application of two cachelets (embedded etcd) with each\n"+
+			"PUT sent to its key's owner, under owner with --durable-writes=replicated (fsynced at\n"+
+			"the owner and at the other member). Prints p50 and p99 per size, each against strong,\n"+
+			"and OFC's figure.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var (
@@ -60,7 +63,7 @@ func runBenchWrites(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func printWritesReport(w io.Writer, rep *bench.WritesReport) {
-	fmt.Fprintf(w, "store link %s; PUTs one at a time through one cachelet\n\n", rep.Link)
+	fmt.Fprintf(w, "store link %s; PUTs one at a time through one cachelet (replicated: through the key's owner of two)\n\n", rep.Link)
 	res := rep.Result()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, t := range res.Tables {

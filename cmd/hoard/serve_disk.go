@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
@@ -21,9 +22,44 @@ type diskFlags struct {
 	maxAge, interval time.Duration
 	fsync            bool
 	group            bool // the document's: shared with the directory's group
-	durable          bool
+	durable          durableMode
 	logBytes         byteSize
 }
+
+// durableMode is --durable-writes: off, the log on this node ("true",
+// also written alone as --durable-writes), or the log plus a second copy
+// at another member ("replicated").
+type durableMode string
+
+const (
+	durableOff        durableMode = ""
+	durableLog        durableMode = "true"
+	durableReplicated durableMode = "replicated"
+)
+
+func (d *durableMode) String() string {
+	if d == nil || *d == durableOff {
+		return "false"
+	}
+	return string(*d)
+}
+
+func (d *durableMode) Set(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "false", "off", "0", "":
+		*d = durableOff
+	case "true", "on", "1", "log":
+		*d = durableLog
+	case "replicated":
+		*d = durableReplicated
+	default:
+		return fmt.Errorf("%q: want true (the log on this node), replicated (the log and a copy at a second member) or false", s)
+	}
+	return nil
+}
+
+// IsBoolFlag lets --durable-writes stand alone (true).
+func (d *durableMode) IsBoolFlag() bool { return true }
 
 func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
 	if def == nil {
@@ -41,7 +77,7 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
 	fs.Var(&d.minSize, "disk-min-object-size", fmt.Sprintf("with --disk-dir: the smallest object worth a file (default %dKiB)", disktier.DefaultMinObjectSize>>10))
 	fs.DurationVar(&d.maxAge, "disk-max-age", def.MaxAge.D(), "with --disk-dir: remove files unread this long (default 24h; negative: never)")
 	fs.DurationVar(&d.interval, "disk-clean-interval", 0, "with --disk-dir: how often the cleaner rescans the directory for budget and age (default 1m)")
-	fs.BoolVar(&d.durable, "durable-writes", false, "with --disk-dir and the owner or local write target: acknowledge a write only once it is appended and fsynced to a log under the disk tier's directory, and deliver what a crashed predecessor with the same --id left there on start (default off: held writes live in memory until the store has them)")
+	fs.Var(&d.durable, "durable-writes", "with --disk-dir and the owner or local write target: acknowledge a write only once it is appended and fsynced to a log under the disk tier's directory, and deliver what a crashed predecessor with the same --id left there on start; =replicated (owner targets, with --etcd-endpoints): and once a second member of the application (on another --node when there is one) logged a copy too, which it delivers if this member is lost with its node (alone in an application: the log only, said once); no member takes the copy: acknowledged once the store has it (default off: held writes live in memory until the store has them)")
 	fs.Var(&d.logBytes, "durable-log-bytes", fmt.Sprintf("with --durable-writes: the most bytes of writes the log holds before the store has them; a write that finds it full waits for room (default %dMiB)", writelog.DefaultMaxBytes>>20))
 	fs.BoolVar(&d.fsync, "disk-fsync", def.Fsync, "with --disk-dir: fsync each file before renaming it into place (default off: a torn file fails its checksum and is a miss)")
 }
@@ -51,24 +87,30 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 	if d.logBytes < 0 {
 		return fmt.Errorf("%w: --durable-log-bytes must not be negative", errUsage)
 	}
-	if d.logBytes != 0 && !d.durable {
+	if d.logBytes != 0 && d.durable == durableOff {
 		return fmt.Errorf("%w: --durable-log-bytes needs --durable-writes", errUsage)
 	}
 	if d.dir == "" {
 		if d.budget != 0 {
 			return fmt.Errorf("%w: --disk-budget needs --disk-dir", errUsage)
 		}
-		if d.durable {
+		if d.durable != durableOff {
 			return fmt.Errorf("%w: --durable-writes needs --disk-dir (the log lives there)", errUsage)
 		}
 		return nil
 	}
-	if d.durable {
+	if d.durable != durableOff {
 		if cfg.Cachelet.WriteTarget != cachelet.WriteOwner && cfg.Cachelet.WriteTarget != cachelet.WriteLocal {
 			return fmt.Errorf("%w: --durable-writes needs a consistency whose writes are held before the store has them (owner/sync, owner/async, local); under the others every write is in the store before it is acknowledged", errUsage)
 		}
 		cfg.DurableWrites = true
 		cfg.DurableLog = writelog.Config{MaxBytes: int64(d.logBytes)}
+	}
+	if d.durable == durableReplicated {
+		if cfg.Cachelet.WriteTarget != cachelet.WriteOwner {
+			return fmt.Errorf("%w: --durable-writes=replicated needs an owner consistency (owner, owner-async, owner-local-read): the key's owner keeps the write and picks the member that keeps its copy; under local use --durable-writes", errUsage)
+		}
+		cfg.DurableBackup = &cachelet.BackupConfig{}
 	}
 	if d.budget <= 0 {
 		return fmt.Errorf("%w: --disk-dir needs a positive --disk-budget", errUsage)

@@ -418,3 +418,38 @@ func TestServeErasureMemoryAboveHalfTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// --durable-writes takes true (alone, too), replicated or false; a bad
+// value, or replicated where it cannot work, is a usage error that says
+// why, and nothing starts.
+func TestDurableWritesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want durableMode
+		ok   bool
+	}{
+		{"true", durableLog, true}, {"replicated", durableReplicated, true}, {"Replicated", durableReplicated, true},
+		{"false", durableOff, true}, {"log", durableLog, true}, {"twice", durableOff, false}, {"2", durableOff, false},
+	} {
+		var d durableMode
+		err := d.Set(tc.in)
+		if (err == nil) != tc.ok || d != tc.want {
+			t.Errorf("Set(%q) = %q, %v; want %q, ok %v", tc.in, d, err, tc.want, tc.ok)
+		}
+	}
+	disk := []string{"--disk-dir", t.TempDir(), "--disk-budget", "16MiB"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--durable-writes=sometimes", "--consistency", "owner"}, `"sometimes": want true`},
+		{append([]string{"--durable-writes=replicated", "--consistency", "local"}, disk...), "--durable-writes=replicated needs an owner consistency"},
+		{[]string{"--durable-writes=replicated", "--consistency", "owner"}, "--durable-writes needs --disk-dir"},
+		{append([]string{"--durable-writes=replicated", "--consistency", "strong"}, disk...), "--durable-writes needs a consistency whose writes are held"},
+	} {
+		err := runServe(t.Context(), append(append(baseServeArgs(t, "bkt"), tc.args...), "--log-level", "error"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/hoard-io/hoard/internal/disktier"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
+	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/netshape"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
@@ -25,7 +26,9 @@ import (
 // WritesConfig configures `hoard bench writes`: PUT latency through one
 // cachelet under strong (the store's write), the owner setting's
 // background persistence (memory) and durable writes (a logged fsync),
-// in one run against one store.
+// and through the key's owner in an application of two with replicated
+// durable writes (a logged fsync here and at the other member), in one
+// run against one store.
 type WritesConfig struct {
 	MinIOBinary string
 	// Preset is the store link's netshape preset; default "local"
@@ -75,6 +78,10 @@ const (
 	WritesStrong  = "strong"
 	WritesMemory  = "owner (background persistence)"
 	WritesDurable = "owner + durable writes"
+	// WritesReplicated: two cachelets of one application (membership in
+	// an embedded etcd, each its own disk directory), every PUT sent to
+	// its key's owner, which logs it and has the other log a copy.
+	WritesReplicated = "owner + durable writes, replicated"
 )
 
 // WritesReport is what `hoard bench writes` measured.
@@ -143,7 +150,7 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 		largest = max(largest, s)
 	}
 
-	for _, setting := range []string{WritesStrong, WritesMemory, WritesDurable} {
+	for _, setting := range []string{WritesStrong, WritesMemory, WritesDurable, WritesReplicated} {
 		consistency := "owner"
 		if setting == WritesStrong {
 			consistency = "strong"
@@ -162,14 +169,36 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 			icfg.Disk = disktier.Config{Dir: filepath.Join(tmp, "disk"), Budget: 1 << 30}
 			icfg.DurableWrites = true
 		}
-		in, err := instance.Start(ctx, icfg, cfg.Log)
-		if err != nil {
-			return rep, err
-		}
-		core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
-		if err != nil {
-			closeInstance(in)
-			return rep, err
+		var closeAll func()
+		var clientFor func(key string) *minio.Core
+		if setting == WritesReplicated {
+			pair, err := startReplicatedPair(ctx, filepath.Join(tmp, "replicated"), icfg, cfg.Log)
+			if err != nil {
+				return rep, err
+			}
+			closeAll = func() {
+				pair.Close() // delivers what they hold before the next setting
+				pair.etcd.Close()
+			}
+			clientFor = func(key string) *minio.Core {
+				i, err := pair.owner(bucket, key)
+				if err != nil {
+					i = 0
+				}
+				return pair.cores[i]
+			}
+		} else {
+			in, err := instance.Start(ctx, icfg, cfg.Log)
+			if err != nil {
+				return rep, err
+			}
+			closeAll = func() { closeInstance(in) } // delivers what it holds before the next setting
+			core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
+			if err != nil {
+				closeAll()
+				return rep, err
+			}
+			clientFor = func(string) *minio.Core { return core }
 		}
 		for _, size := range cfg.Sizes {
 			buf := make([]byte, size)
@@ -182,9 +211,10 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 					key = fmt.Sprintf("fresh/%d/%06d", size, i)
 				}
 				buf[0] = byte(i)
+				core := clientFor(key)
 				t0 := time.Now()
 				if _, err := core.PutObject(ctx, bucket, key, bytes.NewReader(buf), size, "", "", minio.PutObjectOptions{}); err != nil {
-					closeInstance(in)
+					closeAll()
 					return rep, fmt.Errorf("%s: PUT %s: %w", setting, key, err)
 				}
 				if i >= 2 {
@@ -195,9 +225,58 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 			rep.Cells = append(rep.Cells, cell)
 			say("%-32s %8s  p50 %s  p99 %s", setting, FormatSize(size), FormatDuration(cell.Puts.P50), FormatDuration(cell.Puts.P99))
 		}
-		closeInstance(in) // delivers what it holds before the next setting
+		closeAll()
 	}
 	return rep, nil
+}
+
+// replicatedPair is the replicated setting's application: two cachelets
+// with replicated durable writes, membership in an embedded etcd.
+type replicatedPair struct {
+	appCluster
+	etcd interface{ Close() }
+}
+
+// startReplicatedPair starts two cachelets configured as base (store,
+// keys, cache, consistency), each with its own disk directory under dir
+// and replicated durable writes, and waits until both see both.
+func startReplicatedPair(ctx context.Context, dir string, base instance.Config, log *slog.Logger) (_ *replicatedPair, err error) {
+	etcd, err := startEtcd(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	p := &replicatedPair{etcd: etcd}
+	defer func() {
+		if err != nil {
+			p.Close()
+			etcd.Close()
+		}
+	}()
+	for i := range 2 {
+		reg, err := etcdmembership.New(etcdmembership.Config{Endpoints: etcd.Endpoints()})
+		if err != nil {
+			return nil, err
+		}
+		p.regs = append(p.regs, reg)
+		icfg := base
+		icfg.Registry, icfg.App, icfg.ID, icfg.Secret = reg, "writebench", fmt.Sprintf("writebench-%d", i), benchSecret
+		icfg.Disk = disktier.Config{Dir: filepath.Join(dir, fmt.Sprintf("disk%d", i)), Budget: 1 << 30}
+		icfg.DurableWrites, icfg.DurableBackup = true, &cachelet.BackupConfig{}
+		in, err := instance.Start(ctx, icfg, log.With("cachelet", i))
+		if err != nil {
+			return nil, fmt.Errorf("bench: start cachelet %d: %w", i, err)
+		}
+		p.ins = append(p.ins, in)
+		core, err := NewS3Client(in.Endpoint(), clientKey, clientSec, benchRegion)
+		if err != nil {
+			return nil, err
+		}
+		p.cores = append(p.cores, core)
+	}
+	if err := p.waitRings(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // cell returns the cell of setting at size, or nil.

@@ -41,7 +41,9 @@ func (r *WritesReport) Result() *Result {
 		Machine:    DescribeMachine(),
 		Method: "One cachelet in front of MinIO takes PUTs one at a time, under strong (acknowledged once the store has the " +
 			"write), under owner with background persistence (acknowledged once held in memory) and under owner with durable " +
-			"writes (acknowledged once appended and fsynced to the log on the disk tier's directory), in one run.",
+			"writes (acknowledged once appended and fsynced to the log on the disk tier's directory), and, in an application of two " +
+			"cachelets each PUT sent to its key's owner, under owner with replicated durable writes (acknowledged once the owner " +
+			"and the other member both appended and fsynced it), in one run.",
 		Settings: RunSettings{Link: r.Link},
 	}
 	seen := map[int64]bool{}

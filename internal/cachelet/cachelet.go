@@ -151,6 +151,13 @@ type Config struct {
 	// writes live in memory until the store has them.
 	Log    WriteLog
 	Replay []writelog.Pending
+	// Backup, with Log under the owner write target, has a second member
+	// of the application keep a copy of each write before it is
+	// acknowledged (durable_backup.go, `durable_writes: replicated`). It
+	// needs BackupRing and BackupPeers (filled from Router and Peers);
+	// without them (no application) the log alone holds writes, and
+	// New says so once. Default nil: one copy.
+	Backup *BackupConfig
 
 	// Erasure, when set, keeps large objects as erasure-coded shards
 	// over the application's cachelets (erasure.go). Default nil: off.
@@ -173,6 +180,10 @@ type Config struct {
 	// Self tells this cachelet's own peer address, which a cachelet alone
 	// probes for the peer bandwidth. Nil: it does not probe when alone.
 	Self PeerAddresser
+	// BackupRing and BackupPeers pick and reach the members that keep
+	// copies of durable writes (Backup).
+	BackupRing  BackupRing
+	BackupPeers BackupPeers
 
 	// Clock tells the time for timestamps, ages and durations. Default:
 	// the system clock.
@@ -198,6 +209,12 @@ func (c *Config) capabilities() {
 	}
 	if c.Ranges == nil {
 		c.Ranges, _ = c.Peers.(RangePeers)
+	}
+	if c.BackupRing == nil {
+		c.BackupRing, _ = c.Router.(BackupRing)
+	}
+	if c.BackupPeers == nil {
+		c.BackupPeers, _ = c.Peers.(BackupPeers)
 	}
 }
 
@@ -237,6 +254,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Log == nil && len(c.Replay) > 0 {
 		return errors.New("cachelet: writes to replay without their log")
+	}
+	if c.Backup != nil {
+		b := *c.Backup
+		if err := b.validate(c); err != nil {
+			return err
+		}
+		c.Backup = &b
 	}
 	if err := c.Sweep.validate(); err != nil {
 		return err
@@ -325,6 +349,9 @@ type Cachelet struct {
 	wmu sync.Mutex
 	// order keeps the held writes in their durable log's order (durable.go).
 	order logOrder
+	// bk is the state of replicated durable writes; nil when off
+	// (durable_backup.go).
+	bk *backups
 	// Under durable writes: what each key's store version may be, the
 	// lock that logs one write of a key at a time, and the keys whose
 	// replayed write is not settled (durable_base.go).
@@ -471,8 +498,19 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		Logger: log.With("queue", "owner"), Registerer: wrap("owner")}); err != nil {
 		return nil, err
 	}
+	if cfg.Backup != nil {
+		c.bk = newBackups(*cfg.Backup, cfg.Clock.Now(), reg)
+		if cfg.BackupRing == nil || cfg.BackupPeers == nil {
+			log.Warn("durable writes: replicated, but this cachelet is in no application: writes have one copy, the log (as plain durable writes)")
+		}
+	}
 	c.replay(cfg.Replay)
 	c.cfg.Replay = nil
+	c.takeOver() // backups of members gone while this cachelet was down
+	if c.bk != nil && cfg.BackupRing != nil {
+		c.wg.Add(1)
+		go c.backupDoneLoop()
+	}
 	if c.ec != nil {
 		c.wg.Add(1)
 		go c.ec.rebuildLoop()
@@ -517,6 +555,7 @@ func (c *Cachelet) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	err := errors.Join(c.toOwner.Close(ctx), c.toStore.Close(ctx))
+	c.flushBackupDone(ctx) // the backups drop what the store has now
 	c.ext.close()
 	kctx, kcancel := context.WithTimeout(context.Background(), min(diskKeepTimeout, c.cfg.DrainTimeout))
 	c.keepOnDisk(kctx)

@@ -48,6 +48,11 @@ func (c *Cachelet) OwnershipChanged() {
 	if c.ec != nil {
 		c.ec.changed() // shards of departed members are rebuilt
 	}
+	// Backups of members that left go to the store queue before the
+	// handoff drains it, and copies this cachelet's writes had at a
+	// member that left go to another (durable_backup.go).
+	c.takeOver()
+	c.rebackup()
 	if c.cfg.ownerMode() {
 		c.startHandoff()
 		return
@@ -241,6 +246,7 @@ func (c *Cachelet) Leave(ctx context.Context) error {
 	}
 	c.fenceWrites()
 	err := c.Drain(ctx)
+	c.flushBackupDone(ctx) // the backups drop what the store has now
 	close(c.left)
 	return err
 }

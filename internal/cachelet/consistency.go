@@ -227,18 +227,33 @@ func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 // replayed write is put only over one of them, and its key's reads wait
 // until it is settled.
 func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) bool {
+	held, _ := c.holdQueued(k, w, etag, id, base, replaying)
+	return held
+}
+
+// holdQueued is hold that also returns a channel that receives the
+// write's outcome in the store queue (nil when it is refused; at once
+// writeback.ErrSuperseded when a later-logged write of the key is held
+// already). w.Settled, when set, is called after hold's own step.
+func (c *Cachelet) holdQueued(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) (bool, <-chan error) {
+	after := w.Settled
 	c.wmu.Lock()
 	if id != 0 && !replaying && c.cfg.ownerMode() && (c.inHandoff() || c.leaving.Load()) {
 		c.wmu.Unlock()
-		c.cfg.Log.Done(id)
-		return false
+		c.logDone(id)
+		return false, nil
 	}
 	if id != 0 && !c.order.admit(k, id) {
 		// A write of the key logged after this one is held already:
 		// this one is replaced at once (durable.go).
 		c.wmu.Unlock()
-		c.cfg.Log.Done(id)
-		return true
+		c.logDone(id)
+		if after != nil {
+			after(writeback.ErrSuperseded)
+		}
+		done := make(chan error, 1)
+		done <- writeback.ErrSuperseded
+		return true, done
 	}
 	// The write is the key's unpersisted truth before the older copy
 	// leaves the cache: a read in between is served it, where a miss
@@ -247,6 +262,7 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 	c.keys.unpersisted(k, e)
 	c.replaceCopy(k, e)
 	var stored string // the store's ETag for it, once delivered
+	outcome := make(chan error, 1)
 	if id != 0 {
 		w.Stored = func(res store.PutResult) { stored = res.ETag }
 		if replaying {
@@ -275,13 +291,17 @@ func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, 
 		if replaying {
 			c.replayed(k, e, err)
 		}
+		if after != nil {
+			after(err)
+		}
+		outcome <- err
 	}
 	done := c.toStore.Enqueue(w)
 	c.wmu.Unlock()
 	if c.finalOutput(k.Bucket, k.Object) {
 		c.dropWhenPersisted(k, e, done)
 	}
-	return true
+	return true, outcome
 }
 
 // storeSink persists queued writes to the store; a replayed write's

@@ -98,6 +98,9 @@ func (c *Cachelet) logAndHold(ctx context.Context, k cache.Key, w writeback.Writ
 	}
 	defer unlock()
 	base := c.baseFor(ctx, k, probe)
+	if c.bk != nil {
+		return c.logReplicated(ctx, k, w, etag, base)
+	}
 	id, err := c.logWrite(ctx, w, etag, base)
 	if err != nil {
 		return false, err
@@ -125,7 +128,7 @@ func (c *Cachelet) logSettled(k cache.Key, id uint64, err error) {
 	}
 	c.order.settled(k, id)
 	if !errors.Is(err, writeback.ErrClosed) {
-		c.cfg.Log.Done(id)
+		c.logDone(id)
 	}
 }
 
@@ -153,7 +156,16 @@ func (c *Cachelet) syncLog(ctx context.Context) error {
 // replay holds the writes a log found on open, newest of each key, as
 // queued for the store; the older ones are done (the newest replaces
 // them). Called by New before the cachelet serves.
-func (c *Cachelet) replay(pending []writelog.Pending) {
+func (c *Cachelet) replay(all []writelog.Pending) {
+	var pending, backups []writelog.Pending
+	for _, p := range all {
+		if p.Backup != nil {
+			backups = append(backups, p)
+		} else {
+			pending = append(pending, p)
+		}
+	}
+	c.restoreBackups(backups)
 	newest := map[cache.Key]int{}
 	for i, p := range pending {
 		newest[cache.Key{Bucket: p.Bucket, Object: p.Key}] = i
@@ -161,7 +173,7 @@ func (c *Cachelet) replay(pending []writelog.Pending) {
 	for i, p := range pending {
 		k := cache.Key{Bucket: p.Bucket, Object: p.Key}
 		if newest[k] != i {
-			c.cfg.Log.Done(p.ID)
+			c.logDone(p.ID)
 			continue
 		}
 		sum := md5.Sum(p.Data)

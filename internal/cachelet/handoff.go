@@ -200,6 +200,10 @@ func (c *Cachelet) PeerFlush(ctx context.Context, rev int64) error {
 			}
 		}
 	}
+	// The writes this cachelet backs up for members gone by rev are
+	// queued first: the caller (a new owner's handoff) must not serve
+	// their keys from the store before they are in it.
+	c.takeOver()
 	return c.Drain(ctx)
 }
 

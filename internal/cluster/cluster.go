@@ -362,6 +362,51 @@ func (m *Member) BackupHolder(origin string) string {
 	return ""
 }
 
+// DurableBackups implements the cachelet's choice of the member that
+// keeps the second copy of a durable write of bucket/key this member
+// owns (`durable_writes: replicated`, ADR 0030): the peer addresses of
+// the other members in the key's ring order after this one, those on
+// another node (by the membership records' node names) first, and how
+// many of them lead the list (the rest are on this member's node, or no
+// node names were given). Nil while this member claims nothing or is
+// alone. The first is the key's next owner when this member leaves, on
+// one node.
+func (m *Member) DurableBackups(bucket, key string) (addrs []string, otherNodes int) {
+	if m.Lost() {
+		return nil, 0
+	}
+	v := m.view.Load()
+	if len(v.members) < 2 {
+		return nil, 0
+	}
+	nodes := make(map[string]string, len(v.members))
+	for _, mem := range v.members {
+		nodes[mem.ID] = mem.Meta[MetaNode]
+	}
+	own := nodes[m.cfg.ID]
+	var same []string
+	for _, id := range v.ring.Owners(bucket, key, len(v.members)) {
+		addr := v.addrs[id]
+		switch {
+		case id == m.cfg.ID || addr == "":
+		case own != "" && nodes[id] != "" && nodes[id] != own:
+			addrs = append(addrs, addr)
+		default:
+			same = append(same, addr)
+		}
+	}
+	otherNodes = len(addrs)
+	return append(addrs, same...), otherNodes
+}
+
+// Present reports whether a member with ID id is in the current
+// membership.
+func (m *Member) Present(id string) bool {
+	v := m.view.Load()
+	_, ok := v.addrs[id]
+	return ok
+}
+
 // PeerAddr is the peer address this member advertises.
 func (m *Member) PeerAddr() string { return m.cfg.PeerAddr }
 

@@ -32,6 +32,7 @@ type clusterKillRun struct {
 	kills                                  int
 	acked, writeFailed, reads, readFailed  int64
 	replayed, superseded, unverified, fall float64
+	takenOver                              float64 // backup records of gone members handed to the store queue
 	missing, wrong, stale                  []string
 	// ownerDown are the reads older than an acknowledged write of a key
 	// whose owner (on the ring of all three) was down during the read:
@@ -47,6 +48,7 @@ type durableMember struct {
 	// Counters of the incarnations already stopped (each process's
 	// metrics start at zero).
 	replayed, superseded, unverified, fall float64
+	takenOver                              float64
 
 	mu   sync.Mutex
 	down [][2]time.Time // from its SIGKILL to its restart (zero: not yet)
@@ -71,6 +73,7 @@ func (m *durableMember) scrape(t *testing.T) {
 	m.superseded += m.proc.metric(t, "hoard_cachelet_durable_replay_superseded_total")
 	m.unverified += m.proc.metric(t, "hoard_cachelet_durable_replay_unverified_total")
 	m.fall += m.proc.metric(t, "hoard_cachelet_peer_fallbacks_total")
+	m.takenOver += m.proc.metric(t, "hoard_cachelet_durable_backup_taken_over_total")
 }
 
 // readOutcome is the context key under which a read asks its client's
@@ -112,13 +115,14 @@ func outcomeClient(t *testing.T, endpoint string) *minio.Client {
 // runDurableClusterKills runs three `hoard serve` cachelets of one
 // application (membership in an embedded etcd, MinIO as the store), each
 // with its own disk directory and durable writes under consistency, and
-// a write and read load for about d, each operation through a random
+// a write and read load for about d (durable is --durable-writes's
+// value: true, or replicated), each operation through a random
 // member, or with pinned, each key through one member (i%3) only. Every
 // period one member, in turn, is SIGKILLed; once etcd has dropped it
 // (its lease expired: the same ID cannot join before), it is started
 // again on the same directory and ID. At the end every member is stopped
 // with SIGTERM and MinIO is compared with what was acknowledged.
-func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, period time.Duration) clusterKillRun {
+func runDurableClusterKills(t *testing.T, consistency, durable string, pinned bool, d, period time.Duration) clusterKillRun {
 	t.Helper()
 	const (
 		app     = "durkill"
@@ -152,7 +156,7 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 
 	ms := make([]*durableMember, 3)
 	flagsOf := func(i int) []string {
-		f := []string{"--consistency", consistency, "--durable-writes",
+		f := []string{"--consistency", consistency, "--durable-writes=" + durable,
 			"--disk-dir", filepath.Join(dir, "disk", strconv.Itoa(i)), "--disk-budget", "64MiB"}
 		if l := os.Getenv("HOARD_DURABLE_KILL_LOG_LEVEL"); l != "" {
 			f = append(f, "--log-level", l)
@@ -357,6 +361,7 @@ func runDurableClusterKills(t *testing.T, consistency string, pinned bool, d, pe
 		run.superseded += m.superseded
 		run.unverified += m.unverified
 		run.fall += m.fall
+		run.takenOver += m.takenOver
 	}
 	wrong, missing := checkStore(ctx, direct, bucket, keys, func(i int) int64 { return state[i].acked.Load() })
 	run.wrong, run.missing = append(run.wrong, wrong...), append(run.missing, missing...)
@@ -378,7 +383,8 @@ func killDuration(t *testing.T, def time.Duration) time.Duration {
 }
 
 // TestDurableClusterKills: three `hoard serve` cachelets of one
-// application with durable writes, under a write and read load (under
+// application with durable writes (the log, and under `owner` also
+// replicated to a second member), under a write and read load (under
 // `owner` through random members, under `local` each key through one);
 // one member in turn is SIGKILLed and started again on
 // its directory and ID. At the end no acknowledged write is missing from
@@ -391,20 +397,24 @@ func killDuration(t *testing.T, def time.Duration) time.Duration {
 func TestDurableClusterKills(t *testing.T) {
 	strict := os.Getenv("HOARD_DURABLE_KILL_STRICT") == "1"
 	for _, c := range []struct {
-		name, consistency string
-		pinned            bool // each key through one member only
-		d                 time.Duration
+		name, consistency, durable string
+		pinned                     bool // each key through one member only
+		d                          time.Duration
 	}{
-		{"owner", "owner", false, 45 * time.Second},
+		{"owner", "owner", "true", false, 30 * time.Second},
 		// `local` promises nothing across cachelets (a copy is served
 		// without asking anyone; each cachelet delivers its own writes
 		// in its own order): a key is written and read through one.
-		{"local", "local", true, 30 * time.Second},
+		{"local", "local", "true", true, 30 * time.Second},
+		// Each write kept by a second member too: a killed member's
+		// backups deliver its writes once etcd drops it, and the member
+		// replays its own log when it starts again (both guarded).
+		{"owner-replicated", "owner", "replicated", false, 16 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			run := runDurableClusterKills(t, c.consistency, c.pinned, killDuration(t, c.d), 8*time.Second)
-			t.Logf("%s: %d kills; %d writes acknowledged, %d failed; %d reads checked, %d failed; replayed on start: %.0f, superseded: %.0f, unverified: %.0f; store fallbacks: %.0f; acknowledged writes missing from the store: %d; reads older than an acknowledged write: %d with the key's owner down, %d otherwise; wrong bytes: %d",
-				c.name, run.kills, run.acked, run.writeFailed, run.reads, run.readFailed, run.replayed, run.superseded, run.unverified, run.fall,
+			run := runDurableClusterKills(t, c.consistency, c.durable, c.pinned, killDuration(t, c.d), 8*time.Second)
+			t.Logf("%s: %d kills; %d writes acknowledged, %d failed; %d reads checked, %d failed; replayed on start: %.0f, superseded: %.0f, unverified: %.0f; backup records taken over: %.0f; store fallbacks: %.0f; acknowledged writes missing from the store: %d; reads older than an acknowledged write: %d with the key's owner down, %d otherwise; wrong bytes: %d",
+				c.name, run.kills, run.acked, run.writeFailed, run.reads, run.readFailed, run.replayed, run.superseded, run.unverified, run.takenOver, run.fall,
 				len(run.missing), len(run.ownerDown), len(run.stale), len(run.wrong))
 			if run.acked == 0 || run.reads == 0 || run.kills == 0 {
 				t.Fatal("the load did nothing")

@@ -100,6 +100,10 @@ type Config struct {
 	// here). Default false: held writes live in memory only.
 	DurableWrites bool
 	DurableLog    writelog.Config
+	// DurableBackup, with DurableWrites under the owner targets, has a
+	// second member keep a copy of each write before it is acknowledged
+	// (`durable_writes: replicated`, cachelet.Config.Backup). Default nil.
+	DurableBackup *cachelet.BackupConfig
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
 	Domains []string
@@ -188,6 +192,9 @@ type Config struct {
 
 // Validate checks the config and fills in defaults.
 func (c *Config) Validate() error {
+	if c.DurableBackup != nil && !c.DurableWrites {
+		return errors.New("instance: replicated durable writes (DurableBackup) need DurableWrites")
+	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:0"
 	}
@@ -529,6 +536,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		}
 		s.wlog = in.wlog
 		cfg.Cachelet.Log, cfg.Cachelet.Replay = in.wlog, pending
+		if cfg.DurableBackup != nil {
+			b := *cfg.DurableBackup
+			cfg.Cachelet.Backup = &b
+		}
 	}
 	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
 		ext := *x

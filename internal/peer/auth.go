@@ -1,7 +1,8 @@
 // Package peer is the protocol between the cachelets of one application:
 // fetch an object from its owner, write through to the owner, invalidate,
 // flush queued writes, fetch byte ranges for a split download, and offer
-// a cached copy to the key's owner (install.go). What a
+// a cached copy to the key's owner (install.go), and keep the second copy
+// of an owner's durable writes (backup.go). What a
 // node agent asks of its own cachelet (drop, pre-warm, budget, access
 // metadata) is not here: it goes over the control API (package control).
 //
@@ -43,6 +44,7 @@ const (
 	hdrManifest  = "X-Hoard-Shard-Manifest" // erasure.Manifest.Encode()
 	hdrIndex     = "X-Hoard-Shard-Index"
 	hdrInstall   = "X-Hoard-Peer-Install" // install.go: the offered object's metadata and CRC32C
+	hdrBackup    = "X-Hoard-Peer-Backup"  // backup.go: a backup record's metadata and CRC32C, or a done batch's digest
 )
 
 // Authentication errors. The server answers all of them with 403 and the
@@ -149,6 +151,13 @@ func (a *Auth) signature(req *http.Request) string {
 		}
 		if v := req.Header.Get(hdrInstall); v != "" {
 			// Only where present, so requests without it sign as before.
+			b = append(b, v...)
+			b = append(b, '\n')
+		}
+		if v := req.Header.Get(hdrBackup); v != "" {
+			// The same (a distinct prefix: it is never taken for an
+			// install header).
+			b = append(b, "backup:"...)
 			b = append(b, v...)
 			b = append(b, '\n')
 		}

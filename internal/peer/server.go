@@ -98,6 +98,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveInstall(a, r)
 		return
 	}
+	if r.URL.Path == backupPath || r.URL.Path == backupDonePath {
+		s.serveBackup(a, r)
+		return
+	}
 	if r.URL.Path == "/v1/probe" && r.Method == http.MethodGet {
 		s.serveProbe(a, r)
 		return

@@ -9,7 +9,11 @@
 // CRC32C of the payload, the payload. A payload is a put record (its
 // sequence number, bucket, key, options, the version it makes, the store
 // versions it may replace, and its bytes) or a done record (the sequence
-// numbers of puts the store has, or no longer needs). A put logged before
+// numbers of puts the store has, or no longer needs), or a backup record
+// (a put that copies another cachelet's write, naming that owner: the
+// second copy of `durable_writes: replicated`; a frame kind of its own,
+// which a reader that does not know it counts as damage and never
+// replays as its own write). A put logged before
 // the versions were kept reads as one whose base is unknown. A frame whose checksum does not
 // match ends its segment: at the tail of the newest segment it is a write
 // torn by a crash, which was never acknowledged; anywhere else it is
@@ -117,6 +121,21 @@ type Record struct {
 	// when the writer did not know, and in records logged before it was
 	// kept; never empty otherwise.
 	Replaces []string
+	// Backup, when set, makes this a backup record: a copy of a write
+	// another cachelet (the owner) holds and logged, kept here so that
+	// the write survives the loss of the owner's node
+	// (`durable_writes: replicated`). Its frame is of its own kind, so
+	// that a binary that does not know it never replays it as its own.
+	Backup *BackupOf
+}
+
+// BackupOf names the write a backup record copies: its owner (a member
+// ID), the owner's incarnation (its process's start, ordered) and the
+// owner's sequence number of the write in that incarnation.
+type BackupOf struct {
+	Owner       string
+	Incarnation uint64
+	Seq         uint64
 }
 
 // Pending is a record found on open that is not done: the caller must
@@ -265,8 +284,8 @@ func (l *Log) replay() ([]Pending, error) {
 			}
 			l.nextID = max(l.nextID, id)
 			switch kind {
-			case kindPut:
-				rec, err := decodePut(body)
+			case kindPut, kindBackup:
+				rec, err := decodePut(body, kind == kindBackup)
 				if err != nil {
 					l.stats.Corrupt++
 					l.cfg.Logger.Error("writelog: undecodable put", "segment", segName(n), "err", err)
@@ -616,8 +635,9 @@ func (l *Log) loop() {
 // The frame: length (4 bytes, of the payload), CRC32C of the payload (4),
 // payload. The payload: kind (1), ID (8), body.
 const (
-	kindPut  = 1
-	kindDone = 2
+	kindPut    = 1
+	kindDone   = 2
+	kindBackup = 3 // a put that copies another cachelet's write (Record.Backup)
 )
 
 func readFrame(b []byte) (payload []byte, n int, ok bool) {
@@ -640,7 +660,7 @@ func decodePayload(p []byte) (kind byte, id uint64, body []byte, err error) {
 		return 0, 0, nil, errors.New("short payload")
 	}
 	kind, id, body = p[0], binary.BigEndian.Uint64(p[1:]), p[9:]
-	if kind != kindPut && kind != kindDone {
+	if kind != kindPut && kind != kindDone && kind != kindBackup {
 		return 0, 0, nil, fmt.Errorf("unknown record kind %d", kind)
 	}
 	return kind, id, body, nil
@@ -656,6 +676,10 @@ type putHeader struct {
 	Opts     store.PutOptions `json:"o"`
 	ETag     string           `json:"e,omitempty"`
 	Replaces []string         `json:"r,omitempty"`
+	// A backup record's (kindBackup) owner, incarnation and sequence.
+	Owner       string `json:"bo,omitempty"`
+	Incarnation uint64 `json:"bi,omitempty"`
+	Seq         uint64 `json:"bs,omitempty"`
 }
 
 // encodePut returns r's frame with its ID (bytes 9-16) and CRC (4-8)
@@ -664,7 +688,15 @@ func encodePut(r Record) ([]byte, error) {
 	if r.Replaces != nil && len(r.Replaces) == 0 {
 		return nil, errors.New("writelog: a known base names at least one version")
 	}
-	h, err := json.Marshal(putHeader{Bucket: r.Bucket, Key: r.Key, Opts: r.Opts, ETag: r.ETag, Replaces: r.Replaces})
+	ph := putHeader{Bucket: r.Bucket, Key: r.Key, Opts: r.Opts, ETag: r.ETag, Replaces: r.Replaces}
+	kind := byte(kindPut)
+	if b := r.Backup; b != nil {
+		if b.Owner == "" {
+			return nil, errors.New("writelog: a backup record names its owner")
+		}
+		kind, ph.Owner, ph.Incarnation, ph.Seq = kindBackup, b.Owner, b.Incarnation, b.Seq
+	}
+	h, err := json.Marshal(ph)
 	if err != nil {
 		return nil, fmt.Errorf("writelog: %w", err)
 	}
@@ -674,7 +706,7 @@ func encodePut(r Record) ([]byte, error) {
 	}
 	f := make([]byte, 8+ln)
 	binary.BigEndian.PutUint32(f, uint32(ln))
-	f[8] = kindPut
+	f[8] = kind
 	binary.BigEndian.PutUint32(f[17:], uint32(len(h)))
 	copy(f[21:], h)
 	copy(f[21+len(h):], r.Data)
@@ -685,7 +717,7 @@ func putCRC(f []byte) {
 	binary.BigEndian.PutUint32(f[4:], crc32.Checksum(f[8:], castagnoli))
 }
 
-func decodePut(body []byte) (Record, error) {
+func decodePut(body []byte, backup bool) (Record, error) {
 	if len(body) < 4 {
 		return Record{}, errors.New("short put")
 	}
@@ -701,7 +733,14 @@ func decodePut(body []byte) (Record, error) {
 	if h.Replaces != nil && len(h.Replaces) == 0 {
 		h.Replaces = nil // as written: unknown
 	}
-	return Record{Bucket: h.Bucket, Key: h.Key, Opts: h.Opts, Data: data, ETag: h.ETag, Replaces: h.Replaces}, nil
+	r := Record{Bucket: h.Bucket, Key: h.Key, Opts: h.Opts, Data: data, ETag: h.ETag, Replaces: h.Replaces}
+	if backup {
+		if h.Owner == "" {
+			return Record{}, errors.New("backup record without its owner")
+		}
+		r.Backup = &BackupOf{Owner: h.Owner, Incarnation: h.Incarnation, Seq: h.Seq}
+	}
+	return r, nil
 }
 
 func encodeDone(ids []uint64) []byte {

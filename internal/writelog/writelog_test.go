@@ -341,3 +341,38 @@ func TestRecordVersions(t *testing.T) {
 		t.Fatalf("an older record read back as %+v", r)
 	}
 }
+
+// A backup record comes back from Open as such, naming its owner, apart
+// from the log's own puts; done, it is gone like a put.
+func TestBackupRecordsReplayAsBackups(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, Config{Dir: dir})
+	own := appendN(t, l, 0, 1, 10)
+	b := rec(1, 20)
+	b.ETag, b.Replaces = "e1", []string{""}
+	b.Backup = &BackupOf{Owner: "app-1", Incarnation: 7, Seq: 42}
+	bid, err := l.Append(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := rec(2, 20)
+	b2.Backup = &BackupOf{Owner: "app-2", Incarnation: 1, Seq: 1}
+	done, err := l.Append(context.Background(), b2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Done(done)
+	if _, err := l.Append(context.Background(), Record{Bucket: "b", Key: "x", Backup: &BackupOf{}}); err == nil {
+		t.Fatal("a backup record without its owner was logged")
+	}
+	l.Close()
+	_, p := open(t, Config{Dir: dir})
+	if len(p) != 2 || p[0].ID != own[0] || p[0].Backup != nil || p[1].ID != bid {
+		t.Fatalf("pending %+v", p)
+	}
+	got := p[1]
+	if got.Backup == nil || *got.Backup != (BackupOf{Owner: "app-1", Incarnation: 7, Seq: 42}) ||
+		got.Key != "k1" || !bytes.Equal(got.Data, b.Data) || got.ETag != "e1" || len(got.Replaces) != 1 {
+		t.Fatalf("backup record came back as %+v", got)
+	}
+}
