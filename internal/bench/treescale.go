@@ -18,32 +18,40 @@ func treeScaleExperiment() Experiment {
 		Name:       "tree-scale",
 		Title:      "Provisioning N nodes at once down the function tree against every node reading from the store",
 		Reproduces: []Reference{refFaaSNetScale},
-		Quick:      Options{Iterations: 1},
-		Full:       Options{Iterations: 1},
+		Quick:      Options{Iterations: 1, Sizes: []int64{treeScaleQuickModel}, Nodes: treeScaleQuickNodes},
+		Full:       Options{Iterations: 1, Sizes: []int64{treeScaleModel}, Nodes: treeScaleNodes},
 		Run:        runTreeScaleExperiment,
 	}
 }
 
-// treeScaleNodes are the node counts of a full run and of a quick one.
+// treeScaleNodes are the node counts of a full run and of a quick one
+// (--nodes replaces them).
 var (
 	treeScaleNodes      = []int{1, 2, 4, 8, 16, 32}
 	treeScaleQuickNodes = []int{1, 2, 4}
 )
 
-// treeScaleModel is the artifact's size: FaaSNet's images are 428 MB to
-// 1 GiB; a package is at most 64 MiB here, and 32 nodes share two cores.
-const treeScaleModel = 32 << 20
+// treeScaleModel and treeScaleQuickModel are the model's size in a full
+// and a quick run (--sizes replaces it: the first size given).
+// FaaSNet's images are 428 MB to 1 GiB; 32 nodes share two cores here.
+const (
+	treeScaleModel      = 128 << 20
+	treeScaleQuickModel = 32 << 20
+)
 
 // TreeScaleMethod says what the tree-scale experiment measures.
-const TreeScaleMethod = "N node agents (N = 1, 2, 4, 8, 16, 32; 1, 2, 4 with --quick), each a `hoard agent` process in its own network " +
+const TreeScaleMethod = "N node agents (N = 1, 2, 4, 8, 16, 32; 1, 2, 4 with --quick; --nodes replaces them), each a `hoard agent` process in its own network " +
 	"namespace behind a 400 Mbit/s link, the store behind one shared 160 Mbit/s link with 2 ms each way (the several-nodes rig, " +
-	"ADR 13). A package holding a 32 MiB random model (scaled down from FaaSNet's 428 MB–1 GiB images for this machine) is " +
+	"ADR 13). A package holding a random model (128 MiB; 32 MiB with --quick; --sizes replaces it) is " +
 	"deployed and its function invoked once per node at once: each node starts one instance from the lazily mounted package and " +
-	"reads the whole model, its SHA-256 checked. Ready is when the last instance began to run; all read when the last one had " +
-	"read the whole model. Three ways, each on a fresh rig: the function tree with blocks pushed down as they complete (hoard's " +
+	"reads the whole model, its SHA-256 checked. Ready is when the last instance began to run; all whole when the last node's agent " +
+	"held every block of the package (api.CodeInfo.Whole: blocks from other agents each matched against its SHA-256, whoever asked " +
+	"for them, the instance or the parent's pushes); all read when the last instance had read and hashed the whole model. Three ways, " +
+	"each on a fresh rig: the function tree with blocks pushed down as they complete (hoard's " +
 	"default), the tree with blocks pulled from the parent on demand only (HOARD_CODE_PUSH=off), and every node reading from the " +
-	"store (HOARD_CODE_RELAY=off). Bytes leaving the store from the agents' hoard_agent_lazy_code_relay_bytes_total{from=\"store\"}. " +
-	"One node alone is the reference time."
+	"store (HOARD_CODE_RELAY=off). Bytes leaving the store from the agents' hoard_agent_lazy_code_relay_bytes_total{from=\"store\"}; " +
+	"the agents' CPU time from /proc/PID/stat, the machine's busy cores from /proc/stat (every process, other work included) and its " +
+	"load average at the end of each distribution. One node alone is the reference time."
 
 type treeScaleWay struct {
 	name, label string
@@ -64,9 +72,16 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 	if err := hostnet.Available(ctx); err != nil {
 		return nil, fmt.Errorf("the several-nodes rig: %w", err)
 	}
-	counts := treeScaleNodes
-	if o.Quick {
-		counts = treeScaleQuickNodes
+	counts := o.Nodes
+	if len(counts) == 0 {
+		counts = treeScaleNodes
+	}
+	model := treeScaleModel
+	if len(o.Sizes) > 0 {
+		model = int(o.Sizes[0])
+	}
+	if model < 1<<20 || model > 1<<30 {
+		return nil, fmt.Errorf("a model of %s: want 1 MiB to 1 GiB", FormatSize(int64(model)))
 	}
 	got := map[string]map[int]*rig.TreeDistribution{}
 	var reached int
@@ -76,14 +91,16 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 			if nodes == 1 && way.name != "tree" {
 				continue // one node has no parent to read from
 			}
-			d, err := treeScaleRun(ctx, o.Env, nodes, way, uint64(nodes))
+			d, err := treeScaleRun(ctx, o.Env, nodes, way, uint64(nodes), model)
 			if err != nil {
 				stopped = fmt.Errorf("%d nodes, %s: %w", nodes, way.label, err)
 				break
 			}
-			say("%d nodes, %s: ready %v, all read %v, %.2f packages from the store, %.2f from agents of which %.2f pushed",
-				nodes, way.label, d.AllReady.Round(time.Millisecond), d.AllRead.Round(time.Millisecond),
-				float64(d.FromStore)/float64(d.Size), float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size))
+			say("%d nodes, %s: ready %v, all whole %v (%d nodes), all read %v, %.2f packages from the store, %.2f from agents of which %.2f pushed; "+
+				"agents' CPU %.1f s (largest %.2f s), machine %.2f cores busy, load %.1f",
+				nodes, way.label, d.AllReady.Round(time.Millisecond), d.AllWhole.Round(time.Millisecond), d.Whole, d.AllRead.Round(time.Millisecond),
+				float64(d.FromStore)/float64(d.Size), float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size),
+				d.AgentCPU.Seconds(), d.AgentCPUMax.Seconds(), d.HostBusy, d.Load1)
 			if got[way.name] == nil {
 				got[way.name] = map[int]*rig.TreeDistribution{}
 			}
@@ -95,7 +112,7 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		}
 		reached = nodes
 	}
-	one := got["tree"][1]
+	one := got["tree"][counts[0]]
 	if one == nil {
 		return nil, stopped
 	}
@@ -106,62 +123,102 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		}
 		return "—"
 	}
-	var rows [][]string
+	msCell := func(f func(*rig.TreeDistribution) time.Duration) func(*rig.TreeDistribution) string {
+		return func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(f(d))) }
+	}
+	whole := func(d *rig.TreeDistribution) time.Duration { return d.AllWhole }
+	read := func(d *rig.TreeDistribution) time.Duration { return d.AllRead }
+	var rows, machine [][]string
 	var cats []string
-	series := map[string][]*float64{}
+	wholeSeries, readSeries := map[string][]*float64{}, map[string][]*float64{}
 	for _, nodes := range counts {
-		if got["tree"][nodes] == nil {
+		t := got["tree"][nodes]
+		if t == nil {
 			continue
 		}
-		t := got["tree"][nodes]
 		cats = append(cats, fmt.Sprintf("N=%d", nodes))
 		for _, w := range treeScaleWays {
-			if d := got[w.name][nodes]; d != nil {
-				series[w.name] = append(series[w.name], F(ms(d.AllRead)))
-			} else {
-				series[w.name] = append(series[w.name], nil)
+			d := got[w.name][nodes]
+			var wv, rv *float64
+			if d != nil {
+				wv, rv = F(ms(d.AllWhole)), F(ms(d.AllRead))
 			}
+			wholeSeries[w.name] = append(wholeSeries[w.name], wv)
+			readSeries[w.name] = append(readSeries[w.name], rv)
+		}
+		wholeNote := ""
+		if t.Whole < nodes {
+			wholeNote = fmt.Sprintf(" (%d of %d nodes)", t.Whole, nodes)
 		}
 		rows = append(rows, []string{fmt.Sprint(nodes),
-			fmt.Sprintf("%.0f", ms(t.AllReady)), fmt.Sprintf("%.0f", ms(t.AllRead)), fmt.Sprintf("%.2f", ms(t.AllRead)/ms(one.AllRead)),
-			fmt.Sprintf("%.2f", float64(t.FromStore)/float64(t.Size)), fmt.Sprintf("%.2f (%.2f)", float64(t.FromAgents)/float64(t.Size), float64(t.Pushed)/float64(t.Size)),
-			cell("pull", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(d.AllRead)) }),
-			cell("store", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(d.AllRead)) }),
-			cell("store", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.2f", float64(d.FromStore)/float64(d.Size)) }),
-			cell("store", nodes, func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.1f", ms(d.AllRead)/ms(t.AllRead)) }),
+			fmt.Sprintf("%.0f", ms(t.AllReady)), fmt.Sprintf("%.0f%s", ms(t.AllWhole), wholeNote), fmt.Sprintf("%.2f", ms(t.AllWhole)/ms(one.AllWhole)),
+			fmt.Sprintf("%.0f", ms(t.AllRead)), fmt.Sprintf("%.2f", ms(t.AllRead)/ms(one.AllRead)),
+			cell("pull", nodes, msCell(whole)), cell("pull", nodes, msCell(read)),
+			cell("store", nodes, msCell(whole)), cell("store", nodes, msCell(read)),
+			cell("store", nodes, func(d *rig.TreeDistribution) string {
+				return fmt.Sprintf("%.1f / %.1f", ms(d.AllWhole)/ms(t.AllWhole), ms(d.AllRead)/ms(t.AllRead))
+			}),
 		})
+		for _, w := range treeScaleWays {
+			d := got[w.name][nodes]
+			if d == nil {
+				continue
+			}
+			machine = append(machine, []string{fmt.Sprint(nodes), w.label,
+				fmt.Sprintf("%.2f", float64(d.FromStore)/float64(d.Size)),
+				fmt.Sprintf("%.2f (%.2f)", float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size)),
+				fmt.Sprintf("%.1f", d.AgentCPU.Seconds()), fmt.Sprintf("%.2f", d.AgentCPUMax.Seconds()),
+				fmt.Sprintf("%.2f", d.HostBusy), fmt.Sprintf("%.1f", d.Load1)})
+		}
 	}
+	size := FormatSize(int64(model))
 	res := &Result{Experiment: "tree-scale", Title: treeScaleExperiment().Title, Reproduces: []Reference{refFaaSNetScale},
 		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(), Method: TreeScaleMethod,
-		Settings: RunSettings{Link: "several-nodes rig: nodes 400 Mbit/s, store 160 Mbit/s shared, 2 ms", ObjectSizes: []int64{treeScaleModel},
+		Settings: RunSettings{Link: "several-nodes rig: nodes 400 Mbit/s, store 160 Mbit/s shared, 2 ms", ObjectSizes: []int64{int64(model)},
 			Iterations: []Count{{What: "distributions per node count and way", N: 1}},
 			Other:      []Setting{{Name: "nodes", Value: fmt.Sprintf("%v, one instance each; reached %d", counts, reached)}}},
-		Tables: []Table{{ID: "tree-scale", Title: "N nodes read a 32 MiB model at once",
-			Columns: []string{"N", "tree: all ready (ms)", "tree: all read (ms)", "tree ÷ one node", "tree: packages from the store",
-				"tree: packages from agents (pushed)", "pulled only: all read (ms)", "from the store: all read (ms)", "from the store: packages from the store", "from the store ÷ tree"},
+		Tables: []Table{{ID: "tree-scale", Title: fmt.Sprintf("N nodes provisioned with a %s model at once (ms)", size),
+			Columns: []string{"N", "tree: all ready", "tree: all whole", "÷ one node", "tree: all read", "÷ one node",
+				"pulled only: all whole", "pulled only: all read", "from the store: all whole", "from the store: all read", "from the store ÷ tree (whole / read)"},
 			Rows:    rows,
-			Caption: "A fresh rig per N and way; \"from agents\" sums what the nodes took from their parents, \"pushed\" the part of it pushed (N−1 packages at most are needed)."}},
-		Plots: []Plot{{Kind: PlotBar, ID: "tree-scale", Title: "Time until every node has read the whole 32 MiB model", Unit: "ms", YLabel: "ms",
+			Caption: "A fresh rig per N and way. Whole: the last node's agent held every block of the package; read: the last instance had read and hashed the model."},
+			{ID: "tree-scale-machine", Title: "Bytes moved and the machine's load, per distribution",
+				Columns: []string{"N", "way", "packages from the store", "packages from agents (pushed)", "agents' CPU (s)", "largest agent's CPU (s)", "machine: cores busy", "load average"},
+				Rows:    machine,
+				Caption: "\"From agents\" sums what the nodes took from their parents, \"pushed\" the part of it pushed (N−1 packages at most are needed). Cores busy counts every process on the machine, other work included; the instances' own processes (cachelets, Python workers) are not in the agents' CPU."}},
+		Plots: []Plot{{Kind: PlotBar, ID: "tree-scale", Title: fmt.Sprintf("Time until every node holds the whole %s package", size), Unit: "ms", YLabel: "ms",
 			Categories: cats, Series: []Series{
-				{Label: treeScaleWays[0].label, Values: series["tree"]},
-				{Label: treeScaleWays[1].label, Values: series["pull"]},
-				{Label: treeScaleWays[2].label, Values: series["store"]}},
-			Caption: "The shared store link caps every node reading from the store; the tree takes one package from it."}},
+				{Label: treeScaleWays[0].label, Values: wholeSeries["tree"]},
+				{Label: treeScaleWays[1].label, Values: wholeSeries["pull"]},
+				{Label: treeScaleWays[2].label, Values: wholeSeries["store"]}},
+			Caption: "The shared store link caps every node reading from the store; the tree takes one package from it."},
+			{Kind: PlotBar, ID: "tree-scale-read", Title: fmt.Sprintf("Time until every instance has read the whole %s model", size), Unit: "ms", YLabel: "ms",
+				Categories: cats, Series: []Series{
+					{Label: treeScaleWays[0].label, Values: readSeries["tree"]},
+					{Label: treeScaleWays[1].label, Values: readSeries["pull"]},
+					{Label: treeScaleWays[2].label, Values: readSeries["store"]}},
+				Caption: "Reading adds the instances' own work: N Python processes reading through FUSE and hashing on this machine's cores."}},
+	}
+	if big := got["tree"][reached]; big != nil && reached > counts[0] && counts[0] == 1 {
+		res.Rows = append(res.Rows,
+			Compare(fmt.Sprintf("all whole at N=%d ÷ one node alone", reached), "x", F(1.6), F(ms(big.AllWhole)/ms(one.AllWhole)), LowerIsBetter, 0.1,
+				"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×"),
+			Compare(fmt.Sprintf("all read at N=%d ÷ one node alone", reached), "x", F(1.6), F(ms(big.AllRead)/ms(one.AllRead)), LowerIsBetter, 0.1,
+				"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×; reading adds N instances hashing on this machine's cores"))
 	}
 	if big := got["tree"][reached]; big != nil && reached > 1 {
-		res.Rows = append(res.Rows,
-			Compare(fmt.Sprintf("all read at N=%d ÷ one node alone", reached), "x", F(1.6), F(ms(big.AllRead)/ms(one.AllRead)), LowerIsBetter, 0.1,
-				"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×"))
 		if st := got["store"][reached]; st != nil {
 			res.Rows = append(res.Rows,
-				Compare(fmt.Sprintf("every node from the store ÷ tree at N=%d", reached), "x", F(13.4), F(ms(st.AllRead)/ms(big.AllRead)), HigherIsBetter, 0.1,
+				Compare(fmt.Sprintf("every node from the store ÷ tree at N=%d, all whole", reached), "x", F(13.4), F(ms(st.AllWhole)/ms(big.AllWhole)), HigherIsBetter, 0.1,
+					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"),
+				Compare(fmt.Sprintf("every node from the store ÷ tree at N=%d, all read", reached), "x", F(13.4), F(ms(st.AllRead)/ms(big.AllRead)), HigherIsBetter, 0.1,
 					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"),
 				Compare(fmt.Sprintf("packages leaving the store at N=%d, tree", reached), "packages", F(1), F(float64(big.FromStore)/float64(big.Size)), LowerIsBetter, 0.05,
 					"one copy, whatever N", fmt.Sprintf("every node from the store: %.2f", float64(st.FromStore)/float64(st.Size))))
 		}
 		if pl := got["pull"][reached]; pl != nil {
 			res.Rows = append(res.Rows,
-				Compare(fmt.Sprintf("all read at N=%d, pushed ÷ pulled", reached), "x", nil, F(ms(big.AllRead)/ms(pl.AllRead)), LowerIsBetter, 0,
+				Compare(fmt.Sprintf("all whole at N=%d, pushed ÷ pulled", reached), "x", nil, F(ms(big.AllWhole)/ms(pl.AllWhole)), LowerIsBetter, 0,
 					"FaaSNet §3 (blocks forwarded as they complete)", ""))
 		}
 	}
@@ -173,7 +230,7 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 }
 
 // treeScaleRun distributes one package to nodes nodes on a fresh rig.
-func treeScaleRun(ctx context.Context, env Env, nodes int, way treeScaleWay, seed uint64) (*rig.TreeDistribution, error) {
+func treeScaleRun(ctx context.Context, env Env, nodes int, way treeScaleWay, seed uint64, model int) (*rig.TreeDistribution, error) {
 	// "hbs": this experiment's prefix.
 	n, dir, err := startTreeRig(ctx, env, nodes, "hbs", way.env)
 	if err != nil {
@@ -185,7 +242,7 @@ func treeScaleRun(ctx context.Context, env Env, nodes int, way treeScaleWay, see
 	if err != nil {
 		return nil, err
 	}
-	pkg, want, err := rig.TreeModelPackage(pdir, seed, 23, nodes, treeScaleModel)
+	pkg, want, err := rig.TreeModelPackage(pdir, seed, 23, nodes, model)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,7 @@ import (
 const benchTreeSpec = `
 name: big
 memory: 128MiB
-timeout: 120s
+timeout: 10m
 keep_alive: 1h
 max_instances: %d
 buckets: {data: read-only}
@@ -96,8 +97,16 @@ type TreeDistribution struct {
 	Victim, Child, Parent, Shape, After, NewParent string
 	// AllRead: from the start to the last surviving node's read of the
 	// whole model; AllReady: to the last instance ready (its invocation
-	// began to run).
-	AllRead, AllReady time.Duration
+	// began to run); AllWhole: to the last node's agent holding the
+	// whole package (api.CodeInfo.Whole), Whole the nodes that did.
+	AllRead, AllReady, AllWhole time.Duration
+	Whole                       int
+	// AgentCPU sums the agents' CPU time over the distribution (user
+	// and system, from /proc), AgentCPUMax the largest one's; HostBusy
+	// is the machine's cores busy on average (every process, from
+	// /proc/stat) and Load1 its one-minute load average at the end.
+	AgentCPU, AgentCPUMax time.Duration
+	HostBusy, Load1       float64
 	// FromStore: bytes the agents fetched from the store; FromAgents:
 	// from other agents, of which Pushed they kept as their parents
 	// pushed them (the rest they asked for).
@@ -237,6 +246,11 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		baseStore[a.ID], _ = n.agentCounter(ctx, a, fromStoreSeries)
 		basePushed[a.ID], _ = n.agentCounter(ctx, a, pushedSeries)
 	}
+	cpu0 := map[string]time.Duration{}
+	for id, a := range agents {
+		cpu0[id], _ = a.CPUTime()
+	}
+	busy0, total0, _ := hostCPU()
 	t0 := time.Now()
 	wait := InvokeAtOnce(ctx, n.Controller, "big", "read", event, nodes)
 	var killed time.Time
@@ -272,6 +286,30 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}()
 	}
 	results := wait()
+	busy1, total1, hostOK := hostCPU()
+	if hostOK && total1 > total0 {
+		d.HostBusy = float64(busy1-busy0) / float64(total1-total0) * float64(runtime.NumCPU())
+	}
+	d.Load1 = loadAverage()
+	for id, a := range agents {
+		if c, ok := a.CPUTime(); ok {
+			d.AgentCPU += c - cpu0[id]
+			d.AgentCPUMax = max(d.AgentCPUMax, c-cpu0[id])
+		}
+	}
+	for _, a := range agents {
+		ins, err := n.AgentInstances(ctx, a)
+		if err != nil {
+			continue // killed
+		}
+		for _, in := range ins {
+			if in.App == "big" && in.Rev == info.Rev && in.Code != nil && in.Code.Whole != nil {
+				d.Whole++
+				d.AllWhole = max(d.AllWhole, in.Code.Whole.Sub(t0))
+				break
+			}
+		}
+	}
 	where := map[string]string{}
 	for _, a := range n.Controller.Apps() {
 		for _, in := range a.Instances {
