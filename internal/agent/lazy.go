@@ -40,6 +40,10 @@ const CodeFetchEnv = "HOARD_CODE_FETCH"
 // their parents on demand only, a baseline for benchmarks.
 const CodePushEnv = "HOARD_CODE_PUSH"
 
+// CodeFetchAheadEnv=on sets Config.CodeFetchAhead: the root of a
+// package's function tree fetches it whole in the background.
+const CodeFetchAheadEnv = "HOARD_CODE_FETCH_AHEAD"
+
 // CodeRelayEnv=off makes lazily mounted packages come from the store
 // only, never from a parent agent (Config.NoCodeRelay): a baseline for
 // benchmarks.
@@ -107,6 +111,9 @@ func (a *Agent) setupCodeFetch() error {
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodePushEnv)), "off") {
 		a.cfg.NoCodePush = true
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodeFetchAheadEnv)), "on") {
+		a.cfg.CodeFetchAhead = true
 	}
 	switch a.cfg.CodeFetch {
 	case CodeFetchAuto:
@@ -286,6 +293,9 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []a
 		src.close()
 		return "", true, err
 	}
+	if a.cfg.CodeFetchAhead && len(src.parents) == 0 {
+		src.startFetchAhead()
+	}
 	stat := struct{ Size int64 }{src.size}
 	l.mu.Lock()
 	l.mounts[ref.SHA256] = &mounted{fs: fs, src: src, packageBytes: stat.Size, files: r.Size()}
@@ -298,7 +308,9 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []a
 // the digest the controller recorded at deploy (the index holds every
 // block's checksum; the controller checked every block).
 func (a *Agent) openLazy(ctx context.Context, ref api.PackageRef, src *relaySource) (*blockfmt.Reader, error) {
-	r, err := blockfmt.NewReader(ctx, src, src.size, blockfmt.WithCacheBlocks(16))
+	// Within a package's bounds, as the controller checked: a store or a
+	// parent that serves another index gets no more memory than that.
+	r, err := blockfmt.NewReader(ctx, src, src.size, append(appspec.PackageReaderOptions(), blockfmt.WithCacheBlocks(16))...)
 	if err != nil {
 		return nil, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
 	}

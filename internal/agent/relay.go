@@ -135,6 +135,10 @@ type relaySource struct {
 	stop     context.CancelFunc
 	pushDone chan struct{} // closed when the stream's reader ended
 	pushed   atomic.Int64  // bytes received pushed from the parent
+	// aheadStop ends the fetch ahead (fetchahead.go); aheadDone is
+	// closed when it has ended. Under mu.
+	aheadStop context.CancelFunc
+	aheadDone chan struct{}
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
@@ -505,10 +509,15 @@ func (s *relaySource) distrust() bool {
 func (s *relaySource) close() error {
 	s.mu.Lock()
 	stop, done := s.stop, s.pushDone
+	aheadStop, aheadDone := s.aheadStop, s.aheadDone
 	s.mu.Unlock()
 	if stop != nil {
 		stop()
 		<-done // the stream's reader ends with its request
+	}
+	if aheadStop != nil {
+		aheadStop()
+		<-aheadDone // its fetch ends with its context
 	}
 	name := s.file.Name()
 	return errors.Join(s.file.Close(), os.Remove(name))
