@@ -48,7 +48,8 @@ const TreeScaleMethod = "N node agents (N = 1, 2, 4, 8, 16, 32; 1, 2, 4 with --q
 	"held every block of the package (api.CodeInfo.Whole: blocks from other agents each matched against its SHA-256, whoever asked " +
 	"for them, the instance or the parent's pushes); all read when the last instance had read and hashed the whole model. Three ways, " +
 	"each on a fresh rig: the function tree with blocks pushed down as they complete (hoard's " +
-	"default), the tree with blocks pulled from the parent on demand only (HOARD_CODE_PUSH=off), and every node reading from the " +
+	"default: the root fetches what its instance reads), the same with the root fetching the whole package ahead of its readers " +
+	"(HOARD_CODE_FETCH_AHEAD=on), the tree with blocks pulled from the parent on demand only (HOARD_CODE_PUSH=off), and every node reading from the " +
 	"store (HOARD_CODE_RELAY=off). Bytes leaving the store from the agents' hoard_agent_lazy_code_relay_bytes_total{from=\"store\"}; " +
 	"the agents' CPU time from /proc/PID/stat, the machine's busy cores from /proc/stat (every process, other work included) and its " +
 	"load average at the end of each distribution. One node alone is the reference time."
@@ -60,6 +61,7 @@ type treeScaleWay struct {
 
 var treeScaleWays = []treeScaleWay{
 	{"tree", "function tree, blocks pushed", nil},
+	{"ahead", "function tree, root fetching ahead", []string{agent.CodeFetchAheadEnv + "=on"}},
 	{"pull", "function tree, blocks pulled", []string{agent.CodePushEnv + "=off"}},
 	{"store", "every node from the store", []string{agent.CodeRelayEnv + "=off"}},
 }
@@ -88,7 +90,7 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 	var stopped error
 	for _, nodes := range counts {
 		for _, way := range treeScaleWays {
-			if nodes == 1 && way.name != "tree" {
+			if nodes == 1 && way.name != "tree" && way.name != "ahead" {
 				continue // one node has no parent to read from
 			}
 			d, err := treeScaleRun(ctx, o.Env, nodes, way, uint64(nodes), model)
@@ -117,23 +119,19 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		return nil, stopped
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	cell := func(way string, nodes int, f func(*rig.TreeDistribution) string) string {
-		if d := got[way][nodes]; d != nil {
-			return f(d)
+	// alone is the reference of a way: itself at the first node count
+	// (one node), the default tree's for the ways one node has not.
+	alone := func(way string) *rig.TreeDistribution {
+		if d := got[way][counts[0]]; d != nil {
+			return d
 		}
-		return "—"
+		return one
 	}
-	msCell := func(f func(*rig.TreeDistribution) time.Duration) func(*rig.TreeDistribution) string {
-		return func(d *rig.TreeDistribution) string { return fmt.Sprintf("%.0f", ms(f(d))) }
-	}
-	whole := func(d *rig.TreeDistribution) time.Duration { return d.AllWhole }
-	read := func(d *rig.TreeDistribution) time.Duration { return d.AllRead }
-	var rows, machine [][]string
+	var rows [][]string
 	var cats []string
 	wholeSeries, readSeries := map[string][]*float64{}, map[string][]*float64{}
 	for _, nodes := range counts {
-		t := got["tree"][nodes]
-		if t == nil {
+		if got["tree"][nodes] == nil {
 			continue
 		}
 		cats = append(cats, fmt.Sprintf("N=%d", nodes))
@@ -145,26 +143,17 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 			}
 			wholeSeries[w.name] = append(wholeSeries[w.name], wv)
 			readSeries[w.name] = append(readSeries[w.name], rv)
-		}
-		wholeNote := ""
-		if t.Whole < nodes {
-			wholeNote = fmt.Sprintf(" (%d of %d nodes)", t.Whole, nodes)
-		}
-		rows = append(rows, []string{fmt.Sprint(nodes),
-			fmt.Sprintf("%.0f", ms(t.AllReady)), fmt.Sprintf("%.0f%s", ms(t.AllWhole), wholeNote), fmt.Sprintf("%.2f", ms(t.AllWhole)/ms(one.AllWhole)),
-			fmt.Sprintf("%.0f", ms(t.AllRead)), fmt.Sprintf("%.2f", ms(t.AllRead)/ms(one.AllRead)),
-			cell("pull", nodes, msCell(whole)), cell("pull", nodes, msCell(read)),
-			cell("store", nodes, msCell(whole)), cell("store", nodes, msCell(read)),
-			cell("store", nodes, func(d *rig.TreeDistribution) string {
-				return fmt.Sprintf("%.1f / %.1f", ms(d.AllWhole)/ms(t.AllWhole), ms(d.AllRead)/ms(t.AllRead))
-			}),
-		})
-		for _, w := range treeScaleWays {
-			d := got[w.name][nodes]
 			if d == nil {
 				continue
 			}
-			machine = append(machine, []string{fmt.Sprint(nodes), w.label,
+			wholeCell := fmt.Sprintf("%.0f", ms(d.AllWhole))
+			if d.Whole < nodes {
+				wholeCell += fmt.Sprintf(" (%d of %d nodes)", d.Whole, nodes)
+			}
+			ref := alone(w.name)
+			rows = append(rows, []string{fmt.Sprint(nodes), w.label,
+				fmt.Sprintf("%.0f", ms(d.AllReady)), wholeCell, fmt.Sprintf("%.2f", ms(d.AllWhole)/ms(ref.AllWhole)),
+				fmt.Sprintf("%.0f", ms(d.AllRead)), fmt.Sprintf("%.2f", ms(d.AllRead)/ms(ref.AllRead)),
 				fmt.Sprintf("%.2f", float64(d.FromStore)/float64(d.Size)),
 				fmt.Sprintf("%.2f (%.2f)", float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size)),
 				fmt.Sprintf("%.1f", d.AgentCPU.Seconds()), fmt.Sprintf("%.2f", d.AgentCPUMax.Seconds()),
@@ -172,47 +161,56 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	size := FormatSize(int64(model))
+	var wholeBars, readBars []Series
+	for _, w := range treeScaleWays {
+		wholeBars = append(wholeBars, Series{Label: w.label, Values: wholeSeries[w.name]})
+		readBars = append(readBars, Series{Label: w.label, Values: readSeries[w.name]})
+	}
 	res := &Result{Experiment: "tree-scale", Title: treeScaleExperiment().Title, Reproduces: []Reference{refFaaSNetScale},
 		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(), Method: TreeScaleMethod,
 		Settings: RunSettings{Link: "several-nodes rig: nodes 400 Mbit/s, store 160 Mbit/s shared, 2 ms", ObjectSizes: []int64{int64(model)},
 			Iterations: []Count{{What: "distributions per node count and way", N: 1}},
 			Other:      []Setting{{Name: "nodes", Value: fmt.Sprintf("%v, one instance each; reached %d", counts, reached)}}},
-		Tables: []Table{{ID: "tree-scale", Title: fmt.Sprintf("N nodes provisioned with a %s model at once (ms)", size),
-			Columns: []string{"N", "tree: all ready", "tree: all whole", "÷ one node", "tree: all read", "÷ one node",
-				"pulled only: all whole", "pulled only: all read", "from the store: all whole", "from the store: all read", "from the store ÷ tree (whole / read)"},
-			Rows:    rows,
-			Caption: "A fresh rig per N and way. Whole: the last node's agent held every block of the package; read: the last instance had read and hashed the model."},
-			{ID: "tree-scale-machine", Title: "Bytes moved and the machine's load, per distribution",
-				Columns: []string{"N", "way", "packages from the store", "packages from agents (pushed)", "agents' CPU (s)", "largest agent's CPU (s)", "machine: cores busy", "load average"},
-				Rows:    machine,
-				Caption: "\"From agents\" sums what the nodes took from their parents, \"pushed\" the part of it pushed (N−1 packages at most are needed). Cores busy counts every process on the machine, other work included; the instances' own processes (cachelets, Python workers) are not in the agents' CPU."}},
+		Tables: []Table{{ID: "tree-scale", Title: fmt.Sprintf("N nodes provisioned with a %s model at once", size),
+			Columns: []string{"N", "way", "all ready (ms)", "all whole (ms)", "whole ÷ one node", "all read (ms)", "read ÷ one node",
+				"packages from the store", "packages from agents (pushed)", "agents' CPU (s)", "largest agent's CPU (s)", "machine: cores busy", "load average"},
+			Rows: rows,
+			Caption: "A fresh rig per N and way. Whole: the last node's agent held every block of the package; read: the last instance had read and hashed the model. " +
+				"One node: the same way on one node (the default tree's for the ways one node has not). \"From agents\" sums what the nodes took from their parents, " +
+				"\"pushed\" the part of it pushed (N−1 packages at most are needed). Cores busy counts every process on the machine, other work included; " +
+				"the instances' own processes (cachelets, Python workers) are not in the agents' CPU."}},
 		Plots: []Plot{{Kind: PlotBar, ID: "tree-scale", Title: fmt.Sprintf("Time until every node holds the whole %s package", size), Unit: "ms", YLabel: "ms",
-			Categories: cats, Series: []Series{
-				{Label: treeScaleWays[0].label, Values: wholeSeries["tree"]},
-				{Label: treeScaleWays[1].label, Values: wholeSeries["pull"]},
-				{Label: treeScaleWays[2].label, Values: wholeSeries["store"]}},
+			Categories: cats, Series: wholeBars,
 			Caption: "The shared store link caps every node reading from the store; the tree takes one package from it."},
 			{Kind: PlotBar, ID: "tree-scale-read", Title: fmt.Sprintf("Time until every instance has read the whole %s model", size), Unit: "ms", YLabel: "ms",
-				Categories: cats, Series: []Series{
-					{Label: treeScaleWays[0].label, Values: readSeries["tree"]},
-					{Label: treeScaleWays[1].label, Values: readSeries["pull"]},
-					{Label: treeScaleWays[2].label, Values: readSeries["store"]}},
+				Categories: cats, Series: readBars,
 				Caption: "Reading adds the instances' own work: N Python processes reading through FUSE and hashing on this machine's cores."}},
 	}
-	if big := got["tree"][reached]; big != nil && reached > counts[0] && counts[0] == 1 {
-		res.Rows = append(res.Rows,
-			Compare(fmt.Sprintf("all whole at N=%d ÷ one node alone", reached), "x", F(1.6), F(ms(big.AllWhole)/ms(one.AllWhole)), LowerIsBetter, 0.1,
-				"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×"),
-			Compare(fmt.Sprintf("all read at N=%d ÷ one node alone", reached), "x", F(1.6), F(ms(big.AllRead)/ms(one.AllRead)), LowerIsBetter, 0.1,
-				"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×; reading adds N instances hashing on this machine's cores"))
+	st := got["store"][reached]
+	for _, w := range treeScaleWays[:2] {
+		big := got[w.name][reached]
+		if big == nil || reached <= counts[0] {
+			continue
+		}
+		ref := alone(w.name)
+		if counts[0] == 1 {
+			res.Rows = append(res.Rows,
+				Compare(fmt.Sprintf("all whole at N=%d ÷ one node alone, %s", reached, w.label), "x", F(1.6), F(ms(big.AllWhole)/ms(ref.AllWhole)), LowerIsBetter, 0.1,
+					"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×"),
+				Compare(fmt.Sprintf("all read at N=%d ÷ one node alone, %s", reached, w.label), "x", F(1.6), F(ms(big.AllRead)/ms(ref.AllRead)), LowerIsBetter, 0.1,
+					"FaaSNet §1: 2,500 containers in 1.6× one's time", "the issue's goal: ≤ 1.3×; reading adds N instances hashing on this machine's cores"))
+		}
+		if st != nil {
+			res.Rows = append(res.Rows,
+				Compare(fmt.Sprintf("every node from the store ÷ %s at N=%d, all whole", w.label, reached), "x", F(13.4), F(ms(st.AllWhole)/ms(big.AllWhole)), HigherIsBetter, 0.1,
+					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"),
+				Compare(fmt.Sprintf("every node from the store ÷ %s at N=%d, all read", w.label, reached), "x", F(13.4), F(ms(st.AllRead)/ms(big.AllRead)), HigherIsBetter, 0.1,
+					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"))
+		}
 	}
 	if big := got["tree"][reached]; big != nil && reached > 1 {
-		if st := got["store"][reached]; st != nil {
+		if st != nil {
 			res.Rows = append(res.Rows,
-				Compare(fmt.Sprintf("every node from the store ÷ tree at N=%d, all whole", reached), "x", F(13.4), F(ms(st.AllWhole)/ms(big.AllWhole)), HigherIsBetter, 0.1,
-					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"),
-				Compare(fmt.Sprintf("every node from the store ÷ tree at N=%d, all read", reached), "x", F(13.4), F(ms(st.AllRead)/ms(big.AllRead)), HigherIsBetter, 0.1,
-					"FaaSNet Fig. 14(a): 13.4× the registry baseline", "the issue's goal: ≥ 10×"),
 				Compare(fmt.Sprintf("packages leaving the store at N=%d, tree", reached), "packages", F(1), F(float64(big.FromStore)/float64(big.Size)), LowerIsBetter, 0.05,
 					"one copy, whatever N", fmt.Sprintf("every node from the store: %.2f", float64(st.FromStore)/float64(st.Size))))
 		}
