@@ -46,10 +46,10 @@ const TreeScaleMethod = "N node agents (N = 1, 2, 4, 8, 16, 32; 1, 2, 4 with --q
 	"deployed and its function invoked once per node at once: each node starts one instance from the lazily mounted package and " +
 	"reads the whole model, its SHA-256 checked. Ready is when the last instance began to run; all whole when the last node's agent " +
 	"held every block of the package (api.CodeInfo.Whole: blocks from other agents each matched against its SHA-256, whoever asked " +
-	"for them, the instance or the parent's pushes); all read when the last instance had read and hashed the whole model. Three ways, " +
+	"for them, the instance or the parent's pushes); all read when the last instance had read and hashed the whole model. Four ways, " +
 	"each on a fresh rig: the function tree with blocks pushed down as they complete (hoard's " +
 	"default: the root fetches what its instance reads), the same with the root fetching the whole package ahead of its readers " +
-	"(HOARD_CODE_FETCH_AHEAD=on), the tree with blocks pulled from the parent on demand only (HOARD_CODE_PUSH=off), and every node reading from the " +
+	"(HOARD_CODE_FETCH_AHEAD=on), the tree with blocks pulled from the parent on demand only (HOARD_CODE_PUSH=off; not with --quick), and every node reading from the " +
 	"store (HOARD_CODE_RELAY=off). Bytes leaving the store from the agents' hoard_agent_lazy_code_relay_bytes_total{from=\"store\"}; " +
 	"the agents' CPU time from /proc/PID/stat, the machine's busy cores from /proc/stat (every process, other work included) and its " +
 	"load average at the end of each distribution. One node alone is the reference time."
@@ -92,6 +92,9 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 		for _, way := range treeScaleWays {
 			if nodes == 1 && way.name != "tree" && way.name != "ahead" {
 				continue // one node has no parent to read from
+			}
+			if o.Quick && way.name == "pull" {
+				continue // the quick run's time as before this way was added
 			}
 			d, err := treeScaleRun(ctx, o.Env, nodes, way, uint64(nodes), model)
 			if err != nil {
