@@ -299,6 +299,13 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 	}
 	for _, a := range agents {
 		ins, err := n.AgentInstances(ctx, a)
+		for try := 1; err != nil && try < 3 && ctx.Err() == nil; try++ {
+			select { // a loaded machine's agent may answer late
+			case <-a.Exited():
+			case <-time.After(time.Second):
+				ins, err = n.AgentInstances(ctx, a)
+			}
+		}
 		if err != nil {
 			continue // killed
 		}
