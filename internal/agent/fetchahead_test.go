@@ -12,6 +12,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/lazyfs"
+	"github.com/hoard-io/hoard/internal/store"
 )
 
 // TestFetchAhead: a root agent with CodeFetchAhead holds its package
@@ -78,5 +79,36 @@ func TestFetchAhead(t *testing.T) {
 	}
 	if m := lazy.CodeMounts()[0]; !m.Whole.IsZero() || m.FromStore > 128<<10 {
 		t.Fatalf("a mount without fetching ahead: %+v", m)
+	}
+}
+
+// TestFetchAheadBadBlock: a block the store serves flipped is found by
+// its SHA-256 as it is fetched ahead; the package is never counted
+// whole.
+func TestFetchAheadBadBlock(t *testing.T) {
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("lazy code needs FUSE mounts (CI runs as root): %v", err)
+	}
+	ctx := context.Background()
+	f := newRelayFixture(t, 3<<20)
+	bad := append([]byte(nil), f.pkg.Data...)
+	bad[len(bad)/2] ^= 0x5a // inside a block of the model
+	if _, err := f.st.Put(ctx, f.ref.Bucket, f.ref.Key, bytes.NewReader(bad), int64(len(bad)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config(t, f.st)
+	cfg.CodeFetchAhead = true
+	root, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.code(ctx, f.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	src := root.relaySourceOf(f.ref.SHA256)
+	<-src.aheadDone
+	if m := root.CodeMounts()[0]; !m.Whole.IsZero() || !src.aheadBad {
+		t.Fatalf("a package with a flipped block: whole at %v, found bad %v", m.Whole, src.aheadBad)
 	}
 }

@@ -139,6 +139,11 @@ type relaySource struct {
 	// closed when it has ended. Under mu.
 	aheadStop context.CancelFunc
 	aheadDone chan struct{}
+	// aheadBad: a block fetched ahead did not match its SHA-256; the
+	// package is never counted whole. aheadChecking: the fetch ahead
+	// runs and has not checked every block yet; the package is counted
+	// whole once it has. Under mu.
+	aheadBad, aheadChecking bool
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
@@ -235,7 +240,8 @@ func (s *relaySource) markWholeLocked() bool {
 }
 
 // wholeLocked reports whether the file holds the whole package: every
-// block of the sums (each from a parent matched its SHA-256) and what
+// block of the sums (each from a parent matched its SHA-256, and with a
+// fetch ahead each from the store too: fetchahead.go) and what
 // lies after the last (the index and footer, matched against the
 // deploy's digest when the package was opened), or without sums (the
 // tree's root before a child asked) every byte. The 16-byte header
@@ -243,6 +249,9 @@ func (s *relaySource) markWholeLocked() bool {
 // reads and checks it against the footer, but does not keep it. Under
 // mu.
 func (s *relaySource) wholeLocked() bool {
+	if s.aheadBad || s.aheadChecking {
+		return false
+	}
 	first := int64(0)
 	if len(s.sums) > 0 {
 		first = s.sums[0].off
