@@ -94,6 +94,8 @@ type CodeMount struct {
 	// Rejected counts fetches from the parent refused because a block
 	// did not match its SHA-256.
 	Rejected int64
+	// Held is how many of the package's bytes this node holds.
+	Held int64
 	// Whole is when this node first held the whole package (every
 	// block, each from another agent matched against its SHA-256, and
 	// the index); zero until then.
@@ -230,7 +232,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
 			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
 			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Pushed: m.src.pushed.Load(), Rejected: m.src.rejected.Load(),
-			Parent: m.src.currentParent(), Whole: m.src.wholeAt()})
+			Parent: m.src.currentParent(), Held: m.src.held(), Whole: m.src.wholeAt()})
 	}
 	return out
 }

@@ -259,6 +259,17 @@ func (s *relaySource) wholeLocked() bool {
 	return s.coveredLocked(first, s.size)
 }
 
+// held is how many of the package's bytes the file holds.
+func (s *relaySource) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, sp := range s.have {
+		n += sp.end - sp.off
+	}
+	return n
+}
+
 // wholeAt is when the file first held the whole package, zero until
 // then.
 func (s *relaySource) wholeAt() time.Time {

@@ -174,10 +174,12 @@ type InstanceInfo struct {
 // CodeInfo is a lazily mounted code package on a node (shared by the
 // node's instances of it).
 type CodeInfo struct {
-	// Bytes is the package's size; FromParent and FromStore what the
-	// node fetched of it from other agents and from the store, Pushed
-	// the part of FromParent its parent pushed.
+	// Bytes is the package's size and Held how much of it the node
+	// holds; FromParent and FromStore what the node fetched of it from
+	// other agents and from the store, Pushed the part of FromParent its
+	// parent pushed.
 	Bytes      int64 `json:"bytes"`
+	Held       int64 `json:"held"`
 	FromParent int64 `json:"from_parent"`
 	FromStore  int64 `json:"from_store"`
 	Pushed     int64 `json:"pushed"`

@@ -108,6 +108,9 @@ func runTreeScaleExperiment(ctx context.Context, o Options) (*Result, error) {
 				nodes, way.label, d.AllReady.Round(time.Millisecond), d.AllWhole.Round(time.Millisecond), d.Whole, d.AllRead.Round(time.Millisecond),
 				float64(d.FromStore)/float64(d.Size), float64(d.FromAgents)/float64(d.Size), float64(d.Pushed)/float64(d.Size),
 				d.AgentCPU.Seconds(), d.AgentCPUMax.Seconds(), d.HostBusy, d.Load1)
+			for _, w := range d.NotWhole {
+				say("%d nodes, %s: not whole: %s", nodes, way.label, w)
+			}
 			if got[way.name] == nil {
 				got[way.name] = map[int]*rig.TreeDistribution{}
 			}

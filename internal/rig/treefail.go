@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,9 @@ type TreeDistribution struct {
 	// /proc/stat) and Load1 its one-minute load average at the end.
 	AgentCPU, AgentCPUMax time.Duration
 	HostBusy, Load1       float64
+	// NotWhole says, for each node that did not hold the whole package
+	// at the end, what it held or why it is not known.
+	NotWhole []string
 	// FromStore: bytes the agents fetched from the store; FromAgents:
 	// from other agents, of which Pushed they kept as their parents
 	// pushed them (the rest they asked for).
@@ -293,6 +297,40 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}()
 	}
 	results := wait()
+	// When each node held the whole package. Without reads, the agents
+	// may still be fetching it when the instances answer: asked until
+	// every node holds it (at most ten minutes).
+	wholeAt, why := map[string]time.Time{}, map[string]string{}
+	for deadline := time.Now().Add(10 * time.Minute); ; {
+		for id, a := range agents {
+			if _, ok := wholeAt[id]; !ok {
+				at, ok, w := n.wholeAt(ctx, a, info.Rev)
+				if ok {
+					wholeAt[id] = at
+					delete(why, id)
+				} else {
+					why[id] = w
+				}
+			}
+		}
+		if !run.NoRead || len(wholeAt) == len(agents) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // each ask costs every agent a listing of its instances
+		}
+	}
+	for _, at := range wholeAt {
+		d.Whole++
+		d.AllWhole = max(d.AllWhole, at.Sub(t0))
+	}
+	for id, w := range why {
+		d.NotWhole = append(d.NotWhole, id+": "+w)
+	}
+	slices.Sort(d.NotWhole)
+	// The machine's work until the end (the last node whole, without
+	// reads).
 	busy1, total1, hostOK := hostCPU()
 	if hostOK && total1 > total0 {
 		d.HostBusy = float64(busy1-busy0) / float64(total1-total0) * float64(runtime.NumCPU())
@@ -303,30 +341,6 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 			d.AgentCPU += c - cpu0[id]
 			d.AgentCPUMax = max(d.AgentCPUMax, c-cpu0[id])
 		}
-	}
-	// When each node held the whole package. Without reads, the agents
-	// may still be fetching it when the instances answer: asked until
-	// every node holds it (at most ten minutes).
-	wholeAt := map[string]time.Time{}
-	for deadline := time.Now().Add(10 * time.Minute); ; {
-		for id, a := range agents {
-			if _, ok := wholeAt[id]; !ok {
-				if at, ok := n.wholeAt(ctx, a, info.Rev); ok {
-					wholeAt[id] = at
-				}
-			}
-		}
-		if !run.NoRead || len(wholeAt) == len(agents) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	for _, at := range wholeAt {
-		d.Whole++
-		d.AllWhole = max(d.AllWhole, at.Sub(t0))
 	}
 	where := map[string]string{}
 	for _, a := range n.Controller.Apps() {
@@ -392,22 +406,33 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 // benchmarks' application (api.CodeInfo.Whole); false when it does not
 // (yet), or does not answer (asked three times: a loaded machine's
 // agent may answer late).
-func (n *Nodes) wholeAt(ctx context.Context, a *NodeAgent, rev string) (time.Time, bool) {
+func (n *Nodes) wholeAt(ctx context.Context, a *NodeAgent, rev string) (at time.Time, ok bool, why string) {
 	ins, err := n.AgentInstances(ctx, a)
 	for try := 1; err != nil && try < 3 && ctx.Err() == nil; try++ {
 		select {
 		case <-a.Exited():
-			return time.Time{}, false
+			return time.Time{}, false, "exited"
 		case <-time.After(time.Second):
 			ins, err = n.AgentInstances(ctx, a)
 		}
 	}
+	if err != nil {
+		return time.Time{}, false, err.Error()
+	}
+	why = "no instance of the package"
 	for _, in := range ins {
-		if in.App == "big" && in.Rev == rev && in.Code != nil && in.Code.Whole != nil {
-			return *in.Code.Whole, true
+		switch {
+		case in.App != "big" || in.Rev != rev:
+		case in.Code == nil:
+			why = "its instance has no lazily mounted package"
+		case in.Code.Whole != nil:
+			return *in.Code.Whole, true, ""
+		default:
+			c := in.Code
+			why = fmt.Sprintf("held %d of %d bytes (%d from agents, %d pushed, %d from the store)", c.Held, c.Bytes, c.FromParent, c.Pushed, c.FromStore)
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, false, why
 }
 
 // killMiddle waits for the tree of version rev to hold every agent,
