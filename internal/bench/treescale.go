@@ -270,7 +270,7 @@ func treeScaleRun(ctx context.Context, env Env, nodes int, way treeScaleWay, see
 		return nil, err
 	}
 	if d.OK != nodes {
-		return d, fmt.Errorf("%d of %d nodes read the model (%d with the wrong digest, %d failed)", d.OK, nodes, d.Corrupted, d.Failed)
+		return d, fmt.Errorf("%d of %d nodes read the model (%d with the wrong digest, %d failed, the first: %s)", d.OK, nodes, d.Corrupted, d.Failed, d.FirstFailure)
 	}
 	return d, nil
 }

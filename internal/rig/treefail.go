@@ -130,8 +130,10 @@ type TreeDistribution struct {
 	// ChildFromAgents and ChildFromStore: what it took in all.
 	ChildAtKill, ChildFromAgents, ChildFromStore int64
 	// Invocations: OK with the model's digest, OK with another (corrupted),
-	// failed. SurvivorsOK: the nodes with a right read.
+	// failed (FirstFailure says how the first did). SurvivorsOK: the
+	// nodes with a right read.
 	OK, Corrupted, Failed int
+	FirstFailure          string
 	SurvivorsOK           map[string]bool
 	// Size is the package's.
 	Size int64
@@ -353,6 +355,16 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		switch {
 		case r.Err != nil || r.Rec == nil || !r.Rec.OK:
 			d.Failed++
+			if d.FirstFailure == "" {
+				switch {
+				case r.Err != nil:
+					d.FirstFailure = r.Err.Error()
+				case r.Rec != nil && r.Rec.Error != nil:
+					d.FirstFailure = fmt.Sprintf("%+v", *r.Rec.Error)
+				default:
+					d.FirstFailure = "no record"
+				}
+			}
 		case bytes.Contains(r.Rec.Result, wantHex) || run.NoRead && bytes.Contains(r.Rec.Result, []byte(`"skipped"`)):
 			d.OK++
 			d.SurvivorsOK[where[r.Rec.Instance]] = true
