@@ -360,7 +360,7 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 				case r.Err != nil:
 					d.FirstFailure = r.Err.Error()
 				case r.Rec != nil && r.Rec.Error != nil:
-					d.FirstFailure = fmt.Sprintf("%+v", *r.Rec.Error)
+					d.FirstFailure = r.Rec.Error.Type + ": " + r.Rec.Error.Message
 				default:
 					d.FirstFailure = "no record"
 				}
