@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/bench"
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/hostnet"
 )
 
 // benchmarks are the subcommands of `hoard bench`.
@@ -325,13 +327,14 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	var (
-		quick, render                                               bool
-		only, dir, python, minioBin, redisBin, tmp, logLevel, sizes string
-		iterations                                                  int
+		quick, render                                                      bool
+		only, dir, python, minioBin, redisBin, tmp, logLevel, sizes, nodes string
+		iterations                                                         int
 	)
 	fs.BoolVar(&quick, "quick", false, "short run: small sizes and few iterations (minutes on a small machine)")
 	fs.StringVar(&only, "only", "", "comma-separated experiments to run (default: all of them)")
 	fs.StringVar(&sizes, "sizes", "", "comma-separated object sizes replacing the experiments' own, for those that read objects (e.g. --only erasure --sizes 1GB)")
+	fs.StringVar(&nodes, "nodes", "", "comma-separated node counts replacing the experiments' own, for those that scale over nodes (e.g. --only tree-scale --nodes 1,64)")
 	fs.IntVar(&iterations, "iterations", 0, "repetitions replacing the experiments' own (default: theirs)")
 	fs.StringVar(&dir, "report", "", "directory to write the report into (required; created if missing)")
 	fs.BoolVar(&render, "render", true, "render index.html and report.md from results.json (needs --python)")
@@ -376,6 +379,12 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%w: --sizes: %v", errUsage, err)
 		}
 	}
+	var nodeList []int
+	if nodes != "" {
+		if nodeList, err = parseNodeCounts(nodes); err != nil {
+			return fmt.Errorf("%w: --nodes: %v", errUsage, err)
+		}
+	}
 	if iterations < 0 {
 		return fmt.Errorf("%w: --iterations must not be negative", errUsage)
 	}
@@ -389,6 +398,7 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	env := bench.Env{
 		MinIOBinary: minioBin, RedisBinary: redisBin, Python: python, ModuleRoot: root, HoardBinary: hoardBinary(""),
 		TempDir: tmp, Progress: stderr, Table: stdout, Log: log, Sizes: sizeList, Iterations: iterations,
+		Nodes: nodeList,
 	}
 	res := bench.RunAll(ctx, exps, quick, env)
 	resultsPath := filepath.Join(dir, "results.json")
@@ -416,6 +426,24 @@ func runBenchAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return ctx.Err()
 }
 
+// parseNodeCounts parses --nodes: distinct counts of 1 to
+// hostnet.MaxNodes, ascending.
+func parseNodeCounts(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 1 || n > hostnet.MaxNodes {
+			return nil, fmt.Errorf("%q is not a node count of 1 to %d", part, hostnet.MaxNodes)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // describeOptions says what an experiment's quick or full run does.
 func describeOptions(o bench.Options) string {
 	var parts []string
@@ -428,6 +456,9 @@ func describeOptions(o bench.Options) string {
 	}
 	if o.Iterations > 0 {
 		parts = append(parts, fmt.Sprintf("%d iterations", o.Iterations))
+	}
+	if len(o.Nodes) > 0 {
+		parts = append(parts, fmt.Sprintf("nodes %s", strings.Trim(fmt.Sprint(o.Nodes), "[]")))
 	}
 	if len(parts) == 0 {
 		return "defaults"

@@ -26,6 +26,8 @@ func TestBenchAllFlags(t *testing.T) {
 		{"extra argument", []string{"bench", "all", "--report", report, "access"}, 2, `unexpected argument "access"`},
 		{"bad flag", []string{"bench", "all", "--nope", "1KiB"}, 2, "flag provided but not defined"},
 		{"bad sizes", []string{"bench", "all", "--report", report, "--render=false", "--sizes", "1KiB,big"}, 2, "--sizes"},
+		{"bad nodes", []string{"bench", "all", "--report", report, "--render=false", "--nodes", "1,two"}, 2, "--nodes"},
+		{"too many nodes", []string{"bench", "all", "--report", report, "--render=false", "--nodes", "65"}, 2, "1 to 64"},
 		{"negative iterations", []string{"bench", "all", "--report", report, "--render=false", "--iterations", "-1"}, 2, "--iterations must not be negative"},
 		{"no python", []string{"bench", "all", "--report", report, "--python", ""}, 2, "--render=false"},
 		{"bad log level", []string{"bench", "all", "--report", report, "--render=false", "--log-level", "loud"}, 2, "bad log level"},
@@ -48,7 +50,7 @@ func TestBenchAllHelpListsExperiments(t *testing.T) {
 	if code := run(context.Background(), []string{"bench", "all", "--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"access", "consistency", "quick: sizes 1 KiB", "quick: 200 iterations"} {
+	for _, want := range []string{"access", "consistency", "quick: sizes 1 KiB", "quick: 200 iterations", "quick: sizes 32 MiB, 1 iterations, nodes 1 2 4"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, errOut.String())
 		}

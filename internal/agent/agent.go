@@ -141,6 +141,13 @@ type Config struct {
 	// as they complete (pushdown.go): children read from their parents
 	// on demand only ($HOARD_CODE_PUSH=off; a benchmark's baseline).
 	NoCodePush bool
+	// CodeFetchAhead has an agent that reads a lazily mounted package
+	// from the store (the function tree's root) fetch all of it in the
+	// background, in order, as soon as it is mounted (fetchahead.go):
+	// the tree then carries the whole package down at the store's pace,
+	// whatever the instances read. Off by default, which fetches only
+	// what the instances read ($HOARD_CODE_FETCH_AHEAD=on sets it).
+	CodeFetchAhead bool
 	// PeerTLS is how the agent calls other agents (its parent in a
 	// function tree, relay.go) where their APIs are on TLS: its own
 	// certificate and the CA. Default nil: plain HTTP.

@@ -164,6 +164,12 @@ func (in *Instance) Info() api.InstanceInfo {
 	if in.fn != nil {
 		info.FunctionLimit, _ = in.fn.Limit()
 	}
+	if m, ok := in.agent.codeMount(in.req.Package.SHA256); ok {
+		info.Code = &api.CodeInfo{Bytes: m.PackageBytes, Held: m.Held, FromParent: m.FromParent, FromStore: m.FromStore, Pushed: m.Pushed}
+		if !m.Whole.IsZero() {
+			info.Code.Whole = &m.Whole
+		}
+	}
 	in.mu.Lock()
 	if in.lastMem != nil {
 		m := *in.lastMem

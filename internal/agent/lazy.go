@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,6 +40,10 @@ const CodeFetchEnv = "HOARD_CODE_FETCH"
 // their parents on demand only, a baseline for benchmarks.
 const CodePushEnv = "HOARD_CODE_PUSH"
 
+// CodeFetchAheadEnv=on sets Config.CodeFetchAhead: the root of a
+// package's function tree fetches it whole in the background.
+const CodeFetchAheadEnv = "HOARD_CODE_FETCH_AHEAD"
+
 // CodeRelayEnv=off makes lazily mounted packages come from the store
 // only, never from a parent agent (Config.NoCodeRelay): a baseline for
 // benchmarks.
@@ -59,6 +64,7 @@ type lazyCode struct {
 	reattached prometheus.Counter
 	relayed    *prometheus.CounterVec
 	pushed     *prometheus.CounterVec
+	whole      prometheus.Histogram
 }
 
 type mounted struct {
@@ -88,7 +94,13 @@ type CodeMount struct {
 	// Rejected counts fetches from the parent refused because a block
 	// did not match its SHA-256.
 	Rejected int64
-	Stats    lazyfs.Stats
+	// Held is how many of the package's bytes this node holds.
+	Held int64
+	// Whole is when this node first held the whole package (every
+	// block, each from another agent matched against its SHA-256, and
+	// the index); zero until then.
+	Whole time.Time
+	Stats lazyfs.Stats
 }
 
 // setupCodeFetch settles Config.CodeFetch (New calls it).
@@ -101,6 +113,9 @@ func (a *Agent) setupCodeFetch() error {
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodePushEnv)), "off") {
 		a.cfg.NoCodePush = true
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(CodeFetchAheadEnv)), "on") {
+		a.cfg.CodeFetchAhead = true
 	}
 	switch a.cfg.CodeFetch {
 	case CodeFetchAuto:
@@ -149,12 +164,17 @@ func (a *Agent) setupCodeFetch() error {
 		Name: "hoard_agent_lazy_code_reattached_total",
 		Help: "Times a lazily read package's parent changed to the one the function tree names, after a parent failed.",
 	})
+	a.lazy.whole = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hoard_agent_lazy_code_whole_seconds",
+		Help:    "Time from a lazily read package's mount to the agent holding every block of it (from other agents, each matched against its SHA-256), whoever read them: its instances or its parent's pushes.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	})
 	a.lazy.rejected = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_agent_lazy_code_relay_rejected_total",
 		Help: "Fetches from a parent agent refused because a block did not match its SHA-256 (the package is then read from the store).",
 	})
 	if reg := a.cfg.Registerer; reg != nil {
-		reg.MustRegister(a.lazy.reattached, a.lazy.pushed)
+		reg.MustRegister(a.lazy.reattached, a.lazy.pushed, a.lazy.whole)
 		reg.MustRegister(a.lazy.errs, a.lazy.rejected, a.lazy.relayed,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "hoard_agent_lazy_code_mounts", Help: "Code packages mounted lazily.",
@@ -169,6 +189,16 @@ func (a *Agent) setupCodeFetch() error {
 		)
 	}
 	return nil
+}
+
+// codeMount describes the lazily mounted package sha, if there is one.
+func (a *Agent) codeMount(sha string) (CodeMount, bool) {
+	for _, m := range a.CodeMounts() {
+		if m.SHA256 == sha {
+			return m, true
+		}
+	}
+	return CodeMount{}, false
 }
 
 // lazyTotals sums every mount's counts, those unmounted included.
@@ -202,7 +232,7 @@ func (a *Agent) CodeMounts() []CodeMount {
 		out = append(out, CodeMount{SHA256: sum, PackageBytes: m.packageBytes, Unpacked: m.files,
 			Fetched: s.Fetch.BytesFetched, Opened: m.fs.Opened(), Stats: s,
 			FromParent: m.src.fromParent.Load(), FromStore: m.src.fromStore.Load(), Pushed: m.src.pushed.Load(), Rejected: m.src.rejected.Load(),
-			Parent: m.src.currentParent()})
+			Parent: m.src.currentParent(), Held: m.src.held(), Whole: m.src.wholeAt()})
 	}
 	return out
 }
@@ -265,6 +295,9 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []a
 		src.close()
 		return "", true, err
 	}
+	if a.cfg.CodeFetchAhead && len(src.parents) == 0 {
+		src.startFetchAhead()
+	}
 	stat := struct{ Size int64 }{src.size}
 	l.mu.Lock()
 	l.mounts[ref.SHA256] = &mounted{fs: fs, src: src, packageBytes: stat.Size, files: r.Size()}
@@ -277,7 +310,9 @@ func (a *Agent) lazyCodeDir(ctx context.Context, ref api.PackageRef, parents []a
 // the digest the controller recorded at deploy (the index holds every
 // block's checksum; the controller checked every block).
 func (a *Agent) openLazy(ctx context.Context, ref api.PackageRef, src *relaySource) (*blockfmt.Reader, error) {
-	r, err := blockfmt.NewReader(ctx, src, src.size, blockfmt.WithCacheBlocks(16))
+	// Within a package's bounds, as the controller checked: a store or a
+	// parent that serves another index gets no more memory than that.
+	r, err := blockfmt.NewReader(ctx, src, src.size, append(appspec.PackageReaderOptions(), blockfmt.WithCacheBlocks(16))...)
 	if err != nil {
 		return nil, fmt.Errorf("opening the code package %s/%s: %w", ref.Bucket, ref.Key, err)
 	}

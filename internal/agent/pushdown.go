@@ -70,11 +70,18 @@ func (s *relaySource) blockSums(ctx context.Context) ([]blockSum, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.sums == nil {
 		s.sums = sums
 	}
-	return s.sums, nil
+	sums = s.sums
+	// The sums may name a held package whole (its header is no block).
+	became := s.markWholeLocked()
+	at := s.whole
+	s.mu.Unlock()
+	if became {
+		s.reportWhole(at)
+	}
+	return sums, nil
 }
 
 // servePackageBlocks streams a package's blocks to a child agent as

@@ -52,6 +52,10 @@ func TestPushDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Neither holds the package yet: the mounts read its index only.
+	if p, c := parent.CodeMounts()[0], child.CodeMounts()[0]; !p.Whole.IsZero() || !c.Whole.IsZero() {
+		t.Fatalf("whole before any read: parent %v, child %v", p.Whole, c.Whole)
+	}
 	// The parent reads its copy; the child's fills as it does.
 	got, err := os.ReadFile(filepath.Join(pdir, "model.bin"))
 	if err != nil || !bytes.Equal(got, f.model) {
@@ -60,12 +64,16 @@ func TestPushDown(t *testing.T) {
 	var m CodeMount
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		m = child.CodeMounts()[0]
-		if m.Pushed >= int64(len(f.model)) {
+		if !m.Whole.IsZero() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the child received %d bytes pushed of the %d-byte model: %+v", m.Pushed, len(f.model), m)
+			t.Fatalf("the child received %d bytes pushed of the %d-byte model and does not hold it whole: %+v", m.Pushed, len(f.model), m)
 		}
+	}
+	// Whole came from the pushes, after the parent held it whole.
+	if p := parent.CodeMounts()[0]; m.Pushed < int64(len(f.model)) || p.Whole.IsZero() || m.Whole.Before(p.Whole) {
+		t.Fatalf("the child whole at %v with %d bytes pushed; the parent whole at %v", m.Whole, m.Pushed, p.Whole)
 	}
 	got, err = os.ReadFile(filepath.Join(cdir, "model.bin"))
 	if err != nil || !bytes.Equal(got, f.model) {

@@ -125,12 +125,25 @@ type relaySource struct {
 	// progress is closed, and replaced, whenever have grows: what waits
 	// for bytes (pushed blocks, a child's stream) waits on it. Under mu.
 	progress chan struct{}
+	// whole is when the file first held the whole package (wholeLocked);
+	// zero until then, and again after distrust forgot the parent's
+	// bytes. Under mu.
+	whole time.Time
 	// pushing: a stream of the parent's blocks is being received
 	// (pushdown.go); stop ends it.
 	pushing  bool
 	stop     context.CancelFunc
 	pushDone chan struct{} // closed when the stream's reader ended
 	pushed   atomic.Int64  // bytes received pushed from the parent
+	// aheadStop ends the fetch ahead (fetchahead.go); aheadDone is
+	// closed when it has ended. Under mu.
+	aheadStop context.CancelFunc
+	aheadDone chan struct{}
+	// aheadBad: a block fetched ahead did not match its SHA-256; the
+	// package is never counted whole. aheadChecking: the fetch ahead
+	// runs and has not checked every block yet; the package is counted
+	// whole once it has. Under mu.
+	aheadBad, aheadChecking bool
 }
 
 func (a *Agent) newRelaySource(ctx context.Context, ref api.PackageRef, parents []api.Registration, path string) (*relaySource, error) {
@@ -181,7 +194,25 @@ func (s *relaySource) coveredLocked(off, end int64) bool {
 
 func (s *relaySource) add(off, end int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	became := s.addLocked(off, end)
+	at := s.whole
+	s.mu.Unlock()
+	if became {
+		s.reportWhole(at)
+	}
+}
+
+// reportWhole counts and logs the package held whole at at.
+func (s *relaySource) reportWhole(at time.Time) {
+	took := at.Sub(s.created)
+	s.a.lazy.whole.Observe(took.Seconds())
+	s.a.log.Info("code package held whole", "package", s.sha, "bytes", s.size, "took", took.Round(time.Millisecond),
+		"from_parent", s.fromParent.Load(), "from_store", s.fromStore.Load())
+}
+
+// addLocked records [off, end) as held and reports whether the file
+// now holds the whole package for the first time; under mu.
+func (s *relaySource) addLocked(off, end int64) (became bool) {
 	s.have = append(s.have, span{off, end})
 	slices.SortFunc(s.have, func(a, b span) int { return cmp.Compare(a.off, b.off) })
 	merged := s.have[:0]
@@ -195,6 +226,56 @@ func (s *relaySource) add(off, end int64) {
 	s.have = merged
 	close(s.progress)
 	s.progress = make(chan struct{})
+	return s.markWholeLocked()
+}
+
+// markWholeLocked sets whole when the file holds the whole package for
+// the first time, and reports whether it did; under mu.
+func (s *relaySource) markWholeLocked() bool {
+	if s.whole.IsZero() && s.wholeLocked() {
+		s.whole = time.Now()
+		return true
+	}
+	return false
+}
+
+// wholeLocked reports whether the file holds the whole package: every
+// block of the sums (each from a parent matched its SHA-256, and with a
+// fetch ahead each from the store too: fetchahead.go) and what
+// lies after the last (the index and footer, matched against the
+// deploy's digest when the package was opened), or without sums (the
+// tree's root before a child asked) every byte. The 16-byte header
+// before the first block is no block: a child takes it with block 0's
+// reads and checks it against the footer, but does not keep it. Under
+// mu.
+func (s *relaySource) wholeLocked() bool {
+	if s.aheadBad || s.aheadChecking {
+		return false
+	}
+	first := int64(0)
+	if len(s.sums) > 0 {
+		first = s.sums[0].off
+	}
+	return s.coveredLocked(first, s.size)
+}
+
+// held is how many of the package's bytes the file holds.
+func (s *relaySource) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, sp := range s.have {
+		n += sp.end - sp.off
+	}
+	return n
+}
+
+// wholeAt is when the file first held the whole package, zero until
+// then.
+func (s *relaySource) wholeAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.whole
 }
 
 // keep writes b, the package's bytes at off, to the local file and
@@ -440,7 +521,7 @@ func (s *relaySource) distrust() bool {
 	}
 	s.parentBad = true
 	if s.parentData {
-		s.have, s.parentData = nil, false
+		s.have, s.parentData, s.whole = nil, false, time.Time{}
 	}
 	return true
 }
@@ -448,10 +529,15 @@ func (s *relaySource) distrust() bool {
 func (s *relaySource) close() error {
 	s.mu.Lock()
 	stop, done := s.stop, s.pushDone
+	aheadStop, aheadDone := s.aheadStop, s.aheadDone
 	s.mu.Unlock()
 	if stop != nil {
 		stop()
 		<-done // the stream's reader ends with its request
+	}
+	if aheadStop != nil {
+		aheadStop()
+		<-aheadDone // its fetch ends with its context
 	}
 	name := s.file.Name()
 	return errors.Join(s.file.Close(), os.Remove(name))

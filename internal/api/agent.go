@@ -166,6 +166,27 @@ type InstanceInfo struct {
 	// the last invocation was sized and what it used.
 	FunctionLimit int64             `json:"function_limit,omitempty"`
 	LastMemory    *InvocationMemory `json:"last_memory,omitempty"`
+	// Code is how the instance's package came to its node when it is
+	// mounted lazily; absent when it was downloaded whole.
+	Code *CodeInfo `json:"code,omitempty"`
+}
+
+// CodeInfo is a lazily mounted code package on a node (shared by the
+// node's instances of it).
+type CodeInfo struct {
+	// Bytes is the package's size and Held how much of it the node
+	// holds; FromParent and FromStore what the node fetched of it from
+	// other agents and from the store, Pushed the part of FromParent its
+	// parent pushed.
+	Bytes      int64 `json:"bytes"`
+	Held       int64 `json:"held"`
+	FromParent int64 `json:"from_parent"`
+	FromStore  int64 `json:"from_store"`
+	Pushed     int64 `json:"pushed"`
+	// Whole is when the node first held the whole package: every block
+	// (those from other agents each matched against its SHA-256) and
+	// the index. Absent until then.
+	Whole *time.Time `json:"whole,omitempty"`
 }
 
 // MemoryDaemonInfo is the state of an instance's memory daemon (memory.go),

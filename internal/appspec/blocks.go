@@ -77,9 +77,16 @@ func (b blockSink) close() error { return b.w.Close() }
 
 // openBlocks checks a package in the block format as untrusted: the
 // format's own checks, the package limits, safe names, and every block's
-// checksum (the whole stream is read once).
+// checksum (the whole stream is read once). What it holds is bounded
+// whatever the package says (PackageReaderOptions): its index, at most
+// MaxIndexBytes, and one block decoded.
 func openBlocks(src io.ReaderAt, size int64, lim Limits) (*blockfmt.Reader, error) {
-	r, err := blockfmt.NewReader(context.Background(), blockfmt.ReaderAtSource(src), size)
+	r, err := blockfmt.NewReader(context.Background(), blockfmt.ReaderAtSource(src), size,
+		append(PackageReaderOptions(), blockfmt.WithCacheBlocks(1))...)
+	if errors.Is(err, blockfmt.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: the package's index is over what a package may have (%s, %d blocks, %d files and directories): %v",
+			ErrInvalid, bytesize.Format(MaxIndexBytes), MaxBlockSumsBytes/BlockSumLen, MaxPackageFiles, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

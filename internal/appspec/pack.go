@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/blockfmt"
 	"github.com/hoard-io/hoard/internal/bytesize"
 )
 
@@ -31,7 +32,24 @@ const (
 	// MaxBlockSumsBytes bounds a package's block sums (BlockSumLen bytes
 	// a block): 95,325 blocks, 46 GiB at the default 512 KiB blocks.
 	MaxBlockSumsBytes = 4 << 20
+	// MaxIndexBytes bounds a package's index in the block format (its
+	// block table and table of contents), which the check holds in
+	// memory: the block table of the most blocks a package may have
+	// (745 KiB) and MaxPackageFiles entries whose paths average up to
+	// 321 bytes. A Python environment of 17,051 files averages 45. A
+	// package whose footer declares more is refused before any of its
+	// index is read (docs/artifacts.md).
+	MaxIndexBytes = 4 << 20
 )
+
+// PackageReaderOptions bound what opening a package in the block format
+// may make a blockfmt.Reader hold: an index of at most MaxIndexBytes,
+// the blocks MaxBlockSumsBytes allows and MaxPackageFiles entries. An
+// object over them is refused from its footer (blockfmt.ErrTooLarge).
+func PackageReaderOptions() []blockfmt.ReaderOption {
+	return []blockfmt.ReaderOption{blockfmt.WithMaxIndex(MaxIndexBytes),
+		blockfmt.WithMaxBlocks(MaxBlockSumsBytes / BlockSumLen), blockfmt.WithMaxEntries(MaxPackageFiles)}
+}
 
 // Limits bound a package: its compressed size and its files' size
 // together. Both are read and written to a stream or a file, never held

@@ -41,6 +41,10 @@ type Options struct {
 	// Iterations is the experiment's repetition count (increments,
 	// invocations); 0 leaves the experiment's default.
 	Iterations int
+	// Nodes are the node counts, for experiments that scale over the
+	// several-nodes rig (tree-scale); nil leaves the experiment's
+	// default.
+	Nodes []int
 	// Env is the environment, set by RunAll.
 	Env Env
 }
@@ -65,6 +69,9 @@ type Env struct {
 	// run alone.
 	Sizes      []int64
 	Iterations int
+	// Nodes, when set, replaces the node counts of the experiments that
+	// scale over nodes (hoard bench all --nodes).
+	Nodes []int
 	// Progress receives progress lines; nil discards.
 	Progress io.Writer
 	// Table receives each experiment's printed table, as its own command
@@ -176,6 +183,9 @@ func RunAll(ctx context.Context, exps []Experiment, quick bool, env Env) *Result
 		}
 		if env.Iterations > 0 {
 			o.Iterations = env.Iterations
+		}
+		if len(env.Nodes) > 0 {
+			o.Nodes = env.Nodes
 		}
 		o.Env = env
 		fmt.Fprintf(env.progress(), "== %s: %s\n", e.Name, e.Title)

@@ -57,7 +57,8 @@ const (
 	MaxEntries = 1 << 20
 	// MaxPath bounds the length of a path in the TOC.
 	MaxPath = 4096
-	// MaxIndex bounds the index (block table and TOC) in bytes.
+	// MaxIndex bounds the index (block table and TOC) in bytes; a Reader
+	// may be given a lower bound (WithMaxIndex).
 	MaxIndex = 256 << 20
 	// tocFixed is a TOC entry's bytes besides its path.
 	tocFixed = 2 + 4 + 8 + 8
@@ -70,6 +71,11 @@ var (
 	ErrChecksum = errors.New("blockfmt: block checksum mismatch")
 	// ErrNotArchive is returned by the archive methods of a plain object.
 	ErrNotArchive = errors.New("blockfmt: not an archive")
+	// ErrTooLarge wraps a Reader's refusal of an object whose footer
+	// declares an index, blocks or entries over the Reader's bounds
+	// (WithMaxIndex, WithMaxBlocks, WithMaxEntries): it may be well
+	// formed, but this reader will not hold its index.
+	ErrTooLarge = errors.New("blockfmt: object over the reader's bounds")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -150,6 +156,10 @@ func parseFooter(b []byte, objSize int64) (footer, error) {
 		return footer{}, formatErr("index of %d bytes, over %d", f.indexLen, MaxIndex)
 	case uint64(f.indexLen) < uint64(f.blocks)*blockEntry+uint64(f.entries)*tocFixed:
 		return footer{}, formatErr("index of %d bytes too short for %d blocks and %d entries", f.indexLen, f.blocks, f.entries)
+	case uint64(f.indexLen) > uint64(f.blocks)*blockEntry+uint64(f.entries)*(tocFixed+MaxPath):
+		// Even with every path MaxPath long: the rest would be bytes
+		// after the TOC, refused once read.
+		return footer{}, formatErr("index of %d bytes too long for %d blocks and %d entries", f.indexLen, f.blocks, f.entries)
 	case f.indexOff < headerLen || objSize < footerLen || f.indexOff >= uint64(objSize) || f.indexOff+uint64(f.indexLen) != uint64(objSize)-footerLen:
 		return footer{}, formatErr("index at %d+%d does not end at the footer of a %d-byte object", f.indexOff, f.indexLen, objSize)
 	}

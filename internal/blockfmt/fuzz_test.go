@@ -16,6 +16,9 @@ func FuzzReader(f *testing.F) {
 	f.Add(pack(f, nil))
 	f.Add(buildArchive(f, map[string]string{"main.py": "x", "lib/a.py": "yy", "lib/pkg/b.bin": "zzz"}))
 	f.Add([]byte(magic))
+	// Footers declaring indexes larger than their counts allow.
+	f.Add(hugeIndex(1, 1, 8<<10))
+	f.Add(hugeIndex(2, 0, 64<<10))
 	f.Fuzz(func(t *testing.T, obj []byte) {
 		r, err := NewReader(context.Background(), ReaderAtSource(bytes.NewReader(obj)), int64(len(obj)), WithCacheBlocks(2))
 		if err != nil {

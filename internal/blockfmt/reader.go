@@ -46,12 +46,37 @@ type readerConfig struct {
 	cacheBlocks int
 	tailGuess   int
 	maxFetch    int
+	maxIndex    int64
+	maxBlocks   int64
+	maxEntries  int64
 }
 
 // WithCacheBlocks sets how many decompressed blocks a Reader keeps
 // (default 8; at least 1).
 func WithCacheBlocks(n int) ReaderOption {
 	return func(c *readerConfig) { c.cacheBlocks = max(n, 1) }
+}
+
+// WithMaxIndex bounds the index (block table and TOC, in bytes) a
+// Reader reads and holds (default and most MaxIndex). NewReader refuses
+// an object whose footer declares a larger one, with an error wrapping
+// ErrTooLarge, before it reads any of the index: with WithMaxBlocks and
+// WithMaxEntries, what an untrusted object makes a Reader allocate is
+// bounded by the caller, not by the object.
+func WithMaxIndex(n int64) ReaderOption {
+	return func(c *readerConfig) { c.maxIndex = min(max(n, 0), MaxIndex) }
+}
+
+// WithMaxBlocks bounds the blocks of an object a Reader opens (default:
+// what the index's bound allows); more is ErrTooLarge.
+func WithMaxBlocks(n int64) ReaderOption {
+	return func(c *readerConfig) { c.maxBlocks = max(n, 0) }
+}
+
+// WithMaxEntries bounds the TOC entries of an archive a Reader opens
+// (default MaxEntries); more is ErrTooLarge.
+func WithMaxEntries(n int64) ReaderOption {
+	return func(c *readerConfig) { c.maxEntries = min(max(n, 0), MaxEntries) }
 }
 
 // Stats counts a Reader's fetches from its Source.
@@ -97,7 +122,7 @@ type cached struct {
 // NewReader reads the tail of an object of size bytes (the footer and
 // index, in one fetch unless the index is large) and checks it.
 func NewReader(ctx context.Context, src Source, size int64, opts ...ReaderOption) (*Reader, error) {
-	cfg := readerConfig{cacheBlocks: 8, tailGuess: 64 << 10, maxFetch: 8 << 20}
+	cfg := readerConfig{cacheBlocks: 8, tailGuess: 64 << 10, maxFetch: 8 << 20, maxIndex: MaxIndex, maxBlocks: MaxIndex / blockEntry, maxEntries: MaxEntries}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -114,13 +139,22 @@ func NewReader(ctx context.Context, src Source, size int64, opts ...ReaderOption
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case int64(f.indexLen) > cfg.maxIndex:
+		return nil, fmt.Errorf("%w: an index of %d bytes, over the %d this reader holds", ErrTooLarge, f.indexLen, cfg.maxIndex)
+	case int64(f.blocks) > cfg.maxBlocks:
+		return nil, fmt.Errorf("%w: %d blocks, over the %d this reader holds", ErrTooLarge, f.blocks, cfg.maxBlocks)
+	case int64(f.entries) > cfg.maxEntries:
+		return nil, fmt.Errorf("%w: %d entries, over the %d this reader holds", ErrTooLarge, f.entries, cfg.maxEntries)
+	}
 	r.f = f
 	var index []byte
 	if need := int64(f.indexLen) + footerLen; need <= tail {
 		index = buf[tail-need : tail-footerLen]
 	} else {
 		// The index is larger than the guess; its length is bounded by
-		// MaxIndex and by the object's size (parseFooter).
+		// the reader's bound (WithMaxIndex) and by the object's size
+		// (parseFooter).
 		index = make([]byte, f.indexLen)
 		if err := r.fetchAt(ctx, index, int64(f.indexOff)); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"hash"
@@ -137,10 +138,14 @@ func TestUploadRefused(t *testing.T) {
 	}
 	corrupt := append([]byte(nil), data...)
 	corrupt[len(corrupt)/2] ^= 0x5a
-	for name, b := range map[string][]byte{"truncated": data[:len(data)-4096], "corrupt": corrupt, "cut at a block": data[:1<<20]} {
+	for name, b := range map[string][]byte{"truncated": data[:len(data)-4096], "corrupt": corrupt, "cut at a block": data[:1<<20],
+		"an 8 MiB index": hostileIndex(8 << 20)} {
 		_, err := client.Deploy(ctx, b)
 		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "invalid") {
 			t.Errorf("%s: %v", name, err)
+		}
+		if name == "an 8 MiB index" && !strings.Contains(err.Error(), "index is over what a package may have") {
+			t.Errorf("%s: %v, want the index's bound named", name, err)
 		}
 		nothingLeft(t, c, name)
 	}
@@ -148,6 +153,29 @@ func TestUploadRefused(t *testing.T) {
 	if info, err := sendFile(ctx, client, path); err != nil || info.Name != "big" {
 		t.Fatalf("the whole package: %v", err)
 	}
+}
+
+// hostileIndex is a package in the block format whose footer declares
+// an archive of one 1-byte block and appspec.MaxPackageFiles entries in
+// an index of indexLen bytes (zeros): well formed as far as its footer
+// goes, its index over appspec.MaxIndexBytes.
+func hostileIndex(indexLen int) []byte {
+	obj := make([]byte, 16+indexLen+48)
+	copy(obj, "hoardblk")
+	le := binary.LittleEndian
+	le.PutUint16(obj[8:], 1)
+	le.PutUint32(obj[12:], 4096)
+	foot := obj[16+indexLen:]
+	le.PutUint64(foot[0:], 16)
+	le.PutUint32(foot[8:], uint32(indexLen))
+	le.PutUint64(foot[16:], 1)
+	le.PutUint32(foot[24:], 4096)
+	le.PutUint32(foot[28:], 1)
+	le.PutUint32(foot[32:], appspec.MaxPackageFiles)
+	le.PutUint16(foot[36:], 1)
+	le.PutUint16(foot[38:], 1)
+	copy(foot[40:], "hoardblk")
+	return obj
 }
 
 // sinkStore keeps code packages' bytes nowhere, only their count and

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,11 +25,12 @@ import (
 
 // The function-tree benchmarks' application, "big": one function that
 // reads the package's whole model.bin, a MiB at a time (sleeping "pace"
-// seconds after each where the event says), and returns its SHA-256.
+// seconds after each where the event says), and returns its SHA-256;
+// or, where the event says "skip", reads nothing.
 const benchTreeSpec = `
 name: big
 memory: 128MiB
-timeout: 120s
+timeout: 10m
 keep_alive: 1h
 max_instances: %d
 buckets: {data: read-only}
@@ -42,6 +45,8 @@ import hashlib, os, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 def read(event, context):
+    if (event or {}).get("skip"):
+        return {"skipped": True}
     pace = float((event or {}).get("pace", 0))
     h = hashlib.sha256()
     with open(os.path.join(HERE, "model.bin"), "rb") as f:
@@ -96,8 +101,19 @@ type TreeDistribution struct {
 	Victim, Child, Parent, Shape, After, NewParent string
 	// AllRead: from the start to the last surviving node's read of the
 	// whole model; AllReady: to the last instance ready (its invocation
-	// began to run).
-	AllRead, AllReady time.Duration
+	// began to run); AllWhole: to the last node's agent holding the
+	// whole package (api.CodeInfo.Whole), Whole the nodes that did.
+	AllRead, AllReady, AllWhole time.Duration
+	Whole                       int
+	// AgentCPU sums the agents' CPU time over the distribution (user
+	// and system, from /proc), AgentCPUMax the largest one's; HostBusy
+	// is the machine's cores busy on average (every process, from
+	// /proc/stat) and Load1 its one-minute load average at the end.
+	AgentCPU, AgentCPUMax time.Duration
+	HostBusy, Load1       float64
+	// NotWhole says, for each node that did not hold the whole package
+	// at the end, what it held or why it is not known.
+	NotWhole []string
 	// FromStore: bytes the agents fetched from the store; FromAgents:
 	// from other agents, of which Pushed they kept as their parents
 	// pushed them (the rest they asked for).
@@ -114,8 +130,10 @@ type TreeDistribution struct {
 	// ChildFromAgents and ChildFromStore: what it took in all.
 	ChildAtKill, ChildFromAgents, ChildFromStore int64
 	// Invocations: OK with the model's digest, OK with another (corrupted),
-	// failed. SurvivorsOK: the nodes with a right read.
+	// failed (FirstFailure says how the first did). SurvivorsOK: the
+	// nodes with a right read.
 	OK, Corrupted, Failed int
+	FirstFailure          string
 	SurvivorsOK           map[string]bool
 	// Size is the package's.
 	Size int64
@@ -205,6 +223,10 @@ type TreeRun struct {
 	// Pace is how long each instance sleeps after each MiB it reads
 	// (0: none), which stretches the distribution.
 	Pace time.Duration
+	// NoRead has the instances start and answer without reading the
+	// model: the package reaches the nodes only as the agents fetch it
+	// (agent.Config.CodeFetchAhead). AllRead is then the last answer.
+	NoRead bool
 }
 
 // DistributeTree deploys pkg (TreeModelPackage's application, whose
@@ -216,7 +238,7 @@ type TreeRun struct {
 // distribution. Agents killed before take no part.
 func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, run TreeRun) (*TreeDistribution, error) {
 	kill := run.Kill
-	event, _ := json.Marshal(map[string]float64{"pace": run.Pace.Seconds()})
+	event, _ := json.Marshal(map[string]any{"pace": run.Pace.Seconds(), "skip": run.NoRead})
 	agents := map[string]*NodeAgent{}
 	for _, a := range n.Agents {
 		select {
@@ -237,6 +259,11 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		baseStore[a.ID], _ = n.agentCounter(ctx, a, fromStoreSeries)
 		basePushed[a.ID], _ = n.agentCounter(ctx, a, pushedSeries)
 	}
+	cpu0 := map[string]time.Duration{}
+	for id, a := range agents {
+		cpu0[id], _ = a.CPUTime()
+	}
+	busy0, total0, _ := hostCPU()
 	t0 := time.Now()
 	wait := InvokeAtOnce(ctx, n.Controller, "big", "read", event, nodes)
 	var killed time.Time
@@ -272,6 +299,51 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}()
 	}
 	results := wait()
+	// When each node held the whole package. Without reads, the agents
+	// may still be fetching it when the instances answer: asked until
+	// every node holds it (at most ten minutes).
+	wholeAt, why := map[string]time.Time{}, map[string]string{}
+	for deadline := time.Now().Add(10 * time.Minute); ; {
+		for id, a := range agents {
+			if _, ok := wholeAt[id]; !ok {
+				at, ok, w := n.wholeAt(ctx, a, info.Rev)
+				if ok {
+					wholeAt[id] = at
+					delete(why, id)
+				} else {
+					why[id] = w
+				}
+			}
+		}
+		if !run.NoRead || len(wholeAt) == len(agents) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // each ask costs every agent a listing of its instances
+		}
+	}
+	for _, at := range wholeAt {
+		d.Whole++
+		d.AllWhole = max(d.AllWhole, at.Sub(t0))
+	}
+	for id, w := range why {
+		d.NotWhole = append(d.NotWhole, id+": "+w)
+	}
+	slices.Sort(d.NotWhole)
+	// The machine's work until the end (the last node whole, without
+	// reads).
+	busy1, total1, hostOK := hostCPU()
+	if hostOK && total1 > total0 {
+		d.HostBusy = float64(busy1-busy0) / float64(total1-total0) * float64(runtime.NumCPU())
+	}
+	d.Load1 = loadAverage()
+	for id, a := range agents {
+		if c, ok := a.CPUTime(); ok {
+			d.AgentCPU += c - cpu0[id]
+			d.AgentCPUMax = max(d.AgentCPUMax, c-cpu0[id])
+		}
+	}
 	where := map[string]string{}
 	for _, a := range n.Controller.Apps() {
 		for _, in := range a.Instances {
@@ -283,7 +355,17 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		switch {
 		case r.Err != nil || r.Rec == nil || !r.Rec.OK:
 			d.Failed++
-		case bytes.Contains(r.Rec.Result, wantHex):
+			if d.FirstFailure == "" {
+				switch {
+				case r.Err != nil:
+					d.FirstFailure = r.Err.Error()
+				case r.Rec != nil && r.Rec.Error != nil:
+					d.FirstFailure = r.Rec.Error.Type + ": " + r.Rec.Error.Message
+				default:
+					d.FirstFailure = "no record"
+				}
+			}
+		case bytes.Contains(r.Rec.Result, wantHex) || run.NoRead && bytes.Contains(r.Rec.Result, []byte(`"skipped"`)):
 			d.OK++
 			d.SurvivorsOK[where[r.Rec.Instance]] = true
 			d.AllRead = max(d.AllRead, r.At.Sub(t0))
@@ -296,14 +378,21 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 			d.Corrupted++
 		}
 	}
+	// A loaded machine's agent may answer late: asked up to three times.
+	counter := func(a *NodeAgent, series string) (v int64, ok bool) {
+		for try := 0; !ok && try < 3 && ctx.Err() == nil; try++ {
+			v, ok = n.agentCounter(ctx, a, series)
+		}
+		return v, ok
+	}
 	for id, a := range agents {
-		if v, ok := n.agentCounter(ctx, a, fromStoreSeries); ok {
+		if v, ok := counter(a, fromStoreSeries); ok {
 			d.FromStore += v - baseStore[id]
 		}
-		if v, ok := n.agentCounter(ctx, a, pushedSeries); ok {
+		if v, ok := counter(a, pushedSeries); ok {
 			d.Pushed += v - basePushed[id]
 		}
-		if v, ok := n.agentCounter(ctx, a, fromParentSeries); ok {
+		if v, ok := counter(a, fromParentSeries); ok {
 			d.FromAgents += v - baseParent[id]
 		}
 	}
@@ -323,6 +412,39 @@ func (n *Nodes) DistributeTree(ctx context.Context, pkg []byte, want [32]byte, r
 		}
 	}
 	return d, nil
+}
+
+// wholeAt is when agent a first held the whole package rev of the
+// benchmarks' application (api.CodeInfo.Whole); false when it does not
+// (yet), or does not answer (asked three times: a loaded machine's
+// agent may answer late).
+func (n *Nodes) wholeAt(ctx context.Context, a *NodeAgent, rev string) (at time.Time, ok bool, why string) {
+	ins, err := n.AgentInstances(ctx, a)
+	for try := 1; err != nil && try < 3 && ctx.Err() == nil; try++ {
+		select {
+		case <-a.Exited():
+			return time.Time{}, false, "exited"
+		case <-time.After(time.Second):
+			ins, err = n.AgentInstances(ctx, a)
+		}
+	}
+	if err != nil {
+		return time.Time{}, false, err.Error()
+	}
+	why = "no instance of the package"
+	for _, in := range ins {
+		switch {
+		case in.App != "big" || in.Rev != rev:
+		case in.Code == nil:
+			why = "its instance has no lazily mounted package"
+		case in.Code.Whole != nil:
+			return *in.Code.Whole, true, ""
+		default:
+			c := in.Code
+			why = fmt.Sprintf("held %d of %d bytes (%d from agents, %d pushed, %d from the store)", c.Held, c.Bytes, c.FromParent, c.Pushed, c.FromStore)
+		}
+	}
+	return time.Time{}, false, why
 }
 
 // killMiddle waits for the tree of version rev to hold every agent,
