@@ -167,7 +167,7 @@ func up(ctx context.Context, cfg Config, log *slog.Logger, run Runner) (_ *Net, 
 		}
 	}
 	log.Info("hostnet: nodes made", "bridge", n.Bridge, "subnet", cfg.Subnet, "nodes", len(n.Nodes),
-		"node_rate", cfg.NodeRate, "store", n.Store != nil, "store_rate", cfg.StoreRate)
+		"node_rate", cfg.NodeRate, "node_in_rate", cfg.NodeInRate, "store", n.Store != nil, "store_rate", cfg.StoreRate)
 	return n, nil
 }
 
