@@ -101,6 +101,7 @@ func Experiments() []Experiment {
 		erasureAvailabilityExperiment(),
 		erasureRegistryExperiment(),
 		erasureNodesExperiment(),
+		erasureRigExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

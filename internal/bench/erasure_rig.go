@@ -1,0 +1,480 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/bytesize"
+	"github.com/hoard-io/hoard/internal/hostnet"
+	"github.com/hoard-io/hoard/internal/rig"
+	"github.com/hoard-io/hoard/internal/store"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
+)
+
+// The erasure latency benchmark on the several-nodes rig: the GETs of
+// `erasure` (RS(10+2) over 12 cachelets, one cachelet holding the whole
+// object, the store), each cachelet an instance of the platform on a node
+// of its own behind its own capped link.
+
+func erasureRigExperiment() Experiment {
+	return Experiment{
+		Name: "erasure-rig",
+		Title: "Erasure-coded large objects on the several-nodes rig: GET latency of RS(10+2) over 12 nodes vs one cachelet " +
+			"holding the whole object vs the store, each node's uplink capped",
+		Reproduces: []Reference{refInfiniCache},
+		// Sizes are the objects'; Iterations the timed GETs per target
+		// and size. 1 GB: --sizes 1GB.
+		Quick: Options{Iterations: 4, Sizes: []int64{10_000_000, 100_000_000}},
+		Full:  Options{Iterations: 20, Sizes: []int64{10_000_000, 100_000_000}},
+		Run:   runErasureRig,
+	}
+}
+
+// The rig's links: each node's uplink (what it sends: a shard, the whole
+// object, a function's writes) is capped at ecRigRate, the issue's
+// 100 MB/s; its downlink is not capped, as InfiniCache's client (the
+// proxy) takes ten Lambdas' links at once. The store sits behind its own
+// link of ecRigRate both ways.
+const (
+	ecRigNodes = 12
+	ecRigRate  = 100_000_000
+)
+
+// ErasureRigMethod says what the erasure-rig experiment measures.
+var ErasureRigMethod = fmt.Sprintf("Twelve node agents of the several-nodes rig (ADR 13), each in its own network namespace whose uplink "+
+	"(what the node sends) is capped at %s/s by tc tbf, its downlink uncapped (a reader takes ten nodes' links at once, as "+
+	"InfiniCache's client does); the store (MinIO) in a namespace of its own behind a link of %s/s each way. Two applications, "+
+	"each with one instance (a cachelet) on every node: `ec` keeps objects of 1 MiB and more as RS(10+2) shards, one per node; "+
+	"`whole` keeps them whole at their owner. The bench is the S3 client, connecting from inside a node's namespace to that "+
+	"node's cachelet on its loopback, as the node's functions do. Per GET, in turn: store direct (from node 0, through the "+
+	"store's link); one cachelet (a `whole` instance that has not read the object yet, served by the owner holding it whole, "+
+	"through the owner's uplink; each timed GET by another reader, a new object when they run out); RS(10+2) (node 0's `ec` "+
+	"instance, which checks the version with the store, asks all 12 holders for 4 stripes at a time and decodes from the first "+
+	"10). Every GET's x-hoard-read is checked (remote_hit, erasure_hit) and its body's length and CRC32C. The objects are read "+
+	"once through each application before the timed GETs (the owner fills it; `ec` shards it).",
+	bytesize.Human(ecRigRate), bytesize.Human(ecRigRate))
+
+// ecRigSpec is an application of the experiment; erasure is its
+// cache.erasure or "".
+func ecRigSpec(name string, budget int64, erasure string) string {
+	cache := fmt.Sprintf("cache: {budget: %dMiB}", budget>>20)
+	if erasure != "" {
+		cache = fmt.Sprintf("cache: {budget: %dMiB, erasure: %s}", budget>>20, erasure)
+	}
+	return fmt.Sprintf(`name: %s
+memory: 64MiB
+timeout: 60s
+keep_alive: 1h
+max_instances: %d
+buckets: {data: read-only}
+scaling: {min_instances: %d}
+%s
+functions:
+  hold: {handler: fns.hold}
+`, name, ecRigNodes, ecRigNodes, cache)
+}
+
+// ecRigFns: hold keeps its instance busy for a while, so that twelve at
+// once load twelve instances.
+const ecRigFns = `
+import os, time
+
+def hold(event, context):
+    time.sleep(event.get("hold", 0))
+    return {"instance": os.environ["HOARD_INSTANCE"]}
+`
+
+// ecRigReader is one instance as the bench reads through it.
+type ecRigReader struct {
+	id   string
+	node hostnet.Node
+	c    *minio.Core
+}
+
+func runErasureRig(ctx context.Context, o Options) (*Result, error) {
+	started := time.Now()
+	load0 := loadAverage()
+	say := func(format string, args ...any) { fmt.Fprintf(o.Env.progress(), "erasure-rig: "+format+"\n", args...) }
+	if err := hostnet.Available(ctx); err != nil {
+		return nil, fmt.Errorf("the several-nodes rig: %w", err)
+	}
+	sizes := o.Sizes
+	if len(sizes) == 0 {
+		sizes = erasureRigExperiment().Full.Sizes
+	}
+	iters := max(o.Iterations, 1)
+	var biggest int64
+	for _, s := range sizes {
+		biggest = max(biggest, s)
+	}
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	storeKey, storeSK := "benchecrig", hex.EncodeToString(secret)
+	n, dir, err := startTreeRig(ctx, o.Env, ecRigNodes, "hrg", nil, func(c *rig.NodesConfig) {
+		c.StoreAccessKey, c.StoreSecretKey = storeKey, storeSK
+		c.Net.NodeRate, c.Net.NodeInRate, c.Net.StoreRate = ecRigRate, -1, ecRigRate
+		c.StoreLatency = 0 // no proxy in front of the store: its link alone
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	defer n.Close()
+	say("%d nodes up (%.0fs)", len(n.Agents), time.Since(started).Seconds())
+	ctl := n.Controller
+
+	st, err := s3store.New(s3store.Config{Endpoint: n.Store.Endpoint(), AccessKey: storeKey, SecretKey: storeSK}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	const bucket = "data"
+	if err := st.CreateBucket(ctx, bucket, ""); err != nil {
+		return nil, err
+	}
+	put := func(key string, size int64) error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(size/ecRigRate*4)*time.Second)
+		defer cancel()
+		_, err := st.Put(pctx, bucket, key, &patternReader{n: size}, size, store.PutOptions{})
+		return err
+	}
+	for _, s := range sizes {
+		if err := put(objName(s), s); err != nil {
+			return nil, fmt.Errorf("uploading %s: %w", bytesize.Human(s), err)
+		}
+	}
+
+	// Memory: `ec` holds a tenth of each object per node (twice over, and
+	// a fill's stripe and pieces at the owner); `whole` holds objects
+	// whole, at most half its budget each (cache.MaxObjectSize), at the
+	// owner and at every reader that read them.
+	var total int64
+	for _, s := range sizes {
+		total += s
+	}
+	ecMem := total/5 + 32<<20
+	ecBudget := ecMem + 160<<20
+	wholeBudget := 3*biggest + 64<<20
+	apps := []struct{ name, spec string }{
+		{"ec", ecRigSpec("ec", ecBudget, fmt.Sprintf("{shards: 10+2, threshold: 1MiB, memory: %dMiB, backup_memory: 16MiB, warm_up: 1h, backup: 1h}", ecMem>>20))},
+		{"whole", ecRigSpec("whole", wholeBudget, "")},
+	}
+	readers := map[string][]ecRigReader{}
+	for _, a := range apps {
+		if err := deploySpecDir(ctx, ctl, dir, a.spec, ecRigFns); err != nil {
+			return nil, err
+		}
+		t := time.Now()
+		if readers[a.name], err = ecRigPlace(ctx, n, a.name); err != nil {
+			return nil, err
+		}
+		say("%s: an instance on each of %d nodes (%.0fs)", a.name, ecRigNodes, time.Since(t).Seconds())
+	}
+	node0 := n.Agents[0].Node
+	direct, err := nodeS3Client(node0, n.StoreEndpoint, storeKey, storeSK)
+	if err != nil {
+		return nil, err
+	}
+	rs := readers["ec"][0] // on node 0
+
+	// get reads key through c and checks the answer: its length, CRC32C
+	// and, when want is set, how it was served.
+	crcs := map[int64]uint32{}
+	for _, s := range sizes {
+		h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		if _, err := io.Copy(h, &patternReader{n: s}); err != nil {
+			return nil, err
+		}
+		crcs[s] = h.Sum32()
+	}
+	buf := make([]byte, 1<<20)
+	get := func(c *minio.Core, key string, size int64) (time.Duration, string, error) {
+		gctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(size/ecRigRate*4)*time.Second)
+		defer cancel()
+		t := time.Now()
+		body, _, hdr, err := c.GetObject(gctx, bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			return 0, "", err
+		}
+		defer body.Close()
+		h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		got, err := io.CopyBuffer(h, body, buf)
+		took := time.Since(t)
+		switch {
+		case err != nil:
+			return 0, "", err
+		case got != size || h.Sum32() != crcs[size]:
+			return 0, "", fmt.Errorf("%s: read %d bytes of CRC32C %08x, want %d of %08x", key, got, h.Sum32(), size, crcs[size])
+		}
+		return took, hdr.Get("x-hoard-read"), nil
+	}
+
+	times := map[int64]map[string][]time.Duration{}
+	outcomes := map[string]int{}
+	for _, size := range sizes {
+		key := objName(size)
+		times[size] = map[string][]time.Duration{}
+		// RS: the first read makes the owner fill it from the store and
+		// shard it over the twelve; wait for the twelve shards.
+		before, err := ecRigShards(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := get(rs.c, key, size); err != nil {
+			return nil, fmt.Errorf("ec: first read of %s: %w", bytesize.Human(size), err)
+		}
+		if err := ecRigWaitShards(ctx, n, before+ecRigNodes); err != nil {
+			return nil, fmt.Errorf("ec: %s: %w", bytesize.Human(size), err)
+		}
+		one := &ecRigWhole{readers: readers["whole"], size: size, get: get, put: put}
+		for i := range iters {
+			d, _, err := get(direct, key, size)
+			if err != nil {
+				return nil, fmt.Errorf("store %s: %w", bytesize.Human(size), err)
+			}
+			times[size][targetStore] = append(times[size][targetStore], d)
+			if d, err = one.next(); err != nil {
+				return nil, fmt.Errorf("one cachelet %s: %w", bytesize.Human(size), err)
+			}
+			times[size][targetOne] = append(times[size][targetOne], d)
+			d, how, err := get(rs.c, key, size)
+			if err != nil {
+				return nil, fmt.Errorf("RS %s: %w", bytesize.Human(size), err)
+			}
+			if how != "erasure_hit" {
+				return nil, fmt.Errorf("RS %s, GET %d: served as %q, not decoded from the shards (erasure_hit)", bytesize.Human(size), i+1, how)
+			}
+			times[size][targetRS] = append(times[size][targetRS], d)
+		}
+		outcomes["whole objects"] += one.objects
+		for _, tg := range []string{targetStore, targetOne, targetRS} {
+			say("%-8s %-13s p50 %v p99 %v", bytesize.Human(size), tg, quantileD(times[size][tg], 0.5).Round(time.Millisecond),
+				quantileD(times[size][tg], 0.99).Round(time.Millisecond))
+		}
+	}
+	held, err := shardsPerNode(ctx, n, "ec")
+	if err != nil {
+		return nil, err
+	}
+	rows, plots, tbl := erasureLatencyFigures(sizes, times,
+		"The store here is a local MinIO behind one link capped like each node's uplink, not S3 over the Internet: the gap is the links' ratio, at most k = 10.")
+	var perNode []string
+	for _, a := range n.Agents {
+		perNode = append(perNode, fmt.Sprint(held[a.ID]))
+	}
+	res := &Result{
+		Experiment: "erasure-rig", Title: erasureRigExperiment().Title, Reproduces: []Reference{refInfiniCache},
+		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(), Method: ErasureRigMethod,
+		Settings: RunSettings{ObjectSizes: sizes,
+			Link:       fmt.Sprintf("%d nodes, each uplink %s/s (downlink uncapped); the store %s/s each way", ecRigNodes, bytesize.Human(ecRigRate), bytesize.Human(ecRigRate)),
+			Iterations: []Count{{What: "GETs per target and size", N: iters}},
+			Other: []Setting{
+				{Name: "erasure", Value: "RS(10+2), 1 MiB chunks, one instance per node"},
+				{Name: "shards held per node at the end", Value: strings.Join(perNode, " ")},
+				{Name: "objects the one-cachelet GETs read (a new one when every reader has read one)", Value: fmt.Sprint(outcomes["whole objects"])},
+				{Name: "load average (1, 5, 15 min) at the start", Value: load0},
+				{Name: "load average at the end", Value: loadAverage()},
+			}},
+		Rows: rows, Plots: plots, Tables: []Table{tbl},
+	}
+	res.Seconds = time.Since(started).Seconds()
+	return res, nil
+}
+
+// ecRigWhole hands out the one-cachelet GETs: each by a `whole` instance
+// that has not read the object, which its owner serves whole (a remote
+// hit; the reader keeps a copy, so it reads the object once). When every
+// reader has read it, a new object of the same size is written and read
+// once through the first reader, which makes its owner fill it.
+type ecRigWhole struct {
+	readers []ecRigReader
+	size    int64
+	get     func(c *minio.Core, key string, size int64) (time.Duration, string, error)
+	put     func(key string, size int64) error
+
+	objects int
+	key     string
+	left    []ecRigReader
+}
+
+func (w *ecRigWhole) next() (time.Duration, error) {
+	for {
+		if len(w.left) == 0 {
+			if err := w.newObject(); err != nil {
+				return 0, err
+			}
+		}
+		r := w.left[0]
+		w.left = w.left[1:]
+		d, how, err := w.get(r.c, w.key, w.size)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("%s through %s: %w", w.key, r.id, err)
+		case how == "remote_hit":
+			return d, nil
+		case how == "local_hit":
+			// The owner itself, which holds it: not a read from
+			// another node.
+			continue
+		}
+		return 0, fmt.Errorf("%s through %s: served as %q; want remote_hit (the owner holding it whole)", w.key, r.id, how)
+	}
+}
+
+// newObject starts the next object: the size's own key first (already in
+// the store), then new ones; its first read, through the reader after
+// the last object's first, makes its owner fill it.
+func (w *ecRigWhole) newObject() error {
+	w.key = objName(w.size)
+	if w.objects > 0 {
+		w.key = fmt.Sprintf("%s-%d", objName(w.size), w.objects)
+		if err := w.put(w.key, w.size); err != nil {
+			return err
+		}
+	}
+	first := w.objects % len(w.readers)
+	w.objects++
+	if _, _, err := w.get(w.readers[first].c, w.key, w.size); err != nil {
+		return fmt.Errorf("%s: first read through %s: %w", w.key, w.readers[first].id, err)
+	}
+	w.left = nil
+	for i := 1; i < len(w.readers); i++ {
+		w.left = append(w.left, w.readers[(first+i)%len(w.readers)])
+	}
+	return nil
+}
+
+// ecRigPlace loads an instance of app on every node (twelve invocations
+// at once, each holding its instance for a while) and returns them in
+// the order of the nodes, each with an S3 client that connects from
+// inside its node to its cachelet.
+func ecRigPlace(ctx context.Context, n *rig.Nodes, app string) ([]ecRigReader, error) {
+	ctl := n.Controller
+	var wg sync.WaitGroup
+	errs := make([]error, ecRigNodes)
+	for i := range ecRigNodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev, _ := json.Marshal(map[string]any{"hold": 3})
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			rec, err := ctl.Invoke(ictx, app, "hold", ev, "bench")
+			if err == nil && !rec.OK {
+				err = fmt.Errorf("%s/hold on %s: %+v\n%s", app, rec.Instance, rec.Error, rec.Log)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	creds, err := ctl.Credentials(app)
+	if err != nil {
+		return nil, err
+	}
+	var out []ecRigReader
+	for _, a := range n.Agents {
+		infos, err := n.AgentInstances(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		var mine []api.InstanceInfo
+		for _, in := range infos {
+			if in.App == app {
+				mine = append(mine, in)
+			}
+		}
+		if len(mine) != 1 {
+			return nil, fmt.Errorf("%s: %d instances on %s, want one on each node", app, len(mine), a.ID)
+		}
+		c, err := nodeS3Client(a.Node, mine[0].Endpoint, creds.AccessKey, creds.SecretKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ecRigReader{id: mine[0].ID, node: a.Node, c: c})
+	}
+	return out, nil
+}
+
+// nodeS3Client is an S3 client whose connections are made from inside
+// node's network namespace.
+func nodeS3Client(node hostnet.Node, endpoint, accessKey, secretKey string) (*minio.Core, error) {
+	host, secure, err := splitEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := minio.DefaultTransport(secure)
+	if err != nil {
+		return nil, err
+	}
+	tr.DialContext = node.DialContext
+	tr.MaxIdleConnsPerHost = 16
+	tr.DisableCompression = true
+	return minio.NewCore(host, &minio.Options{
+		Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: secure, Region: benchRegion,
+		BucketLookup: minio.BucketLookupPath, Transport: tr, MaxRetries: 1,
+	})
+}
+
+// ecRigShards counts the shards every `ec` instance holds.
+func ecRigShards(ctx context.Context, n *rig.Nodes) (int, error) {
+	held, err := shardsPerNode(ctx, n, "ec")
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, k := range held {
+		total += k
+	}
+	return total, nil
+}
+
+// ecRigWaitShards waits until the `ec` instances hold want shards in all:
+// sharding streams from the owner's fill, after the read that started it.
+func ecRigWaitShards(ctx context.Context, n *rig.Nodes, want int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got, err := ecRigShards(ctx, n)
+		if err != nil {
+			return err
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d shards held after 2 min, want %d", got, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// loadAverage is /proc/loadavg's three load averages, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
