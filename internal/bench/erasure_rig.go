@@ -53,12 +53,16 @@ func erasureRigExperiment() Experiment {
 const (
 	ecRigNodes = 12
 	ecRigRate  = 100_000_000
+	// ecRigRateLow is the full run's second setting: links slow enough
+	// that they, not the machine's two cores, bound the RS path (the
+	// single-host `erasure` experiment's 25 MB/s).
+	ecRigRateLow = 25_000_000
 )
 
 // ErasureRigMethod says what the erasure-rig experiment measures.
 var ErasureRigMethod = fmt.Sprintf("Twelve node agents of the several-nodes rig (ADR 13), each in its own network namespace whose uplink "+
-	"(what the node sends) is capped at %s/s by tc tbf, its downlink uncapped (a reader takes ten nodes' links at once, as "+
-	"InfiniCache's client does); the store (MinIO) in a namespace of its own behind a link of %s/s each way. Two applications, "+
+	"(what the node sends) is capped at %s by tc tbf, its downlink uncapped (a reader takes ten nodes' links at once, as "+
+	"InfiniCache's client does); the store (MinIO) in a namespace of its own behind a link of %s each way. Two applications, "+
 	"each with one instance (a cachelet) on every node: `ec` keeps objects of 1 MiB and more as RS(10+2) shards, one per node; "+
 	"`whole` keeps them whole at their owner. The bench is the S3 client, connecting from inside a node's namespace to that "+
 	"node's cachelet on its loopback, as the node's functions do. Per GET, in turn: store direct (from node 0, through the "+
@@ -66,8 +70,12 @@ var ErasureRigMethod = fmt.Sprintf("Twelve node agents of the several-nodes rig 
 	"through the owner's uplink; each timed GET by another reader, a new object when they run out); RS(10+2) (node 0's `ec` "+
 	"instance, which checks the version with the store, asks all 12 holders for 4 stripes at a time and decodes from the first "+
 	"10). Every GET's x-hoard-read is checked (remote_hit, erasure_hit) and its body's length and CRC32C. The objects are read "+
-	"once through each application before the timed GETs (the owner fills it; `ec` shards it).",
-	bytesize.Human(ecRigRate), bytesize.Human(ecRigRate))
+	"once through each application before the timed GETs (the owner fills it; `ec` shards it). Last, every node's link is "+
+	"uncapped and the RS GETs are repeated (`rs-10+2 uncapped`): the ceiling the machine's cores set on that path.",
+	mbps(ecRigRate), mbps(ecRigRate))
+
+// mbps says a rate of bytes per second in MB/s and Mbit/s.
+func mbps(rate int64) string { return fmt.Sprintf("%d MB/s (%d Mbit/s)", rate/1e6, rate*8/1e6) }
 
 // ecRigSpec is an application of the experiment; erasure is its
 // cache.erasure or "".
@@ -225,55 +233,111 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 		return took, hdr.Get("x-hoard-read"), nil
 	}
 
-	times := map[int64]map[string][]time.Duration{}
-	outcomes := map[string]int{}
+	// Shard each object: its first read makes the owner fill it from the
+	// store and shard it over the twelve; wait for the twelve shards.
 	for _, size := range sizes {
-		key := objName(size)
-		times[size] = map[string][]time.Duration{}
-		// RS: the first read makes the owner fill it from the store and
-		// shard it over the twelve; wait for the twelve shards.
 		before, err := ecRigShards(ctx, n)
 		if err != nil {
 			return nil, err
 		}
-		if _, _, err := get(rs.c, key, size); err != nil {
+		if _, _, err := get(rs.c, objName(size), size); err != nil {
 			return nil, fmt.Errorf("ec: first read of %s: %w", bytesize.Human(size), err)
 		}
 		if err := ecRigWaitShards(ctx, n, before+ecRigNodes); err != nil {
 			return nil, fmt.Errorf("ec: %s: %w", bytesize.Human(size), err)
 		}
-		one := &ecRigWhole{readers: readers["whole"], size: size, get: get, put: put}
-		for i := range iters {
-			d, _, err := get(direct, key, size)
-			if err != nil {
-				return nil, fmt.Errorf("store %s: %w", bytesize.Human(size), err)
-			}
-			times[size][targetStore] = append(times[size][targetStore], d)
-			if d, err = one.next(); err != nil {
-				return nil, fmt.Errorf("one cachelet %s: %w", bytesize.Human(size), err)
-			}
-			times[size][targetOne] = append(times[size][targetOne], d)
-			d, how, err := get(rs.c, key, size)
-			if err != nil {
-				return nil, fmt.Errorf("RS %s: %w", bytesize.Human(size), err)
-			}
-			if how != "erasure_hit" {
-				return nil, fmt.Errorf("RS %s, GET %d: served as %q, not decoded from the shards (erasure_hit)", bytesize.Human(size), i+1, how)
-			}
-			times[size][targetRS] = append(times[size][targetRS], d)
+	}
+	rsGet := func(size int64, what string) (time.Duration, error) {
+		d, how, err := get(rs.c, objName(size), size)
+		if err != nil {
+			return 0, fmt.Errorf("RS %s%s: %w", bytesize.Human(size), what, err)
 		}
-		outcomes["whole objects"] += one.objects
-		for _, tg := range []string{targetStore, targetOne, targetRS} {
-			say("%-8s %-13s p50 %v p99 %v", bytesize.Human(size), tg, quantileD(times[size][tg], 0.5).Round(time.Millisecond),
-				quantileD(times[size][tg], 0.99).Round(time.Millisecond))
+		if how != "erasure_hit" {
+			return 0, fmt.Errorf("RS %s%s: served as %q, not decoded from the shards (erasure_hit)", bytesize.Human(size), what, how)
 		}
+		return d, nil
+	}
+	// setLinks caps every node's uplink and the store's link at rate
+	// (negative: uncapped); downlinks stay uncapped.
+	setLinks := func(rate int64) error {
+		for _, a := range n.Agents {
+			if err := n.Net.SetRates(ctx, a.Node, rate, -1); err != nil {
+				return err
+			}
+		}
+		return n.Net.SetRates(ctx, *n.Net.Store, rate, 0)
+	}
+
+	rates := []int64{ecRigRate}
+	if !o.Quick {
+		rates = append(rates, ecRigRateLow)
+	}
+	times := map[int64]map[int64]map[string][]time.Duration{} // rate, size, target
+	wholeObjects := 0
+	for _, rate := range rates {
+		if err := setLinks(rate); err != nil {
+			return nil, err
+		}
+		times[rate] = map[int64]map[string][]time.Duration{}
+		for _, size := range sizes {
+			key := objName(size)
+			tm := map[string][]time.Duration{}
+			times[rate][size] = tm
+			one := &ecRigWhole{readers: readers["whole"], prefix: fmt.Sprintf("whole-%d-", rate/1e6), size: size, get: get, put: put}
+			for range iters {
+				d, _, err := get(direct, key, size)
+				if err != nil {
+					return nil, fmt.Errorf("store %s: %w", bytesize.Human(size), err)
+				}
+				tm[targetStore] = append(tm[targetStore], d)
+				if d, err = one.next(); err != nil {
+					return nil, fmt.Errorf("one cachelet %s: %w", bytesize.Human(size), err)
+				}
+				tm[targetOne] = append(tm[targetOne], d)
+				if d, err = rsGet(size, ""); err != nil {
+					return nil, err
+				}
+				tm[targetRS] = append(tm[targetRS], d)
+			}
+			wholeObjects += one.objects
+			for _, tg := range []string{targetStore, targetOne, targetRS} {
+				say("%d MB/s links, %-8s %-13s p50 %v p99 %v", rate/1e6, bytesize.Human(size), tg, quantileD(tm[tg], 0.5).Round(time.Millisecond),
+					quantileD(tm[tg], 0.99).Round(time.Millisecond))
+			}
+		}
+	}
+	// The same RS GETs with every link uncapped: what the machine's
+	// CPUs allow that path, whatever the links. Shown with the first
+	// rate's figures.
+	if err := setLinks(-1); err != nil {
+		return nil, err
+	}
+	for _, size := range sizes {
+		tm := times[rates[0]][size]
+		for range iters {
+			d, err := rsGet(size, ", links uncapped")
+			if err != nil {
+				return nil, err
+			}
+			tm[targetRSFree] = append(tm[targetRSFree], d)
+		}
+		say("uncapped, %-8s %-13s p50 %v p99 %v", bytesize.Human(size), targetRSFree, quantileD(tm[targetRSFree], 0.5).Round(time.Millisecond),
+			quantileD(tm[targetRSFree], 0.99).Round(time.Millisecond))
 	}
 	held, err := shardsPerNode(ctx, n, "ec")
 	if err != nil {
 		return nil, err
 	}
-	rows, plots, tbl := erasureLatencyFigures(sizes, times,
-		"The store here is a local MinIO behind one link capped like each node's uplink, not S3 over the Internet: the gap is the links' ratio, at most k = 10.")
+	var rows []Comparison
+	var plots []Plot
+	var tables []Table
+	var linkText []string
+	for _, rate := range rates {
+		r, p, t := erasureLatencyFigures(sizes, times[rate], fmt.Sprintf("%d MB/s links", rate/1e6), fmt.Sprintf("%dmbs", rate/1e6),
+			"The store here is a local MinIO behind one link capped like each node's uplink, not S3 over the Internet: the gap is the links' ratio, at most k = 10.")
+		rows, plots, tables = append(rows, r...), append(plots, p...), append(tables, t)
+		linkText = append(linkText, mbps(rate))
+	}
 	var perNode []string
 	for _, a := range n.Agents {
 		perNode = append(perNode, fmt.Sprint(held[a.ID]))
@@ -282,16 +346,17 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 		Experiment: "erasure-rig", Title: erasureRigExperiment().Title, Reproduces: []Reference{refInfiniCache},
 		Status: StatusOK, Quick: o.Quick, StartedAt: started, Machine: DescribeMachine(), Method: ErasureRigMethod,
 		Settings: RunSettings{ObjectSizes: sizes,
-			Link:       fmt.Sprintf("%d nodes, each uplink %s/s (downlink uncapped); the store %s/s each way", ecRigNodes, bytesize.Human(ecRigRate), bytesize.Human(ecRigRate)),
-			Iterations: []Count{{What: "GETs per target and size", N: iters}},
+			Link: fmt.Sprintf("%d nodes, each uplink and the store's link %s in turn (downlinks uncapped); then every link uncapped for %q",
+				ecRigNodes, strings.Join(linkText, ", then "), targetRSFree),
+			Iterations: []Count{{What: "GETs per target, size and link rate", N: iters}},
 			Other: []Setting{
 				{Name: "erasure", Value: "RS(10+2), 1 MiB chunks, one instance per node"},
 				{Name: "shards held per node at the end", Value: strings.Join(perNode, " ")},
-				{Name: "objects the one-cachelet GETs read (a new one when every reader has read one)", Value: fmt.Sprint(outcomes["whole objects"])},
+				{Name: "objects the one-cachelet GETs read (a new one when every reader has read one)", Value: fmt.Sprint(wholeObjects)},
 				{Name: "load average (1, 5, 15 min) at the start", Value: load0},
 				{Name: "load average at the end", Value: loadAverage()},
 			}},
-		Rows: rows, Plots: plots, Tables: []Table{tbl},
+		Rows: rows, Plots: plots, Tables: tables,
 	}
 	res.Seconds = time.Since(started).Seconds()
 	return res, nil
@@ -304,6 +369,7 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 // once through the first reader, which makes its owner fill it.
 type ecRigWhole struct {
 	readers []ecRigReader
+	prefix  string // of its objects' keys
 	size    int64
 	get     func(c *minio.Core, key string, size int64) (time.Duration, string, error)
 	put     func(key string, size int64) error
@@ -337,16 +403,12 @@ func (w *ecRigWhole) next() (time.Duration, error) {
 	}
 }
 
-// newObject starts the next object: the size's own key first (already in
-// the store), then new ones; its first read, through the reader after
-// the last object's first, makes its owner fill it.
+// newObject writes the next object to the store; its first read, through
+// the reader after the last object's first, makes its owner fill it.
 func (w *ecRigWhole) newObject() error {
-	w.key = objName(w.size)
-	if w.objects > 0 {
-		w.key = fmt.Sprintf("%s-%d", objName(w.size), w.objects)
-		if err := w.put(w.key, w.size); err != nil {
-			return err
-		}
+	w.key = fmt.Sprintf("%s%s-%d", w.prefix, objName(w.size), w.objects)
+	if err := w.put(w.key, w.size); err != nil {
+		return err
 	}
 	first := w.objects % len(w.readers)
 	w.objects++

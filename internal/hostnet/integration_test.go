@@ -149,7 +149,8 @@ func TestUpAndClose(t *testing.T) {
 // TestDialContext reaches a listener on a node's loopback from this
 // process, which runs outside the node, through Node.DialContext; and
 // checks that NodeInRate shapes the node's downlink apart from its
-// uplink (unshaped here: no qdisc on the host's end).
+// uplink (unshaped here: no qdisc on the host's end), and SetRates
+// either while the node runs.
 func TestDialContext(t *testing.T) {
 	requireNetns(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -202,6 +203,29 @@ func TestDialContext(t *testing.T) {
 	b, _ := io.ReadAll(c)
 	if string(b) != "hello from the node's loopback\n" {
 		t.Errorf("read %q from %s in %s", b, addr, node.Name)
+	}
+
+	// The link changed while it runs: uplink uncapped, downlink capped;
+	// then back.
+	for _, r := range []struct {
+		out, in      int64
+		inside, host string // the tbf's rate, or "" for none
+	}{{-1, 2_500_000, "", "rate 20Mbit"}, {12_500_000, -1, "rate 100Mbit", ""}} {
+		if err := n.SetRates(ctx, node, r.out, r.in); err != nil {
+			t.Fatal(err)
+		}
+		inside, host, err := n.Qdiscs(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []struct{ got, want string }{{inside, r.inside}, {host, r.host}} {
+			if (q.want == "") == strings.Contains(q.got, "tbf") || !strings.Contains(q.got, q.want) {
+				t.Errorf("SetRates(%d, %d): qdisc %q; want tbf %q (none for \"\")", r.out, r.in, q.got, q.want)
+			}
+		}
+		if got := n.Nodes[0]; got.Rate != r.out || got.InRate != r.in {
+			t.Errorf("SetRates(%d, %d): layout has %d, %d", r.out, r.in, got.Rate, got.InRate)
+		}
 	}
 }
 
