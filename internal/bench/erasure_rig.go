@@ -157,7 +157,7 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	put := func(key string, size int64) error {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(size/ecRigRate*4)*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(size/ecRigRateLow*4)*time.Second)
 		defer cancel()
 		_, err := st.Put(pctx, bucket, key, &patternReader{n: size}, size, store.PutOptions{})
 		return err
@@ -201,11 +201,12 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 	}
 	rs := readers["ec"][0] // on node 0
 
-	// get reads key through c and checks the answer: its length, CRC32C
-	// and, when want is set, how it was served.
+	// get reads key through c, checks the body's length and CRC32C, and
+	// says how it was served (x-hoard-read).
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	crcs := map[int64]uint32{}
 	for _, s := range sizes {
-		h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		h := crc32.New(castagnoli)
 		if _, err := io.Copy(h, &patternReader{n: s}); err != nil {
 			return nil, err
 		}
@@ -213,7 +214,7 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 	}
 	buf := make([]byte, 1<<20)
 	get := func(c *minio.Core, key string, size int64) (time.Duration, string, error) {
-		gctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(size/ecRigRate*4)*time.Second)
+		gctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(size/ecRigRateLow*4)*time.Second)
 		defer cancel()
 		t := time.Now()
 		body, _, hdr, err := c.GetObject(gctx, bucket, key, minio.GetObjectOptions{})
@@ -221,7 +222,7 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 			return 0, "", err
 		}
 		defer body.Close()
-		h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		h := crc32.New(castagnoli)
 		got, err := io.CopyBuffer(h, body, buf)
 		took := time.Since(t)
 		switch {
