@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -313,10 +315,10 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 	if err := setLinks(-1); err != nil {
 		return nil, err
 	}
-	cpuPerGet := map[int64]time.Duration{}
+	cpuPerGet := map[int64]map[string]time.Duration{}
 	for _, size := range sizes {
 		tm := times[rates[0]][size]
-		cpu0 := treeCPU(os.Getpid())
+		cpu0 := treeCPUBy(os.Getpid(), ecRigPart)
 		for range iters {
 			d, err := rsGet(size, ", links uncapped")
 			if err != nil {
@@ -324,7 +326,11 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 			}
 			tm[targetRSFree] = append(tm[targetRSFree], d)
 		}
-		cpuPerGet[size] = (treeCPU(os.Getpid()) - cpu0) / time.Duration(iters)
+		cpu1 := treeCPUBy(os.Getpid(), ecRigPart)
+		cpuPerGet[size] = map[string]time.Duration{}
+		for part, d := range cpu1 {
+			cpuPerGet[size][part] = (d - cpu0[part]) / time.Duration(iters)
+		}
 		say("uncapped, %-8s %-13s p50 %v p99 %v", bytesize.Human(size), targetRSFree, quantileD(tm[targetRSFree], 0.5).Round(time.Millisecond),
 			quantileD(tm[targetRSFree], 0.99).Round(time.Millisecond))
 	}
@@ -343,11 +349,18 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 		linkText = append(linkText, mbps(rate))
 	}
 	for _, size := range sizes {
-		if c := cpuPerGet[size]; c > 0 {
+		var c time.Duration
+		var split []string
+		for _, part := range ecRigParts {
+			c += cpuPerGet[size][part]
+			split = append(split, fmt.Sprintf("%s %.3f s", part, cpuPerGet[size][part].Seconds()))
+		}
+		if c > 0 {
 			rate := float64(size) / 1e6 / c.Seconds() // MB per CPU-second
 			rows = append(rows, Compare(fmt.Sprintf("%s: CPU seconds per RS(10+2) GET, links uncapped, over the rig's processes", bytesize.Human(size)), "s",
 				nil, F(c.Seconds()), LowerIsBetter, 0, "",
-				fmt.Sprintf("%.0f MB per CPU-second: on this machine's 2 cores, with nothing else running, at most %.0f MB/s; the load average says how much of them the rig had.", rate, 2*rate)))
+				fmt.Sprintf("%s. %.0f MB per CPU-second: on this machine's 2 cores, with nothing else running, at most %.0f MB/s; the load average says how much of them the rig had.",
+					strings.Join(split, ", "), rate, 2*rate)))
 		}
 	}
 	var perNode []string
@@ -544,55 +557,30 @@ func ecRigWaitShards(ctx context.Context, n *rig.Nodes, want int) error {
 	}
 }
 
-// treeCPU is the CPU time (user and system) of process pid and of its
-// descendants alive now, from /proc (USER_HZ ticks of 10 ms); the
-// kernel's network work is in it only where it ran on their behalf.
-func treeCPU(pid int) time.Duration {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
+// The parts of the rig whose CPU time erasure-rig reports.
+var ecRigParts = []string{"the bench (client, controller, etcd)", "node 0's cachelets (the reader)",
+	"the other nodes' cachelets (holders)", "agents", "the rest (store, workers)"}
+
+// ecRigPart names the part of the rig a process is, from its command
+// line and its ancestors' (chain, up to the bench's own process).
+func ecRigPart(chain [][]string) string {
+	hoard := func(args []string, sub string) bool {
+		return len(args) > 1 && filepath.Base(args[0]) == "hoard" && args[1] == sub
 	}
-	type proc struct{ ppid, ticks int64 }
-	procs := map[int64]proc{}
-	for _, e := range ents {
-		var p int64
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime: fields after the
-		// comm, which may hold spaces, from its last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if i < 0 || len(f) < 13 {
-			continue
-		}
-		var ppid, ut, st int64
-		_, err1 := fmt.Sscan(f[1], &ppid)
-		_, err2 := fmt.Sscan(f[11], &ut)
-		_, err3 := fmt.Sscan(f[12], &st)
-		if err1 == nil && err2 == nil && err3 == nil {
-			procs[p] = proc{ppid, ut + st}
-		}
-	}
-	var ticks int64
-	for p, pr := range procs {
-		for q := p; ; {
-			if q == int64(pid) {
-				ticks += pr.ticks
-				break
+	switch {
+	case len(chain) == 0:
+		return ecRigParts[0]
+	case hoard(chain[0], "serve"):
+		for _, up := range chain[1:] {
+			if hoard(up, "agent") && slices.Contains(up, "node-0") {
+				return ecRigParts[1]
 			}
-			next, ok := procs[q]
-			if !ok || next.ppid == q || next.ppid == 0 {
-				break
-			}
-			q = next.ppid
 		}
+		return ecRigParts[2]
+	case hoard(chain[0], "agent"):
+		return ecRigParts[3]
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return ecRigParts[4]
 }
 
 // loadAverage is /proc/loadavg's three load averages, or "unknown".

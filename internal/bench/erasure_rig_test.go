@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -56,5 +57,40 @@ func TestTreeCPU(t *testing.T) {
 	}
 	if got := treeCPU(child.Process.Pid); got < 300*time.Millisecond || got > 5*time.Second {
 		t.Errorf("treeCPU(child) = %v; it burnt 300 ms and then slept", got)
+	}
+	by := treeCPUBy(os.Getpid(), func(chain [][]string) string {
+		switch {
+		case len(chain) == 0:
+			return "self"
+		case len(chain) == 1 && slices.Contains(chain[0], "-test.run=^TestTreeCPUHelper$"):
+			return "helper"
+		}
+		return "other"
+	})
+	if by["self"] < 300*time.Millisecond || by["helper"] < 300*time.Millisecond {
+		t.Errorf("treeCPUBy: %v; want 300 ms or more for this process and for the helper", by)
+	}
+}
+
+func TestECRigPart(t *testing.T) {
+	agent := func(id string) []string {
+		return []string{"/bin/hoard", "agent", "--id", id, "--listen", "10.0.0.1:7000"}
+	}
+	serve := []string{"/x/bin/hoard", "serve", "--document", "/tmp/c.json"}
+	for _, tc := range []struct {
+		chain [][]string
+		want  string
+	}{
+		{nil, ecRigParts[0]},
+		{[][]string{serve, agent("node-0")}, ecRigParts[1]},
+		{[][]string{serve, agent("node-10")}, ecRigParts[2]},
+		{[][]string{serve, agent("node-1")}, ecRigParts[2]},
+		{[][]string{agent("node-0")}, ecRigParts[3]},
+		{[][]string{{"/opt/minio", "server"}}, ecRigParts[4]},
+		{[][]string{{"python", "-m", "hoard_worker"}, serve, agent("node-0")}, ecRigParts[4]},
+	} {
+		if got := ecRigPart(tc.chain); got != tc.want {
+			t.Errorf("ecRigPart(%q) = %q, want %q", tc.chain, got, tc.want)
+		}
 	}
 }
