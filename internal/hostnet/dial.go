@@ -7,9 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// dialTimeout bounds a dial from inside a node whose ctx has no earlier
+// deadline.
+const dialTimeout = 30 * time.Second
 
 // DialContext connects to addr from inside node's network namespace, as a
 // process on that node would: an address on the node's loopback (a
@@ -65,7 +70,7 @@ func (n Node) dialLocked(ctx context.Context, network, addr string) (net.Conn, e
 		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("hostnet: joining %s: %w", n.Name, err)
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	c, err := (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, network, addr)
 	if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
 		runtime.UnlockOSThread()
 	}
