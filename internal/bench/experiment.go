@@ -108,6 +108,7 @@ func Experiments() []Experiment {
 		erasureAvailabilityExperiment(),
 		erasureRegistryExperiment(),
 		erasureNodesExperiment(),
+		erasureRigExperiment(),
 		macroExperiment(),
 		pipelinesExperiment(),
 		throughputExperiment(),

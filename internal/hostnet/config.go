@@ -68,6 +68,12 @@ type Config struct {
 	// second, each way. Defaults DefaultNodeRate and DefaultStoreRate; a
 	// negative rate leaves that link unshaped.
 	NodeRate, StoreRate int64
+	// NodeInRate, when set, caps what each node receives apart from what
+	// it sends (NodeRate then caps its sending only): a negative rate
+	// leaves that direction unshaped. Default 0: NodeRate both ways.
+	// A node whose readers take many senders' bytes at once (erasure-
+	// coded reads) needs a downlink wider than one sender's uplink.
+	NodeInRate int64
 	// RegistryDir holds the records of live runs. Default
 	// DefaultRegistryDir.
 	RegistryDir string
@@ -135,8 +141,17 @@ type Node struct {
 	// HostVeth is the veth end on the host (a bridge port); the other
 	// end is eth0 inside the namespace.
 	HostVeth string
-	// Rate is the link's bandwidth in bytes per second each way, or -1.
-	Rate int64
+	// Rate is the link's bandwidth in bytes per second each way, or -1;
+	// InRate, when not 0, replaces it for what the node receives.
+	Rate, InRate int64
+}
+
+// inRate is the bandwidth of what n receives: InRate when set, else Rate.
+func (n Node) inRate() int64 {
+	if n.InRate != 0 {
+		return n.InRate
+	}
+	return n.Rate
 }
 
 // Layout is the names and addresses a Config gives.
@@ -157,7 +172,7 @@ func (c Config) Layout() Layout {
 	l := Layout{Bridge: base + "br", Gateway: at(1), Subnet: c.Subnet}
 	for i := range c.Nodes {
 		l.Nodes = append(l.Nodes, Node{Name: fmt.Sprintf("%s-n%d", base, i), Addr: at(byte(10 + i)),
-			HostVeth: fmt.Sprintf("%sh%d", base, i), Rate: c.NodeRate})
+			HostVeth: fmt.Sprintf("%sh%d", base, i), Rate: c.NodeRate, InRate: c.NodeInRate})
 	}
 	if c.Store {
 		l.Store = &Node{Name: base + "-store", Addr: at(2), HostVeth: base + "hs", Rate: c.StoreRate}
@@ -198,9 +213,11 @@ func (l Layout) Plan() Plan {
 		up("ip", "-n", n.Name, "link", "set", "eth0", "up")
 		up("ip", "link", "set", n.HostVeth, "master", l.Bridge)
 		up("ip", "link", "set", n.HostVeth, "up")
+		// Into the node: the host end's egress; out of it: eth0's.
+		if in := n.inRate(); in > 0 {
+			up(append([]string{"tc", "qdisc", "replace", "dev", n.HostVeth, "root"}, TBF(in)...)...)
+		}
 		if n.Rate > 0 {
-			// Into the node: the host end's egress; out of it: eth0's.
-			up(append([]string{"tc", "qdisc", "replace", "dev", n.HostVeth, "root"}, TBF(n.Rate)...)...)
 			up(append([]string{"tc", "-n", n.Name, "qdisc", "replace", "dev", "eth0", "root"}, TBF(n.Rate)...)...)
 		}
 	}

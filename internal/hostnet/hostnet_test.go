@@ -108,6 +108,28 @@ func TestPlan(t *testing.T) {
 	if strings.Join(down, "|") != wantDown {
 		t.Errorf("down plan %q", strings.Join(down, "|"))
 	}
+	// A node's downlink apart from its uplink: the host end's qdisc
+	// (into the node) takes NodeInRate; unshaped, it has none.
+	for _, tc := range []struct {
+		in   int64
+		want []string
+	}{
+		{25_000_000, []string{"tc qdisc replace dev hn00abh0 root tbf rate 200000000bit burst 250000 latency 50ms",
+			"tc -n hn00ab-n0 qdisc replace dev eth0 root tbf rate 800000000bit burst 1000000 latency 50ms"}},
+		{-1, []string{"tc -n hn00ab-n0 qdisc replace dev eth0 root tbf rate 800000000bit burst 1000000 latency 50ms"}},
+	} {
+		cfg := testConfig()
+		cfg.Nodes, cfg.Store, cfg.NodeInRate = 1, false, tc.in
+		var tcs []string
+		for _, argv := range cfg.Layout().Plan().Up {
+			if argv[0] == "tc" {
+				tcs = append(tcs, strings.Join(argv, " "))
+			}
+		}
+		if strings.Join(tcs, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("NodeInRate %d: qdiscs\n%s\nwant\n%s", tc.in, strings.Join(tcs, "\n"), strings.Join(tc.want, "\n"))
+		}
+	}
 	// An unshaped link has no qdisc.
 	cfg := testConfig()
 	cfg.NodeRate, cfg.Store = -1, false

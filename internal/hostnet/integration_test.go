@@ -42,6 +42,20 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintf(c, "hello from %s\n", c.LocalAddr())
 		c.Close()
 		os.Exit(0)
+	case "listen":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println(ln.Addr())
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		fmt.Fprintln(c, "hello from the node's loopback")
+		c.Close()
+		os.Exit(0)
 	case "up":
 		n, err := Up(context.Background(), Config{Nodes: 2, Store: true, Prefix: "hny"}, nil)
 		if err != nil {
@@ -129,6 +143,89 @@ func TestUpAndClose(t *testing.T) {
 	}
 	if _, err := os.Stat(n.record); err == nil {
 		t.Errorf("record %s outlived Close", n.record)
+	}
+}
+
+// TestDialContext reaches a listener on a node's loopback from this
+// process, which runs outside the node, through Node.DialContext; and
+// checks that NodeInRate shapes the node's downlink apart from its
+// uplink (unshaped here: no qdisc on the host's end), and SetRates
+// either while the node runs.
+func TestDialContext(t *testing.T) {
+	requireNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := Up(ctx, Config{Nodes: 1, Prefix: "hnx", NodeRate: 12_500_000, NodeInRate: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	node := n.Nodes[0]
+	inside, host, err := n.Qdiscs(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(inside, "qdisc tbf") || !strings.Contains(inside, "rate 100Mbit") || strings.Contains(host, "tbf") {
+		t.Errorf("qdiscs %q inside and %q on the host's end; want tbf 100Mbit inside only", inside, host)
+	}
+
+	cmd := helper(t, n.Command(node, os.Args[0], "-test.run=^TestHelperProcess$"), "HOSTNET_HELPER=listen")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = strings.TrimSpace(addr)
+	// From this process's own namespace the port is not the node's
+	// listener (nothing, or something else, listens there).
+	if c2, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		_ = c2.SetReadDeadline(time.Now().Add(time.Second))
+		b, _ := io.ReadAll(c2)
+		c2.Close()
+		if strings.HasPrefix(string(b), "hello from the node") {
+			t.Fatalf("a plain dial of %s reached the node's listener", addr)
+		}
+	}
+	c, err := node.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s in %s: %v", addr, node.Name, err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, _ := io.ReadAll(c)
+	if string(b) != "hello from the node's loopback\n" {
+		t.Errorf("read %q from %s in %s", b, addr, node.Name)
+	}
+
+	// The link changed while it runs: uplink uncapped, downlink capped;
+	// then back.
+	for _, r := range []struct {
+		out, in      int64
+		inside, host string // the tbf's rate, or "" for none
+	}{{-1, 2_500_000, "", "rate 20Mbit"}, {12_500_000, -1, "rate 100Mbit", ""}} {
+		if err := n.SetRates(ctx, node, r.out, r.in); err != nil {
+			t.Fatal(err)
+		}
+		inside, host, err := n.Qdiscs(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []struct{ got, want string }{{inside, r.inside}, {host, r.host}} {
+			if (q.want == "") == strings.Contains(q.got, "tbf") || !strings.Contains(q.got, q.want) {
+				t.Errorf("SetRates(%d, %d): qdisc %q; want tbf %q (none for \"\")", r.out, r.in, q.got, q.want)
+			}
+		}
+		if got := n.Nodes[0]; got.Rate != r.out || got.InRate != r.in {
+			t.Errorf("SetRates(%d, %d): layout has %d, %d", r.out, r.in, got.Rate, got.InRate)
+		}
 	}
 }
 

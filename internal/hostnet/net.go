@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func up(ctx context.Context, cfg Config, log *slog.Logger, run Runner) (_ *Net, 
 		}
 	}
 	log.Info("hostnet: nodes made", "bridge", n.Bridge, "subnet", cfg.Subnet, "nodes", len(n.Nodes),
-		"node_rate", cfg.NodeRate, "store", n.Store != nil, "store_rate", cfg.StoreRate)
+		"node_rate", cfg.NodeRate, "node_in_rate", cfg.NodeInRate, "store", n.Store != nil, "store_rate", cfg.StoreRate)
 	return n, nil
 }
 
@@ -205,6 +206,50 @@ func (n *Net) Qdiscs(ctx context.Context, node Node) (inside, host string, err e
 	}
 	h, err := n.do(ctx, "tc", "qdisc", "show", "dev", node.HostVeth)
 	return string(in), string(h), err
+}
+
+// SetRates changes the link of node (or of the store) while it runs: out
+// caps what it sends, in what it receives (0: as out); a negative rate
+// leaves that direction unshaped. The Net's Layout records the new rates.
+func (n *Net) SetRates(ctx context.Context, node Node, out, in int64) error {
+	slot := n.Store
+	if i := slices.IndexFunc(n.Nodes, func(x Node) bool { return x.Name == node.Name }); i >= 0 {
+		slot = &n.Nodes[i]
+	}
+	if slot == nil || slot.Name != node.Name {
+		return fmt.Errorf("hostnet: no node %s in this run", node.Name)
+	}
+	inside, host, err := n.Qdiscs(ctx, node)
+	if err != nil {
+		return err
+	}
+	// set shapes dev (in namespace ns, or the host's for "") at rate.
+	set := func(rate int64, shaped bool, ns, dev string) error {
+		argv := []string{"tc"}
+		if ns != "" {
+			argv = append(argv, "-n", ns)
+		}
+		switch {
+		case rate > 0:
+			argv = append(append(argv, "qdisc", "replace", "dev", dev, "root"), TBF(rate)...)
+		case shaped:
+			argv = append(argv, "qdisc", "del", "dev", dev, "root")
+		default:
+			return nil // unshaped already
+		}
+		_, err := n.do(ctx, argv...)
+		return err
+	}
+	nd := *slot
+	nd.Rate, nd.InRate = out, in
+	if err := set(nd.Rate, strings.Contains(inside, "tbf"), node.Name, "eth0"); err != nil {
+		return fmt.Errorf("hostnet: %w", err)
+	}
+	if err := set(nd.inRate(), strings.Contains(host, "tbf"), "", node.HostVeth); err != nil {
+		return fmt.Errorf("hostnet: %w", err)
+	}
+	*slot = nd
+	return nil
 }
 
 // Close kills what still runs in the namespaces, removes them, their
