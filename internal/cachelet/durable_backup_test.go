@@ -45,6 +45,19 @@ func (r *bkRouter) DurableBackups(_, _ string) ([]string, int) {
 	return out, len(out)
 }
 
+// BackupsOf lists the present members but owner, in address order.
+func (r *bkRouter) BackupsOf(owner, _, _ string) []string {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	var out []string
+	for _, a := range r.all {
+		if a != owner && r.present[r.idOf[a]] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func (r *bkRouter) Present(id string) bool {
 	r.pmu.Lock()
 	defer r.pmu.Unlock()
