@@ -418,7 +418,7 @@ func TestDurableClusterKills(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := runDurableClusterKills(t, c.consistency, c.durable, c.pinned, killDuration(t, c.d), 8*time.Second)
-			t.Logf("%s: %d kills; %d writes acknowledged, %d failed; %d reads checked, %d failed; replayed on start: %.0f, superseded: %.0f, unverified: %.0f; backup records taken over: %.0f; store fallbacks: %.0f, of which asked the owner's backups: %.0f; acknowledged writes missing from the store: %d; reads older than an acknowledged write: %d with the key's owner down, %d otherwise; wrong bytes: %d",
+			t.Logf("%s: %d kills; %d writes acknowledged, %d failed; %d reads checked, %d failed; replayed on start: %.0f, superseded: %.0f, unverified: %.0f; backup records taken over: %.0f; store fallbacks: %.0f; reads that asked the owner's backups: %.0f; acknowledged writes missing from the store: %d; reads older than an acknowledged write: %d with the key's owner down, %d otherwise; wrong bytes: %d",
 				c.name, run.kills, run.acked, run.writeFailed, run.reads, run.readFailed, run.replayed, run.superseded, run.unverified, run.takenOver, run.fall, run.backupReads,
 				len(run.missing), len(run.ownerDown), len(run.stale), len(run.wrong))
 			if run.acked == 0 || run.reads == 0 || run.kills == 0 {
