@@ -105,7 +105,14 @@ func (m *bkMember) said() string {
 // newBackupGroup is n cachelets of one application under the owner
 // setting with replicated durable writes, every key owned by the first,
 // over one memory store that each reaches through its own outage.
-func newBackupGroup(t *testing.T, n int, backup BackupConfig) (*memstore.Store, []*bkMember) {
+func newBackupGroup(t testing.TB, n int, backup BackupConfig) (*memstore.Store, []*bkMember) {
+	t.Helper()
+	return newDurableGroup(t, n, &backup)
+}
+
+// newDurableGroup is newBackupGroup, with the single log (no backups)
+// where backup is nil.
+func newDurableGroup(t testing.TB, n int, backup *BackupConfig) (*memstore.Store, []*bkMember) {
 	t.Helper()
 	mem := memstore.New()
 	if err := mem.CreateBucket(t.Context(), testBucket, ""); err != nil {
@@ -139,11 +146,15 @@ func newBackupGroup(t *testing.T, n int, backup BackupConfig) (*memstore.Store, 
 			t.Fatal(err)
 		}
 		st := &outage{Store: mem}
-		b := backup
+		var b *BackupConfig
+		if backup != nil {
+			cp := *backup
+			b = &cp
+		}
 		logs := &lockedWriter{w: &strings.Builder{}}
 		c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize},
 			WriteTarget: WriteOwner, ReadMode: ReadOwner, DrainTimeout: 100 * time.Millisecond,
-			Router: r, Peers: client, Log: l, Backup: &b}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
+			Router: r, Peers: client, Log: l, Backup: b}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

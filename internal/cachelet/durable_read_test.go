@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -135,5 +137,72 @@ func TestReplicatedReadDuringTakeover(t *testing.T) {
 	got, _, err = readWith(t.Context(), c.c, "k", nil)
 	if err != nil || !bytes.Equal(got, v2) {
 		t.Fatalf("read once delivered: %d bytes, %v; want v2", len(got), err)
+	}
+}
+
+// BenchmarkReplicatedReadOwnerUp measures reads through a member that
+// does not own the key, its owner up, under replicated durable writes
+// against the same reads under the single log, alternating in one loop
+// over the real peer protocol on loopback: a remote hit (the reader's
+// copy dropped first) and a local hit (its copy confirmed with the
+// owner). The backups are asked only when the owner cannot answer, so
+// the ratios should be 1 within noise; a read that asked them fails the
+// benchmark.
+//
+//	go test -run XXX -bench ReplicatedReadOwnerUp ./internal/cachelet
+func BenchmarkReplicatedReadOwnerUp(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			_, repl := newBackupGroup(b, 2, BackupConfig{})
+			_, single := newDurableGroup(b, 2, nil)
+			data := object("k", 1, size)
+			for _, g := range [][]*bkMember{repl, single} {
+				if _, err := g[0].c.Put(b.Context(), testBucket, "k", bytes.NewReader(data), int64(size), store.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			read := func(c *Cachelet, want Outcome) time.Duration {
+				start := time.Now()
+				obj, err := c.Get(b.Context(), testBucket, "k", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, obj.Body)
+				obj.Body.Close()
+				d := time.Since(start)
+				if err != nil || n != int64(size) || obj.Outcome != want {
+					b.Fatalf("%s read: %d bytes, %v, outcome %s", want, n, err, obj.Outcome)
+				}
+				return d
+			}
+			var rr, rl, sr, sl []time.Duration
+			b.SetBytes(int64(size))
+			for i := 0; b.Loop(); i++ {
+				// Each setting goes first every other time: no
+				// order favours one.
+				first, second := repl[1].c, single[1].c
+				fr, fl, sr2, sl2 := &rr, &rl, &sr, &sl
+				if i%2 == 1 {
+					first, second, fr, fl, sr2, sl2 = second, first, sr2, sl2, fr, fl
+				}
+				first.Invalidate(testBucket, "k")
+				second.Invalidate(testBucket, "k")
+				*fr = append(*fr, read(first, RemoteHit))
+				*sr2 = append(*sr2, read(second, RemoteHit))
+				*fl = append(*fl, read(first, LocalHit))
+				*sl2 = append(*sl2, read(second, LocalHit))
+			}
+			for _, r := range []string{"record", "store", "unavailable"} {
+				if n := toFloat64(repl[1].c.bk.m.reads.WithLabelValues(r)); n != 0 {
+					b.Fatalf("%v reads asked the backups with the owner up (%s)", n, r)
+				}
+			}
+			b.ReportMetric(float64(p50(rr).Nanoseconds())/1e3, "repl-remote-p50-µs")
+			b.ReportMetric(float64(p50(sr).Nanoseconds())/1e3, "log-remote-p50-µs")
+			b.ReportMetric(float64(p50(rr))/float64(p50(sr)), "remote-repl/log")
+			b.ReportMetric(float64(p50(rl).Nanoseconds())/1e3, "repl-local-p50-µs")
+			b.ReportMetric(float64(p50(sl).Nanoseconds())/1e3, "log-local-p50-µs")
+			b.ReportMetric(float64(p50(rl))/float64(p50(sl)), "local-repl/log")
+		})
 	}
 }
