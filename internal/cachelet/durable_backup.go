@@ -94,6 +94,10 @@ type BackupRing interface {
 	// of a write of bucket/key this cachelet owns, best first, and how
 	// many lead the list on other nodes than this one.
 	DurableBackups(bucket, key string) (addrs []string, otherNodes int)
+	// BackupsOf is DurableBackups as the member at peer address owner
+	// picks them (this cachelet among them, where it is one); nil when
+	// owner is not a member.
+	BackupsOf(owner, bucket, key string) []string
 	// Present reports whether member id is in the current membership.
 	Present(id string) bool
 	// ID is this cachelet's member ID.
@@ -104,6 +108,7 @@ type BackupRing interface {
 type BackupPeers interface {
 	Backup(ctx context.Context, addr string, rec peer.BackupRecord, data []byte) error
 	BackupDone(ctx context.Context, addr, owner string, inc uint64, seqs []uint64) error
+	BackupFind(ctx context.Context, addr, bucket, key string, maxBytes int64) (*peer.BackupRecord, []byte, error)
 }
 
 // maxBackupTries bounds the members a write tries as its backup.
@@ -131,9 +136,13 @@ type backups struct {
 	pending map[string][]uint64
 	// As a backup: the records kept, by owner and incarnation, and their
 	// sizes by local log ID.
-	held  map[string]map[uint64]*ownerRecords
-	sizes map[uint64]int64
-	bytes int64
+	held map[string]map[uint64]*ownerRecords
+	// inFlight are the records taken over and not yet settled, by key
+	// and local log ID: readers of the key are still answered them
+	// (durable_read.go).
+	inFlight map[cache.Key]map[uint64]keptRecord
+	sizes    map[uint64]int64
+	bytes    int64
 
 	// tmu runs one takeover at a time (a flush waits for one running).
 	tmu sync.Mutex
@@ -172,7 +181,7 @@ type keptRecord struct {
 func newBackups(cfg BackupConfig, now time.Time, reg prometheus.Registerer) *backups {
 	return &backups{cfg: cfg, inc: uint64(now.UnixNano()), m: newBackupMetrics(reg),
 		sent: map[uint64]sentCopy{}, pending: map[string][]uint64{},
-		held: map[string]map[uint64]*ownerRecords{}, sizes: map[uint64]int64{}}
+		held: map[string]map[uint64]*ownerRecords{}, inFlight: map[cache.Key]map[uint64]keptRecord{}, sizes: map[uint64]int64{}}
 }
 
 // logDone marks a record of this cachelet's log done: its own write (its
@@ -592,10 +601,15 @@ func newerRecord(x, y peer.BackupRecord) bool {
 // it is settled), else without a cached copy.
 func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 	w := writeback.Write{Bucket: k.Bucket, Key: k.Object, Data: r.data, Opts: r.rec.Opts}
+	var settled func()
+	if c.bk != nil {
+		settled = c.bk.delivering(k, r)
+	}
 	count := func(err error) {
 		if c.bk == nil {
 			return
 		}
+		settled()
 		switch {
 		case err == nil:
 			c.bk.m.delivered.WithLabelValues("delivered").Inc()
@@ -672,7 +686,7 @@ func (c *Cachelet) flushBackupDone(ctx context.Context) {
 // backupMetrics are the hoard_cachelet_durable_backup_* metrics.
 type backupMetrics struct {
 	sent, failed, through, alone, sameNode, takenOver, dropped, resent prometheus.Counter
-	received, delivered, done                                          *prometheus.CounterVec
+	received, delivered, done, reads                                   *prometheus.CounterVec
 }
 
 func newBackupMetrics(reg prometheus.Registerer) backupMetrics {
@@ -694,9 +708,11 @@ func newBackupMetrics(reg prometheus.Registerer) backupMetrics {
 			Help: "Backup records of gone owners by outcome: delivered to the store, superseded (the store or a later write had a newer version), replaced (a newer record of the key), failed (refused by the store for good), left (at Close, for the next start)."}, []string{"result"}),
 		done: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_durable_backup_done_marks_total",
 			Help: "Done marks for backups by result: sent, failed (not delivered: the backup keeps those records until this owner leaves), dropped (over the bound)."}, []string{"result"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_cachelet_durable_backup_reads_total",
+			Help: "Reads whose key's owner could not answer, by what the key's backups said: record (one kept a write newer than the store's version: its bytes were served), store (none: the store was read), unavailable (one did not answer in time, or the store's version could not be learned: 503)."}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.failed, m.through, m.alone, m.sameNode, m.takenOver, m.dropped, m.resent, m.received, m.delivered, m.done)
+		reg.MustRegister(m.sent, m.failed, m.through, m.alone, m.sameNode, m.takenOver, m.dropped, m.resent, m.received, m.delivered, m.done, m.reads)
 	}
 	return m
 }

@@ -135,7 +135,8 @@ func (c *Cachelet) ecVersion(ctx context.Context, k cache.Key) (_ store.ObjectIn
 
 // ecConfirmWithOwner asks k's owner at addr whether etag is current. fresh:
 // it is. handled false: the owner could not answer, and the store's word is
-// the fallback.
+// the fallback (under replicated durable writes the ordinary path reads
+// instead: handled, not fresh).
 func (c *Cachelet) ecConfirmWithOwner(ctx context.Context, k cache.Key, etag, addr string) (fresh, handled bool) {
 	fctx, cancel := context.WithTimeout(ctx, c.ec.cfg.Timeout)
 	defer cancel()
@@ -154,6 +155,12 @@ func (c *Cachelet) ecConfirmWithOwner(ctx context.Context, k cache.Key, etag, ad
 		return false, true
 	}
 	c.notePeerAnswer(err, k, addr)
+	if c.bk != nil {
+		// Replicated durable writes: the store may lag the owner's
+		// acknowledged writes; the ordinary path asks the key's
+		// backups (durable_read.go).
+		return false, true
+	}
 	c.m.peerFallbacks.Inc()
 	return false, false
 }

@@ -267,8 +267,14 @@ func (c *Cachelet) fetch(ctx context.Context, k cache.Key, fl *flight, route boo
 				return sv, err // the owner asked the store
 			}
 			// The owner cannot answer (down, cut off, or its ring
-			// differs): the store can, and serving goes on.
+			// differs): the store can, and serving goes on; under
+			// replicated durable writes once the key's backups said
+			// it has the owner's last acknowledged write
+			// (durable_read.go).
 			c.m.peerFallbacks.Inc()
+			if sv, handled, err := c.readFromBackups(ctx, k, addr, nil); handled {
+				return sv, err
+			}
 			c.log.Debug("owner unavailable, reading from the store", "bucket", k.Bucket, "key", k.Object, "owner", addr, "err", err)
 		}
 	}
@@ -353,6 +359,12 @@ func (c *Cachelet) confirm(ctx context.Context, k cache.Key, e *cache.Entry, rou
 			return fromEntry(e, LocalHit), nil
 		case route && addr != "" && !c.distrusted(addr):
 			if sv, handled, err := c.confirmWithOwner(ctx, k, e, addr); handled {
+				return sv, err
+			}
+			// The owner cannot answer: under replicated durable
+			// writes its backups may hold a newer write than the
+			// store (durable_read.go).
+			if sv, handled, err := c.readFromBackups(ctx, k, addr, e); handled {
 				return sv, err
 			}
 		}

@@ -375,7 +375,27 @@ func (m *Member) DurableBackups(bucket, key string) (addrs []string, otherNodes 
 	if m.Lost() {
 		return nil, 0
 	}
+	return m.view.Load().backups(m.cfg.ID, bucket, key)
+}
+
+// BackupsOf is DurableBackups as the member at peer address owner picks
+// them for bucket/key in this member's view (this member among them,
+// where it is one): the members a reader that cannot reach the key's
+// owner asks for the owner's writes not yet in the store. Nil when owner
+// is not a member in this view.
+func (m *Member) BackupsOf(owner, bucket, key string) []string {
 	v := m.view.Load()
+	for id, addr := range v.addrs {
+		if addr == owner {
+			addrs, _ := v.backups(id, bucket, key)
+			return addrs
+		}
+	}
+	return nil
+}
+
+// backups is DurableBackups of the member with ID owner in view v.
+func (v *view) backups(owner, bucket, key string) (addrs []string, otherNodes int) {
 	if len(v.members) < 2 {
 		return nil, 0
 	}
@@ -383,12 +403,12 @@ func (m *Member) DurableBackups(bucket, key string) (addrs []string, otherNodes 
 	for _, mem := range v.members {
 		nodes[mem.ID] = mem.Meta[MetaNode]
 	}
-	own := nodes[m.cfg.ID]
+	own := nodes[owner]
 	var same []string
 	for _, id := range v.ring.Owners(bucket, key, len(v.members)) {
 		addr := v.addrs[id]
 		switch {
-		case id == m.cfg.ID || addr == "":
+		case id == owner || addr == "":
 		case own != "" && nodes[id] != "" && nodes[id] != own:
 			addrs = append(addrs, addr)
 		default:

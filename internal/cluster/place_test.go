@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 )
@@ -118,13 +119,19 @@ func TestDurableBackups(t *testing.T) {
 			if len(addrs) != 3 || other != 2 {
 				t.Fatalf("%s: backups %v, %d on other nodes", key, addrs, other)
 			}
+			// Every member sees the owner's choice.
+			for _, m := range ms {
+				if got := m.BackupsOf(owner, "b", key); !slices.Equal(got, addrs) {
+					t.Fatalf("%s: %s sees backups %v of owner %s, want %v", key, m.ID(), got, owner, addrs)
+				}
+			}
 			for i, a := range addrs {
 				if a == owner || (i < other) == (nodeOf[a] == nodeOf[owner]) {
 					t.Fatalf("%s: backups %v of owner %s (%s): %s out of place", key, addrs, owner, nodeOf[owner], a)
 				}
 			}
 		}
-		if !ms[0].Present("m3") || ms[0].Present("m9") {
+		if !ms[0].Present("m3") || ms[0].Present("m9") || ms[0].BackupsOf("m9:7000", "b", "k") != nil {
 			t.Fatal("Present is wrong")
 		}
 	})

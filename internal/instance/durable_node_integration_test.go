@@ -147,9 +147,11 @@ func runNodeLoss(t *testing.T, durable string) nodeLossRun {
 	if err := proxy.Update(netshape.Link{}, netshape.Link{}); err != nil {
 		t.Fatal(err)
 	}
-	// Reads until etcd drops the victim: its keys' owner is unreachable
-	// and the survivors read the store (counted, not errors: the
-	// window this setting does not close).
+	// Reads until etcd drops the victim: its keys' owner is unreachable.
+	// Under replicated the survivors ask the keys' backups first and are
+	// served the newest acknowledged version (or refuse, never older);
+	// with the single log they read the store (counted: the window that
+	// setting does not close).
 	dropped := make(chan struct{})
 	go func() {
 		defer close(dropped)
@@ -228,7 +230,8 @@ down:
 // then its directory removed) while every acknowledged write is still
 // queued for a slow store loses nothing: its writes' backups deliver
 // them once etcd drops it, and reads through the survivors return the
-// newest acknowledged version from then on. The same run with the single
+// newest acknowledged version from then on, and before (the owner down,
+// still a member): its backups answer for it. The same run with the single
 // log (--durable-writes) loses the victim's writes: the test sees the
 // fault it guards against.
 func TestReplicatedWritesSurviveNodeLoss(t *testing.T) {
@@ -261,6 +264,13 @@ func TestReplicatedWritesSurviveNodeLoss(t *testing.T) {
 			}
 			for _, s := range run.staleAfter {
 				t.Errorf("older read after the owner was dropped: %s", s)
+			}
+			// Nor while it was down: its backups answer for it.
+			if run.staleDown != 0 {
+				t.Errorf("%d of %d reads while the owner was down were older than acknowledged (or absent)", run.staleDown, run.readsDown)
+			}
+			if run.readsDown == 0 {
+				t.Error("no read was served while the owner was down: the test no longer sees the window")
 			}
 			if run.takenOver == 0 {
 				t.Error("no backup record was taken over")

@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -33,6 +34,7 @@ import (
 const (
 	backupPath     = "/v1/backup"
 	backupDonePath = "/v1/backup/done"
+	backupFindPath = "/v1/backup/find"
 )
 
 // Bounds of backup requests.
@@ -74,6 +76,12 @@ type backupDone struct {
 	SHA256      string `json:"sha256"`
 }
 
+// backupFind is the find request's header content.
+type backupFind struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+}
+
 // BackupKeeper is implemented by Owners that keep backups of their peers'
 // durable writes (the cachelet does, under `durable_writes: replicated`).
 // Called concurrently.
@@ -90,6 +98,97 @@ type BackupKeeper interface {
 	// the given sequence numbers: the owner has them in the store (or no
 	// longer needs them). Unknown ones are ignored.
 	PeerBackupDone(ctx context.Context, owner string, inc uint64, seqs []uint64)
+}
+
+// BackupFinder is implemented by BackupKeepers that answer readers of a
+// key whose owner they cannot reach (the cachelet does): is a write of
+// the key, acknowledged and not yet known to be in the store, kept here?
+type BackupFinder interface {
+	// PeerBackupFind returns the newest backup record of bucket/key this
+	// cachelet keeps (not yet done, or being delivered for an owner that
+	// is gone) and its bytes, or nil when it keeps none. An error means
+	// it cannot tell.
+	PeerBackupFind(ctx context.Context, bucket, key string) (*BackupRecord, []byte, error)
+}
+
+// BackupFind asks the cachelet at addr for the newest backup record of
+// bucket/key it keeps: nil when it keeps none. The answer is signed as
+// every answer is; the record's bytes (at most maxBytes, and
+// MaxBackupBytes) are checked against its signed CRC32C and against the
+// version it makes (their MD5) before BackupFind returns them. Errors:
+// store.ErrUnavailable when the peer cannot be reached or its answer
+// does not verify.
+func (c *Client) BackupFind(ctx context.Context, addr, bucket, key string, maxBytes int64) (*BackupRecord, []byte, error) {
+	if bucket == "" || key == "" {
+		return nil, nil, fmt.Errorf("%w: a backup lookup names its bucket and key", ErrBadRequest)
+	}
+	hdr, err := encodeHeader(backupFind{Bucket: bucket, Key: key})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(hdr) > MaxBackupHeader {
+		return nil, nil, fmt.Errorf("%w: key too long", ErrBadRequest)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+backupFindPath, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set(hdrBackup, hdr)
+	resp, err := c.do(c.get, req, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		resp.Body.Close()
+		return nil, nil, nil
+	case http.StatusOK:
+	default:
+		defer resp.Body.Close()
+		return nil, nil, readError(resp)
+	}
+	var rec BackupRecord
+	bad := func(why string) (*BackupRecord, []byte, error) {
+		resp.Body.Close()
+		return nil, nil, fmt.Errorf("%w: peer %s: backup record %s", store.ErrUnavailable, addr, why)
+	}
+	if decodeHeader(resp.Header.Get(hdrBackup), &rec) != nil {
+		return bad("without its metadata")
+	}
+	if rec.Bucket != bucket || rec.Key != key || rec.ETag == "" || rec.Size < 0 || rec.Size > min(maxBytes, MaxBackupBytes) {
+		return bad("of another key, without a version, or past the bound")
+	}
+	body, err := c.streamed(resp, addr, rec.Size, "backup record")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer body.Close()
+	data, _, err := readAllSized(body, rec.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum := md5.Sum(data)
+	if crc32.Checksum(data, castagnoli) != rec.CRC32C || hex.EncodeToString(sum[:]) != rec.ETag {
+		return nil, nil, fmt.Errorf("%w: peer %s: backup record's bytes do not make its version", store.ErrUnavailable, addr)
+	}
+	return &rec, data, nil
+}
+
+// readAllSized reads r, which verifies itself, to its end: exactly size
+// bytes.
+func readAllSized(r io.Reader, size int64) ([]byte, int64, error) {
+	data := make([]byte, size)
+	n, err := io.ReadFull(r, data)
+	if err != nil {
+		return nil, int64(n), err
+	}
+	if _, err := r.Read(nil); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = fmt.Errorf("%w: backup record longer than announced", store.ErrUnavailable)
+		}
+		return nil, int64(n), err
+	}
+	return data, int64(n), nil
 }
 
 // Backup sends the write rec describes, whose body is data, to the
@@ -203,7 +302,51 @@ func (s *Server) serveBackup(a answer, r *http.Request) {
 		}
 		k.PeerBackupDone(r.Context(), d.Owner, d.Incarnation, seqs)
 		a.whole(http.StatusNoContent, nil)
+	case r.URL.Path == backupFindPath && r.Method == http.MethodGet:
+		s.serveBackupFind(a, r)
 	default:
 		a.error(ErrBadRequest)
 	}
+}
+
+// serveBackupFind answers a reader's lookup of a key's backup record:
+// 204 for none, else the record's metadata in the signed header and its
+// bytes streamed with the answer's MAC.
+func (s *Server) serveBackupFind(a answer, r *http.Request) {
+	f, ok := s.owner.(BackupFinder)
+	if !ok {
+		a.error(fmt.Errorf("%w: this cachelet keeps no backups of durable writes", ErrBadRequest))
+		return
+	}
+	var q backupFind
+	if err := decodeHeader(r.Header.Get(hdrBackup), &q); err != nil || q.Bucket == "" || q.Key == "" {
+		a.error(fmt.Errorf("%w: a backup lookup names its bucket and key", ErrBadRequest))
+		return
+	}
+	rec, data, err := f.PeerBackupFind(r.Context(), q.Bucket, q.Key)
+	if err != nil {
+		a.error(err)
+		return
+	}
+	if rec == nil {
+		a.whole(http.StatusNoContent, nil)
+		return
+	}
+	out := *rec
+	out.Size, out.CRC32C = int64(len(data)), crc32.Checksum(data, castagnoli)
+	hdr, err := encodeHeader(out)
+	if err != nil || len(hdr) > MaxBackupHeader {
+		a.error(fmt.Errorf("%w: backup metadata too large", store.ErrUnavailable))
+		return
+	}
+	a.w.Header().Set(hdrBackup, hdr)
+	sw := a.stream(out.Size)
+	if _, err := sw.Write(data); err == nil {
+		_, err = sw.finish()
+		if err == nil {
+			return
+		}
+	}
+	// Headers are out: a short body is the signal, never wrong bytes.
+	panic(http.ErrAbortHandler)
 }

@@ -26,6 +26,7 @@ type fakeKeeper struct {
 	records map[uint64]BackupRecord
 	bodies  map[uint64][]byte
 	done    []uint64
+	tamper  bool // PeerBackupFind answers other bytes
 }
 
 func (f *fakeKeeper) PeerBackup(_ context.Context, rec BackupRecord, body io.Reader) error {

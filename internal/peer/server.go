@@ -98,7 +98,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveInstall(a, r)
 		return
 	}
-	if r.URL.Path == backupPath || r.URL.Path == backupDonePath {
+	if r.URL.Path == backupPath || r.URL.Path == backupDonePath || r.URL.Path == backupFindPath {
 		s.serveBackup(a, r)
 		return
 	}
