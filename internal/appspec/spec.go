@@ -237,6 +237,15 @@ type CacheSpec struct {
 	// most half of its run time, measured per function over its recent
 	// invocations (package admission; docs/design/admission.md).
 	Admission string `yaml:"admission,omitempty"`
+	// DurableWrites keeps each write a cachelet holds for the store
+	// (the owner and local consistencies) on disk before it is
+	// acknowledged (ADR 0030): "off" (the default: in memory until the
+	// store has it), "on" (fsynced to a log on the instance's node) or
+	// "replicated" (the owner consistencies: and a copy at a second
+	// instance, on another node where there is one, so that losing a
+	// node loses none). Needs nodes with a disk tier (agent
+	// --disk-budget), and not no_disk.
+	DurableWrites string `yaml:"durable_writes,omitempty"`
 }
 
 // Admission settings (Cache.Admission).
@@ -329,7 +338,19 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Erasure:      c.Erasure.settings(),
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
+
+		DurableWrites: c.durableMode(),
 	}
+}
+
+// durableMode is c.DurableWrites as the cachelet's setting; a value that
+// does not parse is passed on as it is, for Validate to refuse.
+func (c CacheSpec) durableMode() cacheconfig.DurableMode {
+	m, err := cacheconfig.ParseDurableMode(c.DurableWrites)
+	if err != nil {
+		return cacheconfig.DurableMode(c.DurableWrites)
+	}
+	return m
 }
 
 // finalOutputs is c.FinalOutputs as the cachelet's locations.
@@ -607,8 +628,14 @@ func (c *CacheSpec) validate() error {
 	if e := c.Erasure; e != nil && e.Shards == "" {
 		e.Shards = "10+2"
 	}
+	if _, err := cacheconfig.ParseDurableMode(c.DurableWrites); err != nil {
+		return invalid("cache: %v", err)
+	}
 	if err := c.Settings().Validate(); err != nil {
 		return invalid("cache: %v", err)
+	}
+	if c.NoDisk && c.durableMode() != cacheconfig.DurableOff {
+		return invalid("cache: durable_writes %s keeps its log on the node's disk: not with no_disk", c.durableMode())
 	}
 	if c.DiskBudget < 0 || (c.NoDisk && c.DiskBudget != 0) {
 		return invalid("cache: disk_budget %d: want a positive size, and not with no_disk", c.DiskBudget)
