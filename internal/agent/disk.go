@@ -22,12 +22,7 @@ import (
 // has that group as its only supplementary one. Another application's
 // cachelets and every function lack it: they cannot list, read or write
 // the directory. Unjailed cachelets run as the agent, with mode 0700.
-//
-// Durable writes (cache.durable_writes, ADR 0030) keep each cachelet's
-// log in that directory, under writelog/<instance ID> (package instance
-// makes it, mode 0700, the cachelet's own). Instance IDs are the
-// controller's (APP-VERSION-RANDOM) and never reused, so a log belongs
-// to one cachelet process; the directory outlives it with the disk tier.
+// Durable writes keep each cachelet's log there too (durable.go).
 
 // groupsFile records the applications' disk groups under DiskDir.
 const groupsFile = "groups.json"
