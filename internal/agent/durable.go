@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
 )
 
@@ -26,8 +27,8 @@ import (
 //     the new instance's ID (and, jailed, gives it the new cachelet's
 //     uid) before starting the cachelet, which replays it as its own,
 //     each write guarded against newer ones (ADR 0030). One log per
-//     start; a log is an orphan when no instance of the agent has its ID
-//     and no process holds its lock.
+//     start; a log is an orphan when no instance of the agent that is
+//     not dead has its ID and no process holds its lock.
 //   - Deleting an application unloads its instances, which remove their
 //     logs; a crashed instance's log stays until an instance of the
 //     application starts on the node again, with the disk tier's
@@ -68,7 +69,7 @@ func (in *Instance) adoptLog(diskDir string, uid int) error {
 	defer a.diskMu.Unlock()
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || id == in.req.ID || !idRE.MatchString(id) || a.hasInstance(id) {
+		if !e.IsDir() || id == in.req.ID || !idRE.MatchString(id) || a.liveInstance(id) {
 			continue
 		}
 		old := filepath.Join(dir, id)
@@ -100,12 +101,18 @@ func (in *Instance) removeLog() {
 	}
 }
 
-// hasInstance reports whether the agent has an instance of that ID.
-func (a *Agent) hasInstance(id string) bool {
+// liveInstance reports whether the agent has an instance of that ID
+// that is not dead (a dead one may still be in its teardown).
+func (a *Agent) liveInstance(id string) bool {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.instances[id]
-	return ok
+	in := a.instances[id]
+	a.mu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.state != api.StateDead
 }
 
 // unlocked reports whether no process holds the log at dir (its LOCK

@@ -90,7 +90,7 @@ func TestAdoptLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &Agent{cfg: Config{ID: "node-a", DiskBudget: 1 << 30, DiskDir: disk}, log: slog.New(slog.DiscardHandler),
-		instances: map[string]*Instance{"app-1-live": nil}}
+		instances: map[string]*Instance{"app-1-live": {state: api.StateIdle}, "app-1-dead": {state: api.StateDead}}}
 	start := func(id string) *Instance {
 		in := &Instance{agent: a, spec: spec, req: api.StartRequest{App: "app", ID: id}}
 		a.instances[id] = in

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/controller"
+	"github.com/hoard-io/hoard/internal/netshape"
 	"github.com/hoard-io/hoard/internal/ring"
 	"github.com/hoard-io/hoard/internal/store"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
@@ -345,4 +346,99 @@ func durableInvoke(t *testing.T, c *controller.Controller, app string, k int, ev
 	}
 	wg.Wait()
 	return out
+}
+
+// TestDurableLogAdopted: on one node, an instance's cachelet is
+// SIGKILLed while its acknowledged writes (durable_writes on) are still
+// queued for a slow store; instance IDs are never reused, so the next
+// instance of the application the node loads adopts the dead one's log
+// and delivers them: none is missing from the store.
+func TestDurableLogAdopted(t *testing.T) {
+	e := startShaped(t, netshape.Link{Bandwidth: durableSlowStore}, func(c *Config) { c.DiskBudget = 64 << 20 })
+	c := e.p.Controller
+	const app = "durone"
+	if err := e.st.CreateBucket(context.Background(), app, ""); err != nil {
+		t.Fatal(err)
+	}
+	spec := strings.NewReplacer("APP", app, "DURABLE", "on", "max_instances: 3", "max_instances: 1", "min_instances: 3", "min_instances: 1").Replace(durableNodesSpec)
+	deploySpec(t, c, spec, durableNodesFns)
+	keys := make([]string, 6)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("out/k%02d", i)
+	}
+	const size = 16 << 10
+	res := durableInvoke(t, c, app, 1, func(int) map[string]any {
+		return map[string]any{"bucket": app, "keys": keys, "rounds": 1, "size": size}
+	})[0]
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(res.Acked) != len(keys) {
+		t.Fatalf("acknowledged %v (failed %v); want every key", res.Acked, res.Failed)
+	}
+	inst := e.p.Agent.Instance(res.Instance)
+	if inst == nil {
+		t.Fatalf("no instance %s", res.Instance)
+	}
+	queued := 0
+	for _, k := range keys {
+		if _, _, _, err := e.st.Get(context.Background(), app, k, store.GetOptions{}); err != nil {
+			queued++
+		}
+	}
+	if queued == 0 {
+		t.Fatal("every write was in the store before the cachelet was killed: the test loses nothing")
+	}
+	logDir := filepath.Join(e.cfg.Dir, "agent", "disk", app, "writelog")
+	if err := syscall.Kill(inst.CacheletPID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The agent drops the dead instance; the next invocation loads a
+	// new one, which adopts the log.
+	var next string
+	deadline := time.Now().Add(60 * time.Second)
+	for next == "" || next == res.Instance {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new instance of %s after its cachelet was killed", app)
+		}
+		ev, _ := json.Marshal(map[string]any{"bucket": app, "keys": []string{}})
+		ictx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rec, err := c.Invoke(ictx, app, "write", ev, "test")
+		cancel()
+		if err == nil && rec.OK {
+			next = rec.Instance
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(logDir, res.Instance)); err == nil {
+		t.Errorf("the dead instance's log is still under its own ID")
+	}
+	if _, err := os.Stat(filepath.Join(logDir, next)); err != nil {
+		t.Errorf("the new instance %s has no log: %v", next, err)
+	}
+	var missing []string
+	for {
+		missing = missing[:0]
+		for _, k := range keys {
+			body, _, _, err := e.st.Get(context.Background(), app, k, store.GetOptions{})
+			if err != nil {
+				missing = append(missing, k)
+				continue
+			}
+			got, err := io.ReadAll(body)
+			body.Close()
+			if err != nil || !bytes.Equal(got, durableValue(k, 1, size)) {
+				t.Errorf("%s: %d bytes (%v), not the value written", k, len(got), err)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%d writes acknowledged, %d still queued when the cachelet was killed; %d missing from the store once %s adopted %s's log", len(keys), queued, len(missing), next, res.Instance)
+	if len(missing) > 0 {
+		t.Errorf("lost: %v", missing)
+	}
 }
