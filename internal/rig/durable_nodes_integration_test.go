@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +42,7 @@ buckets: {APP: read-write}
 cache: {budget: 32MiB, consistency: owner, durable_writes: DURABLE}
 functions:
   write: {handler: fns.write}
+  read: {handler: fns.read}
 `
 
 // durableNodesFns: write holds its instance for hold seconds, then
@@ -70,6 +72,25 @@ def write(event, context):
             except Exception as e:
                 failed["%s@%d" % (k, seq)] = str(e)[:300]
     return {"acked": acked, "failed": failed, "instance": os.environ["HOARD_INSTANCE"]}
+
+def read(event, context):
+    # Each key's round as read: 0 absent, -1 not a value of the key,
+    # -2 the read failed.
+    out = {}
+    for k in event["keys"]:
+        try:
+            b = s3.get_object(Bucket=event["bucket"], Key=k)["Body"].read()
+        except Exception as e:
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
+            out[k] = 0 if code == "NoSuchKey" else -2
+            continue
+        f = b[:64].split(b" ")
+        try:
+            seq = int(f[1])
+        except (IndexError, ValueError):
+            seq = -1
+        out[k] = seq if f[0] == k.encode() and seq > 0 and b == value(k, seq, len(b)) else -1
+    return {"reads": out, "instance": os.environ["HOARD_INSTANCE"]}
 `
 
 // durableValue is the value fns.write writes to key in round seq.
@@ -102,7 +123,9 @@ type durableApp struct {
 // store: one with durable_writes replicated, which loses none of its
 // acknowledged writes, and one with durable_writes on, the log on the
 // node alone, which the same loss must show losing some (else the test
-// no longer sees the fault).
+// no longer sees the fault). Then every key is read through the
+// surviving instances: never bytes that are not a value of the key, and
+// under replicated never an older value than acknowledged.
 func TestDurableWritesNodeLoss(t *testing.T) {
 	n := startNodes(t, 3, func(c *NodesConfig) { c.DiskBudget = 256 << 20 })
 	c := n.Controller
@@ -288,14 +311,47 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	settled := time.Since(killed)
+	// Reads through the surviving instances, every key, once the store
+	// has what survived: never bytes that are not a value of the key,
+	// and under replicated never older than acknowledged.
+	reads := map[string][3]int{} // app -> reads, older (or absent), failed
+	for _, a := range apps {
+		keys := slices.Sorted(maps.Keys(a.acked))
+		for _, res := range durableCall(t, c, a.name, "read", 2, func(int) map[string]any {
+			return map[string]any{"bucket": a.name, "keys": keys}
+		}) {
+			if a.agentOf[res.Instance] == victim.ID {
+				t.Errorf("%s: a read ran on %s, of the lost node", a.name, res.Instance)
+			}
+			r := reads[a.name]
+			for k, seq := range res.Reads {
+				r[0]++
+				switch {
+				case seq == -1:
+					t.Errorf("%s: read %s through %s: wrong bytes", a.name, k, res.Instance)
+				case seq == -2:
+					r[2]++
+				case seq < a.acked[k]:
+					r[1]++
+				}
+			}
+			reads[a.name] = r
+		}
+	}
 	for _, a := range apps {
 		m, w := results[a.name][0], results[a.name][1]
+		r := reads[a.name]
+		t.Logf("%s: then %d reads through the survivors: %d older than acknowledged (or absent), %d failed, 0 wrong bytes unless said", a.name, r[0], r[1], r[2])
+		if a.name == "durrep" && r[1]+r[2] > 0 {
+			t.Errorf("%s: %d reads older than acknowledged and %d failed after every write was delivered", a.name, r[1], r[2])
+		}
 		writes := 0
 		for _, seq := range a.acked {
 			writes += seq
 		}
-		t.Logf("%s (durable_writes %s): %d writes to %d keys acknowledged, %d of the keys owned by the lost node's instance; when it was lost %d keys' last writes were still queued for the store (%d of them its); at the end %d missing from the store, %d wrong (%.1fs after the loss)",
-			a.name, mode[a.name], writes, len(a.acked), victimKeys[a.name], len(queued[a.name]), victimQueued[a.name], len(m), len(w), time.Since(killed).Seconds())
+		t.Logf("%s (durable_writes %s): %d writes to %d keys acknowledged, %d of the keys owned by the lost node's instance; when it was lost %d keys' last writes were still queued for the store (%d of them its); at the end %d missing from the store, %d wrong (checked %.1fs after the loss)",
+			a.name, mode[a.name], writes, len(a.acked), victimKeys[a.name], len(queued[a.name]), victimQueued[a.name], len(m), len(w), settled.Seconds())
 		if victimQueued[a.name] == 0 {
 			t.Errorf("%s: the lost node's instance held no write still queued for the store: the test did not lose any", a.name)
 		}
@@ -314,16 +370,24 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 	}
 }
 
-// durableResult is fns.write's answer.
+// durableResult is fns.write's or fns.read's answer.
 type durableResult struct {
 	Acked    map[string]int    `json:"acked"`
 	Failed   map[string]string `json:"failed"`
+	Reads    map[string]int    `json:"reads"`
 	Instance string            `json:"instance"`
 }
 
 // durableInvoke runs k invocations of app's write at once, the j-th
 // with event(j), and returns their answers.
 func durableInvoke(t *testing.T, c *controller.Controller, app string, k int, event func(j int) map[string]any) []durableResult {
+	t.Helper()
+	return durableCall(t, c, app, "write", k, event)
+}
+
+// durableCall runs k invocations of app's fn at once, the j-th with
+// event(j), and returns their answers.
+func durableCall(t *testing.T, c *controller.Controller, app, fn string, k int, event func(j int) map[string]any) []durableResult {
 	t.Helper()
 	out := make([]durableResult, k)
 	var wg sync.WaitGroup
@@ -334,13 +398,13 @@ func durableInvoke(t *testing.T, c *controller.Controller, app string, k int, ev
 			ev, _ := json.Marshal(event(j))
 			ictx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			rec, err := c.Invoke(ictx, app, "write", ev, "test")
+			rec, err := c.Invoke(ictx, app, fn, ev, "test")
 			if err != nil || !rec.OK {
-				t.Errorf("%s write: %v %+v", app, err, rec)
+				t.Errorf("%s %s: %v %+v", app, fn, err, rec)
 				return
 			}
 			if err := json.Unmarshal(rec.Result, &out[j]); err != nil {
-				t.Errorf("%s write: %s: %v", app, rec.Result, err)
+				t.Errorf("%s %s: %s: %v", app, fn, rec.Result, err)
 			}
 		}()
 	}
