@@ -343,16 +343,6 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 	}
 }
 
-// durableMode is c.DurableWrites as the cachelet's setting; a value that
-// does not parse is passed on as it is, for Validate to refuse.
-func (c CacheSpec) durableMode() cacheconfig.DurableMode {
-	m, err := cacheconfig.ParseDurableMode(c.DurableWrites)
-	if err != nil {
-		return cacheconfig.DurableMode(c.DurableWrites)
-	}
-	return m
-}
-
 // finalOutputs is c.FinalOutputs as the cachelet's locations.
 func (c CacheSpec) finalOutputs() []cacheconfig.Location {
 	var out []cacheconfig.Location
@@ -628,14 +618,11 @@ func (c *CacheSpec) validate() error {
 	if e := c.Erasure; e != nil && e.Shards == "" {
 		e.Shards = "10+2"
 	}
-	if _, err := cacheconfig.ParseDurableMode(c.DurableWrites); err != nil {
-		return invalid("cache: %v", err)
+	if err := c.validateDurable(); err != nil {
+		return err
 	}
 	if err := c.Settings().Validate(); err != nil {
 		return invalid("cache: %v", err)
-	}
-	if c.NoDisk && c.durableMode() != cacheconfig.DurableOff {
-		return invalid("cache: durable_writes %s keeps its log on the node's disk: not with no_disk", c.durableMode())
 	}
 	if c.DiskBudget < 0 || (c.NoDisk && c.DiskBudget != 0) {
 		return invalid("cache: disk_budget %d: want a positive size, and not with no_disk", c.DiskBudget)
