@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/disktier"
@@ -61,9 +62,17 @@ func (d *durableMode) Set(s string) error {
 // IsBoolFlag lets --durable-writes stand alone (true).
 func (d *durableMode) IsBoolFlag() bool { return true }
 
-func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk) {
+func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cacheconfig.DurableMode) {
 	if def == nil {
 		def = &control.Disk{}
+	}
+	// A document's cache.durable_writes (an application's spec) is the
+	// flag's default.
+	switch durable {
+	case cacheconfig.DurableLog:
+		d.durable = durableLog
+	case cacheconfig.DurableReplicated:
+		d.durable = durableReplicated
 	}
 	d.budget, d.minSize = byteSize(def.Budget), byteSize(def.MinObjectSize)
 	d.group = def.Group

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"math"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/control"
 	"github.com/hoard-io/hoard/internal/etcdembed"
+	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/notify"
 	"github.com/hoard-io/hoard/internal/s3api"
 	"github.com/hoard-io/hoard/internal/s3auth"
@@ -450,6 +452,45 @@ func TestDurableWritesFlag(t *testing.T) {
 		err := runServe(t.Context(), append(append(baseServeArgs(t, "bkt"), tc.args...), "--log-level", "error"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// A document's cache.durable_writes (an application's spec, through the
+// node agent) turns durable writes on, with its disk tier; a flag beside
+// it overrides it.
+func TestDurableWritesFromDocument(t *testing.T) {
+	disk := &control.Disk{Dir: t.TempDir(), Budget: 16 << 20}
+	for _, tc := range []struct {
+		mode       cacheconfig.DurableMode
+		disk       *control.Disk
+		args       []string
+		log, copy2 bool
+		err        string
+	}{
+		{mode: cacheconfig.DurableLog, disk: disk, log: true},
+		{mode: cacheconfig.DurableReplicated, disk: disk, log: true, copy2: true},
+		{mode: cacheconfig.DurableReplicated, disk: disk, args: []string{"--durable-writes=false"}},
+		{mode: cacheconfig.DurableOff, disk: disk},
+		{mode: cacheconfig.DurableReplicated, err: "--durable-writes needs --disk-dir"},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		var df diskFlags
+		df.register(fs, tc.disk, tc.mode)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		var cfg instance.Config
+		cfg.Cachelet.WriteTarget = cachelet.WriteOwner
+		err := df.apply(&cfg)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q %v: %v, want %q", tc.mode, tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || cfg.DurableWrites != tc.log || (cfg.DurableBackup != nil) != tc.copy2 {
+			t.Errorf("%q %v: durable %v, backup %v, %v; want %v, %v", tc.mode, tc.args, cfg.DurableWrites, cfg.DurableBackup != nil, err, tc.log, tc.copy2)
 		}
 	}
 }

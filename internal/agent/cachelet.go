@@ -145,6 +145,12 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 		}
 	}
 	in.disk = disk
+	if disk != nil && in.durable() {
+		// A dead instance's undelivered writes, for this one to deliver.
+		if err := in.adoptLog(disk.Dir, in.cacheletUID); err != nil {
+			return err
+		}
+	}
 	if err := control.WriteDocument(docPath, in.document(ep, tls)); err != nil {
 		return fmt.Errorf("writing the cachelet's configuration: %w", err)
 	}

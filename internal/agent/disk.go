@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/control"
 )
 
@@ -21,6 +22,7 @@ import (
 // has that group as its only supplementary one. Another application's
 // cachelets and every function lack it: they cannot list, read or write
 // the directory. Unjailed cachelets run as the agent, with mode 0700.
+// Durable writes keep each cachelet's log there too (durable.go).
 
 // groupsFile records the applications' disk groups under DiskDir.
 const groupsFile = "groups.json"
@@ -54,10 +56,15 @@ func (a *Agent) loadDiskGroups() error {
 
 // appDisk returns the disk setting of app's cachelets on this node and
 // the group they share it with (0 when they run as the agent), making
-// the directory on first use. Nil when the agent has no disk tier.
+// the directory on first use. Nil when the agent has no disk tier; an
+// application asking for durable writes (their log lives there) cannot
+// be loaded then.
 func (in *Instance) appDisk(app string) (*control.Disk, int, error) {
 	a := in.agent
 	if a.cfg.DiskBudget <= 0 || in.spec.Cache.NoDisk {
+		if m := in.spec.Cache.Settings().DurableWrites; m != cacheconfig.DurableOff {
+			return nil, 0, fmt.Errorf("agent: %s asks for durable_writes %s, whose log lives on the node's disk tier; node %s has none (hoard agent --disk-budget)", app, m, a.cfg.ID)
+		}
 		return nil, 0, nil
 	}
 	if !idRE.MatchString(app) {

@@ -413,6 +413,7 @@ func (in *Instance) teardown(reason string) {
 			<-in.cacheletDone
 		}
 	}
+	in.removeLog()
 	if in.box != nil {
 		if err := in.box.Delete(); err != nil {
 			in.agent.log.Warn("removing a sandbox", "instance", in.req.ID, "err", err)

@@ -237,6 +237,15 @@ type CacheSpec struct {
 	// most half of its run time, measured per function over its recent
 	// invocations (package admission; docs/design/admission.md).
 	Admission string `yaml:"admission,omitempty"`
+	// DurableWrites keeps each write a cachelet holds for the store
+	// (the owner and local consistencies) on disk before it is
+	// acknowledged (ADR 0030): "off" (the default: in memory until the
+	// store has it), "on" (fsynced to a log on the instance's node) or
+	// "replicated" (the owner consistencies: and a copy at a second
+	// instance, on another node where there is one, so that losing a
+	// node loses none). Needs nodes with a disk tier (agent
+	// --disk-budget), and not no_disk.
+	DurableWrites string `yaml:"durable_writes,omitempty"`
 }
 
 // Admission settings (Cache.Admission).
@@ -329,6 +338,8 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Erasure:      c.Erasure.settings(),
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
+
+		DurableWrites: c.durableMode(),
 	}
 }
 
@@ -606,6 +617,9 @@ func (c *CacheSpec) validate() error {
 	}
 	if e := c.Erasure; e != nil && e.Shards == "" {
 		e.Shards = "10+2"
+	}
+	if err := c.validateDurable(); err != nil {
+		return err
 	}
 	if err := c.Settings().Validate(); err != nil {
 		return invalid("cache: %v", err)

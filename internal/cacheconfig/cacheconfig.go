@@ -243,6 +243,57 @@ type Settings struct {
 	// it) separated by commas, so that Settings stay comparable
 	// (ParseLocations). Default none.
 	FinalOutputs string `json:"final_outputs,omitempty"`
+	// DurableWrites is where a write the cachelet holds for the store is
+	// kept before it is acknowledged (ADR 0030): DurableOff (memory),
+	// DurableLog (fsynced to a log on the node's disk) or
+	// DurableReplicated (and a copy at a second member, on another node
+	// where there is one). The log needs the node's disk tier
+	// directory. Default off.
+	DurableWrites DurableMode `json:"durable_writes,omitempty"`
+}
+
+// DurableMode is Settings.DurableWrites.
+type DurableMode string
+
+// The durable write modes; "" is off.
+const (
+	DurableOff        DurableMode = ""
+	DurableLog        DurableMode = "on"
+	DurableReplicated DurableMode = "replicated"
+)
+
+// ParseDurableMode reads off|on|replicated (also false|true, as `hoard
+// serve --durable-writes` does).
+func ParseDurableMode(s string) (DurableMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "off", "false":
+		return DurableOff, nil
+	case "on", "true":
+		return DurableLog, nil
+	case "replicated":
+		return DurableReplicated, nil
+	}
+	return "", fmt.Errorf("%w: durable_writes %q: want off, on (a log on the node's disk) or replicated (the log and a copy at a second member)", ErrInvalid, s)
+}
+
+// validateDurable checks DurableWrites against the consistency c: the
+// log is for writes held before the store has them (the owner and local
+// targets), its copy at a second member for the owner targets, whose key
+// owner picks the member.
+func (s Settings) validateDurable(c Consistency) error {
+	if s.DurableWrites == DurableOff {
+		return nil
+	}
+	if m, err := ParseDurableMode(string(s.DurableWrites)); err != nil || m != s.DurableWrites {
+		return fmt.Errorf("%w: durable_writes %q: want off, on or replicated", ErrInvalid, s.DurableWrites)
+	}
+	if c.Target != WriteOwner && c.Target != WriteLocal {
+		return fmt.Errorf("%w: durable_writes %s needs a consistency whose writes are held before the store has them (owner, owner-async, owner-local-read, local, local-async); under %s every write is in the store before it is acknowledged", ErrInvalid, s.DurableWrites, c.Name)
+	}
+	if s.DurableWrites == DurableReplicated && c.Target != WriteOwner {
+		return fmt.Errorf("%w: durable_writes replicated needs an owner consistency (owner, owner-async, owner-local-read): the key's owner keeps the write and picks the member that keeps its copy; under %s use durable_writes on", ErrInvalid, c.Name)
+	}
+	return nil
 }
 
 // Location is a bucket and a key prefix ("" for the whole bucket).
@@ -456,6 +507,15 @@ func (s Settings) Validate() error {
 	}
 	if err := s.Migrate.validate(); err != nil {
 		return err
+	}
+	if s.DurableWrites != DurableOff {
+		c, err := s.Resolved()
+		if err != nil {
+			return err
+		}
+		if err := s.validateDurable(c); err != nil {
+			return err
+		}
 	}
 	if s.Erasure != nil {
 		return s.Erasure.validate()

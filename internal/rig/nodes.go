@@ -139,10 +139,14 @@ type Nodes struct {
 	// StoreEndpoint is where the nodes and the controller reach the
 	// store: Store's endpoint, or the proxy adding StoreLatency.
 	StoreEndpoint string
-	Net           *hostnet.Net
-	Etcd          *etcdembed.Server
-	Store         *localstore.Server
-	Agents        []*NodeAgent
+	// StoreProxy shapes the link to the store (with
+	// NodesConfig.StoreLatency; nil without): a test may slow it down
+	// (Update) or cut it while the platform runs.
+	StoreProxy *netshape.Proxy
+	Net        *hostnet.Net
+	Etcd       *etcdembed.Server
+	Store      *localstore.Server
+	Agents     []*NodeAgent
 
 	shaper     *netshape.Server
 	tls        *nodesPKI // nil without NodesConfig.TLS
@@ -289,7 +293,7 @@ func StartNodes(ctx context.Context, cfg NodesConfig, log *slog.Logger) (_ *Node
 			bridgeLn.Close()
 			return nil, err
 		}
-		n.StoreEndpoint = p.Endpoint
+		n.StoreEndpoint, n.StoreProxy = p.Endpoint, p
 	}
 
 	pcfg := Config{

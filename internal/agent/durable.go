@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
+)
+
+// Durable writes (cache.durable_writes, ADR 0030) keep each cachelet's
+// log in its application's disk tier directory on the node, under
+// writelog/<instance ID>, mode 0700, the cachelet's own (package instance
+// makes it). Instance IDs are the controller's (APP-VERSION-RANDOM) and
+// never reused, so a cachelet never finds its own log from an earlier
+// process. Instead:
+//
+//   - A cachelet that exits cleanly (0, after the agent's SIGTERM) has
+//     delivered every write it logged: the agent removes its log.
+//   - A cachelet that crashed, or was killed past its grace, leaves its
+//     log with the writes it had not delivered. The next instance of the
+//     application started on the node adopts it: the agent renames it to
+//     the new instance's ID (and, jailed, gives it the new cachelet's
+//     uid) before starting the cachelet, which replays it as its own,
+//     each write guarded against newer ones (ADR 0030). One log per
+//     start; a log is an orphan when no instance of the agent that is
+//     not dead has its ID and no process holds its lock.
+//   - Deleting an application unloads its instances, which remove their
+//     logs; a crashed instance's log stays until an instance of the
+//     application starts on the node again, with the disk tier's
+//     directory, which the agent keeps as it keeps the disk tier.
+//
+// Under replicated, a crashed cachelet's writes are also delivered by
+// their backups once it leaves the ring; the adopted log's are then
+// delivered a second time, guarded, which changes nothing.
+
+// writelogDir is the directory of an application's logs on the node.
+func writelogDir(diskDir string) string { return filepath.Join(diskDir, "writelog") }
+
+// durable reports whether the instance's application asks for durable
+// writes.
+func (in *Instance) durable() bool {
+	return in.spec.Cache.Settings().DurableWrites != cacheconfig.DurableOff
+}
+
+// adoptLog gives the instance the log of a dead instance of its
+// application on this node, if there is one (see above). uid is the
+// cachelet's own (0: it runs as the agent). Nothing to adopt is not an
+// error; a log that cannot be moved is.
+func (in *Instance) adoptLog(diskDir string, uid int) error {
+	a := in.agent
+	dir := writelogDir(diskDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: durable logs: %w", err)
+	}
+	mine := filepath.Join(dir, in.req.ID)
+	if _, err := os.Lstat(mine); err == nil {
+		return nil // its own already (never, with fresh IDs)
+	}
+	a.diskMu.Lock()
+	defer a.diskMu.Unlock()
+	for _, e := range ents {
+		id := e.Name()
+		if !e.IsDir() || id == in.req.ID || !idRE.MatchString(id) || a.liveInstance(id) {
+			continue
+		}
+		old := filepath.Join(dir, id)
+		if !unlocked(old) {
+			continue
+		}
+		if err := os.Rename(old, mine); err != nil {
+			return fmt.Errorf("agent: adopting durable log %s: %w", id, err)
+		}
+		if uid != 0 {
+			if err := chownTree(mine, uid); err != nil {
+				return fmt.Errorf("agent: adopting durable log %s: %w", id, err)
+			}
+		}
+		a.log.Info("durable log of a dead instance adopted: its writes are delivered by the new one", "instance", in.req.ID, "from", id, "app", in.spec.Name)
+		return nil
+	}
+	return nil
+}
+
+// removeLog removes the instance's log once its cachelet exited cleanly
+// (every logged write delivered).
+func (in *Instance) removeLog() {
+	if in.disk == nil || !in.durable() || in.cachelet == nil || in.cachelet.ProcessState == nil || !in.cachelet.ProcessState.Success() {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(writelogDir(in.disk.Dir), in.req.ID)); err != nil {
+		in.agent.log.Warn("removing a durable log", "instance", in.req.ID, "err", err)
+	}
+}
+
+// liveInstance reports whether the agent has an instance of that ID
+// that is not dead (a dead one may still be in its teardown).
+func (a *Agent) liveInstance(id string) bool {
+	a.mu.Lock()
+	in := a.instances[id]
+	a.mu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.state != api.StateDead
+}
+
+// unlocked reports whether no process holds the log at dir (its LOCK
+// file's flock, package writelog); a log without one was never opened.
+func unlocked(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return false
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
+}
+
+// chownTree gives everything under dir to uid, keeping the group.
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, -1)
+	})
+}
