@@ -64,16 +64,45 @@ func (m *MigrateConfig) validate(sweep SweepConfig) error {
 		m.HotIdle = orDefault(sweep.Idle, cacheconfig.OFCSweepIdle)
 	}
 	if m.MaxObjects == 0 {
-		m.MaxObjects = 64
+		m.MaxObjects = defaultMigrateObjects
 	}
 	if m.MaxBytes == 0 {
-		m.MaxBytes = 64 << 20
+		m.MaxBytes = defaultMigrateBytes
 	}
 	if m.Timeout == 0 {
-		m.Timeout = 2 * time.Second
+		m.Timeout = defaultMigrateTimeout
 	}
 	return nil
 }
+
+// settings is m as the application's settings: a bound at its default
+// (what validate fills in) is reported as zero, the document's "the
+// default", so that a cachelet reports the settings it was given.
+func (m MigrateConfig) settings(sweep SweepConfig) cacheconfig.Migrate {
+	if m.Disabled {
+		return cacheconfig.Migrate{Off: true}
+	}
+	unless := func(v, def int64) int64 {
+		if v == def {
+			return 0
+		}
+		return v
+	}
+	return cacheconfig.Migrate{
+		HotReads:   int(unless(int64(m.HotReads), int64(orDefault(sweep.MinReads, cacheconfig.OFCSweepMinReads)))),
+		HotIdle:    cacheconfig.Duration(unless(int64(m.HotIdle), int64(orDefault(sweep.Idle, cacheconfig.OFCSweepIdle)))),
+		MaxObjects: int(unless(int64(m.MaxObjects), defaultMigrateObjects)),
+		MaxBytes:   unless(m.MaxBytes, defaultMigrateBytes),
+		Timeout:    cacheconfig.Duration(unless(int64(m.Timeout), int64(defaultMigrateTimeout))),
+	}
+}
+
+// Defaults of MigrateConfig's bounds.
+const (
+	defaultMigrateObjects = 64
+	defaultMigrateBytes   = 64 << 20
+	defaultMigrateTimeout = 2 * time.Second
+)
 
 // orDefault is v, or def when v is zero.
 func orDefault[T comparable](v, def T) T {

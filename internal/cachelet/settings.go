@@ -129,12 +129,7 @@ func (c Config) Settings() cacheconfig.Settings {
 		ServeStaleIfError: c.ServeStaleIfError, FinalOutputs: cacheconfig.JoinLocations(c.FinalOutputs),
 		SweepInterval: cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
 	}
-	if m := c.Migrate; m.Disabled {
-		s.Migrate = cacheconfig.Migrate{Off: true}
-	} else {
-		s.Migrate = cacheconfig.Migrate{HotReads: m.HotReads, HotIdle: cacheconfig.Duration(m.HotIdle),
-			MaxObjects: m.MaxObjects, MaxBytes: m.MaxBytes, Timeout: cacheconfig.Duration(m.Timeout)}
-	}
+	s.Migrate = c.Migrate.settings(c.Sweep)
 	if e := c.Erasure; e != nil {
 		s.Erasure = &cacheconfig.Erasure{DataShards: e.DataShards, ParityShards: e.ParityShards,
 			Threshold: e.Threshold, Memory: e.Memory, BackupMemory: e.BackupMemory, Chunk: int64(e.ChunkSize),
