@@ -250,6 +250,13 @@ type Settings struct {
 	// where there is one). The log needs the node's disk tier
 	// directory. Default off.
 	DurableWrites DurableMode `json:"durable_writes,omitempty"`
+	// DurableShadow, with DurableWrites, puts a placeholder of each
+	// durable write in the store before it is acknowledged (ADR 0030,
+	// amendment "shadows"): an empty object whose user metadata names
+	// the pending version, replaced by the delivery. Readers through
+	// hoard never serve it; readers outside hoard see it until the
+	// delivery. Default false.
+	DurableShadow bool `json:"durable_shadow,omitempty"`
 }
 
 // DurableMode is Settings.DurableWrites.
@@ -282,6 +289,9 @@ func ParseDurableMode(s string) (DurableMode, error) {
 // owner picks the member.
 func (s Settings) validateDurable(c Consistency) error {
 	if s.DurableWrites == DurableOff {
+		if s.DurableShadow {
+			return fmt.Errorf("%w: durable_shadow needs durable_writes on or replicated (a placeholder stands for a logged write)", ErrInvalid)
+		}
 		return nil
 	}
 	if m, err := ParseDurableMode(string(s.DurableWrites)); err != nil || m != s.DurableWrites {
