@@ -289,9 +289,6 @@ func ParseDurableMode(s string) (DurableMode, error) {
 // owner picks the member.
 func (s Settings) validateDurable(c Consistency) error {
 	if s.DurableWrites == DurableOff {
-		if s.DurableShadow {
-			return fmt.Errorf("%w: durable_shadow needs durable_writes on or replicated (a placeholder stands for a logged write)", ErrInvalid)
-		}
 		return nil
 	}
 	if m, err := ParseDurableMode(string(s.DurableWrites)); err != nil || m != s.DurableWrites {
@@ -517,6 +514,9 @@ func (s Settings) Validate() error {
 	}
 	if err := s.Migrate.validate(); err != nil {
 		return err
+	}
+	if s.DurableShadow && s.DurableWrites == DurableOff {
+		return fmt.Errorf("%w: durable_shadow needs durable_writes on or replicated (a placeholder stands for a logged write)", ErrInvalid)
 	}
 	if s.DurableWrites != DurableOff {
 		c, err := s.Resolved()
