@@ -240,3 +240,50 @@ func TestShadowGuard(t *testing.T) {
 		t.Error("another write's placeholder taken for an empty object of the base")
 	}
 }
+
+// TestShadowReplicated: under replicated writes the placeholder names the
+// backup's sequence; a reader that cannot reach the owner is served the
+// backup's record over its placeholder (never the empty placeholder),
+// refuses a key whose placeholder no backup can explain, and the
+// backup's takeover delivers over the placeholder.
+func TestShadowReplicated(t *testing.T) {
+	mem, ms := newDurableGroupShadow(t, 3, &BackupConfig{}, true)
+	a, b, c := ms[0], ms[1], ms[2]
+	settledWrite(t, a, "k", 1)
+	a.st.placeholders.Store(true)
+	a.st.down.Store(true) // the owner's deliveries never land
+	v2 := object("k", 2, 1800)
+	if err := putThrough(t, a.c, "k", v2); err != nil {
+		t.Fatal(err)
+	}
+	info, err := mem.Stat(t.Context(), testBucket, "k")
+	if err != nil || info.Size != 0 || info.UserMetadata[shadowPendingMeta] != etagOf(v2) {
+		t.Fatalf("store after the ack: %+v (%v); want the placeholder of v2", info, err)
+	}
+	putRaw(t, mem, "orphan", nil, map[string]string{shadowPendingMeta: etagOf([]byte("gone")), shadowSeqMeta: "1"})
+
+	a.srv.Close() // the owner is down; membership still lists it
+	if got, _, err := readWith(t.Context(), c.c, "k", nil); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("read of k with its owner down: %d bytes (%v), want v2", len(got), err)
+	}
+	if got, _, err := readWith(t.Context(), c.c, "orphan", nil); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("read of a placeholder no backup explains: %d bytes (%v), want ErrUnavailable", len(got), err)
+	}
+
+	// Membership drops the owner: its backup delivers over the
+	// placeholder.
+	for _, m := range []*bkMember{b, c} {
+		m.router.gone("m0")
+		m.c.OwnershipChanging()
+		m.router.set(b.router.self)
+		m.c.OwnershipChanged()
+	}
+	for _, m := range []*bkMember{b, c} {
+		if err := m.c.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := storeHas(t, mem, "k"); !bytes.Equal(got, v2) {
+		t.Fatalf("store has %d bytes of k after the takeover, want v2", len(got))
+	}
+}
