@@ -44,6 +44,9 @@ const (
 	shadowSeqMeta     = "hoard-pending-seq"
 )
 
+// maxShadowTries bounds the HEAD-then-put rounds of one placeholder.
+const maxShadowTries = 3
+
 // errPendingInStore: a read found a placeholder in the store.
 var errPendingInStore = fmt.Errorf("%w: the store holds a placeholder of a write not yet delivered", store.ErrUnavailable)
 
@@ -93,10 +96,12 @@ func (c *Cachelet) writeShadow(ctx context.Context, k cache.Key, etag string, ba
 		// The usual case: one version known, no round trip more.
 		err = put(base[0], base[0] != "")
 	}
-	if errors.Is(err, store.ErrPreconditionFailed) {
-		// Several versions possible (writes of the key still queued,
-		// whose placeholders the store may hold), or the one known is
-		// not there: ask, then put over what is found if it is one.
+	// Several versions possible (writes of the key still queued, whose
+	// placeholders the store may hold), or the one known is not there:
+	// ask, then put over what is found if it is one. A 412 then is a
+	// change in between (often this cachelet's own delivery of an
+	// earlier write): ask again, a few times.
+	for try := 0; try < maxShadowTries && errors.Is(err, store.ErrPreconditionFailed); try++ {
 		var cur string
 		var present bool
 		if cur, present, err = c.shadowBase(ctx, k, etag, base); err == nil {

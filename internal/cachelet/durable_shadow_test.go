@@ -69,7 +69,7 @@ func TestShadowWrittenBeforeAck(t *testing.T) {
 	defer c.Close()
 	old, a1 := object("a", 0, 300), object("a", 1, 300)
 	putRaw(t, mem, "a", old, nil)
-	putVia(t, c, "a", a1)
+	putBounded(t, c, "a", a1)
 	info, err := mem.Stat(t.Context(), testBucket, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestShadowWrittenBeforeAck(t *testing.T) {
 	// A second write of the key, its first still queued: its placeholder
 	// replaces the first's.
 	a2 := object("a", 2, 300)
-	putVia(t, c, "a", a2)
+	putBounded(t, c, "a", a2)
 	if info, _ := mem.Stat(t.Context(), testBucket, "a"); info.UserMetadata[shadowPendingMeta] != etagOf(a2) {
 		t.Fatalf("placeholder after the second write names %q, want %s", info.UserMetadata[shadowPendingMeta], etagOf(a2))
 	}
@@ -140,7 +140,7 @@ func TestShadowRefused(t *testing.T) {
 	defer l.Close()
 	c := shadowCachelet(t, st, l, nil)
 	defer c.Close()
-	putVia(t, c, "r", object("r", 1, 200))
+	putBounded(t, c, "r", object("r", 1, 200))
 	if err := c.Drain(t.Context()); err != nil { // delivered: its version is known
 		t.Fatal(err)
 	}
@@ -164,8 +164,8 @@ func TestShadowRefused(t *testing.T) {
 	// The store taking writes: acknowledged once it has the write.
 	st.hold.Store(false)
 	putRaw(t, mem, "s", theirs, nil) // unknown here: asked, then written over
-	putVia(t, c, "r", object("r", 3, 200))
-	putVia(t, c, "s", object("s", 1, 200))
+	putBounded(t, c, "r", object("r", 3, 200))
+	putBounded(t, c, "s", object("s", 1, 200))
 	for k, want := range map[string][]byte{"r": object("r", 3, 200), "s": object("s", 1, 200)} {
 		if err := c.Drain(t.Context()); err != nil {
 			t.Fatal(err)
@@ -188,8 +188,8 @@ func TestShadowReplay(t *testing.T) {
 	st.hold.Store(true)
 	l, _ := openLog(t, dir)
 	c := shadowCachelet(t, st, l, nil)
-	putVia(t, c, "a", a1)
-	putVia(t, c, "b", b1)
+	putBounded(t, c, "a", a1)
+	putBounded(t, c, "b", b1)
 	c.Close()
 	l.Close()
 	if info, _ := mem.Stat(t.Context(), testBucket, "a"); info.UserMetadata[shadowPendingMeta] != etagOf(a1) {
@@ -285,5 +285,58 @@ func TestShadowReplicated(t *testing.T) {
 	}
 	if got := storeHas(t, mem, "k"); !bytes.Equal(got, v2) {
 		t.Fatalf("store has %d bytes of k after the takeover, want v2", len(got))
+	}
+}
+
+// flaky412 answers the first n conditional placeholders with 412, as a
+// store whose key changed between a HEAD and the put does (this
+// cachelet's own delivery of an earlier write landing in between).
+type flaky412 struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (f *flaky412) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
+	if size == 0 && opts.UserMetadata[shadowPendingMeta] != "" && f.n.Add(-1) >= 0 {
+		return store.PutResult{}, store.ErrPreconditionFailed
+	}
+	return f.Store.Put(ctx, bucket, key, body, size, opts)
+}
+
+// TestShadowAsksAgain: a placeholder answered 412 while the store holds
+// a version of its base is asked for again (HEAD, then the put), and
+// written: the write is acknowledged at once, not through the store.
+func TestShadowAsksAgain(t *testing.T) {
+	mem, st := newUndelivered(t)
+	putRaw(t, mem, "a", object("a", 0, 100), nil)
+	f := &flaky412{Store: st}
+	f.n.Store(2)
+	st.hold.Store(true)
+	l, _ := openLog(t, t.TempDir())
+	defer l.Close()
+	c := shadowCachelet(t, f, l, nil)
+	defer c.Close()
+	a1 := object("a", 1, 100)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, testBucket, "a", bytes.NewReader(a1), int64(len(a1)), store.PutOptions{}); err != nil {
+		t.Fatalf("write after two 412s, the store taking no delivery: %v", err)
+	}
+	if info, _ := mem.Stat(t.Context(), testBucket, "a"); info.UserMetadata[shadowPendingMeta] != etagOf(a1) {
+		t.Fatalf("no placeholder of a1 after two 412s: %+v", info)
+	}
+	if n := toFloat64(c.shadows.WithLabelValues("written")); n != 1 {
+		t.Fatalf("%v placeholders counted written, want 1", n)
+	}
+}
+
+// putBounded is putVia within 5 s: a write that waits for a store that
+// takes no delivery fails rather than hangs.
+func putBounded(t *testing.T, c *Cachelet, key string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, testBucket, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+		t.Fatalf("put %s: %v", key, err)
 	}
 }
