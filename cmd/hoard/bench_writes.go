@@ -22,8 +22,9 @@ func runBenchWrites(ctx context.Context, args []string, stdout, stderr io.Writer
 			"persistence (held in memory), under owner with --durable-writes (appended and\n"+
 			"fsynced to the log), and, in an application of two cachelets (embedded etcd) with each\n"+
 			"PUT sent to its key's owner, under owner with --durable-writes=replicated (fsynced at\n"+
-			"the owner and at the other member). Prints p50 and p99 per size, each against strong,\n"+
-			"and OFC's figure.\n\nflags:")
+			"the owner and at the other member); with --shadow also under owner with\n"+
+			"--durable-writes --durable-shadow (and a placeholder PUT to the store per write).\n"+
+			"Prints p50 and p99 per size, each against strong, and OFC's figure.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var (
@@ -34,6 +35,7 @@ func runBenchWrites(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&sizes, "sizes", "4KiB,1MiB,16MiB", "comma-separated object sizes")
 	fs.IntVar(&cfg.Writes, "writes", 200, "PUTs per size and setting (fewer of large sizes: at most 64 MiB per size, at least 8)")
 	fs.BoolVar(&cfg.FreshKeys, "fresh-keys", false, "every PUT writes a new key (by default the PUTs of a size take turns over 16 keys): durable writes then ask the store for the version each replaces")
+	fs.BoolVar(&cfg.Shadow, "shadow", false, "also time durable writes with --durable-shadow (each write's empty placeholder put in the store before its acknowledgement), beside durable writes without")
 	fs.StringVar(&cfg.Preset, "preset", "local", "the store link's network preset: local (loopback), faast or ofc")
 	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	minioFlag(fs, &cfg.MinIOBinary)

@@ -96,6 +96,7 @@ var configKeys = map[string]string{
 	"disk-fsync":           "disk.fsync",
 	"durable-writes":       "cache.durable_writes",
 	"durable-log-bytes":    "cache.durable_log_bytes",
+	"durable-shadow":       "cache.durable_shadow",
 
 	"tls":           "tls.local_ca",
 	"tls-cert":      "tls.cert",

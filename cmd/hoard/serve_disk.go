@@ -25,6 +25,7 @@ type diskFlags struct {
 	group            bool // the document's: shared with the directory's group
 	durable          durableMode
 	logBytes         byteSize
+	shadow           bool
 }
 
 // durableMode is --durable-writes: off, the log on this node ("true",
@@ -62,7 +63,7 @@ func (d *durableMode) Set(s string) error {
 // IsBoolFlag lets --durable-writes stand alone (true).
 func (d *durableMode) IsBoolFlag() bool { return true }
 
-func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cacheconfig.DurableMode) {
+func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cacheconfig.DurableMode, shadow bool) {
 	if def == nil {
 		def = &control.Disk{}
 	}
@@ -88,6 +89,7 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cachec
 	fs.DurationVar(&d.interval, "disk-clean-interval", 0, "with --disk-dir: how often the cleaner rescans the directory for budget and age (default 1m)")
 	fs.Var(&d.durable, "durable-writes", "with --disk-dir and the owner or local write target: acknowledge a write only once it is appended and fsynced to a log under the disk tier's directory, and deliver what a crashed predecessor with the same --id left there on start; =replicated (owner targets, with --etcd-endpoints): and once a second member of the application (on another --node when there is one) logged a copy too, which it delivers if this member is lost with its node (alone in an application: the log only, said once); no member takes the copy: acknowledged once the store has it (default off: held writes live in memory until the store has them)")
 	fs.Var(&d.logBytes, "durable-log-bytes", fmt.Sprintf("with --durable-writes: the most bytes of writes the log holds before the store has them; a write that finds it full waits for room (default %dMiB)", writelog.DefaultMaxBytes>>20))
+	fs.BoolVar(&d.shadow, "durable-shadow", shadow, "with --durable-writes: before a write is acknowledged, put an empty placeholder at its key in the store, its metadata (x-amz-meta-hoard-pending) naming the pending version, conditional on the version the write replaces; the delivery replaces it, readers through hoard never serve it, readers outside hoard see the empty placeholder until then; a placeholder the store refuses: acknowledged once the store has the write (default off)")
 	fs.BoolVar(&d.fsync, "disk-fsync", def.Fsync, "with --disk-dir: fsync each file before renaming it into place (default off: a torn file fails its checksum and is a miss)")
 }
 
@@ -98,6 +100,9 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 	}
 	if d.logBytes != 0 && d.durable == durableOff {
 		return fmt.Errorf("%w: --durable-log-bytes needs --durable-writes", errUsage)
+	}
+	if d.shadow && d.durable == durableOff {
+		return fmt.Errorf("%w: --durable-shadow needs --durable-writes (a placeholder stands for a logged write)", errUsage)
 	}
 	if d.dir == "" {
 		if d.budget != 0 {
@@ -114,6 +119,7 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 		}
 		cfg.DurableWrites = true
 		cfg.DurableLog = writelog.Config{MaxBytes: int64(d.logBytes)}
+		cfg.DurableShadow = d.shadow
 	}
 	if d.durable == durableReplicated {
 		if cfg.Cachelet.WriteTarget != cachelet.WriteOwner {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -447,6 +448,7 @@ func TestDurableWritesFlag(t *testing.T) {
 		{append([]string{"--durable-writes=replicated", "--consistency", "local"}, disk...), "--durable-writes=replicated needs an owner consistency"},
 		{[]string{"--durable-writes=replicated", "--consistency", "owner"}, "--durable-writes needs --disk-dir"},
 		{append([]string{"--durable-writes=replicated", "--consistency", "strong"}, disk...), "--durable-writes needs a consistency whose writes are held"},
+		{append([]string{"--durable-shadow", "--consistency", "owner"}, disk...), "--durable-shadow needs --durable-writes"},
 	} {
 		err := runServe(t.Context(), append(append(baseServeArgs(t, "bkt"), tc.args...), "--log-level", "error"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -465,8 +467,12 @@ func TestDurableWritesFromDocument(t *testing.T) {
 		disk       *control.Disk
 		args       []string
 		log, copy2 bool
+		shadow     bool
 		err        string
 	}{
+		{mode: cacheconfig.DurableLog, disk: disk, shadow: true, log: true},
+		{mode: cacheconfig.DurableReplicated, disk: disk, args: []string{"--durable-shadow"}, log: true, copy2: true},
+		{mode: cacheconfig.DurableOff, disk: disk, shadow: true, err: "--durable-shadow needs --durable-writes"},
 		{mode: cacheconfig.DurableLog, disk: disk, log: true},
 		{mode: cacheconfig.DurableReplicated, disk: disk, log: true, copy2: true},
 		{mode: cacheconfig.DurableReplicated, disk: disk, args: []string{"--durable-writes=false"}},
@@ -475,7 +481,7 @@ func TestDurableWritesFromDocument(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		var df diskFlags
-		df.register(fs, tc.disk, tc.mode)
+		df.register(fs, tc.disk, tc.mode, tc.shadow)
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
@@ -488,7 +494,8 @@ func TestDurableWritesFromDocument(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || cfg.DurableWrites != tc.log || (cfg.DurableBackup != nil) != tc.copy2 {
+		wantShadow := tc.shadow || slices.Contains(tc.args, "--durable-shadow")
+		if err != nil || cfg.DurableWrites != tc.log || (cfg.DurableBackup != nil) != tc.copy2 || cfg.DurableShadow != wantShadow {
 			t.Errorf("%q %v: durable %v, backup %v, %v; want %v, %v", tc.mode, tc.args, cfg.DurableWrites, cfg.DurableBackup != nil, err, tc.log, tc.copy2)
 		}
 	}

@@ -41,6 +41,14 @@ func TestDurableWritesSpec(t *testing.T) {
 			t.Errorf("%s re-parsed: %v", c.cache, err)
 		}
 	}
+	// cache.durable_shadow reaches the cachelets' settings.
+	s, err := Parse([]byte(base + "cache: {consistency: owner, durable_writes: replicated, durable_shadow: true}\n"))
+	if err != nil || !s.Cache.Settings().DurableShadow {
+		t.Errorf("durable_shadow: %v", err)
+	}
+	if s, err := Parse([]byte(base + "cache: {consistency: owner, durable_writes: on}\n")); err != nil || s.Cache.Settings().DurableShadow {
+		t.Errorf("durable_shadow by default: %v", err)
+	}
 	for _, c := range []struct{ cache, says string }{
 		{"{consistency: owner, durable_writes: twice}", "want off, on"},
 		{"{durable_writes: on}", "under strong every write is in the store"},
@@ -49,6 +57,8 @@ func TestDurableWritesSpec(t *testing.T) {
 		{"{consistency: local-async, durable_writes: replicated}", "needs an owner consistency"},
 		{"{consistency: owner, durable_writes: replicated, no_disk: true}", "not with no_disk"},
 		{"{consistency: owner, durable_writes: on, no_disk: true}", "not with no_disk"},
+		{"{consistency: owner, durable_shadow: true}", "durable_shadow needs durable_writes"},
+		{"{consistency: owner, durable_writes: off, durable_shadow: true}", "durable_shadow needs durable_writes"},
 	} {
 		_, err := Parse([]byte(base + "cache: " + c.cache + "\n"))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "durable_writes") {

@@ -246,6 +246,13 @@ type CacheSpec struct {
 	// node loses none). Needs nodes with a disk tier (agent
 	// --disk-budget), and not no_disk.
 	DurableWrites string `yaml:"durable_writes,omitempty"`
+	// DurableShadow, with durable_writes on or replicated, puts an
+	// empty placeholder of each write in the store before it is
+	// acknowledged, its user metadata naming the pending version (ADR
+	// 0030, amendment "shadows"; OFC's shadow objects). Readers outside
+	// hoard see the empty placeholder until the write is delivered.
+	// Default false.
+	DurableShadow bool `yaml:"durable_shadow,omitempty"`
 }
 
 // Admission settings (Cache.Admission).
@@ -340,6 +347,7 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
 
 		DurableWrites: c.durableMode(),
+		DurableShadow: c.DurableShadow,
 	}
 }
 

@@ -44,7 +44,11 @@ type WritesConfig struct {
 	// writes the cachelet then knows nothing of the version each
 	// replaces and asks the store (a HEAD beside the body, ADR 0030).
 	FreshKeys bool
-	TempDir   string
+	// Shadow adds durable writes with shadows (each write's placeholder
+	// put in the store before its acknowledgement, ADR 0030) beside
+	// durable writes without them.
+	Shadow  bool
+	TempDir string
 	// Progress receives progress lines; nil discards.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -78,6 +82,9 @@ const (
 	WritesStrong  = "strong"
 	WritesMemory  = "owner (background persistence)"
 	WritesDurable = "owner + durable writes"
+	// WritesShadow: durable writes with --durable-shadow (a synchronous
+	// placeholder PUT per write, OFC's shadow object).
+	WritesShadow = "owner + durable writes + shadows"
 	// WritesReplicated: two cachelets of one application (membership in
 	// an embedded etcd, each its own disk directory), every PUT sent to
 	// its key's owner, which logs it and has the other log a copy.
@@ -150,7 +157,11 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 		largest = max(largest, s)
 	}
 
-	for _, setting := range []string{WritesStrong, WritesMemory, WritesDurable, WritesReplicated} {
+	settings := []string{WritesStrong, WritesMemory, WritesDurable, WritesReplicated}
+	if cfg.Shadow {
+		settings = []string{WritesStrong, WritesMemory, WritesDurable, WritesShadow, WritesReplicated}
+	}
+	for _, setting := range settings {
 		consistency := "owner"
 		if setting == WritesStrong {
 			consistency = "strong"
@@ -165,9 +176,10 @@ func RunWrites(ctx context.Context, cfg WritesConfig) (*WritesReport, error) {
 			Cachelet: cachelet.Config{Cache: cache.Config{Budget: max(256<<20, 8*largest), MaxObjectSize: 2 * largest}},
 		}
 		c.Apply(&icfg.Cachelet)
-		if setting == WritesDurable {
+		if setting == WritesDurable || setting == WritesShadow {
 			icfg.Disk = disktier.Config{Dir: filepath.Join(tmp, "disk"), Budget: 1 << 30}
 			icfg.DurableWrites = true
+			icfg.DurableShadow = setting == WritesShadow
 		}
 		var closeAll func()
 		var clientFor func(key string) *minio.Core

@@ -54,13 +54,26 @@ func (r *WritesReport) Result() *Result {
 		}
 	}
 	table := Table{ID: "puts", Title: "PUT latency, one run", Columns: []string{"setting", "size", "PUTs", "p50", "p99", "p50 vs strong"}}
+	shadows := false
 	for _, c := range r.Cells {
-		ratio := "-"
-		if s := r.cell(WritesStrong, c.Size); s != nil && c.Puts.P50 > 0 {
-			ratio = fmt.Sprintf("%.2fx", float64(c.Puts.P50)/float64(s.Puts.P50))
+		shadows = shadows || c.Setting == WritesShadow
+	}
+	if shadows {
+		table.Columns = append(table.Columns, "p50 vs durable")
+	}
+	ratioTo := func(setting string, c WritesCell) string {
+		if s := r.cell(setting, c.Size); s != nil && c.Puts.P50 > 0 && s.Puts.P50 > 0 {
+			return fmt.Sprintf("%.2fx", float64(c.Puts.P50)/float64(s.Puts.P50))
 		}
-		table.Rows = append(table.Rows, []string{c.Setting, FormatSize(c.Size), fmt.Sprint(c.Puts.N),
-			FormatDuration(c.Puts.P50), FormatDuration(c.Puts.P99), ratio})
+		return "-"
+	}
+	for _, c := range r.Cells {
+		row := []string{c.Setting, FormatSize(c.Size), fmt.Sprint(c.Puts.N),
+			FormatDuration(c.Puts.P50), FormatDuration(c.Puts.P99), ratioTo(WritesStrong, c)}
+		if shadows {
+			row = append(row, ratioTo(WritesDurable, c))
+		}
+		table.Rows = append(table.Rows, row)
 	}
 	if d := r.cell(WritesDurable, 4<<10); d != nil {
 		size, paper := int64(4<<10), 11.0

@@ -250,6 +250,13 @@ type Settings struct {
 	// where there is one). The log needs the node's disk tier
 	// directory. Default off.
 	DurableWrites DurableMode `json:"durable_writes,omitempty"`
+	// DurableShadow, with DurableWrites, puts a placeholder of each
+	// durable write in the store before it is acknowledged (ADR 0030,
+	// amendment "shadows"): an empty object whose user metadata names
+	// the pending version, replaced by the delivery. Readers through
+	// hoard never serve it; readers outside hoard see it until the
+	// delivery. Default false.
+	DurableShadow bool `json:"durable_shadow,omitempty"`
 }
 
 // DurableMode is Settings.DurableWrites.
@@ -507,6 +514,9 @@ func (s Settings) Validate() error {
 	}
 	if err := s.Migrate.validate(); err != nil {
 		return err
+	}
+	if s.DurableShadow && s.DurableWrites == DurableOff {
+		return fmt.Errorf("%w: durable_shadow needs durable_writes on or replicated (a placeholder stands for a logged write)", ErrInvalid)
 	}
 	if s.DurableWrites != DurableOff {
 		c, err := s.Resolved()

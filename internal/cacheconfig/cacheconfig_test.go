@@ -128,3 +128,16 @@ func TestLocations(t *testing.T) {
 		}
 	}
 }
+
+// durable_shadow stands for logged writes: alone it is refused, saying so.
+func TestDurableShadowNeedsDurableWrites(t *testing.T) {
+	err := Settings{Consistency: "owner", DurableShadow: true}.Validate()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "durable_shadow needs durable_writes") {
+		t.Fatalf("durable_shadow alone: %v", err)
+	}
+	for _, m := range []DurableMode{DurableLog, DurableReplicated} {
+		if err := (Settings{Consistency: "owner", DurableWrites: m, DurableShadow: true}).Validate(); err != nil {
+			t.Errorf("durable_shadow with durable_writes %s: %v", m, err)
+		}
+	}
+}

@@ -158,6 +158,10 @@ type Config struct {
 	// without them (no application) the log alone holds writes, and
 	// New says so once. Default nil: one copy.
 	Backup *BackupConfig
+	// Shadow, with Log, puts a placeholder of each durable write in the
+	// store before it is acknowledged: an empty object whose metadata
+	// names the pending version (durable_shadow.go). Default false.
+	Shadow bool
 
 	// Erasure, when set, keeps large objects as erasure-coded shards
 	// over the application's cachelets (erasure.go). Default nil: off.
@@ -252,6 +256,9 @@ func (c *Config) Validate() error {
 	if c.Log != nil && c.WriteTarget == WriteStore {
 		return errors.New("cachelet: durable writes need the owner or local write target (under the store target every write is in the store before it is acknowledged)")
 	}
+	if c.Shadow && c.Log == nil {
+		return errors.New("cachelet: shadows need durable writes (a placeholder stands for a logged write)")
+	}
 	if c.Log == nil && len(c.Replay) > 0 {
 		return errors.New("cachelet: writes to replay without their log")
 	}
@@ -338,10 +345,14 @@ const (
 type Cachelet struct {
 	cfg   Config
 	store store.Store
-	cache *cache.Cache
-	log   *slog.Logger
-	m     *metrics
-	clock clock.Clock
+	// raw is the store as given; store is raw, or with shadows on the
+	// store as readers see it (durable_shadow.go).
+	raw     store.Store
+	shadows *prometheus.CounterVec
+	cache   *cache.Cache
+	log     *slog.Logger
+	m       *metrics
+	clock   clock.Clock
 
 	// keys is what each key has in flight, behind its own lock (keys.go).
 	keys *keyState
@@ -433,6 +444,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	c := &Cachelet{
 		cfg:   cfg,
 		store: st,
+		raw:   st,
 		log:   log,
 		clock: cfg.Clock,
 		left:  make(chan struct{}),
@@ -444,6 +456,10 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	c.stopped, c.stopFills = context.WithCancel(context.Background())
 	c.m = newMetrics(reg, c)
 	c.m.clock = cfg.Clock
+	if cfg.Shadow {
+		c.shadows = newShadowCounter(reg)
+		c.store = shadowRead{Store: st, c: c}
+	}
 	var err error
 	if c.split, err = newSplitter(cfg, st, log, reg); err != nil {
 		return nil, err

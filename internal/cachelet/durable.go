@@ -105,7 +105,32 @@ func (c *Cachelet) logAndHold(ctx context.Context, k cache.Key, w writeback.Writ
 	if err != nil {
 		return false, err
 	}
+	if c.cfg.Shadow {
+		if err := c.writeShadow(ctx, k, etag, base, id); err != nil {
+			return c.holdThrough(ctx, k, w, etag, id, base, "the store did not take the write's placeholder", err)
+		}
+	}
 	return c.hold(k, w, etag, id, base, false), nil
+}
+
+// holdThrough holds a logged write queued for the store and returns once
+// the store has it: acknowledged only then (why: what kept it from being
+// acknowledged at once).
+func (c *Cachelet) holdThrough(ctx context.Context, k cache.Key, w writeback.Write, etag string, id uint64, base []string, why string, cause error) (bool, error) {
+	c.log.Debug("durable writes: waiting for the store", "bucket", k.Bucket, "key", k.Object, "why", why, "err", cause)
+	held, done := c.holdQueued(k, w, etag, id, base, false)
+	if !held {
+		return false, nil
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return false, fmt.Errorf("%w: %s, and the store did not take it: %v", store.ErrUnavailable, why, err)
+		}
+		return true, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("%w: %s, and the store did not have it before the deadline: %v", store.ErrUnavailable, why, ctx.Err())
+	}
 }
 
 // logWrite appends w, making etag over base, to the durable log and

@@ -230,6 +230,11 @@ func (c *Cachelet) logReplicated(ctx context.Context, k cache.Key, w writeback.W
 		if err != nil {
 			return false, err
 		}
+		if c.cfg.Shadow {
+			if err := c.writeShadow(ctx, k, etag, base, id); err != nil {
+				return c.holdThrough(ctx, k, w, etag, id, base, "the store did not take the write's placeholder", err)
+			}
+		}
 		return c.hold(k, w, etag, id, base, false), nil
 	}
 	if b.alone.Swap(false) {
@@ -260,24 +265,16 @@ func (c *Cachelet) logReplicated(ctx context.Context, k cache.Key, w writeback.W
 		b.mu.Lock()
 		b.sent[id] = sentCopy{addr: s.addr, seq: rec.Seq, rec: rec, data: w.Data}
 		b.mu.Unlock()
+		if c.cfg.Shadow {
+			if err := c.writeShadow(ctx, k, etag, base, rec.Seq); err != nil {
+				return c.holdThrough(ctx, k, w, etag, id, base, "the store did not take the write's placeholder", err)
+			}
+		}
 		return c.hold(k, w, etag, id, base, false), nil
 	}
 	// No backup took it: acknowledged only once the store has it.
 	b.m.through.Inc()
-	c.log.Debug("durable writes: no backup took the write; waiting for the store", "bucket", k.Bucket, "key", k.Object, "err", s.err)
-	held, done := c.holdQueued(k, w, etag, id, base, false)
-	if !held {
-		return false, nil
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			return false, fmt.Errorf("%w: no backup could keep the write, and the store did not take it: %v", store.ErrUnavailable, err)
-		}
-		return true, nil
-	case <-ctx.Done():
-		return false, fmt.Errorf("%w: no backup could keep the write, and the store did not have it before the deadline: %v", store.ErrUnavailable, ctx.Err())
-	}
+	return c.holdThrough(ctx, k, w, etag, id, base, "no backup could keep the write", s.err)
 }
 
 // rebackup sends the writes not yet settled whose backup has left the

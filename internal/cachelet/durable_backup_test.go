@@ -114,6 +114,13 @@ func newBackupGroup(t testing.TB, n int, backup BackupConfig) (*memstore.Store, 
 // where backup is nil.
 func newDurableGroup(t testing.TB, n int, backup *BackupConfig) (*memstore.Store, []*bkMember) {
 	t.Helper()
+	return newDurableGroupShadow(t, n, backup, false)
+}
+
+// newDurableGroupShadow is newDurableGroup, with shadows where shadow is
+// set.
+func newDurableGroupShadow(t testing.TB, n int, backup *BackupConfig, shadow bool) (*memstore.Store, []*bkMember) {
+	t.Helper()
 	mem := memstore.New()
 	if err := mem.CreateBucket(t.Context(), testBucket, ""); err != nil {
 		t.Fatal(err)
@@ -154,7 +161,7 @@ func newDurableGroup(t testing.TB, n int, backup *BackupConfig) (*memstore.Store
 		logs := &lockedWriter{w: &strings.Builder{}}
 		c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize},
 			WriteTarget: WriteOwner, ReadMode: ReadOwner, DrainTimeout: 100 * time.Millisecond,
-			Router: r, Peers: client, Log: l, Backup: b}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
+			Router: r, Peers: client, Log: l, Backup: b, Shadow: shadow}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

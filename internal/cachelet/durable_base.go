@@ -234,8 +234,12 @@ func (c *Cachelet) probeBase(ctx context.Context, k cache.Key) *baseProbe {
 		defer close(p.done)
 		pctx, cancel := context.WithTimeout(ctx, baseProbeTimeout)
 		defer cancel()
-		info, err := c.store.Stat(pctx, k.Bucket, k.Object)
+		info, err := c.raw.Stat(pctx, k.Bucket, k.Object)
 		switch {
+		case err == nil && pendingOf(info) != "":
+			// A placeholder (durable_shadow.go): the version
+			// pending is what this write replaces.
+			p.vs = []string{pendingOf(info)}
 		case err == nil:
 			p.vs = []string{info.ETag}
 		case errors.Is(err, store.ErrNoSuchKey):
@@ -380,7 +384,7 @@ func (g *replayGate) wait(ctx context.Context, k cache.Key) error {
 func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptions, error) {
 	opts := w.Opts
 	g := w.Guard
-	info, err := c.store.Stat(ctx, w.Bucket, w.Key)
+	info, err := c.raw.Stat(ctx, w.Bucket, w.Key)
 	present := true
 	switch {
 	case errors.Is(err, store.ErrNoSuchKey):
@@ -390,8 +394,9 @@ func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptio
 	}
 	cur := info.ETag
 	switch {
-	case present && cur == g.ETag:
-		// Its own: it reached the store before its done mark did.
+	case present && (cur == g.ETag || pendingOf(info) == g.ETag):
+		// Its own: it reached the store before its done mark did, or
+		// its placeholder (durable_shadow.go) did.
 	case g.Replaces == nil && present:
 		// A record whose base is unknown (logged before bases were
 		// kept, or when the store could not say): whether this
@@ -399,7 +404,7 @@ func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptio
 		// over this version.
 		c.m.replayUnverified.Inc()
 		c.log.Warn("durable log: replaying a write whose base is unknown over the store's version", "bucket", w.Bucket, "key", w.Key, "store_etag", cur)
-	case g.Replaces == nil, slices.Contains(g.Replaces, cur):
+	case g.Replaces == nil, !present && slices.Contains(g.Replaces, ""), present && baseHolds(g.Replaces, g.ETag, info):
 	default:
 		return opts, fmt.Errorf("%w (store version %q, written over %q)", errNewerInStore, cur, g.Replaces)
 	}

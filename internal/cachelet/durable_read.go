@@ -139,7 +139,7 @@ func (c *Cachelet) findBackup(ctx context.Context, k cache.Key, owner string) (*
 func (c *Cachelet) recordCurrent(ctx context.Context, k cache.Key, rec *peer.BackupRecord) (bool, error) {
 	hctx, cancel := context.WithTimeout(ctx, c.bk.cfg.Timeout)
 	defer cancel()
-	info, err := c.store.Stat(hctx, k.Bucket, k.Object)
+	info, err := c.raw.Stat(hctx, k.Bucket, k.Object)
 	switch {
 	case errors.Is(err, store.ErrNoSuchKey):
 		return rec.Replaces == nil || slices.Contains(rec.Replaces, ""), nil
@@ -148,7 +148,9 @@ func (c *Cachelet) recordCurrent(ctx context.Context, k cache.Key, rec *peer.Bac
 	case info.ETag == rec.ETag:
 		return false, nil
 	}
-	return rec.Replaces == nil || slices.Contains(rec.Replaces, info.ETag), nil
+	// A placeholder of rec (or of a version it was written over) is
+	// in its base (durable_shadow.go).
+	return rec.Replaces == nil || baseHolds(rec.Replaces, rec.ETag, info), nil
 }
 
 // PeerBackupFind returns the newest record of bucket/key this cachelet

@@ -16,14 +16,16 @@ import (
 )
 
 // outage is a store whose writes fail while down is set, as a store that
-// cannot be reached does.
+// cannot be reached does; with placeholders set, down lets empty writes
+// (shadows' placeholders) through, as a link too slow for any body.
 type outage struct {
 	store.Store
-	down atomic.Bool
+	down         atomic.Bool
+	placeholders atomic.Bool
 }
 
 func (o *outage) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {
-	if o.down.Load() {
+	if o.down.Load() && (size != 0 || !o.placeholders.Load()) {
 		return store.PutResult{}, store.ErrUnavailable
 	}
 	return o.Store.Put(ctx, bucket, key, body, size, opts)

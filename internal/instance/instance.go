@@ -104,6 +104,10 @@ type Config struct {
 	// second member keep a copy of each write before it is acknowledged
 	// (`durable_writes: replicated`, cachelet.Config.Backup). Default nil.
 	DurableBackup *cachelet.BackupConfig
+	// DurableShadow, with DurableWrites, puts a placeholder of each
+	// durable write in the store before it is acknowledged
+	// (cachelet.Config.Shadow). Default false.
+	DurableShadow bool
 	// Domains are base host names for virtual-host style requests
 	// ("bucket.DOMAIN"); default none (path style only).
 	Domains []string
@@ -194,6 +198,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.DurableBackup != nil && !c.DurableWrites {
 		return errors.New("instance: replicated durable writes (DurableBackup) need DurableWrites")
+	}
+	if c.DurableShadow && !c.DurableWrites {
+		return errors.New("instance: shadows of durable writes (DurableShadow) need DurableWrites")
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:0"
@@ -536,6 +543,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		}
 		s.wlog = in.wlog
 		cfg.Cachelet.Log, cfg.Cachelet.Replay = in.wlog, pending
+		cfg.Cachelet.Shadow = cfg.DurableShadow
 		if cfg.DurableBackup != nil {
 			b := *cfg.DurableBackup
 			cfg.Cachelet.Backup = &b

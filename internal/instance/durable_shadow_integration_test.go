@@ -1,0 +1,130 @@
+//go:build integration
+
+package instance_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/hoard-io/hoard/internal/localstore"
+	"github.com/hoard-io/hoard/internal/netshape"
+)
+
+// pendingMeta returns the version a placeholder's metadata names ("" for
+// none), however the client spells the metadata's name.
+func pendingMeta(info minio.ObjectInfo) string {
+	for k, v := range info.UserMetadata {
+		if strings.EqualFold(k, "hoard-pending") || strings.EqualFold(k, "x-amz-meta-hoard-pending") {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestDurableShadowPlaceholder: a `hoard serve` cachelet with durable
+// writes and --durable-shadow, in front of MinIO through a link too slow
+// to deliver its writes: right after each PUT's 200 MinIO holds the
+// write's placeholder (empty, naming the write's version); SIGKILLed
+// with every write still queued and started again on its directory, it
+// delivers them over their placeholders, and reads through hoard return
+// the writes, never the empty placeholder.
+func TestDurableShadowPlaceholder(t *testing.T) {
+	bin := hoardBinary(t)
+	dir := t.TempDir()
+	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
+	t.Cleanup(func() { srv.Close() })
+	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
+	ctx := context.Background()
+	const bucket = "shadow"
+	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
+	if err != nil {
+		t.Fatalf("start toxiproxy: %v", err)
+	}
+	t.Cleanup(func() { shaper.Close() })
+	// 20 KB/s towards the store: a HEAD or a placeholder passes in a
+	// few milliseconds, a 256 KiB PUT takes 13 s.
+	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), netshape.Link{}, netshape.Link{Bandwidth: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskDir := filepath.Join(dir, "disk", "app")
+	flags := []string{"--consistency", "owner", "--durable-writes", "--durable-shadow", "--disk-dir", diskDir, "--disk-budget", "64MiB"}
+	const nKeys = 4
+	keys := make([]string, nKeys)
+	values := make([][]byte, nKeys)
+	rnd := rand.New(rand.NewPCG(16, 3))
+	p := newHoardProc(t, dir, "app", 0)
+	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
+	(&faultCluster{}).waitHealthy(t, p)
+	c := faultClient(t, p.endpoint(), clientAK, clientSK)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("out/k%02d", i)
+		values[i] = bigValue(keys[i], 1, 256<<10, rnd)
+		if err := putValue(ctx, c, bucket, keys[i], values[i]); err != nil {
+			t.Fatalf("write %s through hoard: %v", keys[i], err)
+		}
+		info, err := direct.StatObject(ctx, bucket, keys[i], minio.StatObjectOptions{})
+		sum := md5.Sum(values[i])
+		if err != nil || info.Size != 0 || pendingMeta(info) != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%s right after its 200: %d bytes, metadata %v (%v); want the placeholder of %x", keys[i], info.Size, info.UserMetadata, err, sum)
+		}
+		// Through hoard: the write, never the placeholder.
+		if v, err := getValue(ctx, c, bucket, keys[i]); err != nil || string(v) != string(values[i]) {
+			t.Fatalf("read of %s through hoard while pending: %d bytes (%v)", keys[i], len(v), err)
+		}
+	}
+	p.signal(t, syscall.SIGKILL)
+	<-p.exited
+	for _, key := range keys {
+		info, err := direct.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+		if err != nil || info.Size != 0 || pendingMeta(info) == "" {
+			t.Fatalf("%s after the kill: %d bytes (%v): the test needs every write pending", key, info.Size, err)
+		}
+	}
+	if err := proxy.Update(netshape.Link{}, netshape.Link{}); err != nil {
+		t.Fatal(err)
+	}
+	p = newHoardProc(t, dir, "app", 1)
+	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
+	(&faultCluster{}).waitHealthy(t, p)
+	c = faultClient(t, p.endpoint(), clientAK, clientSK)
+	for i, key := range keys {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		v, err := getValue(rctx, c, bucket, key)
+		cancel()
+		if err != nil || string(v) != string(values[i]) {
+			t.Errorf("read of %s through hoard after the restart: %d bytes (%v)", key, len(v), err)
+		}
+	}
+	replayed := p.metric(t, "hoard_cachelet_durable_replayed_total")
+	superseded := p.metric(t, "hoard_cachelet_durable_replay_superseded_total")
+	p.signal(t, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(40 * time.Second):
+		t.Fatal("cachelet did not stop on SIGTERM")
+	}
+	for i, key := range keys {
+		info, err := direct.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+		v, gerr := getValue(ctx, direct, bucket, key)
+		if err != nil || gerr != nil || pendingMeta(info) != "" || string(v) != string(values[i]) {
+			t.Errorf("%s in MinIO after the restart: %d bytes, metadata %v (%v, %v); want the write", key, len(v), info.UserMetadata, err, gerr)
+		}
+	}
+	if replayed != nKeys || superseded != 0 {
+		t.Errorf("replayed %v (want %d), superseded %v (want 0)", replayed, nKeys, superseded)
+	}
+}
