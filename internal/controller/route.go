@@ -128,7 +128,7 @@ func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key strin
 		req := c.startRequest(a)
 		near, owner := a.ownerNode(bucket, key)
 		c.mu.Unlock()
-		in, err := c.startNear(ctx, req, near)
+		in, err := c.startNear(ctx, a, req, near)
 		c.mu.Lock()
 		a.starting--
 		if err != nil {
@@ -136,12 +136,13 @@ func (c *Controller) acquireRoute(ctx context.Context, a *app, bucket, key strin
 			return nil, false, "", err
 		}
 		if c.apps[a.rec.Name] != a {
+			a.unreserve(in.agentID)
 			c.mu.Unlock()
 			c.unload(in, "application removed")
 			return nil, false, "", fmt.Errorf("%w: application %s was removed", ErrNotFound, a.rec.Name)
 		}
 		in.busy = true
-		a.instances[in.id] = in
+		a.admit(in)
 		route := routeStarted
 		if near != "" && in.agentID == near {
 			route = routeStartedOwnerNode
@@ -250,17 +251,20 @@ func (c *Controller) drop(a *app, in *inst, why string) {
 	go c.unload(in, why)
 }
 
-// start asks an agent, chosen by place, to load an instance. An agent
-// that cannot be reached (a node lost, its registration not expired yet)
-// is passed over for the next choice.
-func (c *Controller) start(ctx context.Context, req api.StartRequest) (*inst, error) {
-	return c.startNear(ctx, req, "")
+// start asks an agent, chosen by place, to load an instance of a. An
+// agent that cannot be reached (a node lost, its registration not
+// expired yet) is passed over for the next choice. The instance started
+// stays counted in a.placing, where place sees it, until the caller
+// records it with a.admit (or gives it up with a.unreserve) under c.mu:
+// a placement in between sees it one way or the other.
+func (c *Controller) start(ctx context.Context, a *app, req api.StartRequest) (*inst, error) {
+	return c.startNear(ctx, a, req, "")
 }
 
 // startNear is start placing the instance on agent near when it is
 // registered (the node of the cachelet that owns the invocation's input),
 // by place's rule otherwise.
-func (c *Controller) startNear(ctx context.Context, req api.StartRequest, near string) (_ *inst, err error) {
+func (c *Controller) startNear(ctx context.Context, a *app, req api.StartRequest, near string) (_ *inst, err error) {
 	if c.cfg.EtcdUsers != nil {
 		creds, err := c.cfg.EtcdUsers.AddInstance(ctx, req.App, req.ID)
 		if err != nil {
@@ -281,7 +285,7 @@ func (c *Controller) startNear(ctx context.Context, req api.StartRequest, near s
 		return nil, errors.New("no node agent is registered")
 	}
 	for {
-		in, ag, err := c.startOn(ctx, agents, req, near)
+		in, ag, err := c.startOn(ctx, a, agents, req, near)
 		var uerr *url.Error
 		if err == nil || !errors.As(err, &uerr) || len(agents) == 1 || ctx.Err() != nil {
 			return in, err
@@ -291,47 +295,37 @@ func (c *Controller) startNear(ctx context.Context, req api.StartRequest, near s
 	}
 }
 
-// startOn places an instance among agents and starts it there.
-func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req api.StartRequest, near string) (*inst, api.Registration, error) {
+// startOn places an instance of a among agents and starts it there;
+// the place is reserved in a.placing from the choice on, and released
+// here only if the start fails (start says who releases it otherwise).
+func (c *Controller) startOn(ctx context.Context, a *app, agents []api.Registration, req api.StartRequest, near string) (*inst, api.Registration, error) {
 	ofApp, total := map[string]int{}, map[string]int{}
 	c.mu.Lock()
-	for _, a := range c.apps {
-		for _, in := range a.instances {
+	for _, x := range c.apps {
+		for _, in := range x.instances {
 			total[in.agentID]++
-			if a.rec.Name == req.App {
+			if x == a {
 				ofApp[in.agentID]++
 			}
 		}
-		for id, n := range a.placing {
+		for id, n := range x.placing {
 			total[id] += n
-			if a.rec.Name == req.App {
+			if x == a {
 				ofApp[id] += n
 			}
 		}
 	}
 	ag := place(agents, ofApp, total, near)
-	a := c.apps[req.App]
-	if a != nil {
-		if a.placing == nil {
-			a.placing = map[string]int{}
-		}
-		a.placing[ag.ID]++
-	}
+	a.reserve(ag.ID)
 	// Joined in the order placed (trees.go).
 	req.Parent, req.Ancestors = c.treeJoin(req.App, req.Package.SHA256, ag.ID, agents)
 	c.mu.Unlock()
-	if a != nil {
-		defer func() {
-			c.mu.Lock()
-			if a.placing[ag.ID]--; a.placing[ag.ID] <= 0 {
-				delete(a.placing, ag.ID)
-			}
-			c.mu.Unlock()
-		}()
-	}
 	t0 := c.clk.Now()
 	info, err := c.agents.at(ag.URL).Start(ctx, req)
 	if err != nil {
+		c.mu.Lock()
+		a.unreserve(ag.ID)
+		c.mu.Unlock()
 		c.m.coldStarts.WithLabelValues(req.App, "error").Inc()
 		return nil, ag, fmt.Errorf("starting an instance of %s on %s: %w", req.App, ag.ID, err)
 	}
@@ -339,15 +333,36 @@ func (c *Controller) startOn(ctx context.Context, agents []api.Registration, req
 	c.m.coldStarts.WithLabelValues(req.App, "ok").Inc()
 	c.m.coldStartSeconds.WithLabelValues(req.App).Observe(took.Seconds())
 	c.mu.Lock()
-	if a := c.apps[req.App]; a != nil {
-		if a.loads == nil {
-			a.loads = scaling.NewLoadEstimator(scaling.Config{})
-		}
-		a.loads.Add(took)
+	if a.loads == nil {
+		a.loads = scaling.NewLoadEstimator(scaling.Config{})
 	}
+	a.loads.Add(took)
 	c.mu.Unlock()
 	c.log.Info("instance started", "app", req.App, "instance", info.ID, "agent", ag.ID, "took", c.clk.Now().Sub(t0).Round(time.Millisecond))
 	return &inst{id: info.ID, agentID: ag.ID, agentURL: ag.URL, rev: info.Rev, endpoint: info.Endpoint, lastUsed: c.clk.Now()}, ag, nil
+}
+
+// reserve counts an instance being started on agent id in a.placing;
+// the caller holds c.mu.
+func (a *app) reserve(id string) {
+	if a.placing == nil {
+		a.placing = map[string]int{}
+	}
+	a.placing[id]++
+}
+
+// unreserve takes back a reserve; the caller holds c.mu.
+func (a *app) unreserve(id string) {
+	if a.placing[id]--; a.placing[id] <= 0 {
+		delete(a.placing, id)
+	}
+}
+
+// admit records an instance start returned, in place of its
+// reservation, so that place counts it all along; the caller holds c.mu.
+func (a *app) admit(in *inst) {
+	a.instances[in.id] = in
+	a.unreserve(in.agentID)
 }
 
 // place chooses the agent for a new instance of an application: the

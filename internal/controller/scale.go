@@ -211,7 +211,7 @@ func (c *Controller) scaleOut(a *app) {
 	a.starting++
 	req := c.startRequest(a)
 	c.mu.Unlock()
-	in, err := c.start(ctx, req)
+	in, err := c.start(ctx, a, req)
 	c.mu.Lock()
 	a.starting--
 	if err != nil {
@@ -220,7 +220,7 @@ func (c *Controller) scaleOut(a *app) {
 		return
 	}
 	in.busy = true
-	a.instances[in.id] = in
+	a.admit(in)
 	c.mu.Unlock()
 	c.release(a, in)
 }
