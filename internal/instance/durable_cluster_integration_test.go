@@ -21,10 +21,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
-
-	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/localstore"
-	"github.com/hoard-io/hoard/internal/ring"
 )
 
 // clusterKillRun is the outcome of one run of runDurableClusterKills.
@@ -140,24 +136,8 @@ func runDurableClusterKills(t *testing.T, consistency, durable string, pinned bo
 	if d := os.Getenv("HOARD_DURABLE_KILL_LOGS"); d != "" {
 		logDir = d // the members' logs, kept
 	}
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
+	srv, direct := durableStore(t, dir, bucket)
 	ctx := context.Background()
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ectx, cancel := context.WithTimeout(ctx, time.Minute)
-	etcd, err := etcdembed.Start(ectx, etcdembed.Config{Dir: dir})
-	cancel()
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
-	eps := strings.Join(etcd.Endpoints(), ",")
-	members := watchMembers(t, etcd.Endpoints(), app)
-
-	ms := make([]*durableMember, 3)
 	flagsOf := func(i int) []string {
 		f := []string{"--consistency", consistency, "--durable-writes=" + durable,
 			"--disk-dir", filepath.Join(dir, "disk", strconv.Itoa(i)), "--disk-budget", "64MiB"}
@@ -166,23 +146,12 @@ func runDurableClusterKills(t *testing.T, consistency, durable string, pinned bo
 		}
 		return f
 	}
-	var ids []string
-	for i := range ms {
-		p := newHoardProc(t, logDir, app, i)
-		p.start(t, bin, app, eps, srv.Endpoint(), flagsOf(i)...)
+	set := startMemberSet(t, bin, dir, logDir, app, 3, srv.Endpoint(), flagsOf)
+	eps, members, ids, full := set.eps, set.members, set.ids, set.ring
+	ms := make([]*durableMember, len(set.procs))
+	for i, p := range set.procs {
 		ms[i] = &durableMember{proc: p}
-		ids = append(ids, p.id)
-	}
-	for _, m := range ms {
-		(&faultCluster{}).waitHealthy(t, m.proc)
-		m.client.Store(outcomeClient(t, m.proc.endpoint()))
-	}
-	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return slices.Equal(got, ids) }); !ok {
-		t.Fatalf("etcd never listed members %v", ids)
-	}
-	full, err := ring.New(ring.Config{}, ids)
-	if err != nil {
-		t.Fatal(err)
+		ms[i].client.Store(outcomeClient(t, p.endpoint()))
 	}
 	ownerOf := func(key string) *durableMember {
 		return ms[slices.Index(ids, full.Owner(bucket, key))]
@@ -238,21 +207,11 @@ func runDurableClusterKills(t *testing.T, consistency, durable string, pinned bo
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				ks := state[i]
-				ks.mu.Lock()
-				seq := ks.next
-				ks.next++
-				octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				err := putValue(octx, c, bucket, keys[i], makeValue(keys[i], seq, rnd))
-				cancel()
-				if err == nil {
-					ks.acked.Store(seq)
+				if err := state[i].write(ctx, c, bucket, keys[i], rnd, 10*time.Second); err == nil {
 					atomic.AddInt64(&run.acked, 1)
 				} else {
-					ks.unknown = append(ks.unknown, seq)
 					atomic.AddInt64(&run.writeFailed, 1)
 				}
-				ks.mu.Unlock()
 			}
 		}()
 	}
@@ -355,11 +314,7 @@ func runDurableClusterKills(t *testing.T, consistency, durable string, pinned bo
 		m.proc.signal(t, syscall.SIGTERM)
 	}
 	for _, m := range ms {
-		select {
-		case <-m.proc.exited:
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s did not stop on SIGTERM", m.proc.id)
-		}
+		waitStopped(t, 60*time.Second, m.proc)
 		run.replayed += m.replayed
 		run.superseded += m.superseded
 		run.unverified += m.unverified

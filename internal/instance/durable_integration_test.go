@@ -1,4 +1,4 @@
-//go:build integration
+//go:build integration && linux
 
 package instance_test
 
@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-
-	"github.com/hoard-io/hoard/internal/localstore"
 )
 
 // durableRun is the outcome of one kill loop (runDurableKills).
@@ -38,14 +36,9 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	bin := hoardBinary(t)
 	dir := t.TempDir()
 	diskDir := filepath.Join(dir, "disk", "app")
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
-	ctx := context.Background()
 	const bucket = "durable"
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv, direct := durableStore(t, dir, bucket)
+	ctx := context.Background()
 	const nKeys = 24
 	keys := make([]string, nKeys)
 	state := make([]*keyState, nKeys)
@@ -59,6 +52,20 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	var mu sync.Mutex // guards run's slices
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// live is the live process's client, nil while it is down (after a
+	// short wait), and false once the load is stopped.
+	live := func() (*minio.Client, bool) {
+		select {
+		case <-stop:
+			return nil, false
+		default:
+		}
+		c := cur.Load()
+		if c == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return c, true
+	}
 	// Writers: one per three keys, each key's writes one at a time.
 	for w := range nKeys / 3 {
 		wg.Add(1)
@@ -66,32 +73,19 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 			defer wg.Done()
 			rnd := rand.New(rand.NewPCG(uint64(w), 7))
 			for n := 0; ; n++ {
-				select {
-				case <-stop:
+				c, ok := live()
+				if !ok {
 					return
-				default:
 				}
-				c := cur.Load()
 				if c == nil {
-					time.Sleep(5 * time.Millisecond)
 					continue
 				}
 				i := w*3 + n%3
-				ks := state[i]
-				ks.mu.Lock()
-				seq := ks.next
-				ks.next++
-				octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := putValue(octx, c, bucket, keys[i], makeValue(keys[i], seq, rnd))
-				cancel()
-				if err == nil {
-					ks.acked.Store(seq)
+				if err := state[i].write(ctx, c, bucket, keys[i], rnd, 5*time.Second); err == nil {
 					atomic.AddInt64(&run.acked, 1)
 				} else {
-					ks.unknown = append(ks.unknown, seq)
 					atomic.AddInt64(&run.failed, 1)
 				}
-				ks.mu.Unlock()
 			}
 		}()
 	}
@@ -101,14 +95,11 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	go func() {
 		defer wg.Done()
 		for n := 0; ; n++ {
-			select {
-			case <-stop:
+			c, ok := live()
+			if !ok {
 				return
-			default:
 			}
-			c := cur.Load()
 			if c == nil {
-				time.Sleep(5 * time.Millisecond)
 				continue
 			}
 			i := n % nKeys
@@ -133,12 +124,7 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	}()
 
 	flags := append([]string{"--consistency", consistency, "--disk-dir", diskDir, "--disk-budget", "64MiB"}, extra...)
-	start := func(i int) *hoardProc {
-		p := newHoardProc(t, dir, "app", i)
-		p.start(t, bin, "app", "", srv.Endpoint(), flags...)
-		(&faultCluster{}).waitHealthy(t, p)
-		return p
-	}
+	start := func(i int) *hoardProc { return serveAlone(t, bin, dir, "app", i, srv.Endpoint(), flags...) }
 	for i := range kills {
 		p := start(i)
 		run.replayed += p.metric(t, "hoard_cachelet_durable_replayed_total")
@@ -156,11 +142,7 @@ func runDurableKills(t *testing.T, consistency string, kills int, up time.Durati
 	p := start(kills)
 	run.replayed += p.metric(t, "hoard_cachelet_durable_replayed_total")
 	p.signal(t, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(40 * time.Second):
-		t.Fatal("cachelet did not stop on SIGTERM")
-	}
+	waitStopped(t, 40*time.Second, p)
 	wrong, missing := checkStore(ctx, direct, bucket, keys, func(i int) int64 { return state[i].acked.Load() })
 	run.wrong, run.missing = append(run.wrong, wrong...), append(run.missing, missing...)
 	return run

@@ -10,17 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
-	"github.com/hoard-io/hoard/internal/ring"
 )
 
 // nodeLossRun is the outcome of one runNodeLoss.
@@ -51,54 +47,19 @@ func runNodeLoss(t *testing.T, durable string) nodeLossRun {
 	)
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
+	srv, direct := durableStore(t, dir, bucket)
 	ctx := context.Background()
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
-	if err != nil {
-		t.Fatalf("start toxiproxy: %v", err)
-	}
-	t.Cleanup(func() { shaper.Close() })
 	// 20 KB/s towards the store: a 32 KiB PUT takes 1.6 s, so every
 	// member's queue holds most of its writes when the victim dies.
-	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), netshape.Link{}, netshape.Link{Bandwidth: 20_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ectx, cancel := context.WithTimeout(ctx, time.Minute)
-	etcd, err := etcdembed.Start(ectx, etcdembed.Config{Dir: dir})
-	cancel()
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
-	eps := strings.Join(etcd.Endpoints(), ",")
-	members := watchMembers(t, etcd.Endpoints(), app)
-
-	procs := make([]*hoardProc, 3)
-	clients := make([]*minio.Client, 3)
-	var ids []string
-	for i := range procs {
-		p := newHoardProc(t, dir, app, i)
-		p.start(t, bin, app, eps, proxy.Endpoint, "--consistency", "owner", "--durable-writes="+durable,
-			"--disk-dir", filepath.Join(dir, "disk", strconv.Itoa(i)), "--disk-budget", "64MiB", "--node", "node"+strconv.Itoa(i))
-		procs[i] = p
-		ids = append(ids, p.id)
-	}
+	proxy := storeProxy(t, dir, srv.Endpoint(), netshape.Link{Bandwidth: 20_000})
+	set := startMemberSet(t, bin, dir, dir, app, 3, proxy.Endpoint, func(i int) []string {
+		return []string{"--consistency", "owner", "--durable-writes=" + durable,
+			"--disk-dir", filepath.Join(dir, "disk", strconv.Itoa(i)), "--disk-budget", "64MiB", "--node", "node" + strconv.Itoa(i)}
+	})
+	procs, ids, members, full := set.procs, set.ids, set.members, set.ring
+	clients := make([]*minio.Client, len(procs))
 	for i, p := range procs {
-		(&faultCluster{}).waitHealthy(t, p)
 		clients[i] = faultClient(t, p.endpoint(), clientAK, clientSK)
-	}
-	if _, ok := members.waitFor(time.Time{}, 20*time.Second, func(got []string) bool { return slices.Equal(got, ids) }); !ok {
-		t.Fatalf("etcd never listed members %v", ids)
-	}
-	full, err := ring.New(ring.Config{}, ids)
-	if err != nil {
-		t.Fatal(err)
 	}
 	keys := make([]string, nKeys)
 	for i := range keys {
@@ -214,11 +175,7 @@ down:
 		p.signal(t, syscall.SIGTERM)
 	}
 	for _, i := range survivors {
-		select {
-		case <-procs[i].exited:
-		case <-time.After(40 * time.Second):
-			t.Fatalf("%s did not stop on SIGTERM", ids[i])
-		}
+		waitStopped(t, 40*time.Second, procs[i])
 	}
 	wrong, missing := checkStore(ctx, direct, bucket, keys, func(i int) int64 { return acked[i] })
 	run.wrong, run.missing = append(run.wrong, wrong...), append(run.missing, missing...)

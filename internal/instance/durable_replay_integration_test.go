@@ -1,4 +1,4 @@
-//go:build integration
+//go:build integration && linux
 
 package instance_test
 
@@ -16,7 +16,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
 )
 
@@ -44,35 +43,19 @@ func bigValue(key string, seq int64, n int, rnd *rand.Rand) []byte {
 func TestDurableReplayYieldsToNewerWrites(t *testing.T) {
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
-	ctx := context.Background()
 	const bucket = "replay"
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
-	if err != nil {
-		t.Fatalf("start toxiproxy: %v", err)
-	}
-	t.Cleanup(func() { shaper.Close() })
+	srv, direct := durableStore(t, dir, bucket)
+	ctx := context.Background()
 	// 20 KB/s towards the store: a HEAD passes in a few milliseconds, a
 	// 256 KiB PUT takes 13 s.
-	slow := netshape.Link{Bandwidth: 20_000}
-	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), netshape.Link{}, slow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy := storeProxy(t, dir, srv.Endpoint(), netshape.Link{Bandwidth: 20_000})
 
 	diskDir := filepath.Join(dir, "disk", "app")
 	flags := []string{"--consistency", "owner", "--durable-writes", "--disk-dir", diskDir, "--disk-budget", "64MiB"}
 	const nKeys = 8
 	keys := make([]string, nKeys)
 	rnd := rand.New(rand.NewPCG(16, 2))
-	p := newHoardProc(t, dir, "app", 0)
-	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
-	(&faultCluster{}).waitHealthy(t, p)
+	p := serveAlone(t, bin, dir, "app", 0, proxy.Endpoint, flags...)
 	c := faultClient(t, p.endpoint(), clientAK, clientSK)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("out/k%02d", i)
@@ -98,9 +81,7 @@ func TestDurableReplayYieldsToNewerWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p = newHoardProc(t, dir, "app", 1)
-	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
-	(&faultCluster{}).waitHealthy(t, p)
+	p = serveAlone(t, bin, dir, "app", 1, proxy.Endpoint, flags...)
 	c = faultClient(t, p.endpoint(), clientAK, clientSK)
 	// Reads from the moment it is back: each key's newest version, never
 	// the replayed older one; wrong bytes never.
@@ -137,11 +118,7 @@ func TestDurableReplayYieldsToNewerWrites(t *testing.T) {
 	superseded := p.metric(t, "hoard_cachelet_durable_replay_superseded_total")
 	unverified := p.metric(t, "hoard_cachelet_durable_replay_unverified_total")
 	p.signal(t, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(40 * time.Second):
-		t.Fatal("cachelet did not stop on SIGTERM")
-	}
+	waitStopped(t, 40*time.Second, p)
 	var lost []string
 	for i, key := range keys {
 		v, err := getValue(ctx, direct, bucket, key)

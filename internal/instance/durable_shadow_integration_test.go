@@ -1,4 +1,4 @@
-//go:build integration
+//go:build integration && linux
 
 package instance_test
 
@@ -16,7 +16,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
 )
 
@@ -41,34 +40,19 @@ func pendingMeta(info minio.ObjectInfo) string {
 func TestDurableShadowPlaceholder(t *testing.T) {
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
-	ctx := context.Background()
 	const bucket = "shadow"
-	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
-	if err != nil {
-		t.Fatalf("start toxiproxy: %v", err)
-	}
-	t.Cleanup(func() { shaper.Close() })
+	srv, direct := durableStore(t, dir, bucket)
+	ctx := context.Background()
 	// 20 KB/s towards the store: a HEAD or a placeholder passes in a
 	// few milliseconds, a 256 KiB PUT takes 13 s.
-	proxy, err := shaper.Shape(ctx, "store", srv.Endpoint(), netshape.Link{}, netshape.Link{Bandwidth: 20_000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy := storeProxy(t, dir, srv.Endpoint(), netshape.Link{Bandwidth: 20_000})
 	diskDir := filepath.Join(dir, "disk", "app")
 	flags := []string{"--consistency", "owner", "--durable-writes", "--durable-shadow", "--disk-dir", diskDir, "--disk-budget", "64MiB"}
 	const nKeys = 4
 	keys := make([]string, nKeys)
 	values := make([][]byte, nKeys)
 	rnd := rand.New(rand.NewPCG(16, 3))
-	p := newHoardProc(t, dir, "app", 0)
-	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
-	(&faultCluster{}).waitHealthy(t, p)
+	p := serveAlone(t, bin, dir, "app", 0, proxy.Endpoint, flags...)
 	c := faultClient(t, p.endpoint(), clientAK, clientSK)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("out/k%02d", i)
@@ -97,9 +81,7 @@ func TestDurableShadowPlaceholder(t *testing.T) {
 	if err := proxy.Update(netshape.Link{}, netshape.Link{}); err != nil {
 		t.Fatal(err)
 	}
-	p = newHoardProc(t, dir, "app", 1)
-	p.start(t, bin, "app", "", proxy.Endpoint, flags...)
-	(&faultCluster{}).waitHealthy(t, p)
+	p = serveAlone(t, bin, dir, "app", 1, proxy.Endpoint, flags...)
 	c = faultClient(t, p.endpoint(), clientAK, clientSK)
 	for i, key := range keys {
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -112,11 +94,7 @@ func TestDurableShadowPlaceholder(t *testing.T) {
 	replayed := p.metric(t, "hoard_cachelet_durable_replayed_total")
 	superseded := p.metric(t, "hoard_cachelet_durable_replay_superseded_total")
 	p.signal(t, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(40 * time.Second):
-		t.Fatal("cachelet did not stop on SIGTERM")
-	}
+	waitStopped(t, 40*time.Second, p)
 	for i, key := range keys {
 		info, err := direct.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 		v, gerr := getValue(ctx, direct, bucket, key)
