@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/rig"
 	"github.com/hoard-io/hoard/internal/store"
-	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
 var refInfiniCacheNodes = Reference{Paper: "InfiniCache", Figure: "large objects served by many instances' links at once", Section: "design: erasure coding over function instances (slides)",
@@ -58,21 +56,7 @@ const ErasureNodesMethod = "Six node agents of the several-nodes rig (ADR 13), e
 // erasureNodesSpec is an application of the experiment; erasure is its
 // cache.erasure or "".
 func erasureNodesSpec(name, erasure string) string {
-	cache := "cache: {budget: 192MiB}"
-	if erasure != "" {
-		cache = "cache: {budget: 192MiB, erasure: " + erasure + "}"
-	}
-	return fmt.Sprintf(`name: %s
-memory: 448MiB
-timeout: 120s
-keep_alive: 1h
-max_instances: %d
-buckets: {data: read-only}
-scaling: {min_instances: %d}
-%s
-functions:
-  read: {handler: fns.read}
-`, name, erasureNodesCount, erasureNodesCount, cache)
+	return ecNodesSpec(name, "448MiB", "120s", erasureNodesCount, "192MiB", erasure, "read")
 }
 
 // erasureNodesFns: read waits until the wall-clock time "at" (so that the
@@ -112,28 +96,12 @@ func runErasureNodesExperiment(ctx context.Context, o Options) (*Result, error) 
 		size = o.Sizes[0]
 	}
 	rounds := max(o.Iterations, 1)
-	storeSecret := make([]byte, 16)
-	if _, err := rand.Read(storeSecret); err != nil {
-		return nil, err
-	}
-	storeKey, storeSK := "benchec", hex.EncodeToString(storeSecret)
-	n, dir, err := startTreeRig(ctx, o.Env, erasureNodesCount, "hen", nil, func(c *rig.NodesConfig) {
-		c.StoreAccessKey, c.StoreSecretKey = storeKey, storeSK
-	})
+	r, err := startECNodes(ctx, o.Env, erasureNodesCount, "hen", "benchec")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	defer n.Close()
-	c := n.Controller
-
-	st, err := s3store.New(s3store.Config{Endpoint: n.Store.Endpoint(), AccessKey: storeKey, SecretKey: storeSK}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, err
-	}
-	if err := st.CreateBucket(ctx, "data", ""); err != nil {
-		return nil, err
-	}
+	defer r.close()
+	n, dir, c, st := r.Nodes, r.dir, r.Controller, r.st
 	// put writes a new random object of size under key and returns its
 	// SHA-256.
 	put := func(key string) (string, error) {
@@ -142,7 +110,7 @@ func runErasureNodesExperiment(ctx context.Context, o Options) (*Result, error) 
 			return "", err
 		}
 		sum := sha256.Sum256(obj)
-		if _, err := st.Put(ctx, "data", key, bytes.NewReader(obj), size, store.PutOptions{}); err != nil {
+		if _, err := st.Put(ctx, ecBucket, key, bytes.NewReader(obj), size, store.PutOptions{}); err != nil {
 			return "", err
 		}
 		return hex.EncodeToString(sum[:]), nil
@@ -169,7 +137,7 @@ func runErasureNodesExperiment(ctx context.Context, o Options) (*Result, error) 
 				defer wg.Done()
 				// "object", not "key": the controller does not route
 				// by it, so the six go to the six idle instances.
-				ev, _ := json.Marshal(map[string]any{"bucket": "data", "object": key, "at": float64(at.UnixNano()) / 1e9})
+				ev, _ := json.Marshal(map[string]any{"bucket": ecBucket, "object": key, "at": float64(at.UnixNano()) / 1e9})
 				ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 				defer cancel()
 				rec, err := c.Invoke(ictx, app, "read", ev, "bench")
@@ -240,11 +208,8 @@ func runErasureNodesExperiment(ctx context.Context, o Options) (*Result, error) 
 		for _, a := range apps {
 			before := 0
 			if a.name == "ec" {
-				if held, err = shardsPerNode(ctx, n, "ec"); err != nil {
+				if held, before, err = shardsHeld(ctx, n, "ec"); err != nil {
 					return nil, err
-				}
-				for _, k := range held {
-					before += k
 				}
 			}
 			if _, err := readAll(a.name, key, want, 1); err != nil {
@@ -253,21 +218,8 @@ func runErasureNodesExperiment(ctx context.Context, o Options) (*Result, error) 
 			if a.name == "ec" {
 				// Sharding streams from the owner's fill, after the
 				// read: wait for this object's six shards.
-				for deadline := time.Now().Add(30 * time.Second); ; {
-					if held, err = shardsPerNode(ctx, n, "ec"); err != nil {
-						return nil, err
-					}
-					total := 0
-					for _, k := range held {
-						total += k
-					}
-					if total >= before+6 {
-						break
-					}
-					if time.Now().After(deadline) {
-						return nil, fmt.Errorf("ec: %s not sharded after 30 s: shards per node %v, %d before", key, held, before)
-					}
-					time.Sleep(100 * time.Millisecond)
+				if held, err = waitShards(ctx, n, "ec", before+6, 30*time.Second); err != nil {
+					return nil, fmt.Errorf("ec: %s not sharded (%d before): %w", key, before, err)
 				}
 			}
 			r, err := readAll(a.name, key, want, erasureNodesCount)

@@ -2,14 +2,11 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -26,7 +23,6 @@ import (
 	"github.com/hoard-io/hoard/internal/hostnet"
 	"github.com/hoard-io/hoard/internal/rig"
 	"github.com/hoard-io/hoard/internal/store"
-	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
 // The erasure latency benchmark on the several-nodes rig: the GETs of
@@ -85,21 +81,7 @@ func mbps(rate int64) string { return fmt.Sprintf("%d MB/s (%d Mbit/s)", rate/1e
 // ecRigSpec is an application of the experiment; erasure is its
 // cache.erasure or "".
 func ecRigSpec(name string, budget int64, erasure string) string {
-	cache := fmt.Sprintf("cache: {budget: %dMiB}", budget>>20)
-	if erasure != "" {
-		cache = fmt.Sprintf("cache: {budget: %dMiB, erasure: %s}", budget>>20, erasure)
-	}
-	return fmt.Sprintf(`name: %s
-memory: 64MiB
-timeout: 60s
-keep_alive: 1h
-max_instances: %d
-buckets: {data: read-only}
-scaling: {min_instances: %d}
-%s
-functions:
-  hold: {handler: fns.hold}
-`, name, ecRigNodes, ecRigNodes, cache)
+	return ecNodesSpec(name, "64MiB", "60s", ecRigNodes, fmt.Sprintf("%dMiB", budget>>20), erasure, "hold")
 }
 
 // ecRigFns: hold keeps its instance busy for a while, so that twelve at
@@ -135,32 +117,18 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 	for _, s := range sizes {
 		biggest = max(biggest, s)
 	}
-	secret := make([]byte, 16)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, err
-	}
-	storeKey, storeSK := "benchecrig", hex.EncodeToString(secret)
-	n, dir, err := startTreeRig(ctx, o.Env, ecRigNodes, "hrg", nil, func(c *rig.NodesConfig) {
-		c.StoreAccessKey, c.StoreSecretKey = storeKey, storeSK
+	r, err := startECNodes(ctx, o.Env, ecRigNodes, "hrg", "benchecrig", func(c *rig.NodesConfig) {
 		c.Net.NodeRate, c.Net.NodeInRate, c.Net.StoreRate = ecRigRate, -1, ecRigRate
 		c.StoreLatency = 0 // no proxy in front of the store: its link alone
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	defer n.Close()
+	defer r.close()
+	n, dir, st, storeKey, storeSK := r.Nodes, r.dir, r.st, r.storeKey, r.storeSecret
 	say("%d nodes up (%.0fs)", len(n.Agents), time.Since(started).Seconds())
 	ctl := n.Controller
-
-	st, err := s3store.New(s3store.Config{Endpoint: n.Store.Endpoint(), AccessKey: storeKey, SecretKey: storeSK}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, err
-	}
-	const bucket = "data"
-	if err := st.CreateBucket(ctx, bucket, ""); err != nil {
-		return nil, err
-	}
+	const bucket = ecBucket
 	put := func(key string, size int64) error {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(size/ecRigRateLow*4)*time.Second)
 		defer cancel()
@@ -242,14 +210,14 @@ func runErasureRig(ctx context.Context, o Options) (*Result, error) {
 	// Shard each object: its first read makes the owner fill it from the
 	// store and shard it over the twelve; wait for the twelve shards.
 	for _, size := range sizes {
-		before, err := ecRigShards(ctx, n)
+		_, before, err := shardsHeld(ctx, n, "ec")
 		if err != nil {
 			return nil, err
 		}
 		if _, _, err := get(rs.c, objName(size), size); err != nil {
 			return nil, fmt.Errorf("ec: first read of %s: %w", bytesize.Human(size), err)
 		}
-		if err := ecRigWaitShards(ctx, n, before+ecRigNodes); err != nil {
+		if _, err := waitShards(ctx, n, "ec", before+ecRigNodes, 2*time.Minute); err != nil {
 			return nil, fmt.Errorf("ec: %s: %w", bytesize.Human(size), err)
 		}
 	}
@@ -534,42 +502,6 @@ func nodeS3Client(node hostnet.Node, endpoint, accessKey, secretKey string) (*mi
 		Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Secure: secure, Region: benchRegion,
 		BucketLookup: minio.BucketLookupPath, Transport: tr, MaxRetries: 1,
 	})
-}
-
-// ecRigShards counts the shards every `ec` instance holds.
-func ecRigShards(ctx context.Context, n *rig.Nodes) (int, error) {
-	held, err := shardsPerNode(ctx, n, "ec")
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for _, k := range held {
-		total += k
-	}
-	return total, nil
-}
-
-// ecRigWaitShards waits until the `ec` instances hold want shards in all:
-// sharding streams from the owner's fill, after the read that started it.
-func ecRigWaitShards(ctx context.Context, n *rig.Nodes, want int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		got, err := ecRigShards(ctx, n)
-		if err != nil {
-			return err
-		}
-		if got >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d shards held after 2 min, want %d", got, want)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // The parts of the rig whose CPU time erasure-rig reports.
