@@ -374,8 +374,7 @@ func (h *Hub) probe(name string, b *bucket) {
 		body := strconv.FormatUint(b.seq, 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 		// A single PUT's ETag is its body's MD5 (S3, MinIO): the probe
 		// is pending before its notification can come.
-		sum := md5.Sum([]byte(body))
-		want := hex.EncodeToString(sum[:])
+		want := md5hex([]byte(body))
 		start := time.Now()
 		b.pending[want] = start
 		h.mu.Unlock()
@@ -461,4 +460,9 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s *Sub, ping time.Du
 			return
 		}
 	}
+}
+
+func md5hex(b []byte) string {
+	s := md5.Sum(b)
+	return hex.EncodeToString(s[:])
 }
