@@ -2,17 +2,14 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
-	"github.com/hoard-io/hoard/internal/store"
+	"github.com/hoard-io/hoard/internal/changerelay"
 )
 
 // The relay of the store's changes to the applications' cachelets (ADR
@@ -85,29 +82,7 @@ func statusOfFollow(err error) int {
 // relayChanges hands the store's event to the relay: every record of an
 // object created or removed.
 func (c *Controller) relayChanges(ev *S3Event) {
-	var out []store.Change
-	for _, raw := range ev.Records {
-		var r s3Record
-		if json.Unmarshal(raw, &r) != nil {
-			continue
-		}
-		name := strings.TrimPrefix(r.EventName, "s3:")
-		key, err := url.QueryUnescape(r.S3.Object.Key)
-		if err != nil {
-			continue
-		}
-		ch := store.Change{Bucket: r.S3.Bucket.Name, Key: key, ETag: strings.Trim(r.S3.Object.ETag, `"`)}
-		switch {
-		case strings.HasPrefix(name, "ObjectRemoved:"):
-			ch.Removed, ch.ETag = true, ""
-		case strings.HasPrefix(name, "ObjectCreated:"):
-		default:
-			continue
-		}
-		ch.Time, _ = time.Parse(time.RFC3339Nano, r.EventTime)
-		out = append(out, ch)
-	}
-	if len(out) > 0 {
+	if out := changerelay.Changes(ev.Records); len(out) > 0 {
 		c.relay.Publish(out)
 	}
 }
