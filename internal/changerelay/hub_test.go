@@ -95,7 +95,7 @@ func TestStream(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, err := h.Subscribe("a", r.URL.Query().Get("bucket"))
 		if err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		defer h.Unsubscribe(s)
