@@ -175,7 +175,7 @@ func New(cfg Config) (*Hub, error) {
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hoard_controller_changes_relayed_total",
 			Help: "Store changes relayed, counted once per subscriber."}),
 		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hoard_controller_change_streams_cut_total",
-			Help: "Change streams cut by the controller, by reason: slow (a subscriber fell behind), probe (a probe's notification did not come back in time), closed."}, []string{"reason"}),
+			Help: "Change streams cut by the controller, by reason: slow (a subscriber fell behind), probe (a probe's notification did not come back in time), revoked (the bucket no longer granted), closed."}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hoard_controller_store_event_delay_seconds",
 			Help:    "Time from a change in the store (its event time) to its notification reaching the controller.",
 			Buckets: prometheus.ExponentialBuckets(0.5e-3, 2, 16)}),
@@ -249,6 +249,23 @@ func (h *Hub) Unsubscribe(s *Sub) {
 		delete(h.perApp, s.app)
 	}
 	h.subsG.Dec()
+}
+
+// Revoke cuts app's streams of the buckets keep does not keep (an
+// application redeployed without a bucket, or removed).
+func (h *Hub) Revoke(app string, keep func(bucket string) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, b := range h.buckets {
+		if keep(name) {
+			continue
+		}
+		for s := range b.subs {
+			if s.app == app {
+				h.cutLocked(b, s, "revoked", "the bucket is no longer granted to the application")
+			}
+		}
+	}
 }
 
 // cutLocked ends s's stream, with why as its last line. h.mu is held.

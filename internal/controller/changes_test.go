@@ -196,6 +196,26 @@ func TestChangeRelay(t *testing.T) {
 		}
 	})
 
+	t.Run("a bucket no longer granted", func(t *testing.T) {
+		spec := "name: b\nbuckets: {bother: read-write}\nfunctions: {f: {handler: m.h}}\n"
+		if _, err := c.Deploy(ctx, pkg(t, spec)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-b.done:
+			if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "no longer granted") {
+				t.Errorf("B's stream of bbucket ended with %v, want revoked", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("B still follows a bucket its new spec does not grant")
+		}
+		cl := &changerelay.Client{URL: srv.URL, Token: credsB.PlatformToken}
+		var api *store.APIError
+		if err := cl.Listen(ctx, "bbucket", 3*time.Second, nil, func(store.Change) {}); !errors.As(err, &api) {
+			t.Errorf("B subscribing again to bbucket: %v, want AccessDenied", err)
+		}
+	})
+
 	t.Run("a webhook that stops is noticed", func(t *testing.T) {
 		deliver.Store(false)
 		start := time.Now()

@@ -510,6 +510,9 @@ func (c *Controller) deploy(ctx context.Context, pkg *appspec.Package, pkgData i
 		a.admission = nil // new code: its functions' admission is learned again
 	}
 	c.mu.Unlock()
+	// Streams of buckets the new spec no longer grants end.
+	granted := pkg.Spec.Buckets.Set()
+	c.relay.Revoke(name, func(b string) bool { return granted.Allows(b, false) })
 	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)
 	info := c.info(a)
 	return &info, nil
@@ -531,6 +534,7 @@ func (c *Controller) Remove(ctx context.Context, name string) error {
 		return err
 	}
 	c.forgetModels(ctx, name)
+	c.relay.Revoke(name, func(string) bool { return false })
 	c.mu.Lock()
 	delete(c.apps, name)
 	list := make([]*inst, 0, len(a.instances))
