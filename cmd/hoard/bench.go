@@ -26,7 +26,7 @@ var benchmarks = []struct {
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
 	{"access", "GET latency and throughput against MinIO, Redis and loopback TCP", runBenchAccess},
-	{"changes", "writers outside hoard: the notification delay under owner with --store-changes, and its hits against strong behind a 20 ms store link", runBenchChanges},
+	{"changes", "writers outside hoard: the notification delay under owner with --store-changes (--feed listen or relay), and its hits against strong behind a 20 ms store link", runBenchChanges},
 	{"consistency", "Faa$T Table 6: five cachelets count to 1,000 under each consistency setting", runBenchConsistency},
 	{"durable", "a cachelet SIGKILLed every 10 s under a write load: acknowledged writes lost with and without durable writes", runBenchDurable},
 	{"disk", "the disk tier: a working set above the memory budget, store behind a shaped link; memory-only vs disk tier vs a reloaded instance", runBenchDisk},

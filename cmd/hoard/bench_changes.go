@@ -33,6 +33,7 @@ func runBenchChanges(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.Writes, "writes", 50, "writes straight to the store whose delay is timed")
 	fs.IntVar(&cfg.Reads, "reads", 300, "hits timed through each cachelet")
 	fs.Var(&size, "size", "size of the object")
+	fs.StringVar(&cfg.Feed, "feed", bench.FeedListen, "how the owner cachelet follows the store's changes: listen (MinIO's listen API) or relay (MinIO's webhook to a change relay, followed over GET /v1/changes; no filler)")
 	fs.DurationVar(&cfg.FillerInterval, "filler", 10*time.Millisecond, "pause between filler writes to other keys that push out a store's buffered change stream (negative: none)")
 	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	minioFlag(fs, &cfg.MinIOBinary)
@@ -48,6 +49,9 @@ func runBenchChanges(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.Writes <= 0 || cfg.Reads <= 0 || size <= 0 {
 		return fmt.Errorf("%w: --writes, --reads and --size must be positive", errUsage)
+	}
+	if cfg.Feed != bench.FeedListen && cfg.Feed != bench.FeedRelay {
+		return fmt.Errorf("%w: --feed %q: want listen or relay", errUsage, cfg.Feed)
 	}
 	if cfg.FillerInterval == 0 {
 		return fmt.Errorf("%w: --filler must not be 0 (negative turns the filler off)", errUsage)
@@ -65,7 +69,7 @@ func runBenchChanges(ctx context.Context, args []string, stdout, stderr io.Write
 			fmt.Fprintf(stdout, "\nhit p50 owner+changes / strong: %.3f (issue 16's trace replay: local 2.7 ms / strong 24.7 ms = %.3f)\n",
 				float64(rep.Owner.P50)/float64(rep.Strong.P50), 2.7/24.7)
 		}
-		fmt.Fprintf(stdout, "strong reads of the older version after an outside write: %d\nlink %s; filler: %s\n", rep.StrongStale, rep.Link, rep.Filler)
+		fmt.Fprintf(stdout, "strong reads of the older version after an outside write: %d\nlink %s; feed %s; filler: %s\n", rep.StrongStale, rep.Link, rep.Feed, rep.Filler)
 		for _, n := range res.Notes {
 			fmt.Fprintln(stdout, n)
 		}

@@ -74,6 +74,7 @@ func TestBenchChangesFlags(t *testing.T) {
 		{[]string{"--writes", "0"}, "must be positive"},
 		{[]string{"--reads", "-3"}, "must be positive"},
 		{[]string{"--filler", "0s"}, "--filler must not be 0"},
+		{[]string{"--feed", "pigeon"}, `--feed "pigeon": want listen or relay`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		var out, errOut bytes.Buffer

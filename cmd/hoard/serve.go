@@ -111,7 +111,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var ef erasureFlags
 	ef.register(fs, doc.Cache.Erasure)
 	var chf changeFlags
-	chf.register(fs)
+	chf.register(fs, doc.Cache.StoreChanges)
 	var pool poolFlag
 	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
 	var pageSize poolFlag // a size, or off (-1), as --buffer-pool

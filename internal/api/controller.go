@@ -22,8 +22,9 @@ import (
 // and the benchmarks. Everything under /v1, and /metrics, needs
 // "Authorization: Bearer TOKEN": the admin token may call everything; an
 // application's token (Credentials.PlatformToken, its instances') only
-// the three calls marked [app], for that application (another's is 403),
-// and events only naming that application and its buckets. /http/APP/PATH
+// the calls marked [app], for that application (another's is 403),
+// events only naming that application and its buckets, and the changes
+// of its granted buckets only. /http/APP/PATH
 // (HTTP triggers) is open, like a function URL; /healthz is open.
 //
 //	POST   /v1/apps                                  body: code package (block format or tar.gz) -> AppInfo
@@ -38,6 +39,7 @@ import (
 //	GET    /v1/apps/{app}/scaling                    [app] ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
 //	POST   /v1/apps/{app}/votes                      [app] body: scaling.Vote (unrequested; urgent ones act at once)
 //	POST   /v1/events                                [app] body: S3 event (cachelets, the store's webhook)
+//	GET    /v1/changes?bucket=B&heartbeat=6s         [app] NDJSON stream of B's changes the store notified (ADR 0033, package changerelay)
 //	GET    /metrics                                  Prometheus metrics (admin token)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
 

@@ -253,6 +253,9 @@ type CacheSpec struct {
 	// hoard see the empty placeholder until the write is delivered.
 	// Default false.
 	DurableShadow bool `yaml:"durable_shadow,omitempty"`
+	// StoreChanges: off (default), listen, relay or auto: how the
+	// cachelets notice writes made straight to the store (ADR 0033).
+	StoreChanges string `yaml:"store_changes,omitempty"`
 }
 
 // Admission settings (Cache.Admission).
@@ -348,16 +351,8 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 
 		DurableWrites: c.durableMode(),
 		DurableShadow: c.DurableShadow,
+		StoreChanges:  c.changesMode(),
 	}
-}
-
-// finalOutputs is c.FinalOutputs as the cachelet's locations.
-func (c CacheSpec) finalOutputs() []cacheconfig.Location {
-	var out []cacheconfig.Location
-	for _, l := range c.FinalOutputs {
-		out = append(out, cacheconfig.Location{Bucket: l.Bucket, Prefix: l.Prefix})
-	}
-	return out
 }
 
 // validateFinalOutputs checks cache.final_outputs against the buckets,

@@ -36,7 +36,7 @@ var layers = []struct {
 		"internal/store/s3", "internal/store/memstore", "internal/store/storetest",
 		"internal/membership/etcd", "internal/membership/memory", "internal/membership/membershiptest",
 		"internal/etcdembed", "internal/etcdembed/zapslog", "internal/localstore", "internal/netshape",
-		"internal/peer", "internal/cluster", "internal/writeback", "internal/writelog", "internal/notify",
+		"internal/peer", "internal/cluster", "internal/writeback", "internal/writelog", "internal/notify", "internal/changerelay",
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
 		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki", "internal/dashboard",
 		"internal/disktier", "internal/lazyfs",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,11 @@ import (
 // shaped store link.
 type ChangesConfig struct {
 	MinIOBinary string
+	// Feed is how the owner cachelet follows the store's changes:
+	// "listen" (the default: MinIO's listen API, ADR 28) or "relay"
+	// (MinIO's webhook to a change relay, which the cachelet follows over
+	// GET /v1/changes, ADR 33; no filler then).
+	Feed string
 	// Latency is the store link's one-way delay; default 10 ms (a 20 ms
 	// round trip, the link of issue 16's trace replay).
 	Latency time.Duration
@@ -67,8 +73,14 @@ func (c *ChangesConfig) defaults() {
 	if c.Size <= 0 {
 		c.Size = 4 << 10
 	}
+	if c.Feed == "" {
+		c.Feed = FeedListen
+	}
 	if c.FillerInterval == 0 {
 		c.FillerInterval = 10 * time.Millisecond
+	}
+	if c.Feed == FeedRelay {
+		c.FillerInterval = -1 // the webhook posts each event at once
 	}
 	if c.Poll <= 0 {
 		c.Poll = 2 * time.Millisecond
@@ -87,6 +99,7 @@ const fillerPad = 1800
 
 // ChangesReport is what `hoard bench changes` measured in one run.
 type ChangesReport struct {
+	Feed   string `json:"feed"`
 	Link   string `json:"link"`
 	Size   int64  `json:"size"`
 	Filler string `json:"filler"`
@@ -131,9 +144,23 @@ func RunChanges(ctx context.Context, cfg ChangesConfig) (*ChangesReport, error) 
 	}
 	defer os.RemoveAll(tmp)
 	say := func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f+"\n", a...) }
+	if cfg.Feed != FeedListen && cfg.Feed != FeedRelay {
+		return nil, fmt.Errorf("bench changes: feed %q: want %s or %s", cfg.Feed, FeedListen, FeedRelay)
+	}
 
+	var relay *changeRelay
+	var relayLn net.Listener
+	var minioEnv []string
+	if cfg.Feed == FeedRelay {
+		if relay, relayLn, err = newChangeRelay(); err != nil {
+			return nil, err
+		}
+		defer relay.close()
+		defer relayLn.Close()
+		minioEnv = relay.webhookEnv()
+	}
 	srv, err := localstore.StartMinIO(ctx, localstore.Config{Binary: cfg.MinIOBinary, DataDir: filepath.Join(tmp, "minio"),
-		Addr: "127.0.0.1:0", AccessKey: "benchchanges", SecretKey: "benchchanges-secret", Logger: cfg.Log})
+		Addr: "127.0.0.1:0", AccessKey: "benchchanges", SecretKey: "benchchanges-secret", Logger: cfg.Log, Env: minioEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +175,7 @@ func RunChanges(ctx context.Context, cfg ChangesConfig) (*ChangesReport, error) 
 	if err != nil {
 		return nil, err
 	}
-	rep := &ChangesReport{Link: link.String() + " each way", Size: cfg.Size, Filler: "none",
+	rep := &ChangesReport{Feed: cfg.Feed, Link: link.String() + " each way", Size: cfg.Size, Filler: "none",
 		OwnerOutcomes: map[string]int{}, StrongOutcomes: map[string]int{}}
 	if cfg.FillerInterval > 0 {
 		rep.Filler = fmt.Sprintf("a write of another key every %v (%d B of metadata)", cfg.FillerInterval, fillerPad)
@@ -175,6 +202,11 @@ func RunChanges(ctx context.Context, cfg ChangesConfig) (*ChangesReport, error) 
 	if err := put(0); err != nil {
 		return nil, err
 	}
+	if relay != nil {
+		if err := relay.start(ctx, relayLn, srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), bucket, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 
 	start := func(consistency string, follow bool) (*instance.Instance, *minio.Core, error) {
 		s, err := cachelet.ParseConsistency(consistency)
@@ -185,6 +217,9 @@ func RunChanges(ctx context.Context, cfg ChangesConfig) (*ChangesReport, error) 
 		s.Apply(&ccfg)
 		if follow {
 			ccfg.External = &cachelet.ExternalConfig{Heartbeat: 3 * time.Second}
+			if relay != nil {
+				ccfg.External.Listener = relay.client()
+			}
 		}
 		in, err := instance.Start(ctx, instance.Config{
 			MetricsListen: "off", Region: benchRegion, AccessKey: clientKey, SecretKey: clientSec,

@@ -19,11 +19,28 @@ func changesExperiment() Experiment {
 	}
 }
 
+func changesRelayExperiment() Experiment {
+	return Experiment{
+		Name:       "changes-relay",
+		Title:      "Writers outside hoard through the change relay: MinIO's webhook to the relay, the relay to an `owner` cachelet (ADR 33), against `strong` behind a 20 ms store link",
+		Reproduces: []Reference{refChanges},
+		Quick:      Options{Iterations: 20},
+		Full:       Options{Iterations: 100},
+		Run: func(ctx context.Context, o Options) (*Result, error) {
+			return runChanges(ctx, o, FeedRelay)
+		},
+	}
+}
+
 // runChangesExperiment runs `hoard bench changes` (20 writes and 100
 // reads each with --quick).
 func runChangesExperiment(ctx context.Context, o Options) (*Result, error) {
+	return runChanges(ctx, o, FeedListen)
+}
+
+func runChanges(ctx context.Context, o Options, feed string) (*Result, error) {
 	env := o.Env
-	cfg := ChangesConfig{MinIOBinary: env.MinIOBinary, TempDir: env.TempDir, Progress: env.progress(), Log: env.Log, Writes: o.Iterations}
+	cfg := ChangesConfig{MinIOBinary: env.MinIOBinary, TempDir: env.TempDir, Progress: env.progress(), Log: env.Log, Writes: o.Iterations, Feed: feed}
 	if o.Quick {
 		cfg.Reads = 100
 	}
@@ -46,16 +63,23 @@ func runChangesExperiment(ctx context.Context, o Options) (*Result, error) {
 // Result turns the report into the experiment's Result.
 func (r *ChangesReport) Result() *Result {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	name, method := "changes", "MinIO behind a shaped link; two in-process cachelets over it: one under `owner` following the store's change "+
+		"notifications (--store-changes), one under `strong`. "
+	if r.Feed == FeedRelay {
+		name, method = "changes-relay", "MinIO behind a shaped link, its webhook target posting (at once, no on-disk queue) to an in-process change "+
+			"relay (ADR 33: the controller's changerelay.Hub, with its probes); two in-process cachelets over the link: one under `owner` "+
+			"following the relay (--store-changes relay), one under `strong`. "
+	}
 	res := &Result{
-		Experiment: "changes",
+		Experiment: name,
 		Status:     StatusOK,
 		Machine:    DescribeMachine(),
-		Method: "MinIO behind a shaped link; two in-process cachelets over it: one under `owner` following the store's change " +
-			"notifications (--store-changes), one under `strong`. Once the owner's subscription is up, one object is read through " +
+		Method: method + "Once the owner's subscription is up, one object is read through " +
 			"each alternately (hits). Then new versions are written straight to MinIO one at a time; after each write's answer the " +
 			"owner cachelet is read every 2 ms until it returns the new bytes (the delay), and `strong` is read once (it must " +
-			"return them at once). The bundled MinIO never flushes its change stream, so filler writes to other keys push it out.",
+			"return them at once). The bundled MinIO never flushes its listen stream, so with `listen` filler writes to other keys push it out.",
 		Settings: RunSettings{ObjectSizes: []int64{r.Size}, Link: r.Link, Other: []Setting{
+			{"feed", r.Feed},
 			{"filler", r.Filler},
 			{"outside writes", fmt.Sprint(r.Delay.N)},
 			{"reads per cachelet", fmt.Sprint(r.Owner.N)},
@@ -78,7 +102,7 @@ func (r *ChangesReport) Result() *Result {
 	}
 	table := Table{ID: "reads", Title: "Reads, one run", Columns: []string{"what", "n", "p50", "p99", "max", "served as"}}
 	table.Rows = append(table.Rows,
-		[]string{"hit, owner + --store-changes", fmt.Sprint(r.Owner.N), FormatDuration(r.Owner.P50), FormatDuration(r.Owner.P99), FormatDuration(r.Owner.Max), fmt.Sprint(r.OwnerOutcomes)},
+		[]string{"hit, owner + " + r.Feed, fmt.Sprint(r.Owner.N), FormatDuration(r.Owner.P50), FormatDuration(r.Owner.P99), FormatDuration(r.Owner.Max), fmt.Sprint(r.OwnerOutcomes)},
 		[]string{"hit, strong", fmt.Sprint(r.Strong.N), FormatDuration(r.Strong.P50), FormatDuration(r.Strong.P99), FormatDuration(r.Strong.Max), fmt.Sprint(r.StrongOutcomes)},
 		[]string{"outside write unseen (owner)", fmt.Sprint(r.Delay.N), FormatDuration(r.Delay.P50), FormatDuration(r.Delay.P99), FormatDuration(r.Delay.Max),
 			fmt.Sprintf("%d stale reads while waiting, %v copies invalidated", r.StaleReads, r.Invalidated)},

@@ -117,6 +117,7 @@ func Experiments() []Experiment {
 		diskExperiment(),
 		writesExperiment(),
 		changesExperiment(),
+		changesRelayExperiment(),
 		predictionExperiment(),
 		localityExperiment(),
 		memMacroExperiment(),

@@ -257,6 +257,10 @@ type Settings struct {
 	// hoard never serve it; readers outside hoard see it until the
 	// delivery. Default false.
 	DurableShadow bool `json:"durable_shadow,omitempty"`
+	// StoreChanges is how the cachelet follows the store's changes to
+	// notice writers outside hoard (ChangesMode; ADR 0028, ADR 0033).
+	// Default off.
+	StoreChanges ChangesMode `json:"store_changes,omitempty"`
 }
 
 // DurableMode is Settings.DurableWrites.
@@ -513,6 +517,9 @@ func (s Settings) Validate() error {
 		return err
 	}
 	if err := s.Migrate.validate(); err != nil {
+		return err
+	}
+	if err := s.validateChanges(); err != nil {
 		return err
 	}
 	if s.DurableShadow && s.DurableWrites == DurableOff {

@@ -31,7 +31,9 @@ import (
 
 // ExternalConfig turns on the following of the store's changes.
 type ExternalConfig struct {
-	// Listener is the store's change feed (s3store.Store is one).
+	// Listener is the store's change feed: s3store.Store (MinIO's
+	// listen API) or changerelay.Client (the controller's relay of the
+	// store's event notifications, ADR 0033).
 	Listener store.Listener
 	// Heartbeat: a subscription silent this long is taken as broken (the
 	// store pings three times as often). Default 6 s.

@@ -20,8 +20,10 @@ import (
 //     nothing else;
 //   - an application's token (api.Credentials.PlatformToken, made at
 //     deploy, handed to its instances' cachelets) may read that
-//     application's scaling hints, vote for it and post object-created
-//     events naming it and its buckets; anything else is 403;
+//     application's scaling hints, vote for it, post object-created
+//     events naming it and its buckets, and follow the changes of its
+//     granted buckets (GET /v1/changes, changes.go); anything else is
+//     403;
 //   - no token, or an unknown one, is 401;
 //   - /healthz and the HTTP triggers (/http/...) are open;
 //   - the dashboard's pages (/dashboard...) check a session cookie
@@ -76,7 +78,7 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 			return
 		}
 		if !appMayCall(app, r.Method, r.URL.Path) {
-			api.WriteError(w, http.StatusForbidden, errors.New("forbidden: an application's token may only read its scaling hints, vote and post events"))
+			api.WriteError(w, http.StatusForbidden, errors.New("forbidden: an application's token may only read its scaling hints, vote, post events and follow its buckets' changes"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, app)))
@@ -93,7 +95,7 @@ func isDashboardPage(path string) bool {
 // scaling hints and votes, and events (which HandleEventAs checks
 // record by record).
 func appMayCall(app, method, path string) bool {
-	if method == http.MethodPost && path == "/v1/events" {
+	if (method == http.MethodPost && path == "/v1/events") || (method == http.MethodGet && path == "/v1/changes") {
 		return true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")

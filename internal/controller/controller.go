@@ -33,6 +33,7 @@ import (
 	"github.com/hoard-io/hoard/internal/admission"
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
+	"github.com/hoard-io/hoard/internal/changerelay"
 	"github.com/hoard-io/hoard/internal/clock"
 	"github.com/hoard-io/hoard/internal/keepalive"
 	"github.com/hoard-io/hoard/internal/predict"
@@ -116,6 +117,10 @@ type Config struct {
 	// UploadDir is where uploads are spooled, each to a file of mode
 	// 0600 removed when its deploy ends; default os.TempDir().
 	UploadDir string
+	// ChangeRelay shapes the relay of the store's changes to the
+	// applications' cachelets (ADR 0033); its Prober defaults to Store
+	// and its Logger and Registerer to the controller's.
+	ChangeRelay changerelay.Config
 	// Clock tells the time of records, events, idle times and keep-alive;
 	// default the system clock. (The scan and vote loops tick on the
 	// runtime's timers.)
@@ -210,6 +215,8 @@ type Controller struct {
 	wg     sync.WaitGroup
 
 	trees *trees // the function trees (trees.go)
+
+	relay *changerelay.Hub // the store's changes to the cachelets (changes.go)
 }
 
 // app is one deployed application and its instances.
@@ -270,6 +277,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 	c := &Controller{cfg: cfg, clk: cfg.Clock, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
 		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS), models: models{m: map[string]*fnModel{}}}
 	c.m = newMetrics(cfg.Registerer, c)
+	rcfg := cfg.ChangeRelay
+	if rcfg.Prober == nil {
+		rcfg.Prober = cfg.Store
+	}
+	if rcfg.Logger == nil {
+		rcfg.Logger = log.With("component", "changerelay")
+	}
+	if rcfg.Registerer == nil {
+		rcfg.Registerer = cfg.Registerer
+	}
+	var err error
+	if c.relay, err = changerelay.New(rcfg); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	if err := c.load(ctx); err != nil {
 		return nil, err
 	}
@@ -288,6 +309,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 // controller adopts them.
 func (c *Controller) Close() {
 	c.cancel()
+	c.relay.Close()
 	c.wg.Wait()
 	c.savePolicies()
 }
@@ -471,6 +493,7 @@ func (c *Controller) deploy(ctx context.Context, pkg *appspec.Package, pkgData i
 			}
 		}
 	}
+	c.followBuckets(ctx, pkg.Spec)
 	val, _ := json.Marshal(rec)
 	if _, err := c.cfg.Etcd.Put(ctx, EtcdApps+name, string(val)); err != nil {
 		return nil, fmt.Errorf("recording the application in etcd: %w", err)
@@ -487,6 +510,9 @@ func (c *Controller) deploy(ctx context.Context, pkg *appspec.Package, pkgData i
 		a.admission = nil // new code: its functions' admission is learned again
 	}
 	c.mu.Unlock()
+	// Streams of buckets the new spec no longer grants end.
+	granted := pkg.Spec.Buckets.Set()
+	c.relay.Revoke(name, func(b string) bool { return granted.Allows(b, false) })
 	c.log.Info("application deployed", "app", name, "version", rec.Version, "package", ref.Key)
 	info := c.info(a)
 	return &info, nil
@@ -508,6 +534,7 @@ func (c *Controller) Remove(ctx context.Context, name string) error {
 		return err
 	}
 	c.forgetModels(ctx, name)
+	c.relay.Revoke(name, func(string) bool { return false })
 	c.mu.Lock()
 	delete(c.apps, name)
 	list := make([]*inst, 0, len(a.instances))

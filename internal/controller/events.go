@@ -33,6 +33,7 @@ type EventOrigin struct {
 type s3Record struct {
 	EventSource string `json:"eventSource"`
 	EventName   string `json:"eventName"`
+	EventTime   string `json:"eventTime"`
 	S3          struct {
 		Bucket struct {
 			Name string `json:"name"`
@@ -86,6 +87,9 @@ func (c *Controller) handleEvent(ev *S3Event, scope string) (int, error) {
 			return fired, fmt.Errorf("bad object key %q in event: %w", r.S3.Object.Key, err)
 		}
 		bucket := r.S3.Bucket.Name
+		if strings.HasPrefix(key, changeProbePrefix) {
+			continue // the relay's and cachelets' probes fire nothing
+		}
 		etag := strings.Trim(r.S3.Object.ETag, `"`)
 		source := "store"
 		if strings.HasPrefix(r.EventSource, "hoard") {

@@ -162,6 +162,10 @@ func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 		if app := scopedApp(r.Context()); app != "" {
 			n, err = c.HandleEventAs(&ev, app)
 		} else {
+			// The store's (or the operator's): relayed to the cachelets
+			// following the buckets; an application's own events are
+			// writes through hoard, which its cachelets know of.
+			c.relayChanges(&ev)
 			n, err = c.HandleEvent(&ev)
 		}
 		if err != nil {
@@ -174,6 +178,7 @@ func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 		}
 		api.WriteJSON(w, http.StatusOK, map[string]int{"fired": n})
 	})
+	mux.HandleFunc("GET /v1/changes", c.serveChanges)
 	mux.HandleFunc("/http/{app}/{path...}", c.serveHTTPTrigger)
 	newDashboard(c).routes(mux)
 	if metrics != nil {

@@ -47,12 +47,13 @@ func NewMinIONotifier(endpoint, accessKey, secretKey, region string, tc *tls.Con
 	return &MinIONotifier{client: c, region: region}, nil
 }
 
-// EnableNotifications sends the bucket's ObjectCreated events to the
-// controller. One configuration per bucket, without filters: the
+// EnableNotifications sends the bucket's ObjectCreated events (for
+// triggers) and ObjectRemoved events (for the change relay, ADR 0033) to
+// the controller. One configuration per bucket, without filters: the
 // controller matches triggers itself, and S3 refuses overlapping filters.
 func (n *MinIONotifier) EnableNotifications(ctx context.Context, bucket string) error {
 	q := notification.NewConfig(notification.NewArn("minio", "sqs", "", MinIOWebhookID, "webhook"))
-	q.AddEvents(notification.ObjectCreatedAll)
+	q.AddEvents(notification.ObjectCreatedAll, notification.ObjectRemovedAll)
 	var cfg notification.Configuration
 	cfg.AddQueue(q)
 	return n.client.SetBucketNotification(ctx, bucket, cfg)

@@ -149,6 +149,9 @@ type Config struct {
 	// reads the measured instance load time and limit there and sends
 	// urgent scale-out votes. PlatformToken is its bearer token.
 	PlatformURL, PlatformToken string
+	// ChangesRelay, with Cachelet.External: follow the store's changes
+	// through the controller's relay (changeFeed).
+	ChangesRelay bool
 
 	// The fields below make the instance one cachelet of its application's
 	// cooperative cache. They are used only when Registry is set.
@@ -551,7 +554,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	}
 	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
 		ext := *x
-		ext.Listener = st // the store's change notifications (ADR 0028)
+		if ext.Listener, err = changeFeed(cfg, st); err != nil {
+			return nil, err
+		}
 		cfg.Cachelet.External = &ext
 	}
 	cl, err := cachelet.New(cfg.Cachelet, st, log.With("component", "cachelet"), reg)

@@ -3,13 +3,17 @@ package instance
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/cachelet"
+	"github.com/hoard-io/hoard/internal/changerelay"
 	"github.com/hoard-io/hoard/internal/scaling"
+	"github.com/hoard-io/hoard/internal/store"
+	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
 // platformClient is the cachelet's side of the platform's scaling API for
@@ -72,4 +76,20 @@ func (p *platformClient) Vote(ctx context.Context, v scaling.Vote) error {
 	ctx, cancel := context.WithTimeout(ctx, platformTimeout)
 	defer cancel()
 	return p.api.Vote(ctx, p.app, v)
+}
+
+// changeFeed is where the cachelet follows the store's changes from
+// (Cachelet.External): the store's own change stream (ADR 0028), or with
+// ChangesRelay the controller's relay of the store's event notifications
+// (GET /v1/changes at PlatformURL with PlatformToken; ADR 0033). The
+// relay's stream is long: its client has no overall timeout, only the
+// relay's deadlines.
+func changeFeed(cfg Config, st *s3store.Store) (store.Listener, error) {
+	if !cfg.ChangesRelay {
+		return st, nil
+	}
+	if cfg.PlatformURL == "" || cfg.PlatformToken == "" {
+		return nil, errors.New("instance: the change relay needs PlatformURL and PlatformToken")
+	}
+	return &changerelay.Client{URL: cfg.PlatformURL, Token: cfg.PlatformToken, HTTP: platformHTTP(cfg.PlatformTLS)}, nil
 }

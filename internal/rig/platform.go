@@ -162,15 +162,22 @@ func agentOnly(id pki.Identity) bool { return id.Role == pki.RoleAgent }
 
 // MinIOWebhookEnv is the environment that makes a MinIO post its bucket
 // notifications to a controller's /v1/events, queueing them in queueDir
-// while the controller is unreachable.
+// while the controller is unreachable. With a queue, MinIO sends from it
+// on a 3-second poll (its store's retry interval), so a notification
+// takes up to 3 s; with queueDir "", it is sent at once, and one raised
+// while the controller is unreachable is lost (the change relay's probe
+// then cuts the bucket's subscriptions: ADR 0033).
 func MinIOWebhookEnv(controllerURL, token, queueDir string) []string {
 	id := controller.MinIOWebhookID
-	return []string{
+	env := []string{
 		"MINIO_NOTIFY_WEBHOOK_ENABLE_" + id + "=on",
 		"MINIO_NOTIFY_WEBHOOK_ENDPOINT_" + id + "=" + controllerURL + "/v1/events",
 		"MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_" + id + "=" + token,
-		"MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_" + id + "=" + queueDir,
 	}
+	if queueDir != "" {
+		env = append(env, "MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_"+id+"="+queueDir)
+	}
+	return env
 }
 
 // MinIOWebhookClientEnv makes MinIO's webhook present f's certificate to

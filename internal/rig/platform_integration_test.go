@@ -166,6 +166,13 @@ func start(t testing.TB) *env {
 // opts.
 func startShaped(t testing.TB, link netshape.Link, opts ...func(*Config)) *env {
 	t.Helper()
+	return startPlatform(t, link, true, opts...)
+}
+
+// startPlatform is startShaped, MinIO's webhook queueing its events on
+// disk (and sending them on its 3-second poll) when queued.
+func startPlatform(t testing.TB, link netshape.Link, queued bool, opts ...func(*Config)) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -178,9 +185,13 @@ func startShaped(t testing.TB, link netshape.Link, opts ...func(*Config)) *env {
 		t.Fatal(err)
 	}
 	token := "controller-token-0123456789"
+	queueDir := ""
+	if queued {
+		queueDir = filepath.Join(dir, "minio-events")
+	}
 	minio, err := localstore.StartMinIO(ctx, localstore.Config{
 		DataDir: filepath.Join(dir, "minio"), Addr: "127.0.0.1:0", AccessKey: "storekey", SecretKey: "storesecret123",
-		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), testEventsToken, filepath.Join(dir, "minio-events")),
+		Env: MinIOWebhookEnv("http://"+ln.Addr().String(), testEventsToken, queueDir),
 	})
 	if err != nil {
 		t.Fatal(err)
