@@ -383,7 +383,16 @@ func (r *entryReader) Read(p []byte) (int, error) {
 // saves); a writer in memory gets the chunks as they are. The buffers
 // are bounded (writeBatches) and each is held only while its write
 // lasts: a writer that finds none free writes that span chunk by chunk.
+//
+// A destination that takes several buffers at once (Vector: a TCP
+// socket) gets up to writeBatch bytes of chunks per call instead, with
+// no copy.
 func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
+	if r.e.chunks != nil {
+		if v := Vector(w); v != nil {
+			return r.writeVectors(v)
+		}
+	}
 	var total int64
 	gather := r.e.chunks != nil && !inMemory(w)
 	for r.off < r.end {
@@ -417,6 +426,36 @@ func (r *entryReader) WriteTo(w io.Writer) (int64, error) {
 		}
 		r.off += int64(n)
 		total += int64(n)
+		if werr != nil {
+			return total, werr
+		}
+	}
+	return total, nil
+}
+
+// writeVectors is WriteTo to a destination that takes several buffers at
+// once: the chunks ready, up to writeBatch bytes, go in one call.
+func (r *entryReader) writeVectors(w VectorWriter) (int64, error) {
+	var total int64
+	vec := make([][]byte, 0, writeBatch/ChunkSize+1)
+	for r.off < r.end {
+		avail, err := r.e.wait(r.off + 1)
+		if avail <= r.off {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return total, err
+		}
+		avail = min(avail, r.end, r.off+writeBatch)
+		vec = vec[:0]
+		for at := r.off; at < avail; {
+			sp := r.e.span(at, avail)
+			vec = append(vec, sp)
+			at += int64(len(sp))
+		}
+		n, werr := w.WriteVector(vec)
+		r.off += n
+		total += n
 		if werr != nil {
 			return total, werr
 		}

@@ -84,6 +84,7 @@ func newGroup(t testing.TB, n int, opts ...func(*Config)) *group {
 	// Listen first: routers need every address.
 	for range n {
 		srv := httptest.NewUnstartedServer(nil)
+		srv.Config.ConnContext = peer.ConnContext
 		g.servers = append(g.servers, srv)
 		g.addrs = append(g.addrs, srv.Listener.Addr().String())
 	}

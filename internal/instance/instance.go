@@ -616,6 +616,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if peerLn != nil {
 		in.peerSrv = &http.Server{
 			Handler:           peer.NewServer(auth, owner, log.With("component", "peer")),
+			ConnContext:       peer.ConnContext, // small answers in one segment
 			ReadHeaderTimeout: 30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),

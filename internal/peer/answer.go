@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -332,7 +333,38 @@ func (d digesting) Read(p []byte) (int, error) {
 }
 
 func (d digesting) WriteTo(w io.Writer) (int64, error) {
+	if v := cache.Vector(w); v != nil {
+		// A TCP socket: a cache entry's chunks go to it several at a
+		// time (writev), as they lie.
+		return io.Copy(vectorDigester{v: v, s: d.s}, d.r)
+	}
 	return io.Copy(digestingWriter{w: w, s: d.s}, d.r)
+}
+
+// vectorDigester is digestingWriter for a destination that takes several
+// buffers at once (cache.VectorWriter).
+type vectorDigester struct {
+	v cache.VectorWriter
+	s *streamWriter
+}
+
+func (d vectorDigester) Write(p []byte) (int, error) {
+	n, err := d.v.Write(p)
+	d.s.sum.Write(p[:n])
+	d.s.n += int64(n)
+	return n, err
+}
+
+// WriteVector digests bufs before they are written (the destination may
+// change their slice headers); when the write fails, the answer is cut
+// and its digest never sent.
+func (d vectorDigester) WriteVector(bufs [][]byte) (int64, error) {
+	for _, b := range bufs {
+		d.s.sum.Write(b)
+	}
+	n, err := d.v.WriteVector(bufs)
+	d.s.n += n
+	return n, err
 }
 
 type digestingWriter struct {

@@ -96,7 +96,9 @@ func newPair(t *testing.T) (*Client, *fakeOwner, string) {
 		t.Fatal(err)
 	}
 	owner := newFakeOwner()
-	srv := httptest.NewServer(NewServer(auth, owner, nil))
+	srv := httptest.NewUnstartedServer(NewServer(auth, owner, nil))
+	srv.Config.ConnContext = ConnContext
+	srv.Start()
 	t.Cleanup(srv.Close)
 	cl := NewClient(auth, ClientConfig{})
 	t.Cleanup(cl.Close)

@@ -131,6 +131,7 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	h := a.w.Header()
 	setInfoHeaders(h, obj.Info)
 	h.Set(hdrRead, string(obj.Outcome))
+	defer corkSmall(r, obj.Info.Size)() // one segment for a small answer
 	sw := a.stream(obj.Info.Size)
 	if obj.HasCRC32C {
 		sw.known(obj.KnownCRC32C)
@@ -141,6 +142,10 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	var crc uint32
 	if err == nil {
 		crc, err = sw.finish() // the body's size checked
+	}
+	if err == nil {
+		// Out now, in one piece where corked.
+		err = http.NewResponseController(a.w).Flush()
 	}
 	if err == nil && !obj.HasCRC32C && obj.Digested != nil {
 		obj.Digested(crc)

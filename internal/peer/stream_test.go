@@ -35,6 +35,7 @@ func bodyPair(t *testing.T, o *bodyOwner, tlsOn bool) (*Client, string) {
 	t.Helper()
 	auth, _ := NewAuth("app1", []byte(secret), nil)
 	srv := httptest.NewUnstartedServer(NewServer(auth, o, nil))
+	srv.Config.ConnContext = ConnContext
 	var cfg ClientConfig
 	if tlsOn {
 		srvTLS, cliTLS := mutualTLS(t, "app1")

@@ -170,21 +170,24 @@ func readError(resp *http.Response) error {
 	return fmt.Errorf("%w: peer answered %d: %s", ErrBadRequest, resp.StatusCode, we.Message)
 }
 
-// setInfoHeaders writes object metadata as S3 headers.
+// setInfoHeaders writes object metadata as S3 headers, under net/http's
+// canonical names (set directly: no canonicalization, no map built per
+// answer).
 func setInfoHeaders(h http.Header, info store.ObjectInfo) {
-	h.Set("ETag", `"`+info.ETag+`"`)
-	h.Set(hdrSize, strconv.FormatInt(info.Size, 10))
+	h["Etag"] = []string{`"` + info.ETag + `"`}
+	h[hdrSize] = []string{strconv.FormatInt(info.Size, 10)}
 	if !info.LastModified.IsZero() {
-		h.Set("Last-Modified", info.LastModified.UTC().Format(time.RFC3339Nano))
+		var b [40]byte
+		h["Last-Modified"] = []string{string(info.LastModified.UTC().AppendFormat(b[:0], time.RFC3339Nano))}
 	}
-	for name, v := range map[string]string{
-		"Content-Type": info.ContentType, "Content-Encoding": info.ContentEncoding,
-		"Content-Disposition": info.ContentDisposition, "Content-Language": info.ContentLanguage,
-		"Cache-Control": info.CacheControl, "Expires": info.Expires, "X-Amz-Version-Id": info.VersionID,
-		"X-Amz-Checksum-Type": info.ChecksumType,
+	for _, f := range [...]struct{ name, v string }{
+		{"Content-Type", info.ContentType}, {"Content-Encoding", info.ContentEncoding},
+		{"Content-Disposition", info.ContentDisposition}, {"Content-Language", info.ContentLanguage},
+		{"Cache-Control", info.CacheControl}, {"Expires", info.Expires}, {"X-Amz-Version-Id", info.VersionID},
+		{"X-Amz-Checksum-Type", info.ChecksumType},
 	} {
-		if v != "" {
-			h.Set(name, v)
+		if f.v != "" {
+			h[f.name] = []string{f.v}
 		}
 	}
 	for k, v := range info.UserMetadata {
@@ -226,7 +229,9 @@ func infoFromHeaders(bucket, key string, h http.Header) (store.ObjectInfo, error
 				info.UserMetadata = map[string]string{}
 			}
 			info.UserMetadata[strings.ToLower(m)] = vals[0]
-		} else if lower := strings.ToLower(name); store.IsObjectHeader(lower) {
+		} else if len(name) < len("x-amz-") || !strings.EqualFold(name[:len("x-amz-")], "x-amz-") {
+			continue // the object headers are all x-amz-*: no lower-case copy of the others
+		} else if lower, ok := store.ObjectHeaderFold(name); ok {
 			if info.Headers == nil {
 				info.Headers = map[string]string{}
 			}

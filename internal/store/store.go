@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -112,16 +114,28 @@ func (e *DeleteMarkerError) Unwrap() error { return ErrNoSuchKey }
 // that describes an object beyond ObjectInfo's own fields, kept in
 // ObjectInfo.Headers.
 func IsObjectHeader(name string) bool {
-	switch name {
-	case "x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
-		"x-amz-tagging-count", "x-amz-storage-class", "x-amz-website-redirect-location",
-		"x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id",
-		"x-amz-server-side-encryption-bucket-key-enabled", "x-amz-server-side-encryption-customer-algorithm",
-		"x-amz-server-side-encryption-customer-key-md5", "x-amz-replication-status", "x-amz-restore",
-		"x-amz-expiration", "x-amz-mp-parts-count":
-		return true
+	return slices.Contains(objectHeaders[:], name)
+}
+
+// objectHeaders are the names IsObjectHeader accepts.
+var objectHeaders = [...]string{
+	"x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
+	"x-amz-tagging-count", "x-amz-storage-class", "x-amz-website-redirect-location",
+	"x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id",
+	"x-amz-server-side-encryption-bucket-key-enabled", "x-amz-server-side-encryption-customer-algorithm",
+	"x-amz-server-side-encryption-customer-key-md5", "x-amz-replication-status", "x-amz-restore",
+	"x-amz-expiration", "x-amz-mp-parts-count",
+}
+
+// ObjectHeaderFold is IsObjectHeader of a name in any case (net/http's
+// canonical one, say), returning the lower-case name without making one.
+func ObjectHeaderFold(name string) (string, bool) {
+	for _, h := range objectHeaders {
+		if strings.EqualFold(h, name) {
+			return h, true
+		}
 	}
-	return false
+	return "", false
 }
 
 // GetOptions qualifies a read.
