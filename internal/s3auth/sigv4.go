@@ -520,7 +520,10 @@ type query []queryPair
 type queryPair struct{ key, value string }
 
 func parseQuery(raw string) query {
-	var q query
+	if raw == "" {
+		return nil
+	}
+	q := make(query, 0, strings.Count(raw, "&")+1)
 	for part := range strings.SplitSeq(raw, "&") {
 		if part == "" {
 			continue
