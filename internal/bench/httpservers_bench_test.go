@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
 	"github.com/valyala/fasthttp"
 
 	"github.com/hoard-io/hoard/internal/cache"
@@ -189,17 +190,17 @@ func startHTTPTargets(b *testing.B, data []byte) []httpTarget {
 		h["Date"] = nil
 		_, _ = w.Write(data)
 	})}
-	ln := listen()
-	go func() { _ = tuned.Serve(ln) }()
+	tln := listen()
+	go func() { _ = tuned.Serve(tln) }()
 	b.Cleanup(func() { _ = tuned.Close() })
-	ts = append(ts, httpTarget{"net-http-tuned", "http://" + ln.Addr().String() + "/" + tpHotKey})
+	ts = append(ts, httpTarget{"net-http-tuned", "http://" + tln.Addr().String() + "/" + tpHotKey})
 
 	fs := &fasthttp.Server{ReadTimeout: 10 * time.Second, NoDefaultDate: true, NoDefaultContentType: true,
 		Handler: func(c *fasthttp.RequestCtx) { c.Response.SetBodyRaw(data) }}
-	ln = listen()
-	go func() { _ = fs.Serve(ln) }()
+	fln := listen()
+	go func() { _ = fs.Serve(fln) }()
 	b.Cleanup(func() { _ = fs.Shutdown() })
-	ts = append(ts, httpTarget{"fasthttp", "http://" + ln.Addr().String() + "/" + tpHotKey})
+	ts = append(ts, httpTarget{"fasthttp", "http://" + fln.Addr().String() + "/" + tpHotKey})
 
 	ts = append(ts, httpTarget{"gnet-raw", startGnetRaw(b, data)})
 	ts = append(ts, httpTarget{"hoard-local", startHoardFront(b, data)})
@@ -261,7 +262,7 @@ func startGnetRaw(b *testing.B, data []byte) string {
 		resp: append([]byte("HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(data))+"\r\n\r\n"), data...)}
 	done := make(chan error, 1)
 	go func() {
-		done <- gnet.Run(g, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithLogLevel(5))
+		done <- gnet.Run(g, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithLogLevel(logging.ErrorLevel))
 	}()
 	var port int
 	select {
