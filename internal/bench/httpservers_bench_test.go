@@ -45,7 +45,11 @@ import (
 // runs in this process, on the generator's cores. Each round measures
 // every target in turn, one connection then 64, and the order rotates
 // between rounds; the table gives the median over rounds of p50, p99 and
-// ops/s, and each round's ratio of hoard-local to net-http.
+// ops/s, and each round's ratio of hoard-local to net-http. "cpu µs" is
+// the process's CPU time (user and system, generator and servers
+// together, warm-up included) per request: unlike wall time, it is
+// hardly stretched by other processes on a busy machine, and with every
+// core busy (64 connections) ops/s is about cores / CPU per request.
 // HOARD_HTTPBENCH_ROUNDS (default 5) and HOARD_HTTPBENCH_DURATION
 // (default 1s a point) change the run.
 func BenchmarkHTTPServers(b *testing.B) {
@@ -82,7 +86,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 	b.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
-	type point struct{ p50, p99, rate []float64 }
+	type point struct{ p50, p99, rate, cpu []float64 }
 	conns := []int{1, 64}
 	res := map[string]map[int]*point{}
 	for _, t := range targets {
@@ -93,6 +97,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 	}
 	measure := func(t httpTarget, c int) {
 		ops := make([]loadgen.Op, c)
+		done := make([]int, c) // each worker's operations, warm-up included
 		for i := range ops {
 			expect := ""
 			if t.name == "hoard-local" {
@@ -102,13 +107,23 @@ func BenchmarkHTTPServers(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ops[i] = op
+			ops[i] = func(ctx context.Context) error {
+				done[i]++
+				return op(ctx)
+			}
 		}
+		cpu0 := processCPU(b)
 		r, err := loadgen.RunClosed(ctx, loadgen.ClosedConfig{Workers: c, Warmup: dur / 4, Duration: dur}, ops)
 		if err != nil {
 			b.Fatalf("%s, %d connections: %v", t.name, c, err)
 		}
+		cpu := processCPU(b) - cpu0
+		total := 0
+		for _, n := range done {
+			total += n
+		}
 		p := res[t.name][c]
+		p.cpu = append(p.cpu, float64(cpu.Nanoseconds())/1e3/float64(max(total, 1)))
 		p.p50 = append(p.p50, float64(r.P50.Nanoseconds())/1e3)
 		p.p99 = append(p.p99, float64(r.P99.Nanoseconds())/1e3)
 		p.rate = append(p.rate, r.Rate)
@@ -130,10 +145,12 @@ func BenchmarkHTTPServers(b *testing.B) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%d rounds, %v a point, 4 KiB GETs, medians over rounds\n", rounds, dur)
-	fmt.Fprintf(&out, "%-15s %10s %10s %12s %12s %12s\n", "target", "1c p50 µs", "1c p99 µs", "1c ops/s", "64c ops/s", "64c p50 µs")
+	fmt.Fprintf(&out, "%-15s %10s %10s %10s %12s %12s %12s %12s\n", "target", "1c p50 µs", "1c p99 µs", "1c ops/s",
+		"1c cpu µs", "64c ops/s", "64c p50 µs", "64c cpu µs")
 	for _, t := range targets {
 		one, many := res[t.name][1], res[t.name][64]
-		fmt.Fprintf(&out, "%-15s %10.0f %10.0f %12.0f %12.0f %12.0f\n", t.name, med(one.p50), med(one.p99), med(one.rate), med(many.rate), med(many.p50))
+		fmt.Fprintf(&out, "%-15s %10.0f %10.0f %10.0f %12.1f %12.0f %12.0f %12.1f\n", t.name, med(one.p50), med(one.p99), med(one.rate),
+			med(one.cpu), med(many.rate), med(many.p50), med(many.cpu))
 	}
 	ratios := func(what string, num, den []float64) []float64 {
 		r := make([]float64, len(num))
@@ -154,9 +171,23 @@ func BenchmarkHTTPServers(b *testing.B) {
 	ratios("fasthttp / net-http ops/s, 64 connections", res["fasthttp"][64].rate, n[64].rate)
 	ratios("net-http-tuned / net-http ops/s, 64 connections", res["net-http-tuned"][64].rate, n[64].rate)
 	ratios("gnet-raw / net-http ops/s, 64 connections", res["gnet-raw"][64].rate, n[64].rate)
+	c64 := ratios("net-http / hoard-local CPU per request, 64 connections", n[64].cpu, h[64].cpu)
+	ratios("net-http / fasthttp CPU per request, 64 connections", n[64].cpu, res["fasthttp"][64].cpu)
+	ratios("net-http / fasthttp CPU per request, 1 connection", n[1].cpu, res["fasthttp"][1].cpu)
 	fmt.Print(out.String())
 	b.ReportMetric(med(r1), "hoard/net-http-p50-1c")
 	b.ReportMetric(med(r64), "hoard/net-http-ops-64c")
+	b.ReportMetric(med(c64), "net-http/hoard-cpu-64c")
+}
+
+// processCPU is the process's user and system CPU time so far: the
+// generator's and every server's, which share the process.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // httpTarget is one server under test: its name and the URL to GET.
