@@ -42,9 +42,15 @@ var errSemicolon = errors.New("invalid semicolon separator in query")
 
 // parseQuery is url.ParseQuery (the same values, and an error exactly
 // when it returns one), without decoding the parts that hold nothing to
-// decode.
+// decode, and with the values' slices cut from one array (each capped at
+// its length, so that a repeated key's append copies).
 func parseQuery(raw string) (url.Values, error) {
-	m := make(url.Values, strings.Count(raw, "&")+1)
+	if raw == "" {
+		return url.Values{}, nil
+	}
+	n := strings.Count(raw, "&") + 1
+	m := make(url.Values, n)
+	backing := make([]string, 0, n)
 	var err error
 	for raw != "" {
 		var part string
@@ -73,7 +79,12 @@ func parseQuery(raw string) (url.Values, error) {
 			}
 			continue
 		}
-		m[k] = append(m[k], v)
+		if vs, ok := m[k]; ok {
+			m[k] = append(vs, v)
+			continue
+		}
+		backing = append(backing, v)
+		m[k] = backing[len(backing)-1 : len(backing) : len(backing)]
 	}
 	return m, err
 }
