@@ -268,7 +268,7 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 	}
 	set("Etag", `"`+info.ETag+`"`)
 	if !info.LastModified.IsZero() {
-		set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+		set("Last-Modified", httpDate(info.LastModified))
 	}
 	set("Accept-Ranges", "bytes")
 	ct := info.ContentType

@@ -1,7 +1,9 @@
 package s3api
 
 import (
+	"maps"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +13,16 @@ type serverMetrics struct {
 	requests     *prometheus.CounterVec   // hoard_s3_requests_total{op,status}
 	seconds      *prometheus.HistogramVec // hoard_s3_request_seconds{op}
 	authFailures *prometheus.CounterVec   // hoard_s3_auth_failures_total{code}
+	// ok holds, by operation, the series a 200 answer counts in, looked
+	// up once: a copy-on-write map, read with one atomic load (as many
+	// operations as the router names; written the first time each ends
+	// in 200).
+	ok atomic.Pointer[map[string]okSeries]
+}
+
+type okSeries struct {
+	requests prometheus.Counter
+	seconds  prometheus.Observer
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
@@ -45,6 +57,47 @@ func (m *serverMetrics) observe(op string, status int, d time.Duration) {
 	if status == 0 {
 		status = 200
 	}
+	if status == 200 {
+		if o, ok := m.okSeries(op); ok {
+			o.observe(d)
+			return
+		}
+	}
 	m.requests.WithLabelValues(op, strconv.Itoa(status)).Inc()
 	m.seconds.WithLabelValues(op).Observe(d.Seconds())
+}
+
+func (o okSeries) observe(d time.Duration) {
+	o.requests.Inc()
+	o.seconds.Observe(d.Seconds())
+}
+
+// maxOKSeries bounds the operations whose series are kept looked up;
+// past it (an operation named after a method no client should send), the
+// series are looked up per request.
+const maxOKSeries = 64
+
+// okSeries returns op's series for 200 answers, adding them to the map
+// the first time; false when the map is full.
+func (m *serverMetrics) okSeries(op string) (okSeries, bool) {
+	for {
+		cur := m.ok.Load()
+		if cur != nil {
+			if o, ok := (*cur)[op]; ok {
+				return o, true
+			}
+			if len(*cur) >= maxOKSeries {
+				return okSeries{}, false
+			}
+		}
+		o := okSeries{requests: m.requests.WithLabelValues(op, "200"), seconds: m.seconds.WithLabelValues(op)}
+		next := make(map[string]okSeries, 1)
+		if cur != nil {
+			maps.Copy(next, *cur)
+		}
+		next[op] = o
+		if m.ok.CompareAndSwap(cur, &next) {
+			return o, true
+		}
+	}
 }

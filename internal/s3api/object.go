@@ -153,7 +153,7 @@ func (s *Server) deleteMarker(ctx context.Context, rq *request, err error) error
 func setValidators(h http.Header, info store.ObjectInfo) {
 	h.Set("ETag", `"`+info.ETag+`"`)
 	if !info.LastModified.IsZero() {
-		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+		h.Set("Last-Modified", httpDate(info.LastModified))
 	}
 }
 

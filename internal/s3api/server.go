@@ -159,7 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	bucket, key, perr := s.bucketAndKey(r)
 	rq.bucket, rq.key = bucket, key
-	q, qerr := url.ParseQuery(r.URL.RawQuery)
+	q, qerr := parseQuery(r.URL.RawQuery)
 	rq.query = q
 	op, fn := s.route(r, rq)
 	rq.op = op

@@ -53,16 +53,18 @@ type scratch struct {
 	h       hash.Hash
 	buf     []byte
 	headers []byte // the canonical headers
+	query   []byte // the canonical query string
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{h: sha256.New()} }}
 
 // v4Signature returns hex(HMAC(key, string-to-sign)) for one canonical
-// request (its headers in sc.headers), without allocating.
-func (k *sigKey) v4Signature(sc *scratch, method, uri, query, signed, payload, amzDate, scope string) [2 * sha256.Size]byte {
+// request (its headers in sc.headers, its query string in sc.query),
+// without allocating.
+func (k *sigKey) v4Signature(sc *scratch, method, uri, signed, payload, amzDate, scope string) [2 * sha256.Size]byte {
 	b := append(sc.buf[:0], method...)
 	b = append(append(b, '\n'), uri...)
-	b = append(append(b, '\n'), query...)
+	b = append(append(b, '\n'), sc.query...)
 	b = append(append(b, '\n'), sc.headers...)
 	b = append(append(b, '\n'), signed...)
 	b = append(append(b, '\n'), payload...)

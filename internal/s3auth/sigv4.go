@@ -124,7 +124,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err != nil {
 		return nil, err
 	}
-	t, err := time.Parse(iso8601Basic, amzDate)
+	t, err := parseBasicTime(amzDate, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: X-Amz-Date %q", ErrMalformedPresign, truncate(amzDate))
 	}
@@ -255,7 +255,7 @@ func parseCredential(cred string, p *v4Params, sentinel error) error {
 	if fields[3] != scopeTerminator {
 		return fmt.Errorf("%w: credential must end in %s", sentinel, scopeTerminator)
 	}
-	if _, err := time.Parse(scopeDateLayout, p.date); err != nil {
+	if _, err := parseBasicTime(p.date, true); err != nil {
 		return fmt.Errorf("%w: credential date %q", sentinel, truncate(p.date))
 	}
 	return nil
@@ -283,7 +283,7 @@ func (v *Verifier) checkScope(p *v4Params, sentinel error) error {
 // ISO 8601 basic spelling, which is what the string to sign carries.
 func requestDate(r *http.Request) (time.Time, string, error) {
 	if s := r.Header.Get("X-Amz-Date"); s != "" {
-		if t, err := time.Parse(iso8601Basic, s); err == nil {
+		if t, err := parseBasicTime(s, false); err == nil {
 			return t, s, nil
 		}
 		if t, ok := parseHTTPDate(s); ok {
@@ -378,14 +378,14 @@ func v4Matches(r *http.Request, q query, p *v4Params, key *sigKey, amzDate, scop
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
 	sc.headers = appendCanonicalHeaders(sc.headers[:0], r, p.signedHeaders)
-	cq := q.canonical(presigned)
+	sc.query = appendCanonicalQuery(sc.query[:0], r.URL.RawQuery, q, presigned)
 	want := []byte(p.signature)
 	primary := encodePath(r.URL.Path)
-	if sig := key.v4Signature(sc, r.Method, primary, cq, p.signedRaw, payload, amzDate, scope); hmac.Equal(want, sig[:]) {
+	if sig := key.v4Signature(sc, r.Method, primary, p.signedRaw, payload, amzDate, scope); hmac.Equal(want, sig[:]) {
 		return true
 	}
 	if raw := r.URL.EscapedPath(); raw != "" && raw != primary && !encodedSlash(raw) {
-		sig := key.v4Signature(sc, r.Method, raw, cq, p.signedRaw, payload, amzDate, scope)
+		sig := key.v4Signature(sc, r.Method, raw, p.signedRaw, payload, amzDate, scope)
 		return hmac.Equal(want, sig[:])
 	}
 	return false
@@ -520,7 +520,10 @@ type query []queryPair
 type queryPair struct{ key, value string }
 
 func parseQuery(raw string) query {
-	var q query
+	if raw == "" {
+		return nil
+	}
+	q := make(query, 0, strings.Count(raw, "&")+1)
 	for part := range strings.SplitSeq(raw, "&") {
 		if part == "" {
 			continue
@@ -531,10 +534,8 @@ func parseQuery(raw string) query {
 	return q
 }
 
-// unescapeQuery decodes form-style ("+" is a space, as S3 reads it) and
-// keeps undecodable input verbatim rather than failing the request here;
-// the signature comparison decides.
-func unescapeQuery(s string) string {
+// unescapeQuerySlow is unescapeQuery's general case.
+func unescapeQuerySlow(s string) string {
 	if u, err := url.QueryUnescape(s); err == nil {
 		return u
 	}
