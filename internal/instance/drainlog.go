@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,15 @@ func DrainLog(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		return 0, errors.New("instance: draining a durable log needs the disk tier's directory (Disk.Dir)")
 	case cfg.ID == "" || filepath.Base(cfg.ID) != cfg.ID || cfg.ID == "." || cfg.ID == "..":
 		return 0, fmt.Errorf("instance: draining a durable log needs the instance ID whose log it is (got %q)", cfg.ID)
+	}
+	if cfg.Store.Region == "" {
+		cfg.Store.Region = cmp.Or(cfg.Region, "us-east-1")
+	}
+	if err := cfg.Store.Validate(); err != nil {
+		return 0, err
+	}
+	if cfg.Cachelet.Cache.Budget == 0 {
+		cfg.Cachelet.Cache.Budget = DefaultBudget()
 	}
 	lcfg := cfg.DurableLog
 	lcfg.Dir = filepath.Join(cfg.Disk.Dir, "writelog", cfg.ID)
