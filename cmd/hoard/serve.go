@@ -150,6 +150,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := serveTLS(&cfg, tf); err != nil {
 		return err
 	}
+	if doc.DrainLog {
+		return drainLog(ctx, cfg, peerSecret, log, stdout)
+	}
 	var reg *etcdmembership.Registry
 	if eps := splitList(etcdEndpoints); len(eps) > 0 {
 		if len(peerSecret) < 16 {

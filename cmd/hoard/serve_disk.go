@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -136,5 +139,27 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	return nil
+}
+
+// drainLogTimeout bounds a drain run (control.Document.DrainLog); the
+// agent bounds it too.
+const drainLogTimeout = 2 * time.Minute
+
+// drainLog is `hoard serve --document` with DrainLog: the writes of the
+// durable log of instance cfg.ID, whose cachelet died, delivered to the
+// store (instance.DrainLog). The application's peer secret gives the
+// placeholder key.
+func drainLog(ctx context.Context, cfg instance.Config, peerSecret string, log *slog.Logger, stdout io.Writer) error {
+	if len(peerSecret) > 0 {
+		cfg.Secret = []byte(peerSecret)
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainLogTimeout)
+	defer cancel()
+	n, err := instance.DrainLog(ctx, cfg, log)
+	if err != nil {
+		return fmt.Errorf("draining the durable log of %s (%d writes): %w", cfg.ID, n, err)
+	}
+	fmt.Fprintf(stdout, "hoard: the durable log of %s drained: %d writes delivered or superseded\n", cfg.ID, n)
 	return nil
 }

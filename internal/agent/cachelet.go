@@ -144,7 +144,7 @@ func (in *Instance) startCachelet(ctx context.Context) error {
 			disk.DirFD = 4
 		}
 	}
-	in.disk = disk
+	in.disk, in.diskGID = disk, diskGID
 	if disk != nil && in.durable() {
 		// A dead instance's undelivered writes, for this one to deliver.
 		if err := in.adoptLog(disk.Dir, in.cacheletUID); err != nil {

@@ -29,8 +29,16 @@ import (
 //     each write guarded against newer ones (ADR 0030). One log per
 //     start; a log is an orphan when no instance of the agent that is
 //     not dead has its ID and no process holds its lock.
+//   - Under durable_writes on, the agent does not wait for that: once the
+//     dead cachelet's teardown has it gone, the agent runs a drain of its
+//     log (drain.go: `hoard serve --document` with DrainLog, in the
+//     instance's sandbox, as the cachelet's uid, with the application's
+//     store identity), which delivers its writes, guarded, and exits;
+//     an emptied log is removed. A log the drain could not empty (the
+//     store did not answer in time) stays for the next instance. While
+//     the drain holds the log's lock no instance adopts it.
 //   - Deleting an application unloads its instances, which remove their
-//     logs; a crashed instance's log stays until an instance of the
+//     logs; a log left as above stays until an instance of the
 //     application starts on the node again, with the disk tier's
 //     directory, which the agent keeps as it keeps the disk tier.
 //
@@ -90,15 +98,43 @@ func (in *Instance) adoptLog(diskDir string, uid int) error {
 	return nil
 }
 
-// removeLog removes the instance's log once its cachelet exited cleanly
-// (every logged write delivered).
-func (in *Instance) removeLog() {
-	if in.disk == nil || !in.durable() || in.cachelet == nil || in.cachelet.ProcessState == nil || !in.cachelet.ProcessState.Success() {
+// settleLog, once the instance's cachelet is gone, removes its log when
+// it exited cleanly (every logged write delivered); else, under
+// durable_writes on, has the log drained now (drain.go) and removes it
+// once empty. A log the drain could not empty stays for the next
+// instance of the application on the node to adopt.
+func (in *Instance) settleLog() {
+	if in.disk == nil || !in.durable() || in.cachelet == nil || in.cachelet.ProcessState == nil {
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(writelogDir(in.disk.Dir), in.req.ID)); err != nil {
+	dir := filepath.Join(writelogDir(in.disk.Dir), in.req.ID)
+	if !in.cachelet.ProcessState.Success() {
+		if in.spec.Cache.Settings().DurableWrites != cacheconfig.DurableLog || !hasRecords(dir) {
+			return
+		}
+		if err := in.drainLog(); err != nil {
+			in.agent.log.Warn("durable log of a dead instance not drained: the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "err", err)
+			return
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		in.agent.log.Warn("removing a durable log", "instance", in.req.ID, "err", err)
 	}
+}
+
+// hasRecords reports whether the log at dir has a segment with anything
+// in it.
+func hasRecords(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && filepath.Ext(e.Name()) == ".log" && fi.Mode().IsRegular() && fi.Size() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // liveInstance reports whether the agent has an instance of that ID

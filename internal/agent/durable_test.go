@@ -115,19 +115,33 @@ func TestAdoptLog(t *testing.T) {
 	}
 
 	// Exit 0 after SIGTERM: everything delivered, the log goes; a crash
-	// keeps it for the next instance.
-	in.disk = &control.Disk{Dir: disk}
+	// has it drained (here a drain that fails: the log stays for the
+	// next instance, and one that succeeds: it goes).
+	in.disk, in.dir = &control.Disk{Dir: disk}, t.TempDir()
+	a.cfg.HoardBin = "false"
 	in.cachelet = exec.Command("false")
 	_ = in.cachelet.Run()
-	in.removeLog()
+	in.settleLog()
 	if _, err := os.Stat(filepath.Join(wl, "app-2-new")); err != nil {
-		t.Errorf("a crashed cachelet's log removed: %v", err)
+		t.Errorf("a crashed cachelet's log removed though its drain failed: %v", err)
+	}
+	a.cfg.HoardBin = "true"
+	in.settleLog()
+	if _, err := os.Stat(filepath.Join(wl, "app-2-new")); err == nil {
+		t.Error("a crashed cachelet's log kept after its drain")
+	}
+	if ents, _ := os.ReadDir(in.dir); len(ents) != 0 {
+		t.Errorf("the drain's document left behind: %v", ents)
+	}
+	if err := os.MkdirAll(filepath.Join(wl, "app-2-new"), 0o700); err != nil {
+		t.Fatal(err)
 	}
 	in.cachelet = exec.Command("true")
 	if err := in.cachelet.Run(); err != nil {
 		t.Fatal(err)
 	}
-	in.removeLog()
+	a.cfg.HoardBin = "false"
+	in.settleLog()
 	if _, err := os.Stat(filepath.Join(wl, "app-2-new")); err == nil {
 		t.Error("a cleanly exited cachelet's log kept")
 	}

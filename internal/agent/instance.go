@@ -41,6 +41,7 @@ type Instance struct {
 	uid                int              // the function's uid; 0 unjailed
 	cacheletUID        int              // the cachelet's uid; 0 unjailed (it runs as the agent's)
 	disk               *control.Disk    // the application's disk tier on this node; nil: none
+	diskGID            int              // its group, which the cachelet is given; 0: none
 	jailRoot           string           // where its jail's root is mounted
 	startDur           time.Duration
 
@@ -413,7 +414,7 @@ func (in *Instance) teardown(reason string) {
 			<-in.cacheletDone
 		}
 	}
-	in.removeLog()
+	in.settleLog()
 	if in.box != nil {
 		if err := in.box.Delete(); err != nil {
 			in.agent.log.Warn("removing a sandbox", "instance", in.req.ID, "err", err)

@@ -162,6 +162,13 @@ type Config struct {
 	// store before it is acknowledged: an empty object whose metadata
 	// names the pending version (durable_shadow.go). Default false.
 	Shadow bool
+	// ShadowKey signs placeholders (HMAC-SHA256): only an object whose
+	// MAC verifies under it is taken for one, by reads, replays and
+	// backups' takeovers. All the application's cachelets must share it
+	// (the replay or takeover of one's write may run in another), and
+	// it must outlive the log. At least MinShadowKey bytes; required
+	// with Shadow. Without it, with Log, no object is a placeholder.
+	ShadowKey []byte
 
 	// Erasure, when set, keeps large objects as erasure-coded shards
 	// over the application's cachelets (erasure.go). Default nil: off.
@@ -258,6 +265,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shadow && c.Log == nil {
 		return errors.New("cachelet: shadows need durable writes (a placeholder stands for a logged write)")
+	}
+	if (c.Shadow || c.ShadowKey != nil) && len(c.ShadowKey) < MinShadowKey {
+		return fmt.Errorf("cachelet: shadows need a placeholder key (ShadowKey) of at least %d bytes", MinShadowKey)
 	}
 	if c.Log == nil && len(c.Replay) > 0 {
 		return errors.New("cachelet: writes to replay without their log")

@@ -161,7 +161,7 @@ func newDurableGroupShadow(t testing.TB, n int, backup *BackupConfig, shadow boo
 		logs := &lockedWriter{w: &strings.Builder{}}
 		c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize},
 			WriteTarget: WriteOwner, ReadMode: ReadOwner, DrainTimeout: 100 * time.Millisecond,
-			Router: r, Peers: client, Log: l, Backup: b, Shadow: shadow}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
+			Router: r, Peers: client, Log: l, Backup: b, Shadow: shadow, ShadowKey: testShadowKey}, st, slog.New(slog.NewTextHandler(logs, nil)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -236,10 +236,10 @@ func (c *Cachelet) probeBase(ctx context.Context, k cache.Key) *baseProbe {
 		defer cancel()
 		info, err := c.raw.Stat(pctx, k.Bucket, k.Object)
 		switch {
-		case err == nil && pendingOf(info) != "":
+		case err == nil && c.pendingOf(k, info) != "":
 			// A placeholder (durable_shadow.go): the version
 			// pending is what this write replaces.
-			p.vs = []string{pendingOf(info)}
+			p.vs = []string{c.pendingOf(k, info)}
 		case err == nil:
 			p.vs = []string{info.ETag}
 		case errors.Is(err, store.ErrNoSuchKey):
@@ -384,6 +384,7 @@ func (g *replayGate) wait(ctx context.Context, k cache.Key) error {
 func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptions, error) {
 	opts := w.Opts
 	g := w.Guard
+	wk := cache.Key{Bucket: w.Bucket, Object: w.Key}
 	info, err := c.raw.Stat(ctx, w.Bucket, w.Key)
 	present := true
 	switch {
@@ -394,7 +395,7 @@ func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptio
 	}
 	cur := info.ETag
 	switch {
-	case present && (cur == g.ETag || pendingOf(info) == g.ETag):
+	case present && (cur == g.ETag || c.pendingOf(wk, info) == g.ETag):
 		// Its own: it reached the store before its done mark did, or
 		// its placeholder (durable_shadow.go) did.
 	case g.Replaces == nil && present:
@@ -404,7 +405,7 @@ func (c *Cachelet) guard(ctx context.Context, w writeback.Write) (store.PutOptio
 		// over this version.
 		c.m.replayUnverified.Inc()
 		c.log.Warn("durable log: replaying a write whose base is unknown over the store's version", "bucket", w.Bucket, "key", w.Key, "store_etag", cur)
-	case g.Replaces == nil, !present && slices.Contains(g.Replaces, ""), present && baseHolds(g.Replaces, g.ETag, info):
+	case g.Replaces == nil, !present && slices.Contains(g.Replaces, ""), present && c.baseHolds(wk, g.Replaces, g.ETag, info):
 	default:
 		return opts, fmt.Errorf("%w (store version %q, written over %q)", errNewerInStore, cur, g.Replaces)
 	}

@@ -150,7 +150,7 @@ func (c *Cachelet) recordCurrent(ctx context.Context, k cache.Key, rec *peer.Bac
 	}
 	// A placeholder of rec (or of a version it was written over) is
 	// in its base (durable_shadow.go).
-	return rec.Replaces == nil || baseHolds(rec.Replaces, rec.ETag, info), nil
+	return rec.Replaces == nil || c.baseHolds(k, rec.Replaces, rec.ETag, info), nil
 }
 
 // PeerBackupFind returns the newest record of bucket/key this cachelet

@@ -3,11 +3,16 @@ package cachelet
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/store"
@@ -37,12 +42,23 @@ import (
 // could not reach the key's owner under replicated writes, the backups'
 // record is served (durable_read.go). Readers outside hoard see the empty
 // object and its metadata until the delivery lands.
+//
+// A placeholder carries a MAC (HMAC-SHA256 under Config.ShadowKey, which
+// the application's cachelets share) over its bucket, key, pending
+// version and sequence. Only an object whose MAC verifies is one: an
+// empty object a client wrote with the same metadata, through hoard or
+// straight to the store, is an ordinary object, served as the store
+// serves it.
 
 // Metadata of a placeholder, without the x-amz-meta- prefix.
 const (
 	shadowPendingMeta = "hoard-pending"
 	shadowSeqMeta     = "hoard-pending-seq"
+	shadowMACMeta     = "hoard-pending-mac"
 )
+
+// MinShadowKey is the shortest Config.ShadowKey.
+const MinShadowKey = 16
 
 // maxShadowTries bounds the HEAD-then-put rounds of one placeholder.
 const maxShadowTries = 3
@@ -50,13 +66,38 @@ const maxShadowTries = 3
 // errPendingInStore: a read found a placeholder in the store.
 var errPendingInStore = fmt.Errorf("%w: the store holds a placeholder of a write not yet delivered", store.ErrUnavailable)
 
-// pendingOf returns the version a placeholder names ("" for an object
-// that is not one).
-func pendingOf(info store.ObjectInfo) string {
-	if info.Size != 0 {
+// shadowMAC is the hex MAC of a placeholder of bucket/object naming
+// version etag and sequence seq under key: HMAC-SHA256 over a label and
+// the four fields, each preceded by its length.
+func shadowMAC(key []byte, bucket, object, etag, seq string) string {
+	m := hmac.New(sha256.New, key)
+	b := []byte("hoard placeholder v1\x00")
+	for _, f := range []string{bucket, object, etag, seq} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// pendingOf returns the version a placeholder of k names: "" for an
+// object that is not one, or whose MAC does not verify under the
+// cachelet's ShadowKey (none: nothing is a placeholder).
+func (c *Cachelet) pendingOf(k cache.Key, info store.ObjectInfo) string {
+	return pendingUnder(c.cfg.ShadowKey, k, info)
+}
+
+func pendingUnder(key []byte, k cache.Key, info store.ObjectInfo) string {
+	md := info.UserMetadata
+	etag, seq, mac := md[shadowPendingMeta], md[shadowSeqMeta], md[shadowMACMeta]
+	if info.Size != 0 || len(key) == 0 || etag == "" || seq == "" || mac == "" {
 		return ""
 	}
-	return info.UserMetadata[shadowPendingMeta]
+	want := shadowMAC(key, k.Bucket, k.Object, etag, seq)
+	if !hmac.Equal([]byte(strings.ToLower(mac)), []byte(want)) {
+		return ""
+	}
+	return etag
 }
 
 // shadowCounter is hoard_cachelet_durable_shadows_total{result}, registered
@@ -79,9 +120,11 @@ func newShadowCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 // acknowledged.
 func (c *Cachelet) writeShadow(ctx context.Context, k cache.Key, etag string, base []string, seq uint64) error {
 	put := func(cur string, present bool) error {
+		sq := strconv.FormatUint(seq, 10)
 		opts := store.PutOptions{UserMetadata: map[string]string{
 			shadowPendingMeta: etag,
-			shadowSeqMeta:     strconv.FormatUint(seq, 10),
+			shadowSeqMeta:     sq,
+			shadowMACMeta:     shadowMAC(c.cfg.ShadowKey, k.Bucket, k.Object, etag, sq),
 		}}
 		if present {
 			opts.IfMatch = cur
@@ -134,7 +177,7 @@ func (c *Cachelet) shadowBase(ctx context.Context, k cache.Key, etag string, bas
 	case err != nil:
 		return "", false, err
 	}
-	if base == nil || baseHolds(base, etag, info) {
+	if base == nil || c.baseHolds(k, base, etag, info) {
 		return info.ETag, true, nil
 	}
 	return "", false, fmt.Errorf("%w (store version %q, written over %q)", errNewerInStore, info.ETag, base)
@@ -145,8 +188,8 @@ func (c *Cachelet) shadowBase(ctx context.Context, k cache.Key, etag string, bas
 // or a placeholder naming one of them or etag. A placeholder's own ETag
 // (that of an empty body, the same for all) says nothing: its metadata
 // decides.
-func baseHolds(base []string, etag string, info store.ObjectInfo) bool {
-	if p := pendingOf(info); p != "" {
+func (c *Cachelet) baseHolds(k cache.Key, base []string, etag string, info store.ObjectInfo) bool {
+	if p := c.pendingOf(k, info); p != "" {
 		return p == etag || slices.Contains(base, p)
 	}
 	return slices.Contains(base, info.ETag)
@@ -161,19 +204,19 @@ type shadowRead struct {
 
 func (s shadowRead) Get(ctx context.Context, bucket, key string, opts store.GetOptions) (io.ReadCloser, store.ObjectInfo, *store.ByteRange, error) {
 	body, info, rng, err := s.Store.Get(ctx, bucket, key, opts)
-	if err == nil && pendingOf(info) != "" {
+	if p := s.c.pendingOf(cache.Key{Bucket: bucket, Object: key}, info); err == nil && p != "" {
 		body.Close()
 		s.c.shadows.WithLabelValues("read").Inc()
-		return nil, store.ObjectInfo{}, nil, fmt.Errorf("%w (%s/%s, version %s)", errPendingInStore, bucket, key, pendingOf(info))
+		return nil, store.ObjectInfo{}, nil, fmt.Errorf("%w (%s/%s, version %s)", errPendingInStore, bucket, key, p)
 	}
 	return body, info, rng, err
 }
 
 func (s shadowRead) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
 	info, err := s.Store.Stat(ctx, bucket, key)
-	if err == nil && pendingOf(info) != "" {
+	if p := s.c.pendingOf(cache.Key{Bucket: bucket, Object: key}, info); err == nil && p != "" {
 		s.c.shadows.WithLabelValues("read").Inc()
-		return store.ObjectInfo{}, fmt.Errorf("%w (%s/%s, version %s)", errPendingInStore, bucket, key, pendingOf(info))
+		return store.ObjectInfo{}, fmt.Errorf("%w (%s/%s, version %s)", errPendingInStore, bucket, key, p)
 	}
 	return info, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,11 +40,21 @@ func newUndelivered(t *testing.T) (*memstore.Store, *undelivered) {
 	return mem, &undelivered{Store: mem}
 }
 
+// testShadowKey is the placeholder key of the tests' applications.
+var testShadowKey = []byte("test placeholder key, 32 bytes..")
+
+// signedPlaceholder is the metadata of a placeholder of key naming etag
+// and seq, signed with testShadowKey.
+func signedPlaceholder(key, etag, seq string) map[string]string {
+	return map[string]string{shadowPendingMeta: etag, shadowSeqMeta: seq,
+		shadowMACMeta: shadowMAC(testShadowKey, testBucket, key, etag, seq)}
+}
+
 func shadowCachelet(t *testing.T, st store.Store, l *writelog.Log, replay []writelog.Pending) *Cachelet {
 	t.Helper()
 	c, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize},
 		WriteTarget: WriteLocal, ReadMode: ReadLocal, DrainTimeout: 50 * time.Millisecond,
-		Log: l, Replay: replay, Shadow: true}, st, nil, nil)
+		Log: l, Replay: replay, Shadow: true, ShadowKey: testShadowKey}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +123,7 @@ func TestShadowNeverServed(t *testing.T) {
 	defer l.Close()
 	c := shadowCachelet(t, st, l, nil)
 	defer c.Close()
-	putRaw(t, mem, "p", nil, map[string]string{shadowPendingMeta: etagOf([]byte("x")), shadowSeqMeta: "7"})
+	putRaw(t, mem, "p", nil, signedPlaceholder("p", etagOf([]byte("x")), "7"))
 	got, _, err := readWith(t.Context(), c, "p", nil)
 	if !errors.Is(err, store.ErrUnavailable) || got != nil {
 		t.Fatalf("read of a placeholder: %q (%v), want ErrUnavailable", got, err)
@@ -120,10 +131,27 @@ func TestShadowNeverServed(t *testing.T) {
 	if _, err := c.Stat(t.Context(), testBucket, "p"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("stat of a placeholder: %v, want ErrUnavailable", err)
 	}
-	// An empty object that is no placeholder is served.
-	putRaw(t, mem, "e", nil, nil)
-	if got, _, err := readWith(t.Context(), c, "e", nil); err != nil || len(got) != 0 {
-		t.Fatalf("read of an empty object: %q (%v)", got, err)
+	// An empty object that is no placeholder is served, and so is one
+	// whose placeholder metadata is forged: no MAC, a wrong one, one
+	// made for another key, version or sequence, or under another key.
+	x := etagOf([]byte("x"))
+	forged := map[string]map[string]string{
+		"e":        nil,
+		"no-mac":   {shadowPendingMeta: x, shadowSeqMeta: "7"},
+		"bad-mac":  {shadowPendingMeta: x, shadowSeqMeta: "7", shadowMACMeta: strings.Repeat("ab", 32)},
+		"moved":    signedPlaceholder("p", x, "7"),
+		"version":  {shadowPendingMeta: etagOf([]byte("y")), shadowSeqMeta: "7", shadowMACMeta: signedPlaceholder("version", x, "7")[shadowMACMeta]},
+		"seq":      {shadowPendingMeta: x, shadowSeqMeta: "8", shadowMACMeta: signedPlaceholder("seq", x, "7")[shadowMACMeta]},
+		"other-ky": {shadowPendingMeta: x, shadowSeqMeta: "7", shadowMACMeta: shadowMAC([]byte("another application's key......"), testBucket, "other-ky", x, "7")},
+	}
+	for key, meta := range forged {
+		putRaw(t, mem, key, nil, meta)
+		if got, _, err := readWith(t.Context(), c, key, nil); err != nil || len(got) != 0 {
+			t.Errorf("read of %s: %q (%v), want the empty object", key, got, err)
+		}
+		if info, err := c.Stat(t.Context(), testBucket, key); err != nil || info.Size != 0 {
+			t.Errorf("stat of %s: %+v (%v), want the empty object", key, info, err)
+		}
 	}
 	if n := toFloat64(c.shadows.WithLabelValues("read")); n < 1 {
 		t.Fatalf("%v reads counted finding a placeholder", n)
@@ -226,18 +254,48 @@ func TestShadowReplay(t *testing.T) {
 // TestShadowGuard: a replay's guard counts a placeholder by the version
 // it names, not by its ETag (every placeholder's is the empty body's).
 func TestShadowGuard(t *testing.T) {
+	c := &Cachelet{cfg: Config{ShadowKey: testShadowKey}}
+	k := cache.Key{Bucket: testBucket, Object: "k"}
 	mine, base := "aaaa", "bbbb"
 	for _, tc := range []struct {
 		pending string
 		want    bool
 	}{{mine, true}, {base, true}, {"cccc", false}} {
-		info := store.ObjectInfo{ETag: etagOf(nil), UserMetadata: map[string]string{shadowPendingMeta: tc.pending}}
-		if got := baseHolds([]string{base}, mine, info); got != tc.want {
+		info := store.ObjectInfo{ETag: etagOf(nil), UserMetadata: signedPlaceholder("k", tc.pending, "1")}
+		if got := c.baseHolds(k, []string{base}, mine, info); got != tc.want {
 			t.Errorf("placeholder of %s: %v, want %v", tc.pending, got, tc.want)
 		}
 	}
-	if baseHolds([]string{etagOf(nil)}, mine, store.ObjectInfo{ETag: etagOf(nil), UserMetadata: map[string]string{shadowPendingMeta: "cccc"}}) {
+	if c.baseHolds(k, []string{etagOf(nil)}, mine, store.ObjectInfo{ETag: etagOf(nil), UserMetadata: signedPlaceholder("k", "cccc", "1")}) {
 		t.Error("another write's placeholder taken for an empty object of the base")
+	}
+	// A forged placeholder naming this write or its base is an empty
+	// object another route wrote: not in the base.
+	for _, meta := range []map[string]string{
+		{shadowPendingMeta: mine, shadowSeqMeta: "1"},
+		{shadowPendingMeta: base, shadowSeqMeta: "1", shadowMACMeta: signedPlaceholder("other", base, "1")[shadowMACMeta]},
+	} {
+		if c.baseHolds(k, []string{base}, mine, store.ObjectInfo{ETag: etagOf(nil), UserMetadata: meta}) {
+			t.Errorf("forged placeholder %v taken for one", meta)
+		}
+	}
+	// Without a key nothing is a placeholder.
+	if (&Cachelet{}).pendingOf(k, store.ObjectInfo{UserMetadata: signedPlaceholder("k", mine, "1")}) != "" {
+		t.Error("a placeholder recognised without a key")
+	}
+}
+
+// TestShadowNeedsKey: shadows without a placeholder key, or with a
+// short one, are refused.
+func TestShadowNeedsKey(t *testing.T) {
+	l, _ := openLog(t, t.TempDir())
+	defer l.Close()
+	for _, key := range [][]byte{nil, []byte("short")} {
+		_, err := New(Config{Cache: cache.Config{Budget: testBudget, MaxObjectSize: testMaxSize},
+			WriteTarget: WriteLocal, ReadMode: ReadLocal, Log: l, Shadow: true, ShadowKey: key}, memstore.New(), nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "ShadowKey") {
+			t.Errorf("key %q: %v, want a refusal naming ShadowKey", key, err)
+		}
 	}
 }
 
@@ -260,7 +318,7 @@ func TestShadowReplicated(t *testing.T) {
 	if err != nil || info.Size != 0 || info.UserMetadata[shadowPendingMeta] != etagOf(v2) {
 		t.Fatalf("store after the ack: %+v (%v); want the placeholder of v2", info, err)
 	}
-	putRaw(t, mem, "orphan", nil, map[string]string{shadowPendingMeta: etagOf([]byte("gone")), shadowSeqMeta: "1"})
+	putRaw(t, mem, "orphan", nil, signedPlaceholder("orphan", etagOf([]byte("gone")), "1"))
 
 	a.srv.Close() // the owner is down; membership still lists it
 	if got, _, err := readWith(t.Context(), c.c, "k", nil); err != nil || !bytes.Equal(got, v2) {

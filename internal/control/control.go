@@ -124,6 +124,11 @@ type Document struct {
 	Disk *Disk `json:"disk,omitempty"`
 	// Control is where and how the agent reaches the cachelet.
 	Control Endpoint `json:"control"`
+	// DrainLog makes the run a drain of instance ID's durable log
+	// (instance.DrainLog): it delivers the writes of a cachelet that
+	// died to the store and exits, 0 once the log is empty. No listener,
+	// no ring, no control API.
+	DrainLog bool `json:"drain_log,omitempty"`
 	// LogLevel (debug, info, warn, error) and LogJSON shape the log.
 	LogLevel string `json:"log_level,omitempty"`
 	LogJSON  bool   `json:"log_json,omitempty"`

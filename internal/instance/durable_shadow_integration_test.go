@@ -106,3 +106,59 @@ func TestDurableShadowPlaceholder(t *testing.T) {
 		t.Errorf("replayed %v (want %d), superseded %v (want 0)", replayed, nKeys, superseded)
 	}
 }
+
+// TestShadowForgedPlaceholder: an empty object carrying placeholder
+// metadata that no cachelet of the application signed (none, or a wrong
+// MAC), put through hoard or straight to the store, is an ordinary
+// object: read through hoard it is the empty object it is (200), not a
+// pending write (503).
+func TestShadowForgedPlaceholder(t *testing.T) {
+	bin := hoardBinary(t)
+	dir := t.TempDir()
+	const bucket = "forged"
+	srv, direct := durableStore(t, dir, bucket)
+	ctx := context.Background()
+	diskDir := filepath.Join(dir, "disk", "app")
+	flags := []string{"--consistency", "owner", "--durable-writes", "--durable-shadow", "--disk-dir", diskDir, "--disk-budget", "64MiB"}
+	sum := md5.Sum([]byte("a version never written"))
+	forged := map[string]map[string]string{
+		"no-mac":    {"hoard-pending": hex.EncodeToString(sum[:]), "hoard-pending-seq": "1"},
+		"wrong-mac": {"hoard-pending": hex.EncodeToString(sum[:]), "hoard-pending-seq": "1", "hoard-pending-mac": strings.Repeat("5a", 32)},
+	}
+	p := serveAlone(t, bin, dir, "app", 0, srv.Endpoint(), flags...)
+	c := faultClient(t, p.endpoint(), clientAK, clientSK)
+	var keys []string
+	for name, meta := range forged {
+		for route, cl := range map[string]*minio.Client{"hoard": c, "store": direct} {
+			key := route + "/" + name
+			keys = append(keys, key)
+			if _, err := cl.PutObject(ctx, bucket, key, strings.NewReader(""), 0, minio.PutObjectOptions{UserMetadata: meta}); err != nil {
+				t.Fatalf("put %s: %v", key, err)
+			}
+		}
+	}
+	// Every write delivered, and the next cachelet reads from the store.
+	p.signal(t, syscall.SIGTERM)
+	waitStopped(t, 40*time.Second, p)
+	for _, key := range keys {
+		if info, err := direct.StatObject(ctx, bucket, key, minio.StatObjectOptions{}); err != nil || info.Size != 0 || pendingMeta(info) == "" {
+			t.Fatalf("%s in MinIO: %d bytes, metadata %v (%v); want the forged placeholder", key, info.Size, info.UserMetadata, err)
+		}
+	}
+	p = serveAlone(t, bin, dir, "app", 1, srv.Endpoint(), flags...)
+	c = faultClient(t, p.endpoint(), clientAK, clientSK)
+	for _, key := range keys {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		info, serr := c.StatObject(rctx, bucket, key, minio.StatObjectOptions{})
+		v, gerr := getValue(rctx, c, bucket, key)
+		cancel()
+		if serr != nil || gerr != nil || info.Size != 0 || len(v) != 0 {
+			t.Errorf("%s through hoard: HEAD %d bytes (%v), GET %d bytes (%v); want the empty object", key, info.Size, serr, len(v), gerr)
+		}
+	}
+	if n := p.metric(t, `hoard_cachelet_durable_shadows_total{result="read"}`); n != 0 {
+		t.Errorf("%v reads took a forged placeholder for a pending write", n)
+	}
+	p.signal(t, syscall.SIGTERM)
+	waitStopped(t, 40*time.Second, p)
+}

@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -525,31 +524,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 		cfg.Cachelet.Disk = in.disk
 	}
 	if cfg.DurableWrites {
-		if cfg.Disk.Dir == "" {
-			return nil, errors.New("instance: durable writes need the disk tier's directory (Disk.Dir)")
-		}
-		id := cfg.ID
-		if cfg.Registry == nil || id == "" {
-			id = "local"
-		}
-		lcfg := cfg.DurableLog
-		parent := filepath.Join(cfg.Disk.Dir, "writelog")
-		if err := sharedDir(parent, cfg.Disk.Group); err != nil {
-			return nil, fmt.Errorf("instance: durable log: %w", err)
-		}
-		// Each cachelet's own log is its alone (0700).
-		lcfg.Dir = filepath.Join(parent, id)
-		lcfg.Logger, lcfg.Registerer = log.With("component", "writelog"), reg
-		var pending []writelog.Pending
-		if in.wlog, pending, err = writelog.Open(lcfg); err != nil {
-			return nil, fmt.Errorf("instance: %w", err)
-		}
-		s.wlog = in.wlog
-		cfg.Cachelet.Log, cfg.Cachelet.Replay = in.wlog, pending
-		cfg.Cachelet.Shadow = cfg.DurableShadow
-		if cfg.DurableBackup != nil {
-			b := *cfg.DurableBackup
-			cfg.Cachelet.Backup = &b
+		if err := openDurable(&cfg, &s, in, log, reg); err != nil {
+			return nil, err
 		}
 	}
 	if x := cfg.Cachelet.External; x != nil && x.Listener == nil {
