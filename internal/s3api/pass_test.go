@@ -270,6 +270,11 @@ func TestRoute(t *testing.T) {
 		{"GET", "/", map[string]string{"x-amz-expected-bucket-owner": "x"}, "ListBuckets", false},
 		{"GET", "/?max-buckets=1", nil, "PassGET", true},
 		{"POST", "/bkt/k?select&select-type=2", nil, "PassPOST?select", true},
+		// A method of the client's own naming is "OTHER" in the
+		// operation's name (a metric label), whatever it is.
+		{"FROB1", "/bkt/k", nil, "ObjectOTHER", true},
+		{"FROB2", "/bkt?versioning", nil, "PassOTHER?versioning", true},
+		{"PATCH", "/", nil, "ServicePATCH", true},
 	} {
 		req, err := http.NewRequest(tc.method, "http://front"+tc.target, nil)
 		if err != nil {

@@ -229,7 +229,7 @@ func (s *Server) route(r *http.Request, rq *request) (string, handler) {
 		}
 	}
 	if unknownSubresource(rq.query) != "" {
-		return passOp(r.Method, rq), s.pass
+		return passOp(methodName(r.Method), rq), s.pass
 	}
 	op, fn := s.typedRoute(r, rq)
 	switch {
@@ -285,12 +285,24 @@ func (s *Server) canPass() bool {
 	return ok
 }
 
+// methodName is method as it may appear in an operation's name, which
+// labels metrics: one of HTTP's methods, or "OTHER" for any other token a
+// client sends, so that clients cannot grow the number of series.
+func methodName(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodDelete,
+		http.MethodOptions, http.MethodPatch, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
+}
+
 // typedRoute names the operation of a request without unknown query
 // parameters; a nil handler means only the store answers it.
 func (s *Server) typedRoute(r *http.Request, rq *request) (string, handler) {
 	q := rq.query
 	has := func(k string) bool { _, ok := q[k]; return ok }
-	m := r.Method
+	m := methodName(r.Method)
 	switch {
 	case rq.bucket == "":
 		if m == http.MethodGet {
