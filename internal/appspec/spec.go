@@ -253,6 +253,8 @@ type CacheSpec struct {
 	// hoard see the empty placeholder until the write is delivered.
 	// Default false.
 	DurableShadow bool `yaml:"durable_shadow,omitempty"`
+	// durable_backup_max_bytes, durable_backup_timeout (durable.go).
+	DurableBackup `yaml:",inline"`
 }
 
 // Admission settings (Cache.Admission).
@@ -346,8 +348,9 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
 
-		DurableWrites: c.durableMode(),
-		DurableShadow: c.DurableShadow,
+		DurableWrites:         c.durableMode(),
+		DurableShadow:         c.DurableShadow,
+		DurableBackupMaxBytes: int64(c.DurableBackupMaxBytes), DurableBackupTimeout: cacheconfig.Duration(c.DurableBackupTimeout),
 	}
 }
 

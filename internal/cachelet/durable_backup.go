@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
@@ -48,7 +49,7 @@ import (
 // keys from the store before they are delivered.
 
 // DefaultBackupBytes is BackupConfig.MaxBytes's default.
-const DefaultBackupBytes = 64 << 20
+const DefaultBackupBytes = cacheconfig.DefaultDurableBackupBytes
 
 // BackupConfig turns on replicated durable writes (Config.Backup).
 type BackupConfig struct {
@@ -73,7 +74,7 @@ func (b *BackupConfig) validate(c *Config) error {
 		b.MaxBytes = DefaultBackupBytes
 	}
 	if b.Timeout == 0 {
-		b.Timeout = 3 * time.Second
+		b.Timeout = cacheconfig.DefaultDurableBackupTimeout
 	}
 	if b.DoneInterval == 0 {
 		b.DoneInterval = 100 * time.Millisecond
