@@ -596,7 +596,8 @@ func newerRecord(x, y peer.BackupRecord) bool {
 
 // deliverBackup queues a gone owner's write for the store, guarded: as a
 // replayed write where this cachelet owns the key (its reads wait until
-// it is settled), else without a cached copy.
+// it is settled), else without a cached copy, and once the store has it
+// the other members drop their copies of the key.
 func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 	w := writeback.Write{Bucket: k.Bucket, Key: k.Object, Data: r.data, Opts: r.rec.Opts}
 	var settled func()
@@ -628,6 +629,15 @@ func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 	w.Settled = func(err error) {
 		if !errors.Is(err, writeback.ErrClosed) {
 			c.logDone(r.id)
+		}
+		if err == nil {
+			// The key's new owner may have read the store's older
+			// version once its handoff's bound ran out before this
+			// delivery landed: every member drops its copy (they
+			// read the store again, which has the write now).
+			ctx, cancel := context.WithTimeout(c.stopped, c.bk.cfg.Timeout)
+			c.broadcastInvalidate(ctx, k.Bucket, k.Object)
+			cancel()
 		}
 		count(err)
 	}
