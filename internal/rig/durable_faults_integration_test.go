@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,22 +251,3 @@ func TestDurableBackupOnAnotherNode(t *testing.T) {
 		t.Errorf("%d reads older than acknowledged and %d failed after every write was delivered", readsOlder, readsFailed)
 	}
 }
-
-// durableFaultSeconds is the fault run's length under load:
-// $HOARD_DURABLE_FAULT_SECONDS, or def.
-func durableFaultSeconds(t *testing.T, def time.Duration) time.Duration {
-	t.Helper()
-	s := os.Getenv("HOARD_DURABLE_FAULT_SECONDS")
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v <= 0 {
-		t.Fatalf("HOARD_DURABLE_FAULT_SECONDS=%q: want a positive number of seconds", s)
-	}
-	return time.Duration(v) * time.Second
-}
-
-// durableRand is the fault run's randomness (math/rand: which cachelet
-// is killed, which keys are read).
-func durableRand() *rand.Rand { return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16)) }
