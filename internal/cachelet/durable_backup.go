@@ -634,10 +634,16 @@ func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 			// The key's new owner may have read the store's older
 			// version once its handoff's bound ran out before this
 			// delivery landed: every member drops its copy (they
-			// read the store again, which has the write now).
-			ctx, cancel := context.WithTimeout(c.stopped, c.bk.cfg.Timeout)
-			c.broadcastInvalidate(ctx, k.Bucket, k.Object)
-			cancel()
+			// read the store again, which has the write now). Not
+			// here: Settled runs under the queue's lock. Close
+			// closes the queue before it waits for c.wg.
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), c.bk.cfg.Timeout)
+				defer cancel()
+				c.broadcastInvalidate(ctx, k.Bucket, k.Object)
+			}()
 		}
 		count(err)
 	}

@@ -3,6 +3,7 @@ package cachelet
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -56,8 +57,15 @@ func TestReplicatedBackupIsNotTheNewOwner(t *testing.T) {
 	if got := storeBytes(t, mem, "k"); !bytes.Equal(got, v2) {
 		t.Fatalf("store has %d bytes, want v2", len(got))
 	}
-	got, _, err = readWith(t.Context(), n.c, "k", nil)
-	if err != nil || !bytes.Equal(got, v2) {
-		t.Fatalf("new owner read %q (%d bytes), %v after the backup delivered; want v2", got[:min(len(got), 8)], len(got), err)
+	// The members are told right after the delivery, not before Drain
+	// returns: the new owner serves v2 within the backup's timeout.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, _, err = readWith(t.Context(), n.c, "k", nil)
+		if err == nil && bytes.Equal(got, v2) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new owner read %q (%d bytes), %v 5 s after the backup delivered; want v2", got[:min(len(got), 8)], len(got), err)
+		}
 	}
 }
