@@ -2,6 +2,7 @@ package cachelet
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,62 @@ func TestDurableMovedWriteYieldsToLaterWrite(t *testing.T) {
 		if said != tc.moved {
 			t.Errorf("backup %v, moved %v: said it yielded: %v", tc.backup != nil, tc.moved, said)
 		}
+	}
+}
+
+// Under durable writes a write handed to a key's new owner during its
+// handoff waits for the handoff (which waits for the old owner's
+// delivery) and is taken by the new owner, instead of being refused and
+// written to the store by the writer while the old owner still has an
+// older write of the key queued.
+func TestDurableWriteDuringHandoffWaits(t *testing.T) {
+	mem, ms := newDurableGroup(t, 3, nil)
+	x, w, n := ms[0], ms[1], ms[2] // the old owner, a writer, the new owner
+	v1, v2, v3 := object("k", 1, 2000), object("k", 2, 2000), object("k", 3, 2000)
+	if err := putThrough(t, x.c, "k", v1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.c.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	x.st.down.Store(true) // v2 stays queued at x: n's handoff waits for it
+	if err := putThrough(t, x.c, "k", v2); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*bkMember{x, n} {
+		m.c.OwnershipChanging()
+		m.router.set(n.router.self)
+		m.c.OwnershipChanged()
+	}
+	// The writer's own handoff is over already (it would hold its
+	// client's write back otherwise; it ends at its 10 s bound, or when
+	// its flushes end before the new owner's do).
+	w.router.set(n.router.self)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+		defer cancel()
+		_, err := w.c.Put(ctx, testBucket, "k", bytes.NewReader(v3), int64(len(v3)), store.PutOptions{})
+		done <- err
+	}()
+	// Refused, the writer would have written v3 to the store by now.
+	time.Sleep(300 * time.Millisecond)
+	if got := storeBytes(t, mem, "k"); !bytes.Equal(got, v1) {
+		t.Fatalf("the store has %q during the handoff; want v1 (v3 waits, v2 is queued)", got[:min(len(got), 8)])
+	}
+	x.st.down.Store(false)
+	if err := <-done; err != nil {
+		t.Fatalf("write during the handoff: %v", err)
+	}
+	for _, m := range ms {
+		if err := m.c.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := storeBytes(t, mem, "k"); !bytes.Equal(got, v3) {
+		t.Fatalf("the store has %q, want v3", got[:min(len(got), 8)])
+	}
+	if got := toFloat64(w.c.m.peerFallbacks); got != 0 {
+		t.Errorf("the writer fell back to the store %v times; want 0 (the new owner took the write)", got)
 	}
 }
