@@ -197,13 +197,34 @@ func TestDurableBackupOnAnotherNode(t *testing.T) {
 	if err := n.StoreProxy.Update(down, slow); err != nil {
 		t.Fatal(err)
 	}
+	// 36 keys: 6 owned by an instance of the lost node whose ring
+	// successor is the other instance there (the case this test is
+	// for), 6 owned there with the successor elsewhere, 24 others.
+	r, err := ring.New(ring.Config{}, slices.Collect(maps.Keys(agentOf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var both, lostOnly, others []string
+	for i := 0; len(both) < 6 || len(lostOnly) < 6 || len(others) < 24; i++ {
+		k := fmt.Sprintf("out/k%04d", i)
+		owners := r.Owners(app, k, 2)
+		switch {
+		case agentOf[owners[0]] != victim.ID:
+			if len(others) < 24 {
+				others = append(others, k)
+			}
+		case agentOf[owners[1]] == victim.ID:
+			if len(both) < 6 {
+				both = append(both, k)
+			}
+		case len(lostOnly) < 6:
+			lostOnly = append(lostOnly, k)
+		}
+	}
+	all := slices.Concat(both, lostOnly, others)
 	acked := map[string]int{}
 	for _, res := range durableInvoke(t, c, app, 6, func(j int) map[string]any {
-		keys := make([]string, 6)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("out/%d/k%02d", j, i)
-		}
-		return map[string]any{"bucket": app, "keys": keys, "rounds": 2, "size": durableValueSize}
+		return map[string]any{"bucket": app, "keys": all[j*6 : j*6+6], "rounds": 2, "size": durableValueSize}
 	}) {
 		for k, seq := range res.Acked {
 			acked[k] = seq
@@ -228,10 +249,6 @@ func TestDurableBackupOnAnotherNode(t *testing.T) {
 
 	// The lost node's instances' keys still queued, and those of them
 	// whose next member in ring order was on the lost node as well.
-	r, err := ring.New(ring.Config{}, slices.Collect(maps.Keys(agentOf)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	lostQueued, nextSameNode := 0, 0
 	for k := range queued {
 		owners := r.Owners(app, k, 2)
