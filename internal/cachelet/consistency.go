@@ -226,17 +226,7 @@ func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 // store versions the logged write may replace (durable_base.go); a
 // replayed write is put only over one of them, and its key's reads wait
 // until it is settled.
-//
-// A logged write whose key moves to another owner before it is delivered
-// (a ring change; the old owner's handoff delivers it, bounded by its
-// 10 s) is put only over its base or its own version, as a replay is:
-// a writer the new owner refused during its handoff wrote the store
-// itself meanwhile, and that later write must not be replaced by this
-// older one (ADR 0030, amendment "several members per node").
 func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) bool {
-	if id != 0 && !replaying && base != nil && w.Guard == nil && c.cfg.WriteTarget == WriteOwner && c.cfg.ownerMode() {
-		w.Guard = &writeback.Guard{ETag: etag, Replaces: base, IfMoved: true}
-	}
 	held, _ := c.holdQueued(k, w, etag, id, base, replaying)
 	return held
 }
@@ -300,12 +290,6 @@ func (c *Cachelet) holdQueued(k cache.Key, w writeback.Write, etag string, id ui
 		}
 		if replaying {
 			c.replayed(k, e, err)
-		} else if errors.Is(err, errNewerInStore) {
-			// Moved to another owner, and written by another route
-			// since (guard above): that write is newer.
-			c.cache.Doom(e)
-			c.cache.RemoveIf(k, e)
-			c.log.Warn("durable writes: a write of a key that moved to another owner was not delivered: the key was written meanwhile by another route", "bucket", k.Bucket, "key", k.Object, "err", err)
 		}
 		if after != nil {
 			after(err)
@@ -332,11 +316,6 @@ func (s storeSink) Persist(ctx context.Context, w writeback.Write) error {
 		return s.st.Delete(ctx, w.Bucket, w.Key)
 	}
 	opts := w.Opts
-	if w.Guard != nil && w.Guard.IfMoved {
-		if _, self := s.c.cfg.owner(cache.Key{Bucket: w.Bucket, Object: w.Key}); self {
-			w.Guard = nil // still this cachelet's key: delivered as it is
-		}
-	}
 	if w.Guard != nil {
 		var err error
 		if opts, err = s.c.guard(ctx, w); err != nil {

@@ -3,7 +3,6 @@ package cachelet
 import (
 	"bytes"
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,61 +67,6 @@ func TestReplicatedBackupIsNotTheNewOwner(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("new owner read %q (%d bytes), %v 5 s after the backup delivered; want v2", got[:min(len(got), 8)], len(got), err)
-		}
-	}
-}
-
-// A key moves to another owner (a member joined) while its old owner
-// still has a logged write of it queued for a slow store; a writer whose
-// write the new owner refused during its handoff writes the store
-// itself. The old owner's late delivery is put only over the version
-// its write replaced: the later write stays in the store. Where the key
-// did not move, the owner's delivery is unconditional, as before (the
-// write acknowledged through hoard is the key's truth).
-func TestDurableMovedWriteYieldsToLaterWrite(t *testing.T) {
-	for _, tc := range []struct {
-		backup *BackupConfig
-		moved  bool
-	}{{nil, true}, {&BackupConfig{}, true}, {nil, false}, {&BackupConfig{}, false}} {
-		mem, ms := newDurableGroup(t, 3, tc.backup)
-		x, n := ms[0], ms[2] // the old owner, the new one
-		v1, v2, v3 := object("k", 1, 2000), object("k", 2, 2000), object("k", 3, 2000)
-		if err := putThrough(t, x.c, "k", v1); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.c.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		x.st.down.Store(true) // v2 stays queued at x
-		if err := putThrough(t, x.c, "k", v2); err != nil {
-			t.Fatal(err)
-		}
-		if tc.moved {
-			for _, m := range ms {
-				m.c.OwnershipChanging()
-				m.router.set(n.router.self)
-				m.c.OwnershipChanged()
-			}
-		}
-		// Another route writes the store: v3 (moved: a writer that n
-		// refused during its handoff).
-		if _, err := mem.Put(t.Context(), testBucket, "k", bytes.NewReader(v3), int64(len(v3)), store.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		x.st.down.Store(false)
-		if err := x.c.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		want := v2
-		if tc.moved {
-			want = v3
-		}
-		if got := storeBytes(t, mem, "k"); !bytes.Equal(got, want) {
-			t.Fatalf("backup %v, moved %v: the store has %q for k, want %q", tc.backup != nil, tc.moved, got[:min(len(got), 8)], want[:8])
-		}
-		said := strings.Contains(x.said(), "a write of a key that moved to another owner was not delivered")
-		if said != tc.moved {
-			t.Errorf("backup %v, moved %v: said it yielded: %v", tc.backup != nil, tc.moved, said)
 		}
 	}
 }
