@@ -98,6 +98,9 @@ var configKeys = map[string]string{
 	"durable-log-bytes":    "cache.durable_log_bytes",
 	"durable-shadow":       "cache.durable_shadow",
 
+	"durable-backup-max-bytes": "cache.durable_backup_max_bytes",
+	"durable-backup-timeout":   "cache.durable_backup_timeout",
+
 	"tls":           "tls.local_ca",
 	"tls-cert":      "tls.cert",
 	"tls-key":       "tls.key",

@@ -107,7 +107,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	overhead := memoryOverhead(cmp.Or(doc.Cache.MemoryLimitOverhead, cacheconfig.DefaultMemoryOverhead))
 	fs.Var(&overhead, "memory-overhead", "what the process may hold besides --budget: Go's soft memory limit follows the budget so that resident memory stays within budget + this; off: no limit (default 64MiB)")
 	var df diskFlags
-	df.register(fs, doc.Disk, doc.Cache.DurableWrites, doc.Cache.DurableShadow)
+	df.register(fs, doc.Disk, doc.Cache)
 	var ef erasureFlags
 	ef.register(fs, doc.Cache.Erasure)
 	var chf changeFlags

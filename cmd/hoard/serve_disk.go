@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +30,8 @@ type diskFlags struct {
 	durable          durableMode
 	logBytes         byteSize
 	shadow           bool
+	backupBytes      byteSize      // --durable-backup-max-bytes
+	backupTimeout    time.Duration // --durable-backup-timeout
 }
 
 // durableMode is --durable-writes: off, the log on this node ("true",
@@ -66,7 +69,8 @@ func (d *durableMode) Set(s string) error {
 // IsBoolFlag lets --durable-writes stand alone (true).
 func (d *durableMode) IsBoolFlag() bool { return true }
 
-func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cacheconfig.DurableMode, shadow bool) {
+func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, cache cacheconfig.Settings) {
+	durable, shadow := cache.DurableWrites, cache.DurableShadow
 	if def == nil {
 		def = &control.Disk{}
 	}
@@ -93,6 +97,9 @@ func (d *diskFlags) register(fs *flag.FlagSet, def *control.Disk, durable cachec
 	fs.Var(&d.durable, "durable-writes", "with --disk-dir and the owner or local write target: acknowledge a write only once it is appended and fsynced to a log under the disk tier's directory, and deliver what a crashed predecessor with the same --id left there on start; =replicated (owner targets, with --etcd-endpoints): and once a second member of the application (on another --node when there is one) logged a copy too, which it delivers if this member is lost with its node (alone in an application: the log only, said once); no member takes the copy: acknowledged once the store has it (default off: held writes live in memory until the store has them)")
 	fs.Var(&d.logBytes, "durable-log-bytes", fmt.Sprintf("with --durable-writes: the most bytes of writes the log holds before the store has them; a write that finds it full waits for room (default %dMiB)", writelog.DefaultMaxBytes>>20))
 	fs.BoolVar(&d.shadow, "durable-shadow", shadow, "with --durable-writes: before a write is acknowledged, put an empty placeholder at its key in the store, its metadata (x-amz-meta-hoard-pending) naming the pending version, conditional on the version the write replaces; the delivery replaces it, readers through hoard never serve it, readers outside hoard see the empty placeholder until then; a placeholder the store refuses: acknowledged once the store has the write (default off)")
+	d.backupBytes = byteSize(cache.DurableBackupMaxBytes)
+	fs.Var(&d.backupBytes, "durable-backup-max-bytes", fmt.Sprintf("with --durable-writes=replicated: the most bytes of other members' writes this cachelet keeps as their backup (in memory and in its log) until their owners settle them; past it a copy is refused and its owner tries another member; also the largest copy a reader takes from a backup while a key's owner is down, so give every member of an application the same; at least 1MiB, at most --durable-log-bytes (default %dMiB)", cacheconfig.DefaultDurableBackupBytes>>20))
+	fs.DurationVar(&d.backupTimeout, "durable-backup-timeout", cache.DurableBackupTimeout.D(), fmt.Sprintf("with --durable-writes=replicated: how long a write waits for one backup's answer (its fsync included) before its owner tries the next member, and how long a reader whose key's owner is down waits for the backups' answers (then 503); %v to %v (default %v)", cacheconfig.MinDurableBackupTimeout, cacheconfig.MaxDurableBackupTimeout, cacheconfig.DefaultDurableBackupTimeout))
 	fs.BoolVar(&d.fsync, "disk-fsync", def.Fsync, "with --disk-dir: fsync each file before renaming it into place (default off: a torn file fails its checksum and is a miss)")
 }
 
@@ -106,6 +113,9 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 	}
 	if d.shadow && d.durable == durableOff {
 		return fmt.Errorf("%w: --durable-shadow needs --durable-writes (a placeholder stands for a logged write)", errUsage)
+	}
+	if err := d.checkBackup(); err != nil {
+		return err
 	}
 	if d.dir == "" {
 		if d.budget != 0 {
@@ -128,7 +138,7 @@ func (d *diskFlags) apply(cfg *instance.Config) error {
 		if cfg.Cachelet.WriteTarget != cachelet.WriteOwner {
 			return fmt.Errorf("%w: --durable-writes=replicated needs an owner consistency (owner, owner-async, owner-local-read): the key's owner keeps the write and picks the member that keeps its copy; under local use --durable-writes", errUsage)
 		}
-		cfg.DurableBackup = &cachelet.BackupConfig{}
+		cfg.DurableBackup = &cachelet.BackupConfig{MaxBytes: int64(d.backupBytes), Timeout: d.backupTimeout}
 	}
 	if d.budget <= 0 {
 		return fmt.Errorf("%w: --disk-dir needs a positive --disk-budget", errUsage)
@@ -161,5 +171,29 @@ func drainLog(ctx context.Context, cfg instance.Config, peerSecret string, log *
 		return fmt.Errorf("draining the durable log of %s (%d writes): %w", cfg.ID, n, err)
 	}
 	fmt.Fprintf(stdout, "hoard: the durable log of %s drained: %d writes delivered or superseded\n", cfg.ID, n)
+	return nil
+}
+
+// checkBackup checks --durable-backup-max-bytes and
+// --durable-backup-timeout: only with --durable-writes=replicated, each
+// within its bounds, the bound within the log's (the copies sit in this
+// member's log too).
+func (d *diskFlags) checkBackup() error {
+	if d.backupBytes == 0 && d.backupTimeout == 0 {
+		return nil
+	}
+	if d.durable != durableReplicated {
+		return fmt.Errorf("%w: --durable-backup-max-bytes and --durable-backup-timeout need --durable-writes=replicated", errUsage)
+	}
+	if d.backupBytes < 0 || d.backupTimeout < 0 {
+		return fmt.Errorf("%w: --durable-backup-max-bytes and --durable-backup-timeout must not be negative", errUsage)
+	}
+	if err := cacheconfig.ValidateDurableBackup(int64(d.backupBytes), d.backupTimeout, "--durable-backup-max-bytes", "--durable-backup-timeout"); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, strings.TrimPrefix(err.Error(), cacheconfig.ErrInvalid.Error()+": "))
+	}
+	logBytes := cmp.Or(int64(d.logBytes), writelog.DefaultMaxBytes)
+	if int64(d.backupBytes) > logBytes {
+		return fmt.Errorf("%w: --durable-backup-max-bytes %d exceeds --durable-log-bytes %d: the copies are kept in this member's log too", errUsage, d.backupBytes, logBytes)
+	}
 	return nil
 }

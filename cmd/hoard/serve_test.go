@@ -481,7 +481,7 @@ func TestDurableWritesFromDocument(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		var df diskFlags
-		df.register(fs, tc.disk, tc.mode, tc.shadow)
+		df.register(fs, tc.disk, cacheconfig.Settings{DurableWrites: tc.mode, DurableShadow: tc.shadow})
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}

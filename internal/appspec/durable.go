@@ -2,6 +2,19 @@ package appspec
 
 import "github.com/hoard-io/hoard/internal/cacheconfig"
 
+// DurableBackup bounds the copy of each write a second instance keeps
+// under durable_writes replicated (ADR 0030, amendment "a second
+// copy"); zero values are the defaults. Checked with the rest of the
+// cache's settings (cacheconfig.Settings.Validate).
+type DurableBackup struct {
+	// DurableBackupMaxBytes bounds the bytes of other instances' writes
+	// one instance keeps as their backup (default 64MiB, at least 1MiB).
+	DurableBackupMaxBytes Size `yaml:"durable_backup_max_bytes,omitempty"`
+	// DurableBackupTimeout bounds one backup's answer (default 3s,
+	// between 100ms and 1m).
+	DurableBackupTimeout Duration `yaml:"durable_backup_timeout,omitempty"`
+}
+
 // durableMode is c.DurableWrites as the cachelet's setting; a value that
 // does not parse is passed on as it is, for Validate to refuse.
 func (c CacheSpec) durableMode() cacheconfig.DurableMode {

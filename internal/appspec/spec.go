@@ -256,6 +256,8 @@ type CacheSpec struct {
 	// StoreChanges: off (default), listen, relay or auto: how the
 	// cachelets notice writes made straight to the store (ADR 0033).
 	StoreChanges string `yaml:"store_changes,omitempty"`
+	// durable_backup_max_bytes, durable_backup_timeout (durable.go).
+	DurableBackup `yaml:",inline"`
 }
 
 // Admission settings (Cache.Admission).
@@ -349,9 +351,10 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),
 
-		DurableWrites: c.durableMode(),
-		DurableShadow: c.DurableShadow,
-		StoreChanges:  c.changesMode(),
+		DurableWrites:         c.durableMode(),
+		DurableShadow:         c.DurableShadow,
+		StoreChanges:          c.changesMode(),
+		DurableBackupMaxBytes: int64(c.DurableBackupMaxBytes), DurableBackupTimeout: cacheconfig.Duration(c.DurableBackupTimeout),
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/writelog"
 )
 
 // WriteTarget is where a write must land before it counts as done
@@ -261,6 +263,41 @@ type Settings struct {
 	// notice writers outside hoard (ChangesMode; ADR 0028, ADR 0033).
 	// Default off.
 	StoreChanges ChangesMode `json:"store_changes,omitempty"`
+	// DurableBackupMaxBytes, with DurableReplicated, bounds the bytes of
+	// other members' writes a cachelet keeps as their backup, and the
+	// largest record a reader takes from a backup (give every member of
+	// an application the same). At least MinDurableBackupBytes; default
+	// DefaultDurableBackupBytes.
+	DurableBackupMaxBytes int64 `json:"durable_backup_max_bytes,omitempty"`
+	// DurableBackupTimeout, with DurableReplicated, bounds one backup's
+	// answer (its fsync included): a write's copy, after which the owner
+	// tries the next member, and a reader's question while a key's owner
+	// is down. Between MinDurableBackupTimeout and
+	// MaxDurableBackupTimeout; default DefaultDurableBackupTimeout.
+	DurableBackupTimeout Duration `json:"durable_backup_timeout,omitempty"`
+}
+
+// Bounds and defaults of Settings.DurableBackupMaxBytes and
+// DurableBackupTimeout (ADR 0030, amendment "a second copy").
+const (
+	DefaultDurableBackupBytes   = 64 << 20
+	MinDurableBackupBytes       = 1 << 20
+	DefaultDurableBackupTimeout = 3 * time.Second
+	MinDurableBackupTimeout     = 100 * time.Millisecond
+	MaxDurableBackupTimeout     = time.Minute
+)
+
+// ValidateDurableBackup checks a backup bound and timeout (0: the
+// default) on their own; what is wrong is named by the keys
+// bytesKey and timeoutKey (a flag's or a file's).
+func ValidateDurableBackup(maxBytes int64, timeout time.Duration, bytesKey, timeoutKey string) error {
+	if maxBytes != 0 && maxBytes < MinDurableBackupBytes {
+		return fmt.Errorf("%w: %s %d: want at least %d (1MiB): a write larger than the bound goes through to the store before it is acknowledged", ErrInvalid, bytesKey, maxBytes, MinDurableBackupBytes)
+	}
+	if timeout != 0 && (timeout < MinDurableBackupTimeout || timeout > MaxDurableBackupTimeout) {
+		return fmt.Errorf("%w: %s %v: want between %v and %v", ErrInvalid, timeoutKey, timeout, MinDurableBackupTimeout, MaxDurableBackupTimeout)
+	}
+	return nil
 }
 
 // DurableMode is Settings.DurableWrites.
@@ -305,6 +342,26 @@ func (s Settings) validateDurable(c Consistency) error {
 		return fmt.Errorf("%w: durable_writes replicated needs an owner consistency (owner, owner-async, owner-local-read): the key's owner keeps the write and picks the member that keeps its copy; under %s use durable_writes on", ErrInvalid, c.Name)
 	}
 	return nil
+}
+
+// validateBackup checks the backup's bound and timeout: only with
+// durable_writes replicated, each within its bounds.
+func (s Settings) validateBackup() error {
+	if s.DurableBackupMaxBytes == 0 && s.DurableBackupTimeout == 0 {
+		return nil
+	}
+	if s.DurableWrites != DurableReplicated {
+		return fmt.Errorf("%w: durable_backup_max_bytes and durable_backup_timeout need durable_writes replicated (they bound the copy a second member keeps)", ErrInvalid)
+	}
+	if s.DurableBackupMaxBytes < 0 || s.DurableBackupTimeout < 0 {
+		return fmt.Errorf("%w: durable_backup_max_bytes and durable_backup_timeout must not be negative", ErrInvalid)
+	}
+	if s.DurableBackupMaxBytes > writelog.DefaultMaxBytes {
+		// The cachelet's log keeps the copies too, under its default
+		// bound (a document sets no other).
+		return fmt.Errorf("%w: durable_backup_max_bytes %d exceeds the durable log's bound %d (256MiB): the copies are kept in the log too", ErrInvalid, s.DurableBackupMaxBytes, writelog.DefaultMaxBytes)
+	}
+	return ValidateDurableBackup(s.DurableBackupMaxBytes, s.DurableBackupTimeout.D(), "durable_backup_max_bytes", "durable_backup_timeout")
 }
 
 // Location is a bucket and a key prefix ("" for the whole bucket).
@@ -524,6 +581,9 @@ func (s Settings) Validate() error {
 	}
 	if s.DurableShadow && s.DurableWrites == DurableOff {
 		return fmt.Errorf("%w: durable_shadow needs durable_writes on or replicated (a placeholder stands for a logged write)", ErrInvalid)
+	}
+	if err := s.validateBackup(); err != nil {
+		return err
 	}
 	if s.DurableWrites != DurableOff {
 		c, err := s.Resolved()

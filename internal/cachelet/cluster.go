@@ -174,6 +174,19 @@ const servedForPeer Outcome = "for_peer"
 // there) and persists it in the background. An object too large for the
 // memory tier is written through to the store either way.
 func (c *Cachelet) PeerPut(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions, persist peer.Persist) (store.PutResult, error) {
+	if persist == peer.PersistAsync && c.cfg.Log != nil && c.cfg.WriteTarget == WriteOwner {
+		// Under durable writes a write offered during a handoff waits
+		// for it (bounded by its 10 s and the writer's deadline) and is
+		// then taken as any other: refused, the writer would write the
+		// store itself while the key's old owner may still be
+		// delivering an older write of it, and the old owner may not
+		// have seen the new ring yet. The handoff depends on no write
+		// offered here (durable writers hand writes over synchronously;
+		// flushes drain the store queues only).
+		if err := c.waitHandoff(ctx); err != nil {
+			return store.PutResult{}, err
+		}
+	}
 	if persist == peer.PersistAsync {
 		if c.inHandoff() {
 			// Refused, the writer writes the store itself. What this

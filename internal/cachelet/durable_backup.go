@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/writeback"
@@ -48,7 +49,7 @@ import (
 // keys from the store before they are delivered.
 
 // DefaultBackupBytes is BackupConfig.MaxBytes's default.
-const DefaultBackupBytes = 64 << 20
+const DefaultBackupBytes = cacheconfig.DefaultDurableBackupBytes
 
 // BackupConfig turns on replicated durable writes (Config.Backup).
 type BackupConfig struct {
@@ -73,7 +74,7 @@ func (b *BackupConfig) validate(c *Config) error {
 		b.MaxBytes = DefaultBackupBytes
 	}
 	if b.Timeout == 0 {
-		b.Timeout = 3 * time.Second
+		b.Timeout = cacheconfig.DefaultDurableBackupTimeout
 	}
 	if b.DoneInterval == 0 {
 		b.DoneInterval = 100 * time.Millisecond
@@ -595,7 +596,8 @@ func newerRecord(x, y peer.BackupRecord) bool {
 
 // deliverBackup queues a gone owner's write for the store, guarded: as a
 // replayed write where this cachelet owns the key (its reads wait until
-// it is settled), else without a cached copy.
+// it is settled), else without a cached copy, and once the store has it
+// the other members drop their copies of the key.
 func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 	w := writeback.Write{Bucket: k.Bucket, Key: k.Object, Data: r.data, Opts: r.rec.Opts}
 	var settled func()
@@ -627,6 +629,21 @@ func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
 	w.Settled = func(err error) {
 		if !errors.Is(err, writeback.ErrClosed) {
 			c.logDone(r.id)
+		}
+		if err == nil {
+			// The key's new owner may have read the store's older
+			// version once its handoff's bound ran out before this
+			// delivery landed: every member drops its copy (they
+			// read the store again, which has the write now). Not
+			// here: Settled runs under the queue's lock. Close
+			// closes the queue before it waits for c.wg.
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), c.bk.cfg.Timeout)
+				defer cancel()
+				c.broadcastInvalidate(ctx, k.Bucket, k.Object)
+			}()
 		}
 		count(err)
 	}

@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -762,27 +761,4 @@ func (in *Instance) Close(ctx context.Context) error {
 		in.closeErr = errors.Join(errs...)
 	})
 	return in.closeErr
-}
-
-// sharedDir makes d, shared with its group (setgid, 0770) when group is
-// set, as the disk tier makes its own directories: the application's
-// instances on a node run as uids of their own and each makes its log
-// beside the others'.
-func sharedDir(d string, group bool) error {
-	if !group {
-		return os.MkdirAll(d, 0o700)
-	}
-	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-		return nil // another instance's
-	}
-	if err := os.MkdirAll(d, 0o770); err != nil {
-		return err
-	}
-	if err := os.Chmod(d, 0o770|os.ModeSetgid); err != nil {
-		if fi, serr := os.Stat(d); serr == nil && fi.Mode().Perm()&0o070 == 0o070 {
-			return nil // another instance made it meanwhile
-		}
-		return err
-	}
-	return nil
 }

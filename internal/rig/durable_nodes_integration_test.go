@@ -222,31 +222,8 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 
 	// check compares the store with what app acknowledged.
 	check := func(a *durableApp) (missing, wrong []string) {
-		for k, seq := range a.acked {
-			body, _, _, err := st.Get(ctx, a.name, k, store.GetOptions{})
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s (round %d): %v", k, seq, err))
-				continue
-			}
-			got, err := io.ReadAll(body)
-			body.Close()
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s: %v", k, err))
-				continue
-			}
-			// A later round that was not acknowledged may have landed.
-			f := strings.Fields(string(got[:min(len(got), 64)]))
-			r := 0
-			if len(f) >= 2 {
-				r, _ = strconv.Atoi(f[1])
-			}
-			switch {
-			case len(f) < 2 || f[0] != k || r < 1 || !bytes.Equal(got, durableValue(k, r, durableValueSize)):
-				wrong = append(wrong, fmt.Sprintf("%s: %d bytes, not a value of it", k, len(got)))
-			case r < seq:
-				missing = append(missing, fmt.Sprintf("%s: round %d in the store, %d acknowledged", k, r, seq))
-			}
-		}
+		absent, older, wrong := durableStoreCheck(ctx, st, a.name, a.acked)
+		missing = append(absent, older...)
 		slices.Sort(missing)
 		return missing, wrong
 	}
@@ -257,15 +234,8 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 	}
 	// The node is lost: its agent and every process below it killed,
 	// its disk gone.
-	pids := descendants(victim.cmd.Process.Pid)
 	killed := time.Now()
-	victim.Kill()
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if err := os.RemoveAll(diskDir); err != nil {
-		t.Fatal(err)
-	}
+	loseNode(t, victim)
 	if err := n.StoreProxy.Update(down, up); err != nil {
 		t.Fatal(err)
 	}
