@@ -205,21 +205,7 @@ func (t *Tier) mkdir(d string) error {
 	if !t.cfg.Group {
 		return os.MkdirAll(d, 0o700)
 	}
-	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-		return nil // the agent's, or another instance's
-	}
-	if err := os.MkdirAll(d, 0o770); err != nil {
-		return err
-	}
-	if err := os.Chmod(d, 0o770|os.ModeSetgid); err != nil {
-		// Another instance made it meanwhile (and owns it): fine if it
-		// is the group's.
-		if fi, serr := os.Stat(d); serr == nil && fi.Mode().Perm()&0o070 == 0o070 {
-			return nil
-		}
-		return err
-	}
-	return nil
+	return SharedDir(d)
 }
 
 // Dir is the tier's directory.
