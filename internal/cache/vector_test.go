@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/store"
@@ -75,80 +74,6 @@ func TestWriteToHandsChunksToVectors(t *testing.T) {
 					t.Fatalf("[%d, +%d): a buffer of %d bytes, more than a chunk: gathered", r.off, r.n, l)
 				}
 			}
-		}
-	}
-}
-
-// sawVector records whether WriteTo was handed a destination Vector takes.
-type sawVector struct {
-	r   io.Reader
-	saw bool
-}
-
-func (s *sawVector) Read(p []byte) (int, error) { return s.r.Read(p) }
-
-func (s *sawVector) WriteTo(w io.Writer) (int64, error) {
-	s.saw = Vector(w) != nil
-	return io.Copy(w, s.r)
-}
-
-// A TCP connection is a VectorWriter, and so is what its ReadFrom hands a
-// source's WriteTo (the path net/http's response takes for a body of a
-// known length); the entry's bytes arrive whole through either. A writer
-// in memory is none.
-func TestVectorOfTCP(t *testing.T) {
-	const size = 2<<20 + 12345
-	c, err := New(Config{Budget: 16 << 20, MaxObjectSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := chunkPattern(2, 1, size)
-	e := c.NewEntry(Key{"b", "k"}, store.ObjectInfo{Size: size, ETag: "2.1"})
-	defer e.Release()
-	if _, err := e.ReadFrom(bytes.NewReader(want)); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer conn.Close()
-		b, _ := io.ReadAll(conn)
-		got <- b
-	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp := conn.(*net.TCPConn)
-	if Vector(tcp) == nil {
-		t.Fatal("a *net.TCPConn is no VectorWriter")
-	}
-	if _, err := e.Reader(0, 1000).(io.WriterTo).WriteTo(tcp); err != nil {
-		t.Fatal(err)
-	}
-	src := &sawVector{r: e.Reader(1000, size-1000)}
-	if n, err := tcp.ReadFrom(src); err != nil || n != size-1000 {
-		t.Fatalf("ReadFrom: %d, %v", n, err)
-	}
-	if !src.saw {
-		t.Error("what TCPConn.ReadFrom hands WriteTo is no VectorWriter")
-	}
-	tcp.Close()
-	if b := <-got; !bytes.Equal(b, want) {
-		t.Fatalf("%d bytes arrived, not the entry's %d", len(b), size)
-	}
-	for _, w := range []io.Writer{io.Discard, &bytes.Buffer{}} {
-		if Vector(w) != nil {
-			t.Errorf("%T taken for a socket", w)
 		}
 	}
 }

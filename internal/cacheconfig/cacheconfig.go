@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hoard-io/hoard/internal/writelog"
 )
 
 // WriteTarget is where a write must land before it counts as done
@@ -280,6 +278,9 @@ type Settings struct {
 // Bounds and defaults of Settings.DurableBackupMaxBytes and
 // DurableBackupTimeout (ADR 0030, amendment "a second copy").
 const (
+	// DurableLogMaxBytes is the durable log's default bound
+	// (writelog.DefaultMaxBytes, which the platform does not change).
+	DurableLogMaxBytes          = 256 << 20
 	DefaultDurableBackupBytes   = 64 << 20
 	MinDurableBackupBytes       = 1 << 20
 	DefaultDurableBackupTimeout = 3 * time.Second
@@ -356,10 +357,10 @@ func (s Settings) validateBackup() error {
 	if s.DurableBackupMaxBytes < 0 || s.DurableBackupTimeout < 0 {
 		return fmt.Errorf("%w: durable_backup_max_bytes and durable_backup_timeout must not be negative", ErrInvalid)
 	}
-	if s.DurableBackupMaxBytes > writelog.DefaultMaxBytes {
+	if s.DurableBackupMaxBytes > DurableLogMaxBytes {
 		// The cachelet's log keeps the copies too, under its default
 		// bound (a document sets no other).
-		return fmt.Errorf("%w: durable_backup_max_bytes %d exceeds the durable log's bound %d (256MiB): the copies are kept in the log too", ErrInvalid, s.DurableBackupMaxBytes, writelog.DefaultMaxBytes)
+		return fmt.Errorf("%w: durable_backup_max_bytes %d exceeds the durable log's bound %d (256MiB): the copies are kept in the log too", ErrInvalid, s.DurableBackupMaxBytes, DurableLogMaxBytes)
 	}
 	return ValidateDurableBackup(s.DurableBackupMaxBytes, s.DurableBackupTimeout.D(), "durable_backup_max_bytes", "durable_backup_timeout")
 }

@@ -333,7 +333,7 @@ func (d digesting) Read(p []byte) (int, error) {
 }
 
 func (d digesting) WriteTo(w io.Writer) (int64, error) {
-	if v := cache.Vector(w); v != nil {
+	if v := Vector(w); v != nil {
 		// A TCP socket: a cache entry's chunks go to it several at a
 		// time (writev), as they lie.
 		return io.Copy(vectorDigester{v: v, s: d.s}, d.r)

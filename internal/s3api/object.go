@@ -14,6 +14,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -84,12 +85,12 @@ const directCopy = 64 << 10
 // copyBody sends a GET's body of n bytes. A large one goes through the
 // response's ReadFrom, which (on plain HTTP) hands it to the TCP
 // connection: a cache entry's chunks then go to the socket several at a
-// time with writev, as they lie (cache.Vector), where io.Copy would have
+// time with writev, as they lie (peer.SocketBody), where io.Copy would have
 // them gathered into a buffer first. A small one goes through the
 // response's buffer, with the headers.
 func copyBody(w http.ResponseWriter, body io.Reader, n int64) (int64, error) {
 	if rf, ok := w.(io.ReaderFrom); ok && n >= directCopy {
-		return rf.ReadFrom(body)
+		return rf.ReadFrom(peer.SocketBody(body))
 	}
 	return io.Copy(w, body)
 }

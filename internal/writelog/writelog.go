@@ -44,12 +44,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
 // Defaults of Config.
 const (
-	DefaultMaxBytes     = 256 << 20
+	DefaultMaxBytes     = cacheconfig.DurableLogMaxBytes
 	DefaultSegmentBytes = 32 << 20
 )
 
