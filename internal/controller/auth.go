@@ -24,7 +24,11 @@ import (
 //     events naming it and its buckets, and follow the changes of its
 //     granted buckets (GET /v1/changes, changes.go); anything else is
 //     403;
-//   - no token, or an unknown one, is 401;
+//   - HTTP Basic authenticates the store's events token only (its
+//     password; the user name is not read), for SNS, which cannot send
+//     a bearer token (awsevents.go);
+//   - no token, or an unknown one, is 401 (with a Basic challenge on
+//     /v1/events, which SNS waits for before sending its credentials);
 //   - /healthz and the HTTP triggers (/http/...) are open;
 //   - the dashboard's pages (/dashboard...) check a session cookie
 //     instead (dashboard.go), which only a code from POST
@@ -61,7 +65,14 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 			return
 		}
 		tok, ok := strings.CutPrefix(auth, "Bearer ")
-		if ev := c.cfg.StoreEventsToken; ok && ev != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(ev)) == 1 {
+		_, pass, basic := r.BasicAuth()
+		if basic {
+			// SNS's HTTPS subscriptions authenticate by HTTP Basic only:
+			// the password is the store's events token, the user name is
+			// not read (the documentation's is "hoard").
+			tok = pass
+		}
+		if ev := c.cfg.StoreEventsToken; (ok || basic) && ev != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(ev)) == 1 {
 			if r.Method != http.MethodPost || r.URL.Path != "/v1/events" {
 				api.WriteError(w, http.StatusForbidden, errors.New("forbidden: the store's token may only post events"))
 				return
@@ -74,7 +85,15 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 			app = c.appByToken(tok)
 		}
 		if app == "" {
-			api.WriteError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))
+			if r.URL.Path == "/v1/events" {
+				// SNS sends its credentials only when challenged.
+				w.Header().Set("WWW-Authenticate", `Basic realm="hoard events"`)
+			}
+			msg := "missing or wrong bearer token"
+			if basic {
+				msg = "wrong password: HTTP Basic's is the store's events token"
+			}
+			api.WriteError(w, http.StatusUnauthorized, errors.New(msg))
 			return
 		}
 		if !appMayCall(app, r.Method, r.URL.Path) {

@@ -217,6 +217,8 @@ type Controller struct {
 	trees *trees // the function trees (trees.go)
 
 	relay *changerelay.Hub // the store's changes to the cachelets (changes.go)
+
+	snsClient *http.Client // confirms SNS subscriptions (awsevents.go)
 }
 
 // app is one deployed application and its instances.
@@ -275,7 +277,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Controller, error)
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, clk: cfg.Clock, log: log, apps: map[string]*app{}, seen: map[string]time.Time{},
-		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS), models: models{m: map[string]*fnModel{}}}
+		agents: newAgentClient(cfg.Etcd, cfg.AgentToken, cfg.AgentTLS), models: models{m: map[string]*fnModel{}},
+		snsClient: newSNSClient()}
 	c.m = newMetrics(cfg.Registerer, c)
 	rcfg := cfg.ChangeRelay
 	if rcfg.Prober == nil {

@@ -152,21 +152,41 @@ func (c *Controller) Handler(token string, metrics http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		var ev S3Event
-		if err := json.Unmarshal(body, &ev); err != nil {
-			api.WriteError(w, http.StatusBadRequest, fmt.Errorf("not an S3 event: %w", err))
+		form, err := decodeEventBody(body, r.Header.Get("x-amz-sns-message-type"))
+		if err != nil {
+			api.WriteError(w, http.StatusBadRequest, err)
 			return
 		}
+		app := scopedApp(r.Context())
+		if app != "" && form.aws {
+			api.WriteError(w, http.StatusForbidden, errors.New("forbidden: SNS messages and EventBridge events are the store's: post them with its events token"))
+			return
+		}
+		if form.confirm != nil {
+			if err := c.confirmSNS(r.Context(), form.confirm); err != nil {
+				status := http.StatusBadRequest
+				if errors.Is(err, errUpstream) {
+					status = http.StatusBadGateway
+				}
+				api.WriteError(w, status, err)
+				return
+			}
+			api.WriteJSON(w, http.StatusOK, map[string]int{"fired": 0})
+			return
+		}
+		if form.ignored != "" {
+			c.log.Info("event ignored", "why", form.ignored)
+		}
+		ev := form.ev
 		var n int
-		var err error
-		if app := scopedApp(r.Context()); app != "" {
-			n, err = c.HandleEventAs(&ev, app)
+		if app != "" {
+			n, err = c.HandleEventAs(ev, app)
 		} else {
 			// The store's (or the operator's): relayed to the cachelets
 			// following the buckets; an application's own events are
 			// writes through hoard, which its cachelets know of.
-			c.relayChanges(&ev)
-			n, err = c.HandleEvent(&ev)
+			c.relayChanges(ev)
+			n, err = c.HandleEvent(ev)
 		}
 		if err != nil {
 			status := http.StatusBadRequest
