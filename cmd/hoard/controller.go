@@ -26,6 +26,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.ControllerToken, "token", envDefault("HOARD_CONTROLLER_TOKEN", ""), "bearer token clients must send (env HOARD_CONTROLLER_TOKEN)")
 	fs.StringVar(&cfg.AgentToken, "agent-token", envDefault("HOARD_AGENT_TOKEN", ""), "bearer token the agents expect (env HOARD_AGENT_TOKEN)")
 	fs.StringVar(&cfg.StoreIdentities, "store-identities", envDefault("HOARD_STORE_IDENTITIES", ""), `where each application's own store identity comes from: "minio" (a MinIO user per application, made with the --store keys, MinIO's root or an admin's) or "file:PATH" (keys the operator made, per application; env HOARD_STORE_IDENTITIES)`)
+	fs.StringVar(&cfg.StoreEventsToken, "store-events-token", "", "a token (16 bytes or more) the store's event notifications may be posted to POST /v1/events with, and nothing else: AWS S3's through SNS (HTTP Basic, its password) or an EventBridge API destination (bearer); give it in the --secrets file (docs/design/external-writers.md)")
 	fs.BoolVar(&cfg.StoreNotifications, "store-notifications", false, "the store is a MinIO with hoard's webhook target: configure bucket notifications for object triggers")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&cfg.DisablePrediction, "no-prediction", false, "give every invocation its booked memory: no memory models, no sized sandboxes")
@@ -44,7 +45,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	agentsCreds := fs.String("etcd-agents-credentials", "", `with --etcd-credentials of root: a file (mode 0600) of {"username", "password"} for the etcd user every agent shares (made or given this password at start; it registers agents and reads their registrations and the function trees)`)
 	var tf tlsFlags
 	tf.register(fs, pki.Files{}, true)
-	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key")
+	secrets := secretsFlag(fs, "token", "agent-token", "store-access-key", "store-secret-key", "store-events-token")
 	if err := usageErr(fs.Parse(args)); err != nil {
 		return err
 	}
@@ -56,6 +57,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if len(cfg.EtcdEndpoints) == 0 || cfg.StoreEndpoint == "" || cfg.StoreIdentities == "" || len(cfg.ControllerToken) < 16 || len(cfg.AgentToken) < 16 {
 		return fmt.Errorf("%w: --etcd-endpoints, --store-endpoint, --store-identities, and tokens of at least 16 bytes are required", errUsage)
+	}
+	if cfg.StoreEventsToken != "" && len(cfg.StoreEventsToken) < 16 {
+		return fmt.Errorf("%w: --store-events-token: at least 16 bytes", errUsage)
 	}
 	if err := tf.validate(); err != nil {
 		return err

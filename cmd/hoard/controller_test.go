@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,16 @@ func TestControllerPreparesEtcdAuth(t *testing.T) {
 	other := rig.Config{EtcdEndpoints: eps, EtcdCredentials: etcdauth.Credentials{Username: etcdauth.Root, Password: "other"}}
 	if err := prepareEtcdAuth(ctx, other, &tf, true, ""); err == nil {
 		t.Error("a start with another root password succeeded")
+	}
+}
+
+// TestControllerStoreEventsToken: a short --store-events-token is a
+// usage error, found before anything is started.
+func TestControllerStoreEventsToken(t *testing.T) {
+	args := []string{"--etcd-endpoints", "127.0.0.1:1", "--store-endpoint", "http://127.0.0.1:1", "--store-identities", "minio",
+		"--token", "admin-token-0123456789", "--agent-token", "agent-token-0123456789", "--store-events-token", "short"}
+	err := runController(t.Context(), args, io.Discard, io.Discard)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "store-events-token") {
+		t.Fatalf("a short events token: %v, want a usage error naming it", err)
 	}
 }
