@@ -68,9 +68,10 @@ type Config struct {
 	// Default nil: plain HTTP.
 	AgentTLS *tls.Config
 	// StoreEventsToken, when set, is the token the store's webhook posts
-	// object-created events with (Handler): it may post events, for any
-	// bucket, and call nothing else. Empty: the store posts with the
-	// admin token.
+	// its events with (Handler), as a bearer token or as HTTP Basic's
+	// password (SNS, awsevents.go): it may post events, for any bucket,
+	// and call nothing else. Empty: the store posts with the admin token
+	// (and SNS, which has no bearer token, cannot post).
 	StoreEventsToken string
 	// EtcdUsers, when set, gives every instance an etcd user of its own
 	// (made before it starts, removed when it is unloaded), which may
