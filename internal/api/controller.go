@@ -38,7 +38,7 @@ import (
 //	POST   /v1/apps/{app}/preload?warm=true|false    -> Selection (an idle instance, pre-warmed)
 //	GET    /v1/apps/{app}/scaling                    [app] ScalingInfo (load time, instances, limit: the bandwidth policy's inputs)
 //	POST   /v1/apps/{app}/votes                      [app] body: scaling.Vote (unrequested; urgent ones act at once)
-//	POST   /v1/events                                [app] body: S3 event (cachelets, the store's webhook)
+//	POST   /v1/events                                [app] body: S3 event (cachelets, the store's webhook), or AWS S3's as SNS or EventBridge posts it (store token, bearer or Basic)
 //	GET    /v1/changes?bucket=B&heartbeat=6s         [app] NDJSON stream of B's changes the store notified (ADR 0033, package changerelay)
 //	GET    /metrics                                  Prometheus metrics (admin token)
 //	ANY    /http/{app}/{path...}                     HTTP trigger
