@@ -216,6 +216,10 @@ func TestAWSEvents(t *testing.T) {
 
 	t.Run("EventBridge events", func(t *testing.T) {
 		bearer := "Bearer " + storeTok
+		fired(t, postAs(t, srv.URL, bearer, "", eventBridge("Object Created", "abucket", "eb/a+b%2B1", "b1946ac92492d2347c6235b4d2611184", `"reason":"PutObject"`)), 1)
+		if ch := a.next(t); ch.Key != "eb/a b+1" || ch.ETag != "b1946ac92492d2347c6235b4d2611184" {
+			t.Errorf("relayed %+v, want eb/a b+1 (the key URL-encoded, as S3's records have it)", ch)
+		}
 		fired(t, postAs(t, srv.URL, bearer, "", eventBridge("Object Created", "abucket", "eb/key", "b1946ac92492d2347c6235b4d2611184", `"reason":"PutObject"`)), 1)
 		if ch := a.next(t); ch.Key != "eb/key" || ch.ETag != "b1946ac92492d2347c6235b4d2611184" || ch.Removed || ch.Time.IsZero() {
 			t.Errorf("relayed %+v, want eb/key created", ch)
