@@ -28,7 +28,7 @@ import (
 //     password; the user name is not read), for SNS, which cannot send
 //     a bearer token (awsevents.go);
 //   - no token, or an unknown one, is 401 (with a Basic challenge on
-//     /v1/events, which SNS waits for before sending its credentials);
+//     /v1/events: SNS may send its credentials only once challenged);
 //   - /healthz and the HTTP triggers (/http/...) are open;
 //   - the dashboard's pages (/dashboard...) check a session cookie
 //     instead (dashboard.go), which only a code from POST
@@ -86,7 +86,7 @@ func (c *Controller) authorize(admin string, next http.Handler) http.Handler {
 		}
 		if app == "" {
 			if r.URL.Path == "/v1/events" {
-				// SNS sends its credentials only when challenged.
+				// SNS may send its credentials only once challenged.
 				w.Header().Set("WWW-Authenticate", `Basic realm="hoard events"`)
 			}
 			msg := "missing or wrong bearer token"

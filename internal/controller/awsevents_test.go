@@ -295,7 +295,7 @@ func TestAWSEvents(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d", tc.name, ans.status, ans.body, tc.want)
 			}
 			if tc.want == 401 && !strings.HasPrefix(ans.header.Get("WWW-Authenticate"), "Basic ") {
-				t.Errorf("%s: 401 without a Basic challenge (SNS waits for one)", tc.name)
+				t.Errorf("%s: 401 without a Basic challenge (SNS may wait for one)", tc.name)
 			}
 		}
 		// Basic opens nothing but events.
