@@ -45,6 +45,10 @@ const (
 //
 // Under the owner settings it runs an ownership handoff (handoff.go).
 func (c *Cachelet) OwnershipChanged() {
+	// What this cachelet knew of the store versions of keys it no
+	// longer owns goes stale as their new owners write them
+	// (durable_base.go).
+	c.known.forgetMoved(c.ownsWrites)
 	if c.ec != nil {
 		c.ec.changed() // shards of departed members are rebuilt
 	}
@@ -69,6 +73,17 @@ func (c *Cachelet) OwnershipChanged() {
 			c.offer(migrateHandoff, hot)
 		}()
 	}
+}
+
+// ownsWrites reports whether this cachelet delivers k's durable writes
+// as the key's owner: always, but under the owner write target with
+// members, where the ring says.
+func (c *Cachelet) ownsWrites(k cache.Key) bool {
+	if c.cfg.WriteTarget != WriteOwner || !c.cfg.ownerMode() {
+		return true
+	}
+	_, self := c.cfg.owner(k)
+	return self
 }
 
 // owner says who owns k: the peer address, and self when this cachelet

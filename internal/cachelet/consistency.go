@@ -226,7 +226,22 @@ func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 // store versions the logged write may replace (durable_base.go); a
 // replayed write is put only over one of them, and its key's reads wait
 // until it is settled.
+//
+// A logged write whose key moves to another owner before it is delivered
+// (a ring change; bounded by the new owner's handoff, 10 s, only while
+// the store keeps up) is put only over its base or its own version, as a
+// replay is: the new owner may have delivered a later write of the key
+// meanwhile, and this older one must not replace it. A 412 or another
+// version means superseded: not delivered, counted, never served. The
+// owner's own deliveries stay unconditional. The base is trustworthy
+// across moves because a cachelet forgets what it knew of the versions
+// of keys it stops owning (versionBook.forgetMoved): a later write of a
+// key that came back asks the store (ADR 0030, "several members per
+// node").
 func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) bool {
+	if id != 0 && !replaying && base != nil && w.Guard == nil && c.cfg.WriteTarget == WriteOwner && c.cfg.ownerMode() {
+		w.Guard = &writeback.Guard{ETag: etag, Replaces: base, IfMoved: true}
+	}
 	held, _ := c.holdQueued(k, w, etag, id, base, replaying)
 	return held
 }
@@ -286,10 +301,17 @@ func (c *Cachelet) holdQueued(k cache.Key, w writeback.Write, etag string, id ui
 		}
 		c.logSettled(k, id, err)
 		if id != 0 {
-			c.known.settled(k, etag, stored, err)
+			c.known.settled(k, etag, stored, err, c.ownsWrites)
 		}
 		if replaying {
 			c.replayed(k, e, err)
+		} else if errors.Is(err, errNewerInStore) {
+			// Its key moved to another owner, which wrote it since
+			// (the guard above): that write is newer.
+			c.cache.Doom(e)
+			c.cache.RemoveIf(k, e)
+			c.m.movedSuperseded.Inc()
+			c.log.Warn("durable writes: a write of a key that moved to another owner was not delivered: the new owner wrote the key meanwhile", "bucket", k.Bucket, "key", k.Object, "err", err)
 		}
 		if after != nil {
 			after(err)
@@ -316,6 +338,12 @@ func (s storeSink) Persist(ctx context.Context, w writeback.Write) error {
 		return s.st.Delete(ctx, w.Bucket, w.Key)
 	}
 	opts := w.Opts
+	if w.Guard != nil && w.Guard.IfMoved {
+		k := cache.Key{Bucket: w.Bucket, Object: w.Key}
+		if s.c.ownsWrites(k) && !s.c.known.movedWrite(k, w.Guard.ETag) {
+			w.Guard = nil // the owner's own write: delivered as it is
+		}
+	}
 	if w.Guard != nil {
 		var err error
 		if opts, err = s.c.guard(ctx, w); err != nil {

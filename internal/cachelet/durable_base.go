@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,10 @@ type versionBook struct {
 type keyVersions struct {
 	before  []string
 	writing map[string]int
+	// moved counts, per ETag, the held writes of the key not settled
+	// when its ownership moved to another cachelet (forgetMoved): their
+	// delivery is guarded even if the key comes back (movedWrite).
+	moved map[string]int
 }
 
 // lookup returns the versions k may hold in the store and whether that is
@@ -107,8 +112,12 @@ func (b *versionBook) held(k cache.Key, etag string, base []string) {
 
 // settled records the outcome of a held write of k: delivered (err nil)
 // the store holds stored (its answer's ETag; etag when it gave none),
-// and nothing older is left to arrive from here.
-func (b *versionBook) settled(k cache.Key, etag, stored string, err error) {
+// and nothing older is left to arrive from here. owns says whether this
+// cachelet owns k's writes now (asked under the book's lock, so that a
+// ring change's forgetMoved comes before or after, never between): a
+// key another cachelet owns is written by it from now on, and what this
+// one delivered last says nothing of the store's version later.
+func (b *versionBook) settled(k cache.Key, etag, stored string, err error, owns func(cache.Key) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	kv := b.m[k]
@@ -118,7 +127,14 @@ func (b *versionBook) settled(k cache.Key, etag, stored string, err error) {
 	if kv.writing[etag]--; kv.writing[etag] <= 0 {
 		delete(kv.writing, etag)
 	}
+	if kv.moved[etag] > 0 {
+		if kv.moved[etag]--; kv.moved[etag] == 0 {
+			delete(kv.moved, etag)
+		}
+	}
 	switch {
+	case err == nil && !owns(k):
+		kv.before = nil
 	case err == nil:
 		if stored == "" {
 			stored = etag
@@ -155,6 +171,36 @@ func (b *versionBook) changed(k cache.Key, etag string, removed bool) {
 	if kv.before == nil && len(kv.writing) == 0 {
 		delete(b.m, k)
 	}
+}
+
+// forgetMoved forgets the store versions of the keys this cachelet no
+// longer owns (a ring change): another owner writes them now, so what
+// this one knew goes stale, and a later write here, once a key comes
+// back, asks the store (or trusts a cached copy, as reads do). Writes of
+// them still held are marked moved: delivered guarded (hold).
+func (b *versionBook) forgetMoved(owns func(cache.Key) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, kv := range b.m {
+		if owns(k) {
+			continue
+		}
+		kv.before = nil
+		if len(kv.writing) == 0 {
+			delete(b.m, k)
+			continue
+		}
+		kv.moved = maps.Clone(kv.writing)
+	}
+}
+
+// movedWrite reports whether a held write of k making etag was held when
+// k's ownership moved away.
+func (b *versionBook) movedWrite(k cache.Key, etag string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kv := b.m[k]
+	return kv != nil && kv.moved[etag] > 0
 }
 
 // trim forgets idle keys once there are too many. Called with mu held.

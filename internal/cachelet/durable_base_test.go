@@ -345,9 +345,9 @@ func TestVersionBook(t *testing.T) {
 	b.held(k, "e1", []string{""})
 	b.held(k, "e2", []string{"", "e1"})
 	check("two held", []string{"", "e1", "e2"}, true)
-	b.settled(k, "e1", "s1", nil)
+	b.settled(k, "e1", "s1", nil, ownsAll)
 	check("the first delivered (the store's ETag)", []string{"s1", "e2"}, true)
-	b.settled(k, "e2", "", writeback.ErrSuperseded)
+	b.settled(k, "e2", "", writeback.ErrSuperseded, ownsAll)
 	check("the second replaced", []string{"s1"}, true)
 	b.changed(k, "ext", false)
 	check("a change noticed", []string{"s1", "ext"}, true)
@@ -355,7 +355,7 @@ func TestVersionBook(t *testing.T) {
 	check("a change without its version", nil, false)
 	b.held(k, "r", nil) // a replayed write: what the store has is unknown
 	check("replayed", []string{"r"}, false)
-	b.settled(k, "r", "", fmt.Errorf("%w", errNewerInStore))
+	b.settled(k, "r", "", fmt.Errorf("%w", errNewerInStore), ownsAll)
 	check("replay yielded", nil, false)
 	for i := range maxBase + 1 {
 		b.held(k, fmt.Sprint("w", i), []string{""})
@@ -364,5 +364,49 @@ func TestVersionBook(t *testing.T) {
 	check("too many held", nil, true)
 	if got := addVersion(make([]string, maxBase), "more"); got != nil {
 		t.Fatalf("past the bound a base is %q, want unknown", got)
+	}
+}
+
+// ownsAll: this cachelet owns every key (versionBook tests).
+func ownsAll(cache.Key) bool { return true }
+
+// TestVersionBookForgetsMovedKeys: a ring change forgets the versions of
+// the keys that moved to another owner, and marks their held writes
+// moved; keys still owned keep theirs; a moved write settled while its
+// key is another's leaves nothing known.
+func TestVersionBookForgetsMovedKeys(t *testing.T) {
+	var b versionBook
+	stay, idle, busy := cache.Key{Bucket: "b", Object: "stay"}, cache.Key{Bucket: "b", Object: "idle"}, cache.Key{Bucket: "b", Object: "busy"}
+	for _, k := range []cache.Key{stay, idle, busy} {
+		b.held(k, "e1", []string{""})
+		b.settled(k, "e1", "", nil, ownsAll)
+	}
+	b.held(busy, "e2", nil)
+	b.held(stay, "e2", nil)
+	owns := func(k cache.Key) bool { return k == stay }
+	b.forgetMoved(owns)
+	if vs, ok := b.lookup(stay); !ok || !slices.Equal(sorted(vs), []string{"e1", "e2"}) {
+		t.Errorf("a key still owned: %q complete %v; want e1, e2 complete", vs, ok)
+	}
+	if vs, ok := b.lookup(idle); ok || vs != nil {
+		t.Errorf("a moved key with nothing held: %q complete %v; want nothing known", vs, ok)
+	}
+	if vs, ok := b.lookup(busy); ok || !slices.Equal(vs, []string{"e2"}) {
+		t.Errorf("a moved key with a write held: %q complete %v; want its write only, incomplete", vs, ok)
+	}
+	if !b.movedWrite(busy, "e2") || b.movedWrite(stay, "e2") {
+		t.Errorf("moved writes: busy %v, stay %v; want true, false", b.movedWrite(busy, "e2"), b.movedWrite(stay, "e2"))
+	}
+	b.settled(busy, "e2", "", nil, owns)
+	if vs, ok := b.lookup(busy); ok || vs != nil {
+		t.Errorf("a moved write delivered while its key is another's: %q complete %v; want nothing known", vs, ok)
+	}
+	// Moved back before it settled: still marked, and once delivered the
+	// store's version is known again.
+	b.held(idle, "e3", []string{"x"})
+	b.forgetMoved(owns)
+	b.settled(idle, "e3", "s3", nil, ownsAll)
+	if vs, ok := b.lookup(idle); !ok || !slices.Equal(vs, []string{"s3"}) || b.movedWrite(idle, "e3") {
+		t.Errorf("after a moved write settled as owner: %q complete %v moved %v; want s3 complete, not moved", vs, ok, b.movedWrite(idle, "e3"))
 	}
 }

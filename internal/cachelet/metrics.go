@@ -38,6 +38,7 @@ type metrics struct {
 	replayed      prometheus.Counter
 	// The durable log's replay guard (durable_base.go).
 	replaySuperseded prometheus.Counter     // hoard_cachelet_durable_replay_superseded_total
+	movedSuperseded  prometheus.Counter     // hoard_cachelet_durable_moved_superseded_total
 	replayUnverified prometheus.Counter     // hoard_cachelet_durable_replay_unverified_total
 	durableBase      *prometheus.CounterVec // hoard_cachelet_durable_base_total{from}
 	peerRefused      prometheus.Counter     // hoard_cachelet_peer_answers_refused_total
@@ -117,6 +118,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	m.replaySuperseded = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_durable_replay_superseded_total",
 		Help: "Writes replayed from the durable log and not delivered, because the store held a version of the key newer than the one each was written over (another route wrote the key while this cachelet was down); dropped, never served.",
+	})
+	m.movedSuperseded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_moved_superseded_total",
+		Help: "Durable writes whose key moved to another owner before they were delivered and were not delivered, because the store held a version of the key newer than the one each was written over (the new owner wrote it meanwhile); dropped, never served.",
 	})
 	m.replayUnverified = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_durable_replay_unverified_total",
@@ -200,7 +205,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.replayUnverified, m.durableBase, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.movedSuperseded, m.replayUnverified, m.durableBase, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

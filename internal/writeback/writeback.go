@@ -67,6 +67,10 @@ type Write struct {
 type Guard struct {
 	ETag     string
 	Replaces []string
+	// IfMoved: the Sink judges the guard only when the key is no longer
+	// its to deliver (another cachelet owns it now, or did since the
+	// write was held); else the put is unconditional.
+	IfMoved bool
 }
 
 // Sink persists one write: to the store, or to the key's owner.
