@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -36,4 +38,41 @@ type Listener interface {
 	// heartbeat/3), ErrListenUnsupported when the store refuses to
 	// listen, and an *APIError (AccessDenied, NoSuchBucket) as it is.
 	Listen(ctx context.Context, bucket string, heartbeat time.Duration, ready func(), each func(Change)) error
+}
+
+// EventRecord is what a change needs of one record of an S3 event
+// notification (AWS's and MinIO's shape, as MinIO's listen stream and the
+// stores' webhooks send it).
+type EventRecord struct {
+	EventName string `json:"eventName"`
+	EventTime string `json:"eventTime"`
+	S3        struct {
+		Bucket struct {
+			Name string `json:"name"`
+		} `json:"bucket"`
+		Object struct {
+			Key  string `json:"key"`
+			ETag string `json:"eTag"`
+		} `json:"object"`
+	} `json:"s3"`
+}
+
+// Change is the record's object change: false for a record of another
+// event, without a bucket, or whose key (URL-encoded, as S3 sends it)
+// does not decode.
+func (r EventRecord) Change() (Change, bool) {
+	key, err := url.QueryUnescape(r.S3.Object.Key)
+	if err != nil || r.S3.Bucket.Name == "" {
+		return Change{}, false
+	}
+	c := Change{Bucket: r.S3.Bucket.Name, Key: key, ETag: strings.Trim(r.S3.Object.ETag, `"`)}
+	switch name := strings.TrimPrefix(r.EventName, "s3:"); {
+	case strings.HasPrefix(name, "ObjectRemoved:"):
+		c.Removed, c.ETag = true, ""
+	case strings.HasPrefix(name, "ObjectCreated:"):
+	default:
+		return Change{}, false
+	}
+	c.Time, _ = time.Parse(time.RFC3339Nano, r.EventTime)
+	return c, true
 }

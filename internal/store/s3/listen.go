@@ -92,7 +92,7 @@ func (s *Store) Listen(ctx context.Context, bucket string, heartbeat time.Durati
 			}
 		}
 		for _, rec := range msg.Records {
-			if c, ok := rec.change(); ok && c.Bucket == bucket {
+			if c, ok := rec.Change(); ok && c.Bucket == bucket {
 				each(c)
 			}
 		}
@@ -157,37 +157,5 @@ func listenRefused(bucket string, resp *http.Response) error {
 
 // eventMessage is one line of the stream: S3's event notification shape.
 type eventMessage struct {
-	Records []eventRecord `json:"Records"`
-}
-
-type eventRecord struct {
-	EventName string `json:"eventName"`
-	EventTime string `json:"eventTime"`
-	S3        struct {
-		Bucket struct {
-			Name string `json:"name"`
-		} `json:"bucket"`
-		Object struct {
-			Key  string `json:"key"`
-			ETag string `json:"eTag"`
-		} `json:"object"`
-	} `json:"s3"`
-}
-
-func (r eventRecord) change() (store.Change, bool) {
-	key, err := url.QueryUnescape(r.S3.Object.Key)
-	if err != nil {
-		return store.Change{}, false
-	}
-	name := strings.TrimPrefix(r.EventName, "s3:")
-	c := store.Change{Bucket: r.S3.Bucket.Name, Key: key, ETag: strings.Trim(r.S3.Object.ETag, `"`)}
-	switch {
-	case strings.HasPrefix(name, "ObjectRemoved:"):
-		c.Removed, c.ETag = true, ""
-	case strings.HasPrefix(name, "ObjectCreated:"):
-	default:
-		return store.Change{}, false
-	}
-	c.Time, _ = time.Parse(time.RFC3339Nano, r.EventTime)
-	return c, true
+	Records []store.EventRecord `json:"Records"`
 }

@@ -22,18 +22,18 @@ func TestEventRecordChange(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &msg); err != nil {
 		t.Fatal(err)
 	}
-	c, ok := msg.Records[0].change()
+	c, ok := msg.Records[0].Change()
 	if !ok || c.Bucket != "b" || c.Key != "dir/a b%.txt" || c.ETag != "abc" || c.Removed || c.Time.IsZero() {
 		t.Errorf("created: %+v %v", c, ok)
 	}
-	c, ok = msg.Records[1].change()
+	c, ok = msg.Records[1].Change()
 	if !ok || c.Key != "gone" || !c.Removed || c.ETag != "" {
 		t.Errorf("removed: %+v %v", c, ok)
 	}
-	if c, ok := msg.Records[2].change(); ok {
+	if c, ok := msg.Records[2].Change(); ok {
 		t.Errorf("a read taken as a change: %+v", c)
 	}
-	if c, ok := msg.Records[3].change(); ok {
+	if c, ok := msg.Records[3].Change(); ok {
 		t.Errorf("an undecodable key taken as a change: %+v", c)
 	}
 }
