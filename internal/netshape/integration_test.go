@@ -219,7 +219,9 @@ func TestBandwidth(t *testing.T) {
 	if err := p.Update(Link{}, Link{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, d := exchange(t, c, size); mbps(size, d) < 2*float64(capBps/MB) {
+	// (1.5x the cap: on a busy machine the proxy's own ceiling, measured
+	// above, may itself be near 2x.)
+	if _, d := exchange(t, c, size); mbps(size, d) < 1.5*float64(capBps/MB) {
 		t.Errorf("after Update to unshaped: %.0f MB/s, still capped", mbps(size, d))
 	}
 
