@@ -398,9 +398,17 @@ func (knownSum) BlockSize() int              { return 1 }
 
 // finish sends the body's MAC, once the whole body was sent, and returns
 // the body's CRC32C.
-func (s *streamWriter) finish() (uint32, error) {
+func (s *streamWriter) finish() (uint32, error) { return s.finishDigested(nil) }
+
+// finishDigested is finish, giving digested the body's CRC32C before the
+// MAC goes out: the reader cannot have the whole answer before it is
+// recorded.
+func (s *streamWriter) finishDigested(digested func(uint32)) (uint32, error) {
 	if s.n != s.size {
 		return 0, fmt.Errorf("peer: sent %d bytes of a body of %d", s.n, s.size)
+	}
+	if digested != nil {
+		digested(s.sum.Sum32())
 	}
 	var sum [4]byte
 	_, err := io.WriteString(s.a.w, s.a.auth.bodyMAC(s.mac, s.n, s.sum.Sum(sum[:0])))

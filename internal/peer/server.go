@@ -139,16 +139,16 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	// Not limited (io.LimitReader would hide the body's WriteTo): a body
 	// longer than announced fails the write past the Content-Length.
 	n, err := sw.copyFrom(obj.Body)
-	var crc uint32
 	if err == nil {
-		crc, err = sw.finish() // the body's size checked
+		var digested func(uint32)
+		if !obj.HasCRC32C {
+			digested = obj.Digested
+		}
+		_, err = sw.finishDigested(digested) // the body's size checked
 	}
 	if err == nil {
 		// Out now, in one piece where corked.
 		err = http.NewResponseController(a.w).Flush()
-	}
-	if err == nil && !obj.HasCRC32C && obj.Digested != nil {
-		obj.Digested(crc)
 	}
 	if err != nil {
 		// Headers are out: a short body is the signal, never wrong bytes.
