@@ -118,6 +118,16 @@ type target struct {
 	// onTimed runs once between the warm-up and the timed requests.
 	onTimed func()
 	close   func()
+	// noBody: an answer without a body (store-304), of 0 bytes.
+	noBody bool
+}
+
+// bodySize is the bytes each of t's answers carries for an object of size.
+func (t target) bodySize(size int64) int64 {
+	if t.noBody {
+		return 0
+	}
+	return size
 }
 
 // measure warms t up and times plan.Iterations requests of key.
@@ -134,8 +144,8 @@ func measure(ctx context.Context, t target, key string, size int64, plan Plan) (
 		if err != nil {
 			return d, err
 		}
-		if n != size {
-			return d, fmt.Errorf("read %d bytes, want %d", n, size)
+		if want := t.bodySize(size); n != want {
+			return d, fmt.Errorf("read %d bytes, want %d", n, want)
 		}
 		return d, nil
 	}
@@ -163,7 +173,7 @@ func measure(ctx context.Context, t target, key string, size int64, plan Plan) (
 			break
 		}
 	}
-	res := TargetResult{Name: t.name, Summary: Summarize(samples, size), Warmup: plan.Warmup}
+	res := TargetResult{Name: t.name, Summary: Summarize(samples, t.bodySize(size)), Warmup: plan.Warmup}
 	res.SamplesNS = make([]int64, len(samples))
 	for i, d := range samples {
 		res.SamplesNS[i] = d.Nanoseconds()
@@ -495,6 +505,8 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 	switch name {
 	case TargetStore:
 		t.getter = NewS3Getter(r.storeCore, benchBucket)
+	case TargetStore304:
+		t.getter, t.noBody = &ConditionalGetter{Core: r.storeCore, Bucket: benchBucket}, true
 	case TargetCold:
 		t.getter, t.onTimed = hoardGetter(r.checkedCore, cachelet.LocalMiss)
 		cl := r.checked.Cachelet()

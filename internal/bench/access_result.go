@@ -24,6 +24,7 @@ var (
 // accessLabels name the targets as the papers name access types.
 var accessLabels = map[string]string{
 	TargetStore:      "store (MinIO direct)",
+	TargetStore304:   "store 304 (conditional GET, MinIO direct)",
 	TargetCold:       "LM (cold)",
 	TargetWarm:       "LH (warm, version-check)",
 	TargetWarmLocal:  "LH (warm-local)",
@@ -290,7 +291,7 @@ func uniqueSizes(ss ...*SizeResult) []*SizeResult {
 }
 
 // targetOrder is the order targets appear in plots.
-var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetRedis, TargetTCP, TargetBoto3Warm, TargetBoto3Store}
+var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetRedis, TargetTCP, TargetBoto3Warm, TargetBoto3Store}
 
 // measuredTargets lists the targets measured at some size, in plot order.
 func (r *Report) measuredTargets() []string {

@@ -12,6 +12,7 @@ import (
 // Target names, in the order they are measured and printed.
 const (
 	TargetStore      = "store"
+	TargetStore304   = "store-304"
 	TargetCold       = "cold"
 	TargetWarm       = "warm"
 	TargetWarmLocal  = "warm-local"
@@ -26,7 +27,7 @@ const (
 // AllTargets() returns the Go-measured targets, in the order reports list
 // them (a new slice each call).
 func AllTargets() []string {
-	return []string{TargetStore, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
+	return []string{TargetStore, TargetStore304, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
 }
 
 // TargetDescription says what a target measures ("" for an unknown one).
@@ -34,6 +35,7 @@ func TargetDescription(target string) string { return targetDescriptions[target]
 
 var targetDescriptions = map[string]string{
 	TargetStore:      "MinIO read directly (minio-go Core GetObject)",
+	TargetStore304:   "a conditional GET straight to MinIO (If-None-Match with the object's ETag, answered 304 without a body): the least a read under version-check costs",
 	TargetCold:       "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
 	TargetWarm:       "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
 	TargetWarmLocal:  "hoard local hit, read mode local (second instance; no store round trip)",
@@ -105,6 +107,7 @@ type Ratios struct {
 	WarmRedisP50       *float64 `json:"warm_redis_p50,omitempty"`       // warm p50 / redis p50
 	StoreWarmP50       *float64 `json:"store_warm_p50,omitempty"`       // store p50 / warm p50 ("x faster than store")
 	ColdStoreP50       *float64 `json:"cold_store_p50,omitempty"`       // cold p50 / store p50
+	WarmStore304P50    *float64 `json:"warm_store_304_p50,omitempty"`   // warm p50 / store-304 p50
 	WarmRedisMBps      *float64 `json:"warm_redis_mbps,omitempty"`      // warm MB/s / redis MB/s
 	WarmTCPMBps        *float64 `json:"warm_tcp_mbps,omitempty"`        // warm MB/s / tcp MB/s
 	WarmLocalRedisP50  *float64 `json:"warm_local_redis_p50,omitempty"` // the same four for warm-local
@@ -140,6 +143,7 @@ func (s *SizeResult) ComputeRatios() {
 		WarmRedisP50:       p50(TargetWarm, TargetRedis),
 		StoreWarmP50:       p50(TargetStore, TargetWarm),
 		ColdStoreP50:       p50(TargetCold, TargetStore),
+		WarmStore304P50:    p50(TargetWarm, TargetStore304),
 		WarmRedisMBps:      mbps(TargetWarm, TargetRedis),
 		WarmTCPMBps:        mbps(TargetWarm, TargetTCP),
 		WarmLocalRedisP50:  p50(TargetWarmLocal, TargetRedis),
@@ -183,7 +187,8 @@ func (c Check) Status() string {
 
 // EvaluateChecks sets r.Checks from r.Sizes: warm 4 KiB p50 within 1.5x of
 // Redis and >= 5x faster than the store; warm 256 MiB throughput >= 2x
-// Redis and >= 60% of TCP; cold at most 10% slower than the store (p50) at
+// Redis and >= 60% of TCP; warm 4 KiB p50 within 5% of a conditional GET
+// straight to the store; cold at most 10% slower than the store (p50) at
 // every measured size.
 func (r *Report) EvaluateChecks() {
 	bySize := map[int64]*SizeResult{}
@@ -206,6 +211,8 @@ func (r *Report) EvaluateChecks() {
 			func(x Ratios) (*float64, *float64) { return x.WarmRedisP50, x.WarmLocalRedisP50 }),
 		mk("warm 4 KiB p50 >= 5x faster than MinIO direct (store/warm p50)", kib4, ">= 5.00x", atLeast(5),
 			func(x Ratios) (*float64, *float64) { return x.StoreWarmP50, x.StoreWarmLocalP50 }),
+		mk("warm 4 KiB p50 within 5% of a conditional GET to MinIO (warm/store-304 p50)", kib4, "<= 1.05x", atMost(1.05),
+			func(x Ratios) (*float64, *float64) { return x.WarmStore304P50, nil }),
 		mk("warm 256 MiB throughput >= 2x Redis (warm/redis MB/s)", mib256, ">= 2.00x", atLeast(2),
 			func(x Ratios) (*float64, *float64) { return x.WarmRedisMBps, x.WarmLocalRedisMBps }),
 		mk("warm 256 MiB throughput >= 60% of TCP (warm/tcp MB/s)", mib256, ">= 0.60x", atLeast(0.6),
@@ -255,6 +262,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "warm-local: warm-local/redis p50 %s | store/warm-local p50 %s faster than store | warm-local/redis MB/s %s | warm-local/tcp MB/s %s\n",
 			fmtRatio(x.WarmLocalRedisP50), fmtRatio(x.StoreWarmLocalP50), fmtRatio(x.WarmLocalRedisMBps), fmtRatio(x.WarmLocalTCPMBps))
 		fmt.Fprintf(&b, "cold:       cold/store p50 %s\n", fmtRatio(x.ColdStoreP50))
+		if x.WarmStore304P50 != nil {
+			fmt.Fprintf(&b, "check:      warm/store-304 p50 %s (a version-checked hit against the conditional GET it sends)\n", fmtRatio(x.WarmStore304P50))
+		}
 		if s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil {
 			fmt.Fprintf(&b, "remote:     RH/LH remote-hit/warm p50 %s | remote-hit/warm-local p50 %s | remote-miss/cold p50 %s | remote-miss/store p50 %s\n",
 				fmtRatio(x.RemoteHitWarmP50), fmtRatio(x.RemoteHitWarmLocalP50), fmtRatio(x.RemoteMissColdP50), fmtRatio(x.RemoteMissStoreP50))
