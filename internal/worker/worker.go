@@ -147,68 +147,6 @@ type Result struct {
 	Duration time.Duration
 }
 
-// FunctionError is an invocation's failure as the worker reports it: an
-// exception the handler raised (Type is its class: "ValueError",
-// "SystemExit"), or a handler the worker could not run ("ImportError",
-// "HandlerNotFound", "MalformedHandlerName", "ResultNotSerializable").
-type FunctionError struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Traceback string `json:"traceback,omitempty"`
-}
-
-func (e *FunctionError) Error() string {
-	if e.Message == "" {
-		return e.Type
-	}
-	return e.Type + ": " + e.Message
-}
-
-// TimeoutError is an invocation the worker was killed for: it ran past
-// Timeout, or its context ended (Cause). errors.Is(err, ErrTimeout) holds,
-// and so does errors.Is(err, Cause).
-type TimeoutError struct {
-	// Timeout is the request's time limit; 0 when none was set.
-	Timeout time.Duration
-	// Cause is the context's error when the context ended the invocation.
-	Cause error
-	// Log is the invocation's log up to the kill.
-	Log string
-}
-
-func (e *TimeoutError) Error() string {
-	if e.Cause != nil {
-		return fmt.Sprintf("worker: invocation stopped: %v; worker killed", e.Cause)
-	}
-	return fmt.Sprintf("worker: invocation timed out after %v; worker killed", e.Timeout)
-}
-
-// Unwrap gives ErrTimeout and the context's error.
-func (e *TimeoutError) Unwrap() []error {
-	if e.Cause != nil {
-		return []error{ErrTimeout, e.Cause}
-	}
-	return []error{ErrTimeout}
-}
-
-// CrashError is a worker that died mid-invocation (an OOM kill, a
-// segfault, os._exit in the function).
-type CrashError struct {
-	// Signal killed the worker; 0 when it exited.
-	Signal syscall.Signal
-	// ExitCode is its exit status; -1 when a signal killed it.
-	ExitCode int
-	// Log is the invocation's whole log.
-	Log string
-}
-
-func (e *CrashError) Error() string {
-	if e.Signal != 0 {
-		return fmt.Sprintf("worker: died mid-invocation: killed by signal %d (%v)", int(e.Signal), e.Signal)
-	}
-	return fmt.Sprintf("worker: died mid-invocation: exit status %d", e.ExitCode)
-}
-
 // Streams, as indexes.
 const (
 	stdout = iota
@@ -225,32 +163,6 @@ type message struct {
 	Result     json.RawMessage `json:"result"`
 	Error      *FunctionError  `json:"error"`
 	DurationMS float64         `json:"duration_ms"`
-}
-
-// logBuf collects a log up to max bytes, counting the rest.
-type logBuf struct {
-	b       []byte
-	max     int
-	dropped int64
-}
-
-func (l *logBuf) write(p []byte) {
-	if room := l.max - len(l.b); room < len(p) {
-		l.dropped += int64(len(p) - max(room, 0))
-		p = p[:max(room, 0)]
-	}
-	l.b = append(l.b, p...)
-}
-
-func (l *logBuf) String() string {
-	if l.dropped == 0 {
-		return string(l.b)
-	}
-	sep := ""
-	if len(l.b) > 0 && l.b[len(l.b)-1] != '\n' {
-		sep = "\n"
-	}
-	return fmt.Sprintf("%s%s[hoard: log truncated at %d bytes; %d bytes dropped]\n", l.b, sep, l.max, l.dropped)
 }
 
 // invocation is the one in flight, shared with the reading goroutines.
@@ -784,89 +696,5 @@ func (w *Worker) note(s string) {
 func (w *Worker) noteLocked(s string) {
 	if w.cfg.Log != nil {
 		_, _ = io.WriteString(w.cfg.Log, "[hoard worker] "+s+"\n")
-	}
-}
-
-// readLog reads one of the worker's output streams, strips the markers
-// (and the empty line the worker writes before each to end a partial
-// line), and hands the rest to emit.
-func (w *Worker) readLog(f *os.File, stream int) {
-	defer w.readers.Done()
-	r := bufio.NewReaderSize(f, 64<<10)
-	atStart := true    // the next fragment starts a line
-	heldEmpty := false // an empty line, kept until we know it is not a marker's
-	for {
-		frag, err := r.ReadSlice('\n')
-		if len(frag) > 0 {
-			complete := frag[len(frag)-1] == '\n'
-			switch {
-			case atStart && complete && bytes.HasPrefix(frag, w.marker):
-				heldEmpty = false
-				w.marked(stream, frag[len(w.marker):len(frag)-1])
-				continue
-			case atStart && len(frag) == 1 && frag[0] == '\n':
-				if heldEmpty {
-					w.emit(frag)
-				}
-				heldEmpty = true
-				continue
-			}
-			if heldEmpty {
-				w.emit([]byte{'\n'})
-				heldEmpty = false
-			}
-			w.emit(frag)
-			atStart = complete
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			break
-		}
-	}
-	if heldEmpty {
-		w.emit([]byte{'\n'})
-	}
-	w.mu.Lock()
-	w.ended[stream] = true
-	w.checkLogDone()
-	w.mu.Unlock()
-}
-
-// emit adds output to the Log and to the invocation in flight (or the
-// start-up).
-func (w *Worker) emit(p []byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cfg.Log != nil {
-		_, _ = w.cfg.Log.Write(p)
-	}
-	if w.cur != nil {
-		w.cur.log.write(p)
-	}
-}
-
-// marked notes a stream's end-of-invocation marker for request hexID.
-func (w *Worker) marked(stream int, hexID []byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if inv := w.cur; inv != nil && string(hexID) == inv.idHex {
-		inv.marked[stream] = true
-		w.checkLogDone()
-	}
-}
-
-// checkLogDone closes the invocation's logDone once neither stream can
-// add to its log. w.mu is held.
-func (w *Worker) checkLogDone() {
-	inv := w.cur
-	if inv == nil {
-		return
-	}
-	select {
-	case <-inv.logDone:
-		return
-	default:
-	}
-	if (inv.marked[stdout] || w.ended[stdout]) && (inv.marked[stderr] || w.ended[stderr]) {
-		close(inv.logDone)
 	}
 }
