@@ -515,7 +515,11 @@ func (c *Cachelet) takeOverAfter(minAbsent time.Duration) {
 	}
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
-	var recs []keptRecord
+	type taken struct {
+		keptRecord
+		settled func() // its in-flight mark's end (deliveringLocked)
+	}
+	var recs []taken
 	b.mu.Lock()
 	for owner, incs := range b.held {
 		var newest uint64
@@ -541,7 +545,11 @@ func (c *Cachelet) takeOverAfter(minAbsent time.Duration) {
 			}
 			if set.taken {
 				for s, r := range set.recs {
-					recs = append(recs, r)
+					// In flight before it leaves held, under one
+					// lock: readers asking for its key find it all
+					// along (PeerBackupFind).
+					k := cache.Key{Bucket: r.rec.Bucket, Object: r.rec.Key}
+					recs = append(recs, taken{r, b.deliveringLocked(k, r)})
 					delete(set.recs, s)
 				}
 			}
@@ -570,10 +578,11 @@ func (c *Cachelet) takeOverAfter(minAbsent time.Duration) {
 		if newest[k] != i {
 			c.logDone(r.id)
 			b.m.delivered.WithLabelValues("replaced").Inc()
+			r.settled() // the key's newest stays in flight
 			continue
 		}
 		b.m.takenOver.Inc()
-		c.deliverBackup(k, r)
+		c.deliverBackupMarked(k, r.keptRecord, r.settled)
 	}
 }
 
@@ -599,11 +608,17 @@ func newerRecord(x, y peer.BackupRecord) bool {
 // it is settled), else without a cached copy, and once the store has it
 // the other members drop their copies of the key.
 func (c *Cachelet) deliverBackup(k cache.Key, r keptRecord) {
-	w := writeback.Write{Bucket: k.Bucket, Key: k.Object, Data: r.data, Opts: r.rec.Opts}
 	var settled func()
 	if c.bk != nil {
 		settled = c.bk.delivering(k, r)
 	}
+	c.deliverBackupMarked(k, r, settled)
+}
+
+// deliverBackupMarked is deliverBackup for a record already marked in
+// flight (settled ends the mark; nil without backups).
+func (c *Cachelet) deliverBackupMarked(k cache.Key, r keptRecord, settled func()) {
+	w := writeback.Write{Bucket: k.Bucket, Key: k.Object, Data: r.data, Opts: r.rec.Opts}
 	count := func(err error) {
 		if c.bk == nil {
 			return

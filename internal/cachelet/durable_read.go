@@ -195,6 +195,14 @@ func (c *Cachelet) PeerBackupFind(_ context.Context, bucket, key string) (*peer.
 func (b *backups) delivering(k cache.Key, r keptRecord) func() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.deliveringLocked(k, r)
+}
+
+// deliveringLocked is delivering with b.mu held: a takeover moves a
+// record from held to in flight in one step, so that no reader asking
+// for its key in between finds it in neither and trusts the store,
+// which does not have it yet.
+func (b *backups) deliveringLocked(k cache.Key, r keptRecord) func() {
 	m := b.inFlight[k]
 	if m == nil {
 		m = map[uint64]keptRecord{}

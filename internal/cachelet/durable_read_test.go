@@ -206,3 +206,53 @@ func BenchmarkReplicatedReadOwnerUp(b *testing.B) {
 		})
 	}
 }
+
+// A takeover moves each record from the backup's kept records to its
+// deliveries without a moment in which a reader asking for its key finds
+// neither (and so trusts the store, which does not have it yet): the
+// last record of many, which the takeover reaches last, is answered all
+// along.
+func TestTakeoverNeverHidesARecord(t *testing.T) {
+	const keys = 200
+	_, ms := newBackupGroup(t, 3, BackupConfig{})
+	a, b := ms[0], ms[1]
+	a.st.down.Store(true) // the owner's writes stay queued, kept by b
+	last := ""
+	for i := range keys {
+		last = fmt.Sprintf("k%03d", i)
+		if err := putThrough(t, a.c, last, object(last, 1, 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec, _, err := b.c.PeerBackupFind(t.Context(), testBucket, last); err != nil || rec == nil {
+		t.Fatalf("before the takeover the backup answers %v, %v for %s", rec, err, last)
+	}
+	a.srv.Close()
+	b.st.down.Store(true) // the backup's deliveries stay queued
+	b.router.gone("m0")
+
+	stop := make(chan struct{})
+	misses := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { misses <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if rec, _, err := b.c.PeerBackupFind(t.Context(), testBucket, last); err != nil || rec == nil {
+				n++
+			}
+		}
+	}()
+	b.c.takeOver()
+	close(stop)
+	if n := <-misses; n != 0 {
+		t.Fatalf("during the takeover %d answers for %s found no record; the store does not have it", n, last)
+	}
+	if got := toFloat64(b.c.bk.m.takenOver); got != keys {
+		t.Fatalf("records taken over: %v, want %d", got, keys)
+	}
+}
