@@ -81,6 +81,39 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// Sweep is cache.sweep: a positive duration, or off (also 0). The zero
+// value, the field left out, is the cachelet's default (OFC's 300s).
+type Sweep struct {
+	Off   bool
+	Every Duration
+}
+
+// UnmarshalYAML reads a duration or off.
+func (s *Sweep) UnmarshalYAML(n *yaml.Node) error {
+	v := strings.ToLower(strings.TrimSpace(n.Value))
+	if n.Kind == yaml.ScalarNode && (v == "off" || v == "false" || v == "0" || v == "0s") {
+		*s = Sweep{Off: true}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if n.Kind != yaml.ScalarNode || err != nil || d <= 0 {
+		return fmt.Errorf("line %d: cache.sweep: bad value %q (want a duration such as 300s, or off)", n.Line, n.Value)
+	}
+	*s = Sweep{Every: Duration(d)}
+	return nil
+}
+
+// MarshalYAML writes off or the duration.
+func (s Sweep) MarshalYAML() (any, error) {
+	if s.Off {
+		return "off", nil
+	}
+	return time.Duration(s.Every).String(), nil
+}
+
+// IsZero reports the default (the field left out).
+func (s Sweep) IsZero() bool { return s == Sweep{} }
+
 // Spec is one application.
 type Spec struct {
 	// Name names the application: its ring, its instances, its URLs.
@@ -203,11 +236,13 @@ type CacheSpec struct {
 	// (down, hung, past its deadline), marked x-hoard-stale, instead of
 	// answering 503. Default false.
 	ServeStaleIfError bool `yaml:"serve_stale_if_error,omitempty"`
-	// Sweep, when set, sweeps each cachelet's memory that often (OFC:
-	// 300s): objects read fewer than SweepMinReads times (default 5), or
-	// not read for SweepIdle (default 30m), are dropped, to the node's disk
-	// tier when there is one. Default: no sweep.
-	Sweep         Duration `yaml:"sweep,omitempty"`
+	// Sweep is how often each cachelet's memory is swept (default OFC's
+	// 300s; off, or 0, for none): objects read fewer than SweepMinReads
+	// times (default 5), or not read for SweepIdle (default 30m), are
+	// dropped, to the node's disk tier when there is one. Objects
+	// pre-warmed, written or migrated in face the count a whole interval
+	// after their first read (until then, only the idle rule).
+	Sweep         Sweep    `yaml:"sweep,omitempty"`
 	SweepMinReads int      `yaml:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `yaml:"sweep_idle,omitempty"`
 	// DiskBudget caps the application's disk tier on each node below the
@@ -346,7 +381,7 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Budget:      int64(c.Budget),
 
 		ServeStaleIfError: c.ServeStaleIfError,
-		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
+		SweepOff:          c.Sweep.Off, SweepInterval: cacheconfig.Duration(c.Sweep.Every), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
 		Erasure:      c.Erasure.settings(),
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),

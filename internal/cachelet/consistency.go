@@ -210,8 +210,8 @@ func (c *Cachelet) writeEntry(k cache.Key, data []byte, etag string, opts store.
 // replaceCopy puts e, a write's entry, in place of k's cached copy.
 func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 	c.Invalidate(k.Bucket, k.Object) // dooms reads that may predate this write
-	if c.cache.Reserve(e.Info().Size) {
-		c.cache.Add(e)
+	if c.cache.Reserve(e.Info().Size) && c.cache.Add(e) {
+		c.cache.MarkUnread(k, e) // written, not read: the sweep counts from its first read (sweep.go)
 	}
 }
 
