@@ -61,8 +61,8 @@ type migrateFlags struct {
 func (m *migrateFlags) register(fs *flag.FlagSet, def cacheconfig.Migrate) {
 	m.maxBytes = byteSize(def.MaxBytes)
 	fs.BoolVar(&m.on, "migrate", !def.Off, "with an application: offer hot objects to their owner when the ring changes or the budget shrinks, instead of dropping them; false: none offered, offers refused")
-	fs.IntVar(&m.hotReads, "migrate-hot-reads", def.HotReads, "with --migrate: the fewest reads that make an object hot (default: --sweep-min-reads when sweeping, else 5)")
-	fs.DurationVar(&m.hotIdle, "migrate-hot-idle", def.HotIdle.D(), "with --migrate: a hot object was read within this (default: --sweep-idle when sweeping, else 30m)")
+	fs.IntVar(&m.hotReads, "migrate-hot-reads", def.HotReads, "with --migrate: the fewest reads that make an object hot (default: --sweep-min-reads, 5)")
+	fs.DurationVar(&m.hotIdle, "migrate-hot-idle", def.HotIdle.D(), "with --migrate: a hot object was read within this (default: --sweep-idle, 30m)")
 	fs.IntVar(&m.maxObj, "migrate-max-objects", def.MaxObjects, "with --migrate: the most objects one migration offers, hottest first (default 64)")
 	fs.Var(&m.maxBytes, "migrate-max-bytes", "with --migrate: the most bytes one migration offers; a shrink holds them beyond the budget until offered (default 64MiB)")
 	fs.DurationVar(&m.timeout, "migrate-timeout", def.Timeout.D(), "with --migrate: the deadline of each offer to a peer (default 2s)")
