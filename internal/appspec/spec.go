@@ -81,39 +81,6 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// Sweep is cache.sweep: a positive duration, or off (also 0). The zero
-// value, the field left out, is the cachelet's default (OFC's 300s).
-type Sweep struct {
-	Off   bool
-	Every Duration
-}
-
-// UnmarshalYAML reads a duration or off.
-func (s *Sweep) UnmarshalYAML(n *yaml.Node) error {
-	v := strings.ToLower(strings.TrimSpace(n.Value))
-	if n.Kind == yaml.ScalarNode && (v == "off" || v == "false" || v == "0" || v == "0s") {
-		*s = Sweep{Off: true}
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	if n.Kind != yaml.ScalarNode || err != nil || d <= 0 {
-		return fmt.Errorf("line %d: cache.sweep: bad value %q (want a duration such as 300s, or off)", n.Line, n.Value)
-	}
-	*s = Sweep{Every: Duration(d)}
-	return nil
-}
-
-// MarshalYAML writes off or the duration.
-func (s Sweep) MarshalYAML() (any, error) {
-	if s.Off {
-		return "off", nil
-	}
-	return time.Duration(s.Every).String(), nil
-}
-
-// IsZero reports the default (the field left out).
-func (s Sweep) IsZero() bool { return s == Sweep{} }
-
 // Spec is one application.
 type Spec struct {
 	// Name names the application: its ring, its instances, its URLs.
@@ -236,12 +203,9 @@ type CacheSpec struct {
 	// (down, hung, past its deadline), marked x-hoard-stale, instead of
 	// answering 503. Default false.
 	ServeStaleIfError bool `yaml:"serve_stale_if_error,omitempty"`
-	// Sweep is how often each cachelet's memory is swept (default OFC's
-	// 300s; off, or 0, for none): objects read fewer than SweepMinReads
-	// times (default 5), or not read for SweepIdle (default 30m), are
-	// dropped, to the node's disk tier when there is one. Objects
-	// pre-warmed, written or migrated in face the count a whole interval
-	// after their first read (until then, only the idle rule).
+	// Sweep: how often each cachelet's memory is swept (Sweep, ADR 36;
+	// default 300s): objects read fewer than SweepMinReads times (5), or
+	// not for SweepIdle (30m), leave memory for the node's disk tier.
 	Sweep         Sweep    `yaml:"sweep,omitempty"`
 	SweepMinReads int      `yaml:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `yaml:"sweep_idle,omitempty"`
