@@ -42,7 +42,8 @@ type cacheFlags struct {
 	eviction          string
 	ttl               time.Duration
 	consistency       string
-	sweep, sweepIdle  time.Duration
+	sweep             sweepFlag
+	sweepIdle         time.Duration
 	sweepMinReads     int
 	finalOutputs      string
 	memoryOverhead    int64 // not a flag: from a configuration document
@@ -60,8 +61,8 @@ type migrateFlags struct {
 func (m *migrateFlags) register(fs *flag.FlagSet, def cacheconfig.Migrate) {
 	m.maxBytes = byteSize(def.MaxBytes)
 	fs.BoolVar(&m.on, "migrate", !def.Off, "with an application: offer hot objects to their owner when the ring changes or the budget shrinks, instead of dropping them; false: none offered, offers refused")
-	fs.IntVar(&m.hotReads, "migrate-hot-reads", def.HotReads, "with --migrate: the fewest reads that make an object hot (default: --sweep-min-reads when sweeping, else 5)")
-	fs.DurationVar(&m.hotIdle, "migrate-hot-idle", def.HotIdle.D(), "with --migrate: a hot object was read within this (default: --sweep-idle when sweeping, else 30m)")
+	fs.IntVar(&m.hotReads, "migrate-hot-reads", def.HotReads, "with --migrate: the fewest reads that make an object hot (default: --sweep-min-reads, 5)")
+	fs.DurationVar(&m.hotIdle, "migrate-hot-idle", def.HotIdle.D(), "with --migrate: a hot object was read within this (default: --sweep-idle, 30m)")
 	fs.IntVar(&m.maxObj, "migrate-max-objects", def.MaxObjects, "with --migrate: the most objects one migration offers, hottest first (default 64)")
 	fs.Var(&m.maxBytes, "migrate-max-bytes", "with --migrate: the most bytes one migration offers; a shrink holds them beyond the budget until offered (default 64MiB)")
 	fs.DurationVar(&m.timeout, "migrate-timeout", def.Timeout.D(), "with --migrate: the deadline of each offer to a peer (default 2s)")
@@ -73,6 +74,39 @@ func (m *migrateFlags) settings() cacheconfig.Migrate {
 	}
 	return cacheconfig.Migrate{HotReads: m.hotReads, HotIdle: cacheconfig.Duration(m.hotIdle),
 		MaxObjects: m.maxObj, MaxBytes: int64(m.maxBytes), Timeout: cacheconfig.Duration(m.timeout)}
+}
+
+// sweepFlag is --sweep: how often memory is swept, or off.
+type sweepFlag struct {
+	off   bool
+	every time.Duration // 0: OFC's
+}
+
+func (f *sweepFlag) String() string {
+	switch {
+	case f == nil:
+		return ""
+	case f.off:
+		return "off"
+	case f.every == 0:
+		return cacheconfig.OFCSweepInterval.String()
+	}
+	return f.every.String()
+}
+
+// Set takes a positive duration, or off (also 0).
+func (f *sweepFlag) Set(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "off", "0", "0s":
+		f.off, f.every = true, 0
+		return nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%q: want a positive duration such as 300s, or off", s)
+	}
+	f.off, f.every = false, d
+	return nil
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) { c.registerWith(fs, cacheconfig.Settings{}) }
@@ -95,9 +129,10 @@ func (c *cacheFlags) registerWith(fs *flag.FlagSet, def cacheconfig.Settings) {
 	fs.StringVar(&c.eviction, "eviction", eviction, "eviction policy: owner-lru, size-aware, ttl, gdsf, s3-fifo or w-tinylfu")
 	fs.DurationVar(&c.ttl, "ttl", def.TTL.D(), "with --eviction ttl: how long an object stays cached")
 	fs.StringVar(&c.consistency, "consistency", def.Consistency, "write/read setting: strong (default), owner, owner-async, owner-local-read, local, local-async")
-	fs.DurationVar(&c.sweep, "sweep", def.SweepInterval.D(), "sweep memory this often (OFC: 300s): objects read fewer than --sweep-min-reads times, or not for --sweep-idle, are dropped (to the disk tier when there is one); default: no sweep")
-	fs.IntVar(&c.sweepMinReads, "sweep-min-reads", def.SweepMinReads, "with --sweep: the fewest reads that keep an object (default 5)")
-	fs.DurationVar(&c.sweepIdle, "sweep-idle", def.SweepIdle.D(), "with --sweep: how long an unread object stays (default 30m)")
+	c.sweep = sweepFlag{off: def.SweepOff, every: def.SweepInterval.D()}
+	fs.Var(&c.sweep, "sweep", "sweep memory this often (OFC's 300s), or off (also 0): objects read fewer than --sweep-min-reads times, or not for --sweep-idle, are dropped (to the disk tier when there is one); pre-warmed and written objects face the count a whole interval after their first read")
+	fs.IntVar(&c.sweepMinReads, "sweep-min-reads", def.SweepMinReads, "the sweep's fewest reads that keep an object (default 5)")
+	fs.DurationVar(&c.sweepIdle, "sweep-idle", def.SweepIdle.D(), "the sweep's longest time without a read (default 30m)")
 	c.migrate.register(fs, def.Migrate)
 	fs.StringVar(&c.finalOutputs, "final-outputs", def.FinalOutputs, "where final outputs land (written, never read by the application's functions), as bucket/prefix,...: writes there leave memory once the store has them")
 }
@@ -110,7 +145,7 @@ func (c *cacheFlags) settings() (cacheconfig.Settings, error) {
 		Budget: int64(c.budget), MaxObjectSize: int64(c.maxObject),
 		NoWriteCache: c.noWriteCache, MemoryLimitOverhead: c.memoryOverhead,
 		ServeStaleIfError: c.serveStale,
-		SweepInterval:     cacheconfig.Duration(c.sweep), SweepMinReads: c.sweepMinReads, SweepIdle: cacheconfig.Duration(c.sweepIdle),
+		SweepOff:          c.sweep.off, SweepInterval: cacheconfig.Duration(c.sweep.every), SweepMinReads: c.sweepMinReads, SweepIdle: cacheconfig.Duration(c.sweepIdle),
 		FinalOutputs: c.finalOutputs,
 		Migrate:      c.migrate.settings(),
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
 	"github.com/hoard-io/hoard/internal/sim"
 )
@@ -81,6 +82,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.DurationVar(&lease, "lease", sim.DefaultLease, "with --erasure: how long a departed instance goes unnoticed (the membership lease)")
 	fs.StringVar(&rebuildRate, "rebuild-rate", "64MiB", "with --erasure: the bytes a second one instance sends as it rebuilds shards (the cachelet's rebuild_rate)")
 	fs.StringVar(&access, "access-model", "", "each read's modelled time by outcome, for the time saved against the store: local=LAT+RATE,remote=LAT+RATE,store=LAT+RATE (default "+sim.DefaultAccessModel.String()+")")
+	sweep := sweepFlag{off: true}
+	fs.Var(&sweep, "sweep", "sweep every cache this often with OFC's rule (a cachelet's default: 300s), or off; off by default here, as the reproduced figures (Faa$T Fig. 11) had no sweep")
+	sweepReads := fs.Int("sweep-min-reads", cacheconfig.OFCSweepMinReads, "with --sweep: the fewest reads that keep an object")
+	sweepIdle := fs.Duration("sweep-idle", cacheconfig.OFCSweepIdle, "with --sweep: the longest time without a read")
+	fs.BoolVar(&o.cfg.SweepFromAdmission, "sweep-from-admission", false, "with --sweep: count every object's reads from its admission, pre-warmed and written ones too (as before they were spared until their first read), for comparison")
+	fs.DurationVar(&o.cfg.HeldEvery, "held-every", time.Minute, "sample the bytes the caches hold this often, for their mean (0: not sampled)")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replay the cache configurations on this many cores (each event is read once)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for standard output, instead of the table)")
 	if err := fs.Parse(args); err != nil {
@@ -159,6 +166,13 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if o.cfg.PreWarm {
 		o.cfg.Lifecycle = true
+	}
+	if !sweep.off {
+		every := sweep.every
+		if every == 0 {
+			every = cacheconfig.OFCSweepInterval
+		}
+		o.cfg.Sweep = &cache.SweepRule{MinReads: *sweepReads, Idle: *sweepIdle, MinAge: every}
 	}
 	if o.cfg.Scale && o.cfg.VoteInterval == 0 {
 		o.cfg.VoteInterval = 5 * time.Second

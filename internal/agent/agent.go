@@ -179,7 +179,11 @@ type Agent struct {
 	mu        sync.Mutex
 	instances map[string]*Instance
 	closed    bool
-	uids      map[int]bool // the jail uids in use
+	closing   chan struct{} // closed by Close (closingCh), made on first use
+	// drainRetry bounds the retries of a failed drain (durable.go);
+	// zero: defaultDrainRetry.
+	drainRetry drainRetry
+	uids       map[int]bool // the jail uids in use
 	// diskGroups are the applications' disk tier groups (disk.go),
 	// guarded by diskMu.
 	diskMu     sync.Mutex
@@ -398,10 +402,31 @@ func (a *Agent) forget(id string) {
 	a.mu.Unlock()
 }
 
+// closingCh is closed once Close was called.
+func (a *Agent) closingCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing == nil {
+		a.closing = make(chan struct{})
+		if a.closed {
+			close(a.closing)
+		}
+	}
+	return a.closing
+}
+
 // Close unloads every instance.
 func (a *Agent) Close() {
 	a.mu.Lock()
 	a.closed = true
+	if a.closing == nil {
+		a.closing = make(chan struct{})
+	}
+	select {
+	case <-a.closing:
+	default:
+		close(a.closing)
+	}
 	list := make([]*Instance, 0, len(a.instances))
 	for _, in := range a.instances {
 		list = append(list, in)

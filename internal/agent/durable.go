@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/cacheconfig"
@@ -34,9 +35,15 @@ import (
 //     log (drain.go: `hoard serve --document` with DrainLog, in the
 //     instance's sandbox, as the cachelet's uid, with the application's
 //     store identity), which delivers its writes, guarded, and exits;
-//     an emptied log is removed. A log the drain could not empty (the
-//     store did not answer in time) stays for the next instance. While
-//     the drain holds the log's lock no instance adopts it.
+//     an emptied log is removed. A drain that fails (the store did not
+//     answer within its 2 minutes, the process failed) is run again
+//     after a backoff (10 s, doubling up to 1 min; at most 5 attempts in
+//     all, none starting more than 5 min after the first failure;
+//     drainRetry), counted in hoard_agent_log_drains_total and logged.
+//     The retries stop when an instance of the application adopts the
+//     log meanwhile (it delivers the writes then) and when the agent
+//     shuts down. A log still not emptied stays for the next instance.
+//     While a drain runs no instance adopts its log.
 //   - Deleting an application unloads its instances, which remove their
 //     logs; a log left as above stays until an instance of the
 //     application starts on the node again, with the disk tier's
@@ -77,7 +84,7 @@ func (in *Instance) adoptLog(diskDir string, uid int) error {
 	defer a.diskMu.Unlock()
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || id == in.req.ID || !idRE.MatchString(id) || a.liveInstance(id) {
+		if !e.IsDir() || id == in.req.ID || !idRE.MatchString(id) || a.liveInstance(id) || a.drainingLog(id) {
 			continue
 		}
 		old := filepath.Join(dir, id)
@@ -100,9 +107,10 @@ func (in *Instance) adoptLog(diskDir string, uid int) error {
 
 // settleLog, once the instance's cachelet is gone, removes its log when
 // it exited cleanly (every logged write delivered); else, under
-// durable_writes on, has the log drained now (drain.go) and removes it
-// once empty. A log the drain could not empty stays for the next
-// instance of the application on the node to adopt.
+// durable_writes on, has the log drained now (drain.go; retried within
+// drainRetry's bounds) and removes it once empty. A log the drains could
+// not empty stays for the next instance of the application on the node
+// to adopt.
 func (in *Instance) settleLog() {
 	if in.disk == nil || !in.durable() || in.cachelet == nil || in.cachelet.ProcessState == nil {
 		return
@@ -112,13 +120,98 @@ func (in *Instance) settleLog() {
 		if in.spec.Cache.Settings().DurableWrites != cacheconfig.DurableLog || !hasRecords(dir) {
 			return
 		}
-		if err := in.drainLog(); err != nil {
-			in.agent.log.Warn("durable log of a dead instance not drained: the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "err", err)
+		if !in.drainRetrying(dir) {
 			return
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		in.agent.log.Warn("removing a durable log", "instance", in.req.ID, "err", err)
+	}
+}
+
+// drainRetry bounds the retries of a failed drain (settleLog): attempts
+// in all, the first included; the wait before the next, first and
+// doubling up to most; no attempt starts more than within after the
+// first failure.
+type drainRetry struct {
+	attempts    int
+	first, most time.Duration
+	within      time.Duration
+}
+
+var defaultDrainRetry = drainRetry{attempts: 5, first: 10 * time.Second, most: time.Minute, within: 5 * time.Minute}
+
+// drainRetrying drains the log at dir (drainLog), again after a backoff
+// while it fails, within drainRetry's bounds, and reports whether it was
+// drained. It stops early when an instance of the application adopted
+// the log (dir is gone: adoptLog renamed it) or the agent shuts down.
+func (in *Instance) drainRetrying(dir string) bool {
+	a := in.agent
+	p := a.drainRetry
+	if p.attempts == 0 {
+		p = defaultDrainRetry
+	}
+	var failed time.Time
+	wait := p.first
+	for attempt := 1; ; attempt++ {
+		if !in.claimLog(dir) {
+			a.countDrain("adopted")
+			a.log.Info("durable log of a dead instance adopted by a new instance before its drain was retried: the new one delivers its writes", "instance", in.req.ID, "app", in.spec.Name, "attempts", attempt-1)
+			return false
+		}
+		err := in.drainLog()
+		in.drainingLog.Store(false)
+		if err == nil {
+			a.countDrain("ok")
+			return true
+		}
+		a.countDrain("failed")
+		if failed.IsZero() {
+			failed = time.Now()
+		}
+		if attempt >= p.attempts || time.Since(failed)+wait > p.within {
+			a.log.Warn("durable log of a dead instance not drained: the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "attempts", attempt, "err", err)
+			return false
+		}
+		a.log.Warn("durable log drain failed: retrying", "instance", in.req.ID, "app", in.spec.Name, "attempt", attempt, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-a.closingCh():
+			t.Stop()
+			a.log.Warn("durable log of a dead instance not drained: the agent is shutting down; the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "attempts", attempt)
+			return false
+		}
+		wait = min(2*wait, p.most)
+	}
+}
+
+// claimLog marks the log at dir as being drained, so that no instance
+// adopts it meanwhile (adoptLog), and reports false when it is gone
+// (adopted already).
+func (in *Instance) claimLog(dir string) bool {
+	a := in.agent
+	a.diskMu.Lock()
+	defer a.diskMu.Unlock()
+	if _, err := os.Lstat(dir); err != nil {
+		return false
+	}
+	in.drainingLog.Store(true)
+	return true
+}
+
+// drainingLog reports whether a drain of the log of instance id runs.
+func (a *Agent) drainingLog(id string) bool {
+	a.mu.Lock()
+	in := a.instances[id]
+	a.mu.Unlock()
+	return in != nil && in.drainingLog.Load()
+}
+
+// countDrain counts a drain attempt's result.
+func (a *Agent) countDrain(result string) {
+	if a.m != nil {
+		a.m.drains.WithLabelValues(result).Inc()
 	}
 }
 

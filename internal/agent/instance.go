@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +56,10 @@ type Instance struct {
 	// as it starts). Guarded by invokeMu.
 	noCache bool
 	sz      sizing // guarded by invokeMu
+
+	// drainingLog: a drain of its dead cachelet's durable log runs
+	// (durable.go); set under the agent's diskMu.
+	drainingLog atomic.Bool
 
 	mu          sync.Mutex
 	state       string

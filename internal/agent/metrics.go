@@ -16,6 +16,8 @@ type metrics struct {
 	// resizeSeconds: the time of a resize before an invocation (the
 	// function's cgroup and the cache's budget).
 	resizeSeconds prometheus.Histogram
+	// drains: attempts to drain a dead instance's durable log (durable.go).
+	drains *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,9 +54,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hoard_agent_resize_seconds", Help: "Time to resize a function's cgroup and its instance's cache budget before an invocation, when they changed.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 		}),
+		drains: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_agent_log_drains_total", Help: "Drains of a dead instance's durable log (durable_writes: on), by result: ok, failed (retried within bounds), adopted (a new instance took the log over before a retry).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.resizeSeconds, m.slackSize)
+		reg.MustRegister(m.resizeSeconds, m.slackSize, m.drains)
 		reg.MustRegister(m.starts, m.startSeconds, m.failures, m.sized, m.cacheGiven, m.slackRaises, m.slackFree, m.oomRetries)
 	}
 	return m

@@ -203,11 +203,10 @@ type CacheSpec struct {
 	// (down, hung, past its deadline), marked x-hoard-stale, instead of
 	// answering 503. Default false.
 	ServeStaleIfError bool `yaml:"serve_stale_if_error,omitempty"`
-	// Sweep, when set, sweeps each cachelet's memory that often (OFC:
-	// 300s): objects read fewer than SweepMinReads times (default 5), or
-	// not read for SweepIdle (default 30m), are dropped, to the node's disk
-	// tier when there is one. Default: no sweep.
-	Sweep         Duration `yaml:"sweep,omitempty"`
+	// Sweep: how often each cachelet's memory is swept (Sweep, ADR 36;
+	// default 300s): objects read fewer than SweepMinReads times (5), or
+	// not for SweepIdle (30m), leave memory for the node's disk tier.
+	Sweep         Sweep    `yaml:"sweep,omitempty"`
 	SweepMinReads int      `yaml:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `yaml:"sweep_idle,omitempty"`
 	// DiskBudget caps the application's disk tier on each node below the
@@ -346,7 +345,7 @@ func (c CacheSpec) Settings() cacheconfig.Settings {
 		Budget:      int64(c.Budget),
 
 		ServeStaleIfError: c.ServeStaleIfError,
-		SweepInterval:     cacheconfig.Duration(c.Sweep), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
+		SweepOff:          c.Sweep.Off, SweepInterval: cacheconfig.Duration(c.Sweep.Every), SweepMinReads: c.SweepMinReads, SweepIdle: cacheconfig.Duration(c.SweepIdle),
 		Erasure:      c.Erasure.settings(),
 		Migrate:      c.Migrate.settings(),
 		FinalOutputs: cacheconfig.JoinLocations(c.finalOutputs()),

@@ -92,7 +92,8 @@ func TestParseRejects(t *testing.T) {
 		"bad consistency":    {base + "cache: {consistency: maybe}\n", "consistency"},
 		"ttl needs ttl":      {base + "cache: {eviction: ttl}\n", "ttl"},
 		"ttl on lru":         {base + "cache: {ttl: 1m}\n", "ttl"},
-		"sweep reads alone":  {base + "cache: {sweep_min_reads: 3}\n", "sweep_interval"},
+		"sweep off, reads":   {base + "cache: {sweep: off, sweep_min_reads: 3}\n", "sweep is off"},
+		"sweep sometimes":    {base + "cache: {sweep: sometimes}\n", "cache.sweep"},
 		"final not a bucket": {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: xyz}]}\n", "read-write buckets"},
 		"final read-only":    {base + "buckets: {abc: read-only}\ncache: {final_outputs: [{bucket: abc}]}\n", "read-write buckets"},
 		"final comma":        {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: abc, prefix: 'a,b'}]}\n", "','"},
@@ -100,7 +101,7 @@ func TestParseRejects(t *testing.T) {
 			"triggers: [{object: {bucket: abc, prefix: out/thumbs/}, function: f}]\n", "object trigger"},
 		"final intermediate": {base + "buckets: {abc: read-write}\ncache: {final_outputs: [{bucket: abc}]}\n" +
 			"pipelines: {p: {intermediate: {bucket: abc, prefix: tmp/}, stages: [{name: a, function: f}]}}\n", "intermediate"},
-		"negative sweep":    {base + "cache: {sweep: -1s}\n", "bad duration"},
+		"negative sweep":    {base + "cache: {sweep: -1s}\n", "want a duration such as 300s, or off"},
 		"disk both":         {base + "cache: {no_disk: true, disk_budget: 1GiB}\n", "no_disk"},
 		"trigger both":      {base + "triggers: [{http: /x, object: {bucket: abc}, function: f}]\n", "exactly one"},
 		"trigger no target": {base + "triggers: [{http: /x}]\n", "exactly one"},
@@ -357,5 +358,34 @@ func TestCacheSettings(t *testing.T) {
 	d, _ := Parse([]byte("name: a\nfunctions: {f: {handler: m.h}}\n"))
 	if ds := d.Cache.Settings(); ds.Consistency != "strong" || ds.Eviction != cacheconfig.PolicyOwnerLRU || ds.Budget != DefaultCacheBudget {
 		t.Fatalf("default Settings %+v", ds)
+	}
+}
+
+// cache.sweep: left out, the cachelet's default (on, OFC's 300s); off or
+// 0 turn it off; a duration sets the interval. It survives a round trip.
+func TestSweepSpec(t *testing.T) {
+	base := "name: a\nfunctions: {f: {handler: m.h}}\n"
+	for body, want := range map[string]cacheconfig.Settings{
+		base:                           {},
+		base + "cache: {sweep: off}\n": {SweepOff: true},
+		base + "cache: {sweep: 0}\n":   {SweepOff: true},
+		base + "cache: {sweep: 60s, sweep_idle: 10m}\n": {SweepInterval: cacheconfig.Duration(time.Minute), SweepIdle: cacheconfig.Duration(10 * time.Minute)},
+	} {
+		s, err := Parse([]byte(body))
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		got := s.Cache.Settings()
+		if got.SweepOff != want.SweepOff || got.SweepInterval != want.SweepInterval || got.SweepIdle != want.SweepIdle {
+			t.Errorf("%q: off %v every %s idle %s", body, got.SweepOff, got.SweepInterval.D(), got.SweepIdle.D())
+		}
+		out, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(out)
+		if err != nil || again.Cache.Sweep != s.Cache.Sweep {
+			t.Errorf("%q: round trip %+v, %v; want %+v\n%s", body, again.Cache.Sweep, err, s.Cache.Sweep, out)
+		}
 	}
 }

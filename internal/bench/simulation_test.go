@@ -52,6 +52,11 @@ func TestSimulationExperiment(t *testing.T) {
 	if sc := tables["scaling"]; len(sc.Rows) != 3 {
 		t.Errorf("scaling table: %+v", sc.Rows)
 	}
+	// The sweep: three rows (none, OFC's, from admission), the sweeps
+	// dropping something, the first its own baseline.
+	if sw := tables["sweep"]; len(sw.Rows) != 3 || sw.Rows[0][2] != "1.000" || sw.Rows[0][5] != "0" || sw.Rows[1][5] == "0" {
+		t.Errorf("sweep table: %+v", sw.Rows)
+	}
 	for i := 1; i < len(ka[0].X); i++ {
 		if ka[0].X[i] < ka[0].X[i-1] || ka[0].Y[i] > ka[0].Y[i-1] {
 			t.Errorf("a longer fixed keep-alive should waste more and start colder less: %v, %v", ka[0].X, ka[0].Y)

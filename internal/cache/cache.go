@@ -289,6 +289,9 @@ func (c *Cache) Get(k Key) *Entry {
 			e.reads++
 		}
 		e.lastRead = c.cfg.Clock.Now()
+		if e.counting.IsZero() {
+			e.counting = e.lastRead // its first read: the count starts (MarkUnread)
+		}
 	}
 	return e
 }
@@ -451,6 +454,10 @@ func (c *Cache) Add(e *Entry) bool {
 	e.owned = c.owns(e.key)
 	if c.cfg.TrackReads {
 		e.added, e.lastRead, e.reads = c.cfg.Clock.Now(), time.Time{}, 0
+		e.counting = e.added // admitted by a read (a fill), unless MarkUnread said not
+		if e.unread {
+			e.counting = time.Time{}
+		}
 	}
 	c.order.added(e)
 	return true
@@ -682,7 +689,7 @@ func (c *Cache) remove(e *Entry) {
 	c.order.removed(e)
 	delete(c.items, e.key)
 	c.bytes -= e.Charge()
-	e.inCache = false
+	e.inCache, e.left = false, true
 	e.Release()
 }
 

@@ -86,9 +86,13 @@ type Entry struct {
 	owned   bool // Config.Owns said so at Add or the last OwnershipChanged
 	output  bool // MarkOutput said so, and no Get since: SetBudget evicts it first
 	// For sweeps (sweep.go): when it was added, reads (Get) since, the
-	// last one's time.
-	added, lastRead time.Time
-	reads           uint32
+	// last one's time, and when its read count started (counting: its
+	// Add, or its first read if MarkUnread said it came in unread; zero
+	// until then).
+	added, lastRead, counting time.Time
+	reads                     uint32
+	unread                    bool // MarkUnread before its Add
+	left                      bool // it was in the cache and left it
 }
 
 const (

@@ -78,3 +78,84 @@ func TestExpire(t *testing.T) {
 	}
 	checkAccounting(t, c)
 }
+
+// An entry admitted unread (MarkUnread: pre-warmed, written) is not
+// swept for its read count before its first read, and faces the count a
+// whole MinAge after that read; one nobody reads goes once Idle has
+// passed since its admission. An entry admitted by a read faces the
+// count MinAge after its admission.
+func TestSweepUnread(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newCache(t, Config{Budget: 1 << 20, Clock: fc, TrackReads: true})
+	rule := DefaultSweepRule // 5 reads, 30 min idle, 300 s
+	key := func(k string) Key { return Key{Bucket: "b", Object: k} }
+	for _, k := range []string{"warm", "warm-late", "warm-never", "filled"} {
+		admit(t, c, complete("b", k, 100))
+	}
+	for _, k := range []string{"warm", "warm-late", "warm-never"} {
+		if !c.MarkUnread(key(k), c.Peek(key(k))) {
+			t.Fatalf("MarkUnread(%s) refused", k)
+		}
+	}
+	swept := func() []string {
+		var out []string
+		c.Sweep(rule, func(e *Entry) { out = append(out, e.Key().Object) })
+		slices.Sort(out)
+		return out
+	}
+	fc.Advance(10 * time.Minute)
+	// filled: 0 reads after a whole period; the pre-warmed ones are spared.
+	if got := swept(); !slices.Equal(got, []string{"filled"}) {
+		t.Fatalf("after 10 min swept %v, want [filled]", got)
+	}
+	c.Get(key("warm")) // first read at 10 min: its count starts now
+	fc.Advance(4 * time.Minute)
+	c.Get(key("warm"))
+	if got := swept(); len(got) != 0 {
+		t.Fatalf("at 14 min swept %v, want nothing (warm counts from 10 min)", got)
+	}
+	if c.MarkUnread(key("warm"), c.Peek(key("warm"))) {
+		t.Error("MarkUnread took an entry already read")
+	}
+	fc.Advance(2 * time.Minute) // 16 min: warm read twice in its first period
+	if got := swept(); !slices.Equal(got, []string{"warm"}) {
+		t.Fatalf("at 16 min swept %v, want [warm]", got)
+	}
+	fc.Advance(10 * time.Minute) // 26 min
+	for range 5 {
+		c.Get(key("warm-late"))
+	}
+	fc.Advance(4*time.Minute + time.Second) // 30 min 1 s: warm-never unread since its admission 30 min ago
+	if got := swept(); !slices.Equal(got, []string{"warm-never"}) {
+		t.Fatalf("at 30 min swept %v, want [warm-never]", got)
+	}
+	if c.Peek(key("warm-late")) == nil {
+		t.Error("warm-late, read 5 times in its first period, was swept")
+	}
+	checkAccounting(t, c)
+	// Without read counts MarkUnread does nothing.
+	plain := newCache(t, Config{Budget: 1 << 20, Clock: fc})
+	admit(t, plain, complete("b", "x", 10))
+	if plain.MarkUnread(key("x"), plain.Peek(key("x"))) {
+		t.Error("MarkUnread without TrackReads")
+	}
+}
+
+// MarkUnread on an entry still filling is taken by its Add.
+func TestMarkUnreadBeforeAdd(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newCache(t, Config{Budget: 1 << 20, Clock: fc, TrackReads: true})
+	e := complete("b", "early", 100)
+	if !c.MarkUnread(e.Key(), e) {
+		t.Fatal("MarkUnread before Add refused")
+	}
+	admit(t, c, e)
+	fc.Advance(10 * time.Minute)
+	if n, _ := c.Sweep(DefaultSweepRule, nil); n != 0 {
+		t.Fatalf("an entry marked unread before its Add was swept for its read count")
+	}
+	c.Remove(e.Key())
+	if c.MarkUnread(e.Key(), e) {
+		t.Error("MarkUnread took an entry that left the cache")
+	}
+}

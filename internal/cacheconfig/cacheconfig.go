@@ -214,15 +214,20 @@ type Settings struct {
 	// serve` takes DefaultMemoryOverhead; elsewhere the limit is left
 	// alone.
 	MemoryLimitOverhead int64 `json:"memory_limit_overhead_bytes,omitempty"`
-	// SweepInterval, when positive, sweeps the memory tier that often
-	// (OFC §6.3: 300 s): entries read fewer than SweepMinReads times, or
-	// not read for SweepIdle, are dropped (to the disk tier when there is
-	// one), an entry facing the count once it has been cached a whole
-	// interval. Default 0: no sweep (pre-warmed objects would be swept
-	// before their first read).
+	// SweepInterval is how often the memory tier is swept (OFC §6.3):
+	// entries read fewer than SweepMinReads times, or not read for
+	// SweepIdle, are dropped (to the disk tier when there is one). An
+	// entry admitted by a read faces the count once cached a whole
+	// interval; one admitted without a read (pre-warmed, written,
+	// migrated in) once a whole interval has passed since its first read,
+	// and until that read only the idle rule applies to it (package
+	// cache, sweep.go). Default 0: OFC's 300 s.
 	SweepInterval Duration `json:"sweep_interval,omitempty"`
-	// SweepMinReads and SweepIdle, with SweepInterval: OFC's 5 reads and
-	// 30 minutes by default.
+	// SweepOff turns the sweep off (with no SweepInterval, SweepMinReads
+	// or SweepIdle).
+	SweepOff bool `json:"sweep_off,omitempty"`
+	// SweepMinReads and SweepIdle: OFC's 5 reads and 30 minutes by
+	// default.
 	SweepMinReads int      `json:"sweep_min_reads,omitempty"`
 	SweepIdle     Duration `json:"sweep_idle,omitempty"`
 	// Erasure, when set, keeps large objects as Reed-Solomon shards over
@@ -568,8 +573,8 @@ func (s Settings) Validate() error {
 	if s.SweepInterval < 0 || s.SweepMinReads < 0 || s.SweepIdle < 0 {
 		return fmt.Errorf("%w: sweep settings must not be negative", ErrInvalid)
 	}
-	if s.SweepInterval == 0 && (s.SweepMinReads != 0 || s.SweepIdle != 0) {
-		return fmt.Errorf("%w: sweep_min_reads and sweep_idle need a sweep_interval", ErrInvalid)
+	if s.SweepOff && (s.SweepInterval != 0 || s.SweepMinReads != 0 || s.SweepIdle != 0) {
+		return fmt.Errorf("%w: sweep is off: sweep_interval, sweep_min_reads and sweep_idle are for a sweep that is on", ErrInvalid)
 	}
 	if _, err := ParseLocations(s.FinalOutputs); err != nil {
 		return err

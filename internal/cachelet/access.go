@@ -165,7 +165,7 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []cache.Key) (PrewarmResult
 			continue
 		}
 		res.Owned++
-		if c.cache.Get(k) != nil {
+		if c.cache.Peek(k) != nil { // not a read: the sweep's count is left alone
 			res.Cached++
 			continue
 		}
@@ -191,6 +191,10 @@ func (c *Cachelet) Prewarm(ctx context.Context, keys []cache.Key) (PrewarmResult
 		}
 		res.Fetched++
 		res.Bytes += info.Size
+		// Fetched ahead of its reads: the sweep counts its reads from
+		// the first, sparing it until then for at most the sweep's idle
+		// time (sweep.go).
+		c.cache.MarkUnread(k, sv.entry)
 		c.m.prewarmed.Inc()
 		c.keys.prewarmed(k)
 	}

@@ -123,8 +123,8 @@ type Config struct {
 	// at least a quarter of the overhead whatever ResidentBase says.
 	// Default 0 (instance.Start measures it for `hoard serve`).
 	ResidentBase int64
-	// Sweep sweeps the memory tier periodically (sweep.go). Default: no
-	// sweep.
+	// Sweep sweeps the memory tier periodically (sweep.go). Default:
+	// OFC's, every 300 s; Sweep.Off turns it off.
 	Sweep SweepConfig
 	// Migrate bounds the offers of hot objects to their owners on ring
 	// changes and shrinks (migrate.go, ADR 32). Default: on in an
@@ -493,7 +493,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		}
 	}
 	ccfg.Owns = owns
-	ccfg.TrackReads = ccfg.TrackReads || cfg.Sweep.Interval > 0 // read counts for the sweep (sweep.go)
+	ccfg.TrackReads = ccfg.TrackReads || !cfg.Sweep.Off // read counts for the sweep (sweep.go)
 	user := ccfg.OnEvict
 	ccfg.OnEvict = func(e *cache.Entry) {
 		c.m.evictedBytes.Add(float64(e.Size()))

@@ -210,8 +210,8 @@ func (c *Cachelet) writeEntry(k cache.Key, data []byte, etag string, opts store.
 // replaceCopy puts e, a write's entry, in place of k's cached copy.
 func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 	c.Invalidate(k.Bucket, k.Object) // dooms reads that may predate this write
-	if c.cache.Reserve(e.Info().Size) {
-		c.cache.Add(e)
+	if c.cache.Reserve(e.Info().Size) && c.cache.Add(e) {
+		c.cache.MarkUnread(k, e) // written, not read: the sweep counts from its first read (sweep.go)
 	}
 }
 
@@ -237,9 +237,11 @@ func (c *Cachelet) replaceCopy(k cache.Key, e *cache.Entry) {
 // across moves because a cachelet forgets what it knew of the versions
 // of keys it stops owning (versionBook.forgetMoved): a later write of a
 // key that came back asks the store (ADR 0030, "several members per
-// node").
+// node"). A write logged with its base unknown goes on asking the store
+// for it, and is never delivered unconditionally once its key moved
+// (durable_base.go, "Bases learned late").
 func (c *Cachelet) hold(k cache.Key, w writeback.Write, etag string, id uint64, base []string, replaying bool) bool {
-	if id != 0 && !replaying && base != nil && w.Guard == nil && c.cfg.WriteTarget == WriteOwner && c.cfg.ownerMode() {
+	if id != 0 && !replaying && w.Guard == nil && c.cfg.WriteTarget == WriteOwner && c.cfg.ownerMode() {
 		w.Guard = &writeback.Guard{ETag: etag, Replaces: base, IfMoved: true}
 	}
 	held, _ := c.holdQueued(k, w, etag, id, base, replaying)
@@ -289,6 +291,11 @@ func (c *Cachelet) holdQueued(k cache.Key, w writeback.Write, etag string, id ui
 		} else {
 			c.known.held(k, etag, base)
 			c.replays.release(k) // this write is the key's truth now
+			if base == nil && w.Guard != nil && w.Guard.IfMoved {
+				c.known.waitBase(k, etag)
+				c.wg.Add(1)
+				go c.learnBase(k, etag)
+			}
 		}
 	}
 	// Persisted, superseded, failed or given up: the record goes before
@@ -340,8 +347,20 @@ func (s storeSink) Persist(ctx context.Context, w writeback.Write) error {
 	opts := w.Opts
 	if w.Guard != nil && w.Guard.IfMoved {
 		k := cache.Key{Bucket: w.Bucket, Object: w.Key}
-		if s.c.ownsWrites(k) && !s.c.known.movedWrite(k, w.Guard.ETag) {
+		switch {
+		case s.c.ownsWrites(k) && !s.c.known.movedWrite(k, w.Guard.ETag):
 			w.Guard = nil // the owner's own write: delivered as it is
+		case w.Guard.Replaces == nil:
+			// Moved, logged with its base unknown: delivered only
+			// over the base it learned since (durable_base.go).
+			vs, ok := s.c.known.learnedBase(k, w.Guard.ETag)
+			if !ok {
+				s.c.m.baseWaits.Inc()
+				return errBaseUnknown
+			}
+			g := *w.Guard
+			g.Replaces = vs
+			w.Guard = &g
 		}
 	}
 	if w.Guard != nil {

@@ -55,6 +55,9 @@ const baseProbeTimeout = 2 * time.Second
 type versionBook struct {
 	mu sync.Mutex
 	m  map[cache.Key]*keyVersions
+	// waiting counts the held writes whose base is unknown and not
+	// learned yet (hoard_cachelet_durable_base_waiting).
+	waiting atomic.Int64
 }
 
 type keyVersions struct {
@@ -64,6 +67,11 @@ type keyVersions struct {
 	// when its ownership moved to another cachelet (forgetMoved): their
 	// delivery is guarded even if the key comes back (movedWrite).
 	moved map[string]int
+	// unknown counts, per ETag, the held writes logged with an unknown
+	// base that have not learned it since (waitBase); learned holds, per
+	// ETag, what they learned (resolve).
+	unknown map[string]int
+	learned map[string][]string
 }
 
 // lookup returns the versions k may hold in the store and whether that is
@@ -131,6 +139,15 @@ func (b *versionBook) settled(k cache.Key, etag, stored string, err error, owns 
 		if kv.moved[etag]--; kv.moved[etag] == 0 {
 			delete(kv.moved, etag)
 		}
+	}
+	if kv.unknown[etag] > 0 {
+		b.waiting.Add(-1)
+		if kv.unknown[etag]--; kv.unknown[etag] == 0 {
+			delete(kv.unknown, etag)
+		}
+	}
+	if kv.writing[etag] == 0 {
+		delete(kv.learned, etag)
 	}
 	switch {
 	case err == nil && !owns(k):
@@ -201,6 +218,82 @@ func (b *versionBook) movedWrite(k cache.Key, etag string) bool {
 	defer b.mu.Unlock()
 	kv := b.m[k]
 	return kv != nil && kv.moved[etag] > 0
+}
+
+// waitBase records that the held write of k making etag was logged with
+// an unknown base: until resolve learns it, a delivery of the write after
+// its key moved waits (learnedBase).
+func (b *versionBook) waitBase(k cache.Key, etag string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kv := b.m[k]
+	if kv == nil || kv.writing[etag] == 0 {
+		return
+	}
+	if kv.unknown == nil {
+		kv.unknown = map[string]int{}
+	}
+	kv.unknown[etag]++
+	b.waiting.Add(1)
+}
+
+// waitingBase reports whether the held write of k making etag still
+// waits to learn its base, and whether it can still learn it (it has not
+// moved: a store version read after a move may be the new owner's).
+func (b *versionBook) waitingBase(k cache.Key, etag string) (waiting, learnable bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kv := b.m[k]
+	if kv == nil || kv.unknown[etag] == 0 {
+		return false, false
+	}
+	return true, kv.moved[etag] == 0
+}
+
+// resolve records answer, the store's versions of k as a HEAD started
+// while this cachelet owned k found them, as the base of the held write
+// of k making etag, with the versions of the key's writes held here (one
+// of which the store may have by now): the versions that write may
+// replace. It reports false, recording nothing, when the write is
+// settled, moved, or not waiting, or when this cachelet does not own k's
+// writes now (asked under the book's lock, as settled does), or when
+// there are more versions than a base names.
+func (b *versionBook) resolve(k cache.Key, etag string, answer []string, owns func(cache.Key) bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kv := b.m[k]
+	if kv == nil || kv.unknown[etag] == 0 || kv.moved[etag] > 0 || !owns(k) {
+		return false
+	}
+	vs := slices.Clone(answer)
+	for v := range kv.writing {
+		if vs = addVersion(vs, v); vs == nil {
+			return false
+		}
+	}
+	if kv.learned == nil {
+		kv.learned = map[string][]string{}
+	}
+	kv.learned[etag] = vs
+	b.waiting.Add(-int64(kv.unknown[etag]))
+	delete(kv.unknown, etag)
+	if kv.before == nil {
+		kv.before = slices.Clone(vs) // what later writes of the key replace
+	}
+	return true
+}
+
+// learnedBase returns the base the held write of k making etag learned
+// after it was logged (resolve), if it did.
+func (b *versionBook) learnedBase(k cache.Key, etag string) ([]string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kv := b.m[k]
+	if kv == nil {
+		return nil, false
+	}
+	vs, ok := kv.learned[etag]
+	return slices.Clone(vs), ok
 }
 
 // trim forgets idle keys once there are too many. Called with mu held.
@@ -281,18 +374,84 @@ func (c *Cachelet) probeBase(ctx context.Context, k cache.Key) *baseProbe {
 		pctx, cancel := context.WithTimeout(ctx, baseProbeTimeout)
 		defer cancel()
 		info, err := c.raw.Stat(pctx, k.Bucket, k.Object)
-		switch {
-		case err == nil && c.pendingOf(k, info) != "":
-			// A placeholder (durable_shadow.go): the version
-			// pending is what this write replaces.
-			p.vs = []string{c.pendingOf(k, info)}
-		case err == nil:
-			p.vs = []string{info.ETag}
-		case errors.Is(err, store.ErrNoSuchKey):
-			p.vs = []string{""}
-		}
+		p.vs = c.storeVersion(k, info, err)
 	}()
 	return p
+}
+
+// storeVersion is the version of k a HEAD's answer says the store holds,
+// as a write's base names it ("" for none); nil when it did not answer.
+func (c *Cachelet) storeVersion(k cache.Key, info store.ObjectInfo, err error) []string {
+	switch {
+	case err == nil && c.pendingOf(k, info) != "":
+		// A placeholder (durable_shadow.go): the version pending is
+		// what this write replaces.
+		return []string{c.pendingOf(k, info)}
+	case err == nil:
+		return []string{info.ETag}
+	case errors.Is(err, store.ErrNoSuchKey):
+		return []string{""}
+	}
+	return nil
+}
+
+// Bases learned late. A logged write of a key whose base is unknown (the
+// HEAD did not answer within baseProbeTimeout, or more writes of the key
+// were held than a base names) is delivered as it is while this cachelet
+// owns the key: the owner's own deliveries are unconditional. Were its
+// key to move first, though, it could not be delivered guarded, and
+// delivered as it is it could put an older version over one the new
+// owner wrote since. So the write goes on asking: HEADs after a backoff
+// (baseRetryMin doubling to baseRetryMax), each bounded by
+// baseProbeTimeout, for as long as it is held and its key has not moved;
+// an answer to a HEAD started and answered while this cachelet owned the
+// key is its base (with the versions of the key's writes held here),
+// trusted as the first HEAD's would have been. A moved write whose base
+// is still unknown is never delivered unconditionally: its delivery
+// fails with errBaseUnknown, which the store queue retries with its
+// backoff (the write stays held and in the durable log: nothing
+// acknowledged is lost), until it learned its base; one that can no
+// longer learn it (it moved first) waits in the queue and, past this
+// cachelet's close, in the log. hoard_cachelet_durable_base_waiting
+// counts the writes waiting on their base.
+
+// errBaseUnknown fails the delivery of a moved write whose base is not
+// known yet; the store queue retries it.
+var errBaseUnknown = fmt.Errorf("%w: a write whose key moved to another owner waits to learn the store version it was written over", store.ErrUnavailable)
+
+// The backoff between the HEADs of a write learning its base.
+const (
+	baseRetryMin = time.Second
+	baseRetryMax = 30 * time.Second
+)
+
+// learnBase has the held write of k making etag, logged with an unknown
+// base, learn it (see above). It returns once the write learned it, is
+// settled, moved, or this cachelet closes.
+func (c *Cachelet) learnBase(k cache.Key, etag string) {
+	defer c.wg.Done()
+	wait := baseRetryMin
+	for {
+		select {
+		case <-c.clock.After(wait):
+		case <-c.stopped.Done():
+			return
+		}
+		if waiting, learnable := c.known.waitingBase(k, etag); !waiting || !learnable {
+			if waiting {
+				c.log.Warn("durable writes: a write whose key moved before its base was known waits: it is not delivered unconditionally", "bucket", k.Bucket, "key", k.Object, "etag", etag)
+			}
+			return
+		}
+		pctx, cancel := context.WithTimeout(c.stopped, baseProbeTimeout)
+		info, err := c.raw.Stat(pctx, k.Bucket, k.Object)
+		cancel()
+		if vs := c.storeVersion(k, info, err); vs != nil && c.known.resolve(k, etag, vs, c.ownsWrites) {
+			c.m.durableBase.WithLabelValues("learned").Inc()
+			return
+		}
+		wait = min(2*wait, baseRetryMax)
+	}
 }
 
 // baseFor returns the store versions a write of k may replace (nil:

@@ -22,6 +22,17 @@ type outage struct {
 	store.Store
 	down         atomic.Bool
 	placeholders atomic.Bool
+	// headHangs: a HEAD hangs until its context ends, as one sent into a
+	// link that lost it.
+	headHangs atomic.Bool
+}
+
+func (o *outage) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	if o.headHangs.Load() {
+		<-ctx.Done()
+		return store.ObjectInfo{}, ctx.Err()
+	}
+	return o.Store.Stat(ctx, bucket, key)
 }
 
 func (o *outage) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, opts store.PutOptions) (store.PutResult, error) {

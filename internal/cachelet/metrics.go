@@ -41,6 +41,7 @@ type metrics struct {
 	movedSuperseded  prometheus.Counter     // hoard_cachelet_durable_moved_superseded_total
 	replayUnverified prometheus.Counter     // hoard_cachelet_durable_replay_unverified_total
 	durableBase      *prometheus.CounterVec // hoard_cachelet_durable_base_total{from}
+	baseWaits        prometheus.Counter     // hoard_cachelet_durable_base_waits_total
 	peerRefused      prometheus.Counter     // hoard_cachelet_peer_answers_refused_total
 	peerServed       *prometheus.CounterVec
 	handoffs         prometheus.Counter
@@ -129,8 +130,12 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	})
 	m.durableBase = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hoard_cachelet_durable_base_total",
-		Help: "Durable writes by where the store version each replaces came from: known (an earlier write of the key from here), cached (the cached copy), asked (a HEAD), unknown (the store did not answer it in time, or more writes of the key were held than a base names).",
+		Help: "Durable writes by where the store version each replaces came from: known (an earlier write of the key from here), cached (the cached copy), asked (a HEAD), unknown (the store did not answer it in time, or more writes of the key were held than a base names); and learned: unknown writes that learned it later, from a HEAD retried while the key was still owned here.",
 	}, []string{"from"})
+	m.baseWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hoard_cachelet_durable_base_waits_total",
+		Help: "Deliveries of durable writes held back (retried later) because their key moved to another owner before the store version each was written over was known; never delivered unconditionally.",
+	})
 	m.peerFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hoard_cachelet_peer_fallbacks_total",
 		Help: "Misses the key's owner could not answer, read from the store instead.",
@@ -205,7 +210,8 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
-		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.movedSuperseded, m.replayUnverified, m.durableBase, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
+		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.movedSuperseded, m.replayUnverified, m.durableBase, m.baseWaits, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
+		gauge("hoard_cachelet_durable_base_waiting", "Durable writes held here whose base (the store version each was written over) is not known yet: each asks the store again, and if its key moves first it is not delivered until it knows it.", func() float64 { return float64(c.known.waiting.Load()) }),
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),
 		gauge("hoard_cache_reserved_bytes", "Bytes reserved by fills in progress.", func() float64 { return float64(c.cache.Stats().Reserved) }),
 		gauge("hoard_cache_filling_bytes", "Of the reserved bytes, those of fills from the store or an owner still in progress (at most a quarter of the budget beyond one fill).", func() float64 { return float64(c.cache.Stats().Filling) }),

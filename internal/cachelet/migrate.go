@@ -495,6 +495,7 @@ func (c *Cachelet) PeerInstall(ctx context.Context, info store.ObjectInfo, body 
 	if c.cache.Peek(k) != e {
 		return refuse("overtaken by a write or an invalidation")
 	}
+	c.cache.MarkUnread(k, e) // not read here yet: the sweep counts from its first read (sweep.go)
 	c.m.installs.WithLabelValues("installed").Inc()
 	c.log.Debug("offered copy installed", "bucket", k.Bucket, "key", k.Object, "etag", info.ETag, "bytes", info.Size)
 	return nil

@@ -125,6 +125,7 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	added := c.cache.Add(ne)
 	if added {
 		c.cache.MarkOutput(k, ne) // in the store: a shrink gives it up first (budget.go)
+		c.cache.MarkUnread(k, ne) // written, not read: the sweep counts from its first read (sweep.go)
 	}
 	c.keys.writeDone(k, ne)
 	ne.Release() // this write's reference: the cache holds its own

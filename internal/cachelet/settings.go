@@ -89,7 +89,7 @@ func (c *Config) ApplySettings(s cacheconfig.Settings) error {
 	if s.MemoryLimitOverhead > 0 {
 		c.MemoryLimitOverhead = s.MemoryLimitOverhead
 	}
-	c.Sweep = SweepConfig{Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
+	c.Sweep = SweepConfig{Off: s.SweepOff, Interval: s.SweepInterval.D(), MinReads: s.SweepMinReads, Idle: s.SweepIdle.D()}
 	m := s.Migrate
 	c.Migrate = MigrateConfig{Disabled: m.Off, HotReads: m.HotReads, HotIdle: m.HotIdle.D(),
 		MaxObjects: m.MaxObjects, MaxBytes: m.MaxBytes, Timeout: m.Timeout.D()}
@@ -127,7 +127,7 @@ func (c Config) Settings() cacheconfig.Settings {
 		Budget: c.Cache.Budget, MaxObjectSize: c.Cache.MaxObjectSize,
 		NoWriteCache: c.DisableWriteCaching, MemoryLimitOverhead: c.MemoryLimitOverhead,
 		ServeStaleIfError: c.ServeStaleIfError, FinalOutputs: cacheconfig.JoinLocations(c.FinalOutputs),
-		SweepInterval: cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
+		SweepOff: c.Sweep.Off, SweepInterval: cacheconfig.Duration(c.Sweep.Interval), SweepMinReads: c.Sweep.MinReads, SweepIdle: cacheconfig.Duration(c.Sweep.Idle),
 	}
 	s.Migrate = c.Migrate.settings(c.Sweep)
 	if e := c.Erasure; e != nil {

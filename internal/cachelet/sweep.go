@@ -15,9 +15,17 @@ import (
 // to be needed or for a lookup to find them. Swept entries go to the disk
 // tier like evicted ones.
 
-// SweepConfig is the periodic sweep of the memory tier.
+// SweepConfig is the periodic sweep of the memory tier. The zero value
+// is OFC's: every 300 s, fewer than 5 reads or none for 30 minutes.
+// Entries admitted without a read (pre-warmed, written, installed by a
+// peer) face the read count only a whole interval after their first
+// read, and until then only the idle rule, from their admission
+// (cache.MarkUnread): nothing pre-warmed is swept before its function
+// could read it, and nothing unread stays past Idle plus an interval.
 type SweepConfig struct {
-	// Interval between sweeps; 0: no sweep. OFC: 300 s.
+	// Off: no sweep.
+	Off bool
+	// Interval between sweeps; 0: OFC's 300 s.
 	Interval time.Duration
 	// MinReads: entries read fewer times are swept. Default 5.
 	MinReads int
@@ -29,8 +37,14 @@ func (s *SweepConfig) validate() error {
 	if s.Interval < 0 || s.MinReads < 0 || s.Idle < 0 {
 		return errors.New("cachelet: sweep settings must not be negative")
 	}
-	if s.Interval == 0 {
+	if s.Off {
+		if s.Interval != 0 || s.MinReads != 0 || s.Idle != 0 {
+			return errors.New("cachelet: the sweep is off: no interval, reads or idle time to set")
+		}
 		return nil
+	}
+	if s.Interval == 0 {
+		s.Interval = cacheconfig.OFCSweepInterval
 	}
 	if s.MinReads == 0 {
 		s.MinReads = cacheconfig.OFCSweepMinReads
@@ -52,7 +66,7 @@ func expireEvery(ttl time.Duration) time.Duration {
 func (c *Cachelet) startSweeps() {
 	sweep := c.cfg.Sweep
 	var every time.Duration
-	if sweep.Interval > 0 {
+	if !sweep.Off && sweep.Interval > 0 {
 		every = sweep.Interval
 	}
 	if c.cfg.Cache.Policy == cache.PolicyTTL {
@@ -78,7 +92,7 @@ func (c *Cachelet) startSweeps() {
 			if n := c.cache.Expire(); n > 0 {
 				c.log.Debug("expired cached objects", "objects", n)
 			}
-			if sweep.Interval > 0 && c.clock.Now().Sub(last) >= sweep.Interval {
+			if !sweep.Off && sweep.Interval > 0 && c.clock.Now().Sub(last) >= sweep.Interval {
 				last = c.clock.Now()
 				n, bytes := c.cache.Sweep(rule, c.spill)
 				c.m.sweptBytes.Add(float64(bytes))

@@ -51,6 +51,53 @@ func TestSweepLoop(t *testing.T) {
 	})
 }
 
+// TestSweepSparesPrewarmed: a pre-warmed object is not swept for its
+// read count before its first read (though a sweep comes while it waits),
+// and faces the count a whole interval after that read; an object read
+// once after a miss is swept a whole interval after it came in. With the
+// sweep off nothing is swept.
+func TestSweepSparesPrewarmed(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) {
+				c.Sweep = SweepConfig{Off: off} // default: OFC's, 300 s
+			})
+			warm, read := object("warm", 1, 10<<10), object("read", 1, 10<<10)
+			e.storePut("warm", warm)
+			e.storePut("read", read)
+			e.mustRead("read", read, LocalMiss)
+			res, err := e.c.Prewarm(t.Context(), []cache.Key{{Bucket: testBucket, Object: "warm"}})
+			if err != nil || res.Fetched != 1 {
+				t.Fatalf("prewarm %+v, %v", res, err)
+			}
+			e.settle()
+			time.Sleep(11 * time.Minute) // two sweeps; warm not read yet
+			synctest.Wait()
+			wantSwept := uint64(1) // read: one read after a whole interval
+			if off {
+				wantSwept = 0
+			}
+			if s := e.c.Stats(); s.Swept != wantSwept {
+				t.Fatalf("off %v: swept %d before warm's first read, want %d", off, s.Swept, wantSwept)
+			}
+			e.mustRead("warm", warm, LocalHit) // its count starts here
+			time.Sleep(4 * time.Minute)        // the sweep at 15 min: 4 min after it
+			synctest.Wait()
+			if s := e.c.Stats(); s.Swept != wantSwept {
+				t.Fatalf("off %v: warm swept 4 min after its first read", off)
+			}
+			time.Sleep(5 * time.Minute) // the sweep at 20 min, a whole interval after its one read
+			synctest.Wait()
+			if !off {
+				wantSwept++
+			}
+			if s := e.c.Stats(); s.Swept != wantSwept {
+				t.Fatalf("off %v: swept %d, want %d (warm, read once in its first interval)", off, s.Swept, wantSwept)
+			}
+		})
+	}
+}
+
 // TestExpireLoop: under the ttl policy, expired objects leave memory
 // without a lookup.
 func TestExpireLoop(t *testing.T) {
@@ -78,8 +125,29 @@ func TestSweepSettings(t *testing.T) {
 	if err := c.Sweep.validate(); err != nil || c.Sweep != (SweepConfig{Interval: 300 * time.Second, MinReads: 5, Idle: 30 * time.Minute}) {
 		t.Fatalf("sweep %+v, %v: want OFC's defaults", c.Sweep, err)
 	}
-	if err := c.ApplySettings(settingsWithSweep(0, 3, 0)); err == nil {
-		t.Error("min reads without an interval accepted")
+	// The zero value is OFC's sweep, on.
+	c = Config{}
+	if err := c.ApplySettings(cacheconfig.Settings{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Sweep.validate(); err != nil || c.Sweep != (SweepConfig{Interval: 300 * time.Second, MinReads: 5, Idle: 30 * time.Minute}) {
+		t.Fatalf("default sweep %+v, %v: want OFC's, on", c.Sweep, err)
+	}
+	if s := c.Settings(); s.SweepOff || s.SweepInterval.D() != 300*time.Second {
+		t.Errorf("settings reported: off %v, interval %s", s.SweepOff, s.SweepInterval.D())
+	}
+	c = Config{}
+	if err := c.ApplySettings(cacheconfig.Settings{SweepOff: true}); err != nil || !c.Sweep.Off {
+		t.Fatalf("sweep off: %+v, %v", c.Sweep, err)
+	}
+	if err := c.Sweep.validate(); err != nil || c.Sweep != (SweepConfig{Off: true}) {
+		t.Fatalf("sweep off validated to %+v, %v", c.Sweep, err)
+	}
+	if s := c.Settings(); !s.SweepOff || s.Validate() != nil {
+		t.Errorf("settings reported: %+v, %v", s, s.Validate())
+	}
+	if err := c.ApplySettings(cacheconfig.Settings{SweepOff: true, SweepMinReads: 3}); err == nil {
+		t.Error("min reads with the sweep off accepted")
 	}
 	if err := c.ApplySettings(settingsWithSweep(-time.Second, 0, 0)); err == nil {
 		t.Error("a negative interval accepted")

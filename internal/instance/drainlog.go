@@ -67,7 +67,8 @@ func DrainLog(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	}
 	ccfg := cachelet.Config{Cache: cfg.Cachelet.Cache, Clock: cfg.Cachelet.Clock,
 		WriteTarget: cachelet.WriteLocal, ReadMode: cachelet.ReadLocal,
-		Log: wlog, Replay: pending, ShadowKey: key, DrainTimeout: 5 * time.Second}
+		Log: wlog, Replay: pending, ShadowKey: key, DrainTimeout: 5 * time.Second,
+		Sweep: cachelet.SweepConfig{Off: true}} // it serves no reads: nothing to sweep
 	cl, err := cachelet.New(ccfg, st, log.With("component", "cachelet"), nil)
 	if err != nil {
 		return len(pending), errors.Join(fmt.Errorf("instance: %w", err), wlog.Close())

@@ -64,6 +64,31 @@ type cacheRun struct {
 	droppedEvictions uint64 // of the caches of instances removed
 
 	times map[string]*accessTimes // per application, by Config.Access
+
+	swept       uint64  // by the sweeps (Config.Sweep), of the caches of instances removed
+	heldSum     float64 // bytes held, summed over the samples (Config.HeldEvery)
+	heldSamples int64
+}
+
+// sweep sweeps every cache with rule.
+func (c *cacheRun) sweep(rule cache.SweepRule) {
+	for _, cs := range c.apps {
+		for _, cc := range cs {
+			cc.Sweep(rule, nil)
+		}
+	}
+}
+
+// sampleHeld adds the bytes every cache holds now to the samples.
+func (c *cacheRun) sampleHeld() {
+	var n int64
+	for _, cs := range c.apps {
+		for _, cc := range cs {
+			n += cc.Stats().Bytes
+		}
+	}
+	c.heldSum += float64(n)
+	c.heldSamples++
 }
 
 // instances returns app's caches, made on its first access.
@@ -208,6 +233,9 @@ func (c *cacheRun) write(e *Event) {
 	}
 	cs[owner].Remove(k)
 	fill(cs[owner], e)
+	if c.sim.cfg.Sweep != nil && !c.sim.cfg.SweepFromAdmission {
+		cs[owner].MarkUnread(k, cs[owner].Peek(k)) // written, not read (as the cachelet marks it)
+	}
 	if c.sim.cfg.PreWarm {
 		c.recordAccess(e, 0, true)
 	}
@@ -239,10 +267,15 @@ func (c *cacheRun) result(p Prices) CacheResult {
 	r.HitRatio = ratio(hits.Count, r.Reads.Count)
 	r.ByteHitRatio = ratio(hits.Bytes, r.Reads.Bytes)
 	r.Evictions = c.droppedEvictions
+	r.Swept = c.swept
 	for _, cs := range c.apps {
 		for _, cc := range cs {
 			r.Evictions += cc.Stats().Evictions
+			r.Swept += cc.Stats().Swept
 		}
+	}
+	if c.heldSamples > 0 {
+		r.MeanHeldBytes = c.heldSum / float64(c.heldSamples)
 	}
 	if c.sim.cfg.Scale {
 		r.Scaling = c.scaleResult()

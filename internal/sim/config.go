@@ -91,6 +91,19 @@ type Config struct {
 	// of data-access time saved against reading the store directly
 	// (CacheResult.Improvement). Default (zero): DefaultAccessModel.
 	Access AccessModel
+	// Sweep, when set, sweeps every cache every Sweep.MinAge with its
+	// rule (cache.Sweep), as each cachelet's sweeper does; pre-warmed and
+	// written objects are marked unread (cache.MarkUnread), as the
+	// cachelet marks them. Default (nil): no sweep.
+	Sweep *cache.SweepRule
+	// SweepFromAdmission, with Sweep, marks nothing unread: every object
+	// faces the read count a period after it came in, pre-warmed and
+	// written ones too (the rule before they were spared until their
+	// first read), to measure what sparing them does.
+	SweepFromAdmission bool
+	// HeldEvery, when positive, samples the bytes every cache holds that
+	// often, for CacheResult.MeanHeldBytes. Default (0): not sampled.
+	HeldEvery time.Duration
 }
 
 // CacheRun is one cache configuration: an eviction policy at a size.
@@ -209,6 +222,12 @@ func ParseKeepAlive(s string) (KeepAlive, error) {
 
 // Validate checks the config and fills in defaults.
 func (c *Config) Validate() error {
+	if s := c.Sweep; s != nil && (s.MinAge <= 0 || s.MinReads < 0 || s.Idle <= 0) {
+		return fmt.Errorf("sim: a sweep needs a positive period (MinAge) and idle time, and reads not negative")
+	}
+	if c.HeldEvery < 0 {
+		return fmt.Errorf("sim: HeldEvery must not be negative")
+	}
 	if c.CacheSizes == nil {
 		c.CacheSizes = DefaultCacheSizes
 	}

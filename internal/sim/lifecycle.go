@@ -107,6 +107,10 @@ func (c *cacheRun) preWarm(app string, now time.Time, meanGap time.Duration) {
 			continue
 		}
 		fill(cc, &e)
+		if c.sim.cfg.Sweep != nil && !c.sim.cfg.SweepFromAdmission {
+			k := cache.Key{Bucket: o.Bucket, Object: o.Key}
+			cc.MarkUnread(k, cc.Peek(k)) // fetched ahead of its reads (as the cachelet marks it)
+		}
 		c.preWarmGets++
 		c.preWarmBytes += o.Size
 	}

@@ -72,6 +72,11 @@ type CacheResult struct {
 	// Improvement is the data-access time saved against reading the
 	// store directly, by Config.Access (Faa$T Fig. 11).
 	Improvement *Improvements `json:"improvement,omitempty"`
+	// Swept is the objects the sweeps dropped, with Config.Sweep.
+	Swept uint64 `json:"swept,omitempty"`
+	// MeanHeldBytes is the bytes held by every cache together, averaged
+	// over the samples taken every Config.HeldEvery.
+	MeanHeldBytes float64 `json:"mean_held_bytes,omitempty"`
 }
 
 // KeepAliveResult is one keep-alive policy over every application.
@@ -125,12 +130,16 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for i, c := range r.Caches {
-		if i == 0 && (c.Scaling != nil || c.Compute != nil || c.Admission != nil) {
+		if i == 0 && (c.Scaling != nil || c.Compute != nil || c.Admission != nil || c.Swept > 0 || c.MeanHeldBytes > 0) {
 			fmt.Fprintln(w)
 		}
 		if x := c.Compute; x != nil {
 			fmt.Fprintf(w, "votes %s at %s: compute %s, cache %s, bandwidth %s (+/0/-); %d invocations, %d started an instance, %d queued (%.1f s waited), %d refused; %d downloads split\n",
 				c.Policy, sizeLabel(c.CacheBytes), &x.ComputeVotes, c.CacheVotes, &x.BandwidthVotes, x.Invocations, x.Started, x.Queued, x.QueueSeconds, x.Refused, x.Splits)
+		}
+		if c.Swept > 0 || c.MeanHeldBytes > 0 {
+			fmt.Fprintf(w, "memory %s at %s: %s held on average (all caches), %d objects swept\n",
+				c.Policy, sizeLabel(c.CacheBytes), bytesize.Human(int64(c.MeanHeldBytes)), c.Swept)
 		}
 		if x := c.Admission; x != nil {
 			fmt.Fprintf(w, "admission %s at %s: %d functions, %d not admitting at the end, %d changes; %d invocations kept none of their misses, %d reads not admitted\n",

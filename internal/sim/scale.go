@@ -72,6 +72,7 @@ func (c *cacheRun) resize(app string, n int, now time.Time) {
 	for len(cs) > n {
 		last := cs[len(cs)-1]
 		c.droppedEvictions += last.Stats().Evictions
+		c.swept += last.Stats().Swept
 		last.Clear()
 		cs[len(cs)-1] = nil
 		cs = cs[:len(cs)-1]

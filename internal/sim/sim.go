@@ -28,6 +28,9 @@ type Simulator struct {
 
 	memos    map[int]*ownerMemo // the last owner asked, by member count
 	nextVote time.Time          // the next round of scale votes
+	// nextSweep and nextHeld: the next sweep (Config.Sweep) and sample of
+	// the bytes held (Config.HeldEvery).
+	nextSweep, nextHeld time.Time
 
 	predict *predictRun // with Config.Predict
 	erasure *erasureRun // with Config.Erasure
@@ -50,7 +53,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	for _, r := range cfg.Runs {
 		p, size := r.Policy, r.Size
-		cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock}
+		cc := cache.Config{Budget: size, Policy: p.Policy, TTL: p.TTL, Clock: s.clock, TrackReads: cfg.Sweep != nil}
 		if cfg.NoSizeCap {
 			cc.MaxObjectSize = size
 		}
@@ -120,7 +123,12 @@ func (s *Simulator) Step(e Event) error {
 	if s.events == 0 {
 		s.start = e.Time
 		s.nextVote = e.Time.Add(s.cfg.VoteInterval)
+		if s.cfg.Sweep != nil {
+			s.nextSweep = e.Time.Add(s.cfg.Sweep.MinAge)
+		}
+		s.nextHeld = e.Time.Add(s.cfg.HeldEvery)
 	}
+	s.periodic(e.Time)
 	if iv := s.cfg.VoteInterval; iv > 0 {
 		for !s.nextVote.After(e.Time) {
 			for _, c := range s.caches {
@@ -198,6 +206,30 @@ func (s *Simulator) Step(e Event) error {
 		return fmt.Errorf("sim: event %d has no kind", s.events)
 	}
 	return nil
+}
+
+// periodic runs the sweeps and the samples of bytes held due by t, in
+// time order, on the clock of each.
+func (s *Simulator) periodic(t time.Time) {
+	for {
+		sweep := s.cfg.Sweep != nil && !s.nextSweep.After(t)
+		held := s.cfg.HeldEvery > 0 && !s.nextHeld.After(t)
+		switch {
+		case sweep && (!held || !s.nextHeld.Before(s.nextSweep)):
+			s.clock.now = s.nextSweep
+			for _, c := range s.caches {
+				c.sweep(*s.cfg.Sweep)
+			}
+			s.nextSweep = s.nextSweep.Add(s.cfg.Sweep.MinAge)
+		case held:
+			for _, c := range s.caches {
+				c.sampleHeld()
+			}
+			s.nextHeld = s.nextHeld.Add(s.cfg.HeldEvery)
+		default:
+			return
+		}
+	}
 }
 
 // finishUntil ends the invocations due by t, in time order.
