@@ -41,8 +41,8 @@ import (
 //     all, none starting more than 5 min after the first failure;
 //     drainRetry), counted in hoard_agent_log_drains_total and logged.
 //     The retries stop when an instance of the application adopts the
-//     log meanwhile (it delivers the writes then) and when the agent
-//     shuts down. A log still not emptied stays for the next instance.
+//     log meanwhile (it delivers the writes then), when the instance is
+//     stopped (a second teardown) and when the agent shuts down. A log still not emptied stays for the next instance.
 //     While a drain runs no instance adopts its log.
 //   - Deleting an application unloads its instances, which remove their
 //     logs; a log left as above stays until an instance of the
@@ -181,9 +181,24 @@ func (in *Instance) drainRetrying(dir string) bool {
 			t.Stop()
 			a.log.Warn("durable log of a dead instance not drained: the agent is shutting down; the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "attempts", attempt)
 			return false
+		case <-in.stopRetriesCh():
+			t.Stop()
+			a.log.Warn("durable log of a dead instance not drained: the instance was stopped; the next instance of its application on this node adopts it", "instance", in.req.ID, "app", in.spec.Name, "attempts", attempt)
+			return false
 		}
 		wait = min(2*wait, p.most)
 	}
+}
+
+// stopRetriesCh is closed once a second teardown asked the instance to
+// stop while the first retried a drain.
+func (in *Instance) stopRetriesCh() chan struct{} {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopRetries == nil {
+		in.stopRetries = make(chan struct{})
+	}
+	return in.stopRetries
 }
 
 // claimLog marks the log at dir as being drained, so that no instance

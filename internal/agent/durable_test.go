@@ -326,3 +326,41 @@ func TestDrainRetryStopsOnClose(t *testing.T) {
 		t.Errorf("the log is gone: %v", err)
 	}
 }
+
+// A second teardown (an explicit stop while the first still retries a
+// drain) ends the wait between two attempts: the stop does not wait out
+// the backoff, and the log stays for the next instance.
+func TestDrainRetryStopsOnStop(t *testing.T) {
+	e := newDrainEnv(t, drainRetry{attempts: 5, first: time.Hour, most: time.Hour, within: 10 * time.Hour})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.in.settleLog()
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.attempts() == 0 { // the first attempt ran (and failed)
+		if time.Now().After(deadline) {
+			t.Fatal("no drain attempt")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	e.in.mu.Lock()
+	e.in.tornDown, e.in.done = true, done // the first teardown, retrying
+	e.in.mu.Unlock()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		e.in.teardown("stopped")
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stop waited out the drain's backoff")
+	}
+	if n := e.attempts(); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
+	}
+	if _, err := os.Stat(e.log); err != nil {
+		t.Errorf("the log is gone: %v", err)
+	}
+}

@@ -60,6 +60,11 @@ type Instance struct {
 	// drainingLog: a drain of its dead cachelet's durable log runs
 	// (durable.go); set under the agent's diskMu.
 	drainingLog atomic.Bool
+	// stopRetries is closed when the instance is torn down again (an
+	// explicit stop) while its first teardown still retries a drain: the
+	// retries stop waiting, and the log stays for the next instance.
+	stopRetries     chan struct{}
+	stopRetriesOnce sync.Once
 
 	mu          sync.Mutex
 	state       string
@@ -388,6 +393,7 @@ func (in *Instance) teardown(reason string) {
 	in.mu.Lock()
 	if in.tornDown {
 		in.mu.Unlock()
+		in.stopRetriesOnce.Do(func() { close(in.stopRetriesCh()) })
 		<-in.done
 		return
 	}
