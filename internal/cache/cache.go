@@ -230,7 +230,9 @@ func (c *Cache) pooled(size int64) bool {
 // reserved Charge(info.Size), and holds the entry's first reference,
 // which it releases (Entry.Release) once it is done with the entry; the
 // chunks go back to the pool once every reference is released. Such an
-// entry cannot be filled by FillParts.
+// entry cannot be filled by FillParts. The reservation may have dropped
+// free chunks the entry could have taken: ReserveEntry reserves and
+// makes the entry in one step, taking them first.
 func (c *Cache) NewEntry(k Key, info store.ObjectInfo) *Entry {
 	if c.pooled(info.Size) {
 		return NewPooledEntry(c.pool, k, info)
