@@ -113,7 +113,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var chf changeFlags
 	chf.register(fs, doc.Cache.StoreChanges)
 	var pool poolFlag
-	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse instead of allocating (default: budget/8, at most 8MiB); off: none")
+	fs.Var(&pool, "buffer-pool", "free memory kept for fills and uploads to reuse besides the budget, whose unused room keeps free memory too (default: budget/8, at most 8MiB); off: no pool")
 	var pageSize poolFlag // a size, or off (-1), as --buffer-pool
 	fs.Var(&pageSize, "page-size", "ranged reads of objects not cached whole fetch and keep whole pages of this size (4KiB to 64MiB; default 128KiB); off: ranges fetch the whole object")
 	config := configFlag(fs)

@@ -23,6 +23,7 @@ type Builder struct {
 	n      int64
 	buf    []byte
 	chunks [][]byte
+	spare  [][]byte // free chunks taken with the reservation (ReserveBuilder), used first
 }
 
 // firstBuffer is the first allocation of a Builder's one buffer.
@@ -35,6 +36,35 @@ func (c *Cache) NewBuilder(size int64) *Builder {
 	if c.pooled(size) {
 		b.pool = c.pool
 	}
+	return b
+}
+
+// ReserveBuilder is ReserveUpload(Charge(size)) and NewBuilder(size) in
+// one step: the free chunks the pool has, up to the object's, are set
+// aside for the Builder under the reservation's lock, as ReserveEntry
+// does for a fill, among them those of the entries evicted to make room.
+// They are memory the pool held already, not taken on the sender's word.
+// It returns nil, charging nothing, when the reservation is refused;
+// the caller ends it as ReserveUpload's, with Charge(size).
+func (c *Cache) ReserveBuilder(size int64) *Builder {
+	charge := c.Charge(size)
+	if size < 0 || !c.Admissible(charge) {
+		return nil
+	}
+	b := c.NewBuilder(size)
+	var spare [][]byte
+	if b.pool != nil {
+		spare = make([][]byte, 0, chunks(size))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fits(reserveUpload, charge) {
+		return nil
+	}
+	if b.pool != nil {
+		b.spare = c.pool.take(spare, chunks(size))
+	}
+	c.hold(reserveUpload, charge)
 	return b
 }
 
@@ -64,13 +94,24 @@ func (b *Builder) Write(p []byte) (int, error) {
 	for q := p; len(q) > 0; {
 		at := b.n % ChunkSize
 		if at == 0 {
-			b.chunks = append(b.chunks, b.pool.get(1)[0])
+			b.chunks = append(b.chunks, b.nextChunk())
 		}
 		m := copy(b.chunks[len(b.chunks)-1][at:], q)
 		q = q[m:]
 		b.n += int64(m)
 	}
 	return len(p), nil
+}
+
+// nextChunk is a spare chunk, else one from the pool.
+func (b *Builder) nextChunk() []byte {
+	if n := len(b.spare); n > 0 {
+		c := b.spare[n-1]
+		b.spare[n-1] = nil
+		b.spare = b.spare[:n-1]
+		return c
+	}
+	return b.pool.get(1)[0]
 }
 
 // Entry returns a complete entry of the bytes written, which must be all
@@ -93,9 +134,12 @@ func (b *Builder) Entry(k Key, info store.ObjectInfo) *Entry {
 }
 
 // Discard gives the memory back: the bytes will not become an entry.
+// Call it once the reservation is released, so that the chunks find its
+// room in the pool.
 func (b *Builder) Discard() {
-	if b.pool != nil && b.chunks != nil {
+	if b.pool != nil {
 		b.pool.put(b.chunks)
+		b.pool.put(b.spare)
 	}
-	b.chunks, b.buf = nil, nil
+	b.chunks, b.spare, b.buf = nil, nil, nil
 }

@@ -66,20 +66,24 @@ type Config struct {
 	// cost no clock read, and Sweep must not be used.
 	TrackReads bool
 
-	// PoolBytes bounds the free chunks kept for fills and uploads to
-	// reuse (see Buffers, NewEntry, NewBuilder): entries made by
-	// Cache.NewEntry take their chunks from the pool and give them back
-	// once their last reader is done. Free chunks are memory besides the
-	// budget. Default (0): Budget / 8 up to DefaultPoolBytes, following
-	// the budget as SetBudget moves it. Negative: no pool (every fill
-	// allocates).
+	// PoolBytes is the free memory kept for fills and uploads to reuse
+	// besides the budget (see Buffers, NewEntry, NewBuilder): entries
+	// made by Cache.NewEntry take their chunks from the pool and give
+	// them back once their last reader is done. Besides it, the pool
+	// keeps free chunks in the room the budget has left beside the
+	// entries and reservations, which the budget allows anyway: what the
+	// cache holds in entries, reservations and free chunks together
+	// stays within Budget + PoolBytes. Default (0): Budget / 8 up to
+	// DefaultPoolBytes, following the budget as SetBudget moves it.
+	// Negative: no pool (every fill allocates).
 	PoolBytes int64
 }
 
-// DefaultPoolBytes is the most free memory a cache's pool keeps by
-// default: enough for the chunks of the objects evicted to make room for
-// the next fills, and a fixed part of what a process holds besides its
-// budget (cacheconfig.DefaultMemoryOverhead), whatever the budget.
+// DefaultPoolBytes is the most free memory a cache's pool keeps besides
+// its budget by default: enough for the chunks of objects whose last
+// readers finish after their room was taken, and a fixed part of what a
+// process holds besides its budget (cacheconfig.DefaultMemoryOverhead),
+// whatever the budget.
 const DefaultPoolBytes = 8 << 20
 
 // DefaultLargeObjectSize is PolicySizeAware's default LargeObjectSize: the
@@ -226,7 +230,9 @@ func (c *Cache) pooled(size int64) bool {
 // reserved Charge(info.Size), and holds the entry's first reference,
 // which it releases (Entry.Release) once it is done with the entry; the
 // chunks go back to the pool once every reference is released. Such an
-// entry cannot be filled by FillParts.
+// entry cannot be filled by FillParts. The reservation may have dropped
+// free chunks the entry could have taken: ReserveEntry reserves and
+// makes the entry in one step, taking them first.
 func (c *Cache) NewEntry(k Key, info store.ObjectInfo) *Entry {
 	if c.pooled(info.Size) {
 		return NewPooledEntry(c.pool, k, info)
@@ -319,105 +325,6 @@ func (c *Cache) lapsed(e *Entry) bool {
 	return true
 }
 
-// Reserve charges size bytes to a fill about to start, evicting entries in
-// the policy's order to make room. It returns false, charging nothing,
-// when the object is not admissible or the room cannot be made because
-// other fills hold it.
-func (c *Cache) Reserve(size int64) bool {
-	if !c.Admissible(size) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reserved+size > c.cfg.Budget {
-		return false
-	}
-	c.makeRoom(size)
-	c.reserved += size
-	return true
-}
-
-// ReserveUpload is Reserve for an upload whose body is still to arrive: it
-// also refuses, charging nothing, when the reservations of uploads in
-// progress would exceed Config.MaxUploadReserve. The caller calls
-// UploadDone(size) once the body has arrived or failed, then Add or
-// Release as for Reserve.
-func (c *Cache) ReserveUpload(size int64) bool {
-	if !c.Admissible(size) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.uploading+size > c.cfg.MaxUploadReserve || c.reserved+size > c.cfg.Budget {
-		return false
-	}
-	c.makeRoom(size)
-	c.reserved += size
-	c.uploading += size
-	return true
-}
-
-// UploadDone ends the upload share of a ReserveUpload(size): the
-// reservation stays, to be passed to Add or Release.
-func (c *Cache) UploadDone(size int64) {
-	c.mu.Lock()
-	c.uploading -= size
-	c.mu.Unlock()
-}
-
-// ReserveFill is Reserve for a fill whose bytes are still to arrive: it
-// also refuses, charging nothing, when other fills are in progress and
-// their reservations with this one would exceed Config.MaxFillReserve.
-// The caller calls FillDone(size) once the fill has ended, then Add or
-// Release as for Reserve.
-func (c *Cache) ReserveFill(size int64) bool {
-	if !c.Admissible(size) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if (c.filling > 0 && c.filling+size > c.cfg.MaxFillReserve) || c.reserved+size > c.cfg.Budget {
-		return false
-	}
-	c.makeRoom(size)
-	c.reserved += size
-	c.filling += size
-	return true
-}
-
-// FillDone ends the fill share of a ReserveFill(size): the reservation
-// stays, to be passed to Add or Release.
-func (c *Cache) FillDone(size int64) {
-	c.mu.Lock()
-	c.filling -= size
-	c.mu.Unlock()
-}
-
-// ReserveFillFree is ReserveFill for a fill that must not evict anything:
-// it refuses, charging nothing, unless size fits beside what the cache
-// holds and has reserved (a copy offered by a peer is taken only into
-// room the cache has).
-func (c *Cache) ReserveFillFree(size int64) bool {
-	if !c.Admissible(size) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if (c.filling > 0 && c.filling+size > c.cfg.MaxFillReserve) || c.bytes+c.reserved+size > c.cfg.Budget {
-		return false
-	}
-	c.reserved += size
-	c.filling += size
-	return true
-}
-
-// Release returns a reservation whose fill will not be added.
-func (c *Cache) Release(size int64) {
-	c.mu.Lock()
-	c.reserved -= size
-	c.mu.Unlock()
-}
-
 // Add moves a completed fill's reservation into the cache as e, replacing
 // any entry of the same key. e must be complete and must have been
 // reserved with Reserve(e.Charge()); the caller must hold a reference to
@@ -429,6 +336,7 @@ func (c *Cache) Release(size int64) {
 func (c *Cache) Add(e *Entry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.fitPool()
 	c.reserved -= e.Charge()
 	if e.doomed.Load() || !e.Complete() {
 		return false
@@ -623,6 +531,7 @@ func (c *Cache) SetBudgetEach(n int64, each func(*Entry)) (freed int64) {
 	c.cfg.Budget = n
 	if c.pool != nil {
 		c.pool.SetMax(c.cfg.poolBytes(n))
+		defer c.fitPool() // once every eviction is done
 	}
 	before := c.bytes
 	if c.bytes+c.reserved > n {
@@ -690,6 +599,7 @@ func (c *Cache) remove(e *Entry) {
 	delete(c.items, e.key)
 	c.bytes -= e.Charge()
 	e.inCache, e.left = false, true
+	c.fitPool()
 	e.Release()
 }
 

@@ -53,7 +53,11 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 		// The hot objects evicted are held to be offered to their
 		// owners (migrate.go), bounded by Migrate.MaxBytes.
 		each, hot := c.shrinkCollector()
+		shed := c.cache.BufferStats().Shed
 		freed = c.cache.SetBudgetEach(tier, each)
+		// Free chunks kept in the room the budget had are dropped
+		// with it (cache.Buffers): memory to return as well.
+		shed = c.cache.BufferStats().Shed - shed
 		if hot != nil {
 			if len(*hot) == 0 {
 				c.endShrink()
@@ -70,7 +74,7 @@ func (c *Cachelet) SetBudget(n int64) (freed int64) {
 			freed += c.ec.setBudget(shards)
 		}
 		c.cfg.applyMemoryLimit(n)
-		if freed > 0 {
+		if freed > 0 || shed > 0 {
 			debug.FreeOSMemory()
 		}
 		c.m.budgetChanges.WithLabelValues("shrink").Inc()

@@ -24,18 +24,25 @@ import (
 func (c *Cachelet) install(k cache.Key, body io.ReadCloser, info store.ObjectInfo, fl *flight) (*cache.Entry, io.ReadCloser, error) {
 	sb, split := body.(splittable)
 	split = split && c.split.splits(info)
-	// A split download fills byte ranges in place: one buffer, not chunks.
-	charge, newEntry := c.cache.Charge(info.Size), c.cache.NewEntry
-	if split {
-		charge, newEntry = info.Size, cache.NewEntry
-	}
 	// Unfinished fills reserve a bounded share of the cache
 	// (cache.Config.MaxFillReserve): beyond it a cold read streams
-	// uncached, so many slow cold reads cannot evict the cache.
-	if !c.cache.ReserveFill(charge) {
+	// uncached, so many slow cold reads cannot evict the cache. The
+	// entry holds the fill's reference, released by admit; it lands in
+	// the memory of what its reservation evicted, where nobody reads
+	// that any more (cache.ReserveEntry).
+	var e *cache.Entry
+	switch {
+	case !split:
+		e = c.cache.ReserveEntry(cache.ForFill, k, info)
+	case c.cache.ReserveFill(info.Size):
+		// A split download fills byte ranges in place: one buffer,
+		// not chunks.
+		e = cache.NewEntry(k, info)
+	}
+	if e == nil {
 		return nil, body, nil
 	}
-	e := newEntry(k, info) // the fill's reference, released by admit
+	charge := e.Charge()
 	if !c.keys.install(k, fl, e, &c.wg) {
 		// No new fill goroutines once Close began: stream this one.
 		c.cache.FillDone(charge)

@@ -467,11 +467,11 @@ func (c *Cachelet) PeerInstall(ctx context.Context, info store.ObjectInfo, body 
 		}
 		info = st // the store's word on the version's metadata
 	}
-	charge := c.cache.Charge(info.Size)
-	if !c.cache.ReserveFillFree(charge) {
+	e := c.cache.ReserveEntry(cache.ForRoom, k, info)
+	if e == nil {
 		return refuse("no room for %d bytes", info.Size)
 	}
-	e := c.cache.NewEntry(k, info)
+	charge := e.Charge()
 	if !c.keys.install(k, fl, e, &c.wg) {
 		c.cache.FillDone(charge)
 		c.cache.Release(charge)

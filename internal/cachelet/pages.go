@@ -362,13 +362,13 @@ func (c *Cachelet) newPages(k cache.Key, info store.ObjectInfo, got store.ByteRa
 		}
 	}
 	for off := got.Start; off <= got.End; off += ps {
-		n := min(ps, info.Size-off)
-		if !c.cache.Reserve(c.cache.PageCharge(n)) {
+		pinfo.Size = min(ps, info.Size-off)
+		e := c.cache.ReserveEntry(cache.ForPage, pageKey(k, info.ETag, off/ps), pinfo)
+		if e == nil {
 			undo()
 			return nil
 		}
-		pinfo.Size = n
-		entries = append(entries, c.cache.NewPageEntry(pageKey(k, info.ETag, off/ps), pinfo))
+		entries = append(entries, e)
 	}
 	p := c.pages
 	p.mu.Lock()

@@ -80,11 +80,13 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 	// so unfinished uploads cannot evict the cache.
 	charge := c.cache.Charge(size)
 	final := c.finalOutput(bucket, key)
-	if !c.cfg.DisableWriteCaching && !final && size >= 0 && c.cache.ReserveUpload(charge) {
-		e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
-		c.keys.beginWrite(k, e)
-		buf = &teeBuffer{r: body, b: c.cache.NewBuilder(size)}
-		body = buf
+	if !c.cfg.DisableWriteCaching && !final && size >= 0 {
+		if b := c.cache.ReserveBuilder(size); b != nil {
+			e = cache.NewEntry(k, store.ObjectInfo{}) // a marker for Invalidate to doom
+			c.keys.beginWrite(k, e)
+			buf = &teeBuffer{r: body, b: b}
+			body = buf
+		}
 	}
 	res, err := c.store.Put(ctx, bucket, key, body, size, opts)
 	c.m.writes.WithLabelValues("put", resultLabel(err)).Inc()
@@ -99,8 +101,8 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 		return res, err
 	}
 	if err != nil || buf.over || buf.b.Len() != size {
-		buf.b.Discard()
 		c.dropWrite(k, e, charge)
+		buf.b.Discard() // into the room the reservation left
 		return res, err
 	}
 	// The store's word on the version just written (its ETag, its
@@ -111,8 +113,8 @@ func (c *Cachelet) putThrough(ctx context.Context, bucket, key string, body io.R
 		// Doomed: a write that began before the store acknowledged this
 		// one may have cached its own bytes, which the store has since
 		// replaced with these. Keep neither.
-		buf.b.Discard()
 		c.dropWrite(k, e, charge)
+		buf.b.Discard()
 		return res, nil
 	}
 	// Swap the placeholder for the real entry while it is still

@@ -389,12 +389,15 @@ func (b *unpackedBody) next() error {
 // fits.
 func (c *Cachelet) keepUnpackedBlock(k cache.Key, info store.ObjectInfo, i int, data []byte) {
 	n := int64(len(data))
-	if !c.cache.Admissible(n) || !c.cache.Reserve(c.cache.PageCharge(n)) {
+	if !c.cache.Admissible(n) {
 		return
 	}
 	binfo := info
 	binfo.Size, binfo.Checksums, binfo.ChecksumType = n, nil, ""
-	e := c.cache.NewPageEntry(unpackedBlockKey(k, info.ETag, i), binfo)
+	e := c.cache.ReserveEntry(cache.ForPage, unpackedBlockKey(k, info.ETag, i), binfo)
+	if e == nil {
+		return
+	}
 	if _, err := e.ReadFrom(bytes.NewReader(data)); err != nil {
 		c.cache.Release(e.Charge())
 		e.Release()
