@@ -234,7 +234,9 @@ func TestRouting(t *testing.T) {
 	queued := 0
 	for r := range results {
 		used[r.Instance]++
-		if r.QueueMS > 100 {
+		// Queued behind a busy instance (a cold start's wait counts in
+		// QueueMS too, and on a loaded machine can pass 100 ms).
+		if r.QueueMS > 100 && !r.Cold {
 			queued++
 		}
 	}
