@@ -53,6 +53,11 @@ const (
 // of one model at sizes near each other are.
 var diskFnModelVersions = []float64{1, 0.9, 0.8, 0.7}
 
+// scaledBudget is a budget at a data scale, in whole MiB.
+func scaledBudget(full int64, scale float64) int64 {
+	return max(1, int64(math.Round(float64(full>>20)*scale))) << 20
+}
+
 // diskFnSample is one measured round: one invocation of the notebook's
 // sum, or one of detect per model version; times and reads summed.
 type diskFnSample struct {
@@ -117,8 +122,7 @@ func runDiskFunctionsExperiment(ctx context.Context, o Options) (*Result, error)
 			s.Cache.Budget, s.Cache.Shared, s.Cache.NoDisk = appspec.Size(budget), false, !disk
 		}
 	}
-	nbBudget := int64(float64(diskFnNotebookBudget) * scale)
-	mlBudget := int64(float64(diskFnMLBudget) * scale)
+	nbBudget, mlBudget := scaledBudget(diskFnNotebookBudget, scale), scaledBudget(diskFnMLBudget, scale)
 	apps := map[string]string{}
 	for _, a := range []struct {
 		key, example, name string
