@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
+	"github.com/hoard-io/hoard/internal/disktier"
 )
 
 // diskFnFixture is a case as a healthy run shapes it: the memory-only
@@ -19,7 +20,7 @@ func diskFnFixture() diskFnCase {
 		return diskFnSample{Total: exec + 10*time.Millisecond, Exec: exec, Cold: cold, Reads: reads}
 	}
 	return diskFnCase{
-		Name: "notebook sum", Data: 350e6, Budget: 112 << 20, Objects: 10,
+		Name: "notebook sum", Data: 350e6, Budget: 112 << 20, Objects: 10, Largest: 35e6,
 		Memory:       []diskFnSample{s(8*time.Second, miss, false), s(7*time.Second, miss, false), s(9*time.Second, miss, false)},
 		Disk:         []diskFnSample{s(2*time.Second, hit, false), s(3*time.Second, hit, false), s(2500*time.Millisecond, hit, false)},
 		MemoryReload: s(9*time.Second, miss, true),
@@ -91,9 +92,15 @@ func TestCheckDiskFunctions(t *testing.T) {
 		edit func(*diskFnCase)
 		want string
 	}{
-		"no disk hit warm":         {func(c *diskFnCase) { c.Disk = c.Memory }, "served no disk hit in its warm rounds"},
-		"no disk hit on reload":    {func(c *diskFnCase) { c.DiskReload = c.MemoryReload }, "reloaded instance with the disk tier served no disk hit"},
-		"memory-only hit the disk": {func(c *diskFnCase) { c.MemoryReload = c.DiskReload }, "memory-only application served 10 disk hits"},
+		"no disk hit warm": {func(c *diskFnCase) { c.Disk = c.Memory }, "served 0.0 MB of its 3 warm rounds from disk, want at least 232.6 MB a round"},
+		"too few disk hits warm": {func(c *diskFnCase) {
+			for i := range c.Disk { // three chunks of ten a round from disk
+				c.Disk[i].Reads = map[string]api.ReadCount{"disk_hit": {Count: 3, Bytes: 105e6}, "local_miss": {Count: 7, Bytes: 245e6}}
+			}
+		}, "served 315.0 MB of its 3 warm rounds from disk"},
+		"the reason, when objects are too large to spill": {func(c *diskFnCase) { c.Disk = c.Memory }, "up to 35.0 MB are over the disk tier's bound"},
+		"no disk hit on reload":                           {func(c *diskFnCase) { c.DiskReload = c.MemoryReload }, "reloaded instance with the disk tier served 0.0 MB from disk"},
+		"memory-only hit the disk":                        {func(c *diskFnCase) { c.MemoryReload = c.DiskReload }, "memory-only application served 10 disk hits"},
 		"budget held the working set": {func(c *diskFnCase) {
 			c.Memory = []diskFnSample{{Reads: map[string]api.ReadCount{"local_hit": {Count: 11}}}}
 		}, "missed nothing"},
@@ -118,9 +125,14 @@ func TestScaledBudget(t *testing.T) {
 			t.Errorf("scaledBudget(%d, %g) = %d, want %d", tc.full, tc.scale, got, tc.want)
 		}
 	}
+	// The full run's largest object is one memory spills to disk.
+	full := diskFunctionsExperiment().Full
+	if scale := float64(full.Sizes[0]) / 100; int64(35e6*scale)+128 > disktier.DefaultPendingBytes {
+		t.Errorf("the full run's %.0f-byte objects are over the disk tier's pending bound", 35e6*scale)
+	}
 	// Every object of the quick and the full runs fits the cache's
 	// largest (half the budget), and the working set exceeds the budget.
-	for _, scale := range []float64{0.1, 1} {
+	for _, scale := range []float64{0.1, 0.4, 1} {
 		nb, ml := scaledBudget(diskFnNotebookBudget, scale), scaledBudget(diskFnMLBudget, scale)
 		if chunk := int64(35e6*scale) + 128; chunk > nb/2 || 10*chunk <= nb {
 			t.Errorf("scale %g: a %d-byte chunk against a %d-byte notebook budget", scale, chunk, nb)
