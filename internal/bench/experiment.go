@@ -115,6 +115,7 @@ func Experiments() []Experiment {
 		rangesExperiment(),
 		simulationExperiment(),
 		diskExperiment(),
+		diskFunctionsExperiment(),
 		writesExperiment(),
 		changesExperiment(),
 		changesRelayExperiment(),

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/api"
 	"github.com/hoard-io/hoard/internal/appspec"
 	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
@@ -175,9 +176,9 @@ func (r *benchRig) invoke(ctx context.Context, app, fn string, event any) (*invo
 	if !rec.OK {
 		return nil, fmt.Errorf("%s/%s: %s: %s\n%s", app, fn, rec.Error.Type, rec.Error.Message, rec.Log)
 	}
-	out := &invocation{total: time.Duration(rec.TotalMS * float64(time.Millisecond)), exec: time.Duration(rec.ExecMS * float64(time.Millisecond)), cold: rec.Cold, reads: map[string]int64{}}
+	out := &invocation{total: time.Duration(rec.TotalMS * float64(time.Millisecond)), exec: time.Duration(rec.ExecMS * float64(time.Millisecond)), cold: rec.Cold, reads: map[string]int64{}, served: map[string]api.ReadCount{}}
 	for k, v := range rec.Reads {
-		out.reads[k] = v.Count
+		out.reads[k], out.served[k] = v.Count, v
 	}
 	return out, nil
 }
@@ -186,4 +187,7 @@ type invocation struct {
 	total, exec time.Duration
 	cold        bool
 	reads       map[string]int64 // counts by access type
+	// served is the reads by access type with their bytes and the time
+	// the cachelet took to serve them.
+	served map[string]api.ReadCount
 }
