@@ -393,7 +393,9 @@ type Cachelet struct {
 	left    chan struct{}
 
 	wg sync.WaitGroup // fill, persistence and handoff goroutines
-	// sweeping is the sweeper (sweep.go), apart: it runs until Close.
+	// sweeping is the loops that run until Close, apart from wg (which
+	// waits for work that ends): the sweeper (sweep.go) and the disk
+	// tier's write-ahead (disk.go).
 	sweeping sync.WaitGroup
 
 	// Background persistence: writes queued for the store, and writes
@@ -437,6 +439,10 @@ type Cachelet struct {
 	// The store's change subscriptions; nil when not followed
 	// (external.go).
 	ext *external
+
+	// ahead are the keys of objects to write to the disk tier ahead of
+	// their eviction; nil without a disk tier (disk.go).
+	ahead chan cache.Key
 
 	// stopped ends when Close begins; fills derive from it.
 	stopped   context.Context
@@ -555,6 +561,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		c.startHandoff()
 	}
 	c.startSweeps()
+	if cfg.Disk != nil {
+		c.ahead = make(chan cache.Key, writeAheadQueue)
+		c.sweeping.Add(1)
+		go c.writeAheadLoop()
+	}
 	if cfg.External != nil {
 		c.ext = newExternal(c, *cfg.External, reg)
 	}

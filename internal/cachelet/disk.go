@@ -26,9 +26,12 @@ type Disk interface {
 	// Spill offers an object evicted from memory; it takes body (closing
 	// it) and never blocks: the cache calls it under its lock.
 	Spill(bucket, key string, info store.ObjectInfo, body io.ReadCloser) bool
-	// Write writes an object now (Close keeps memory on disk this way);
-	// it takes body.
+	// Write writes an object now (Close keeps memory on disk this way,
+	// and objects too large to spill are written ahead); it takes body.
 	Write(ctx context.Context, bucket, key string, info store.ObjectInfo, body io.ReadCloser) error
+	// SpillMax is the largest object Spill can take (evicted objects wait
+	// in memory for their write, a bounded amount together).
+	SpillMax() int64
 	// Open returns a verified copy of the object: its metadata and a body
 	// of its bytes that fails rather than deliver bytes that changed
 	// since. Any error is a miss.
@@ -60,6 +63,66 @@ func (c *Cachelet) spill(e *cache.Entry) {
 	}
 	k := e.Key()
 	c.cfg.Disk.Spill(k.Bucket, k.Object, e.Info(), e.ReadCloser(0, e.Size()))
+}
+
+// Objects larger than the disk tier's SpillMax cannot wait in memory for
+// their write once evicted (what waits is memory outside the budget,
+// bounded); without more, the largest objects, the ones a disk tier saves
+// most on, would never reach the disk. So a fill of one is written
+// ahead: once admitted, while it is in memory (inside the budget), a
+// goroutine of the cachelet writes it to the tier, one at a time, from
+// a bounded queue of keys (a full queue drops the key: the object is
+// then only as it was before, in memory). The writer holds a reference
+// to the entry only while it writes it: an entry evicted meanwhile keeps
+// its bytes until the write ends, like any reader's, and one evicted
+// before its turn is skipped. Its eviction then finds it on disk
+// ("known"), and an instance reloaded on the node finds it there.
+
+// writeAheadQueue bounds the keys waiting to be written ahead.
+const writeAheadQueue = 64
+
+// writeAheadTimeout bounds one write ahead.
+const writeAheadTimeout = 2 * time.Minute
+
+// writeAhead queues e's key for the disk tier when e, just admitted, is
+// too large to spill on eviction. It never blocks.
+func (c *Cachelet) writeAhead(e *cache.Entry) {
+	if c.ahead == nil || e.Size() <= c.cfg.Disk.SpillMax() || !c.spillWorthy(e) {
+		return
+	}
+	select {
+	case c.ahead <- e.Key():
+	default:
+		c.m.writeAhead.WithLabelValues("busy").Inc()
+	}
+}
+
+// writeAheadLoop writes the queued keys' entries to the disk tier, one
+// at a time, until Close.
+func (c *Cachelet) writeAheadLoop() {
+	defer c.sweeping.Done()
+	for {
+		var k cache.Key
+		select {
+		case <-c.stopped.Done():
+			return
+		case k = <-c.ahead:
+		}
+		e := c.cache.Peek(k)
+		if e == nil || e.Size() <= c.cfg.Disk.SpillMax() || !c.spillWorthy(e) || !e.Acquire() {
+			c.m.writeAhead.WithLabelValues("gone").Inc()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.stopped, writeAheadTimeout)
+		err := c.cfg.Disk.Write(ctx, k.Bucket, k.Object, e.Info(), e.ReadCloser(0, e.Size()))
+		cancel()
+		if err != nil {
+			c.m.writeAhead.WithLabelValues("refused").Inc()
+			c.log.Debug("disk tier: object not written ahead", "bucket", k.Bucket, "key", k.Object, "err", err)
+			continue
+		}
+		c.m.writeAhead.WithLabelValues("written").Inc()
+	}
 }
 
 // fromDisk serves a miss from the disk tier when it holds the object and

@@ -224,3 +224,58 @@ func TestDiskDropPrefix(t *testing.T) {
 		t.Errorf("%d disk hits", got)
 	}
 }
+
+// TestLargeObjectsWrittenAhead: objects larger than what the disk tier
+// lets wait in memory for its write once evicted (SpillMax) are written
+// to disk when they are admitted, so that memory misses of them are disk
+// hits, and an instance started again over the tier finds them there.
+// Without the write-ahead none of them reaches the disk.
+func TestLargeObjectsWrittenAhead(t *testing.T) {
+	dir := t.TempDir()
+	newTier := func() *disktier.Tier {
+		tier, err := disktier.New(disktier.Config{Dir: dir, Budget: 64 << 20, CleanInterval: time.Hour, PendingBytes: 100 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tier.Close() })
+		return tier
+	}
+	tier := newTier()
+	e := newEnv(t, func(c *Config) {
+		c.Cache = cache.Config{Budget: 450 << 10, MaxObjectSize: 256 << 10}
+		c.Disk = tier
+	})
+	data, keys := diskData(e, 4) // 200 KiB each, over the 100 KiB SpillMax
+	for _, k := range keys {
+		e.mustRead(k, data[k], LocalMiss)
+		e.settle()
+	}
+	written := func() float64 { return toFloat64(e.c.m.writeAhead.WithLabelValues("written")) }
+	deadline := time.Now().Add(10 * time.Second)
+	for written() < float64(len(keys)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of %d objects written ahead; disk holds %d", written(), len(keys), tier.Stats().Objects)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The first ones were evicted: memory misses, disk hits.
+	e.mustRead("obj-0", data["obj-0"], DiskHit)
+	e.settle()
+
+	// An instance started again over the tier (the first one gone
+	// without writing its memory to disk, as a crash): every object a
+	// disk hit, the evicted ones included.
+	tier.Close()
+	c2, err := New(Config{Cache: cache.Config{Budget: 450 << 10, MaxObjectSize: 256 << 10}, Disk: newTier()}, e.st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for _, k := range keys {
+		got, obj, err := readWith(t.Context(), c2, k, nil)
+		if err != nil || !bytes.Equal(got, data[k]) || obj.Outcome != DiskHit {
+			t.Fatalf("after restart %s: %v, outcome %v, bytes equal %v", k, err, obj.Outcome, bytes.Equal(got, data[k]))
+		}
+		c2.wg.Wait()
+	}
+}

@@ -101,6 +101,7 @@ func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 	case c.cache.Add(e):
 		c.m.fills.WithLabelValues("ok").Inc()
 		c.m.fillSeconds.Observe(c.clock.Now().Sub(start).Seconds())
+		c.writeAhead(e)
 	case e.Doomed():
 		c.m.fills.WithLabelValues("doomed").Inc()
 	default: // the budget was lowered below the fills in flight

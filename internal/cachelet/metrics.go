@@ -25,6 +25,9 @@ type metrics struct {
 	fillSeconds     prometheus.Histogram
 	writes          *prometheus.CounterVec
 	evictedBytes    prometheus.Counter
+	// writeAhead counts objects too large to spill on eviction, by what
+	// became of their write to the disk tier ahead of it (disk.go).
+	writeAhead *prometheus.CounterVec // hoard_cachelet_disk_write_ahead_total{result}
 
 	// Budget changes (budget.go).
 	budgetChanges *prometheus.CounterVec // hoard_cachelet_budget_changes_total{direction}
@@ -90,6 +93,10 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 			Name: "hoard_cachelet_validation_joins_total",
 			Help: "Reads of a cached copy that shared a version check another read started (sent after both began).",
 		}),
+		writeAhead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoard_cachelet_disk_write_ahead_total",
+			Help: "Objects too large to wait in memory for their disk write once evicted, written to the disk tier when admitted instead: written, refused (by the tier: on disk already, no room, degraded), gone (evicted before their turn), busy (the queue full).",
+		}, []string{"result"}),
 		fills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoard_cachelet_fills_total",
 			Help: "Downloads from the store into memory: ok, aborted, doomed (overtaken by a write), over_budget (the budget was lowered below the fills in flight).",
@@ -209,7 +216,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins,
+	reg.MustRegister(m.reads, m.readBytes, m.readSeconds, m.readErrors, m.validations, m.validationJoins, m.writeAhead,
 		m.fills, m.fillSeconds, m.writes, m.evictedBytes, m.budgetChanges, m.budgetEvicted, m.finalOutputs, m.peerFallbacks, m.replayed, m.replaySuperseded, m.movedSuperseded, m.replayUnverified, m.durableBase, m.baseWaits, m.versioningChecks, m.peerRefused, m.peerServed, m.handoffs, m.migrated, m.migratedBytes, m.installs, m.prewarmed, m.prewarmHits,
 		gauge("hoard_cachelet_durable_base_waiting", "Durable writes held here whose base (the store version each was written over) is not known yet: each asks the store again, and if its key moves first it is not delivered until it knows it.", func() float64 { return float64(c.known.waiting.Load()) }),
 		gauge("hoard_cache_bytes", "Bytes held by complete cached objects.", func() float64 { return float64(c.cache.Stats().Bytes) }),

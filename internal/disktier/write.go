@@ -44,6 +44,12 @@ func (t *Tier) Spill(bucket, key string, info store.ObjectInfo, body io.ReadClos
 	}
 }
 
+// SpillMax is the largest object Spill can take: evicted objects wait in
+// memory for their write, within PendingBytes together. The cachelet
+// writes larger ones when they come into memory instead (Write), so that
+// their eviction finds them on disk.
+func (t *Tier) SpillMax() int64 { return t.cfg.PendingBytes }
+
 // refuse says why j is not written ("" when it is, and then registers
 // it as pending; hold counts its bytes against PendingBytes).
 func (t *Tier) refuse(j *job, hold bool) string {
