@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/api"
-	"github.com/hoard-io/hoard/internal/disktier"
 )
 
 // diskFnFixture is a case as a healthy run shapes it: the memory-only
@@ -98,9 +97,8 @@ func TestCheckDiskFunctions(t *testing.T) {
 				c.Disk[i].Reads = map[string]api.ReadCount{"disk_hit": {Count: 3, Bytes: 105e6}, "local_miss": {Count: 7, Bytes: 245e6}}
 			}
 		}, "served 315.0 MB of its 3 warm rounds from disk"},
-		"the reason, when objects are too large to spill": {func(c *diskFnCase) { c.Disk = c.Memory }, "up to 35.0 MB are over the disk tier's bound"},
-		"no disk hit on reload":                           {func(c *diskFnCase) { c.DiskReload = c.MemoryReload }, "reloaded instance with the disk tier served 0.0 MB from disk"},
-		"memory-only hit the disk":                        {func(c *diskFnCase) { c.MemoryReload = c.DiskReload }, "memory-only application served 10 disk hits"},
+		"no disk hit on reload":    {func(c *diskFnCase) { c.DiskReload = c.MemoryReload }, "reloaded instance with the disk tier served 0.0 MB from disk"},
+		"memory-only hit the disk": {func(c *diskFnCase) { c.MemoryReload = c.DiskReload }, "memory-only application served 10 disk hits"},
 		"budget held the working set": {func(c *diskFnCase) {
 			c.Memory = []diskFnSample{{Reads: map[string]api.ReadCount{"local_hit": {Count: 11}}}}
 		}, "missed nothing"},
@@ -124,11 +122,6 @@ func TestScaledBudget(t *testing.T) {
 		if got := scaledBudget(tc.full, tc.scale); got != tc.want {
 			t.Errorf("scaledBudget(%d, %g) = %d, want %d", tc.full, tc.scale, got, tc.want)
 		}
-	}
-	// The full run's largest object is one memory spills to disk.
-	full := diskFunctionsExperiment().Full
-	if scale := float64(full.Sizes[0]) / 100; int64(35e6*scale)+128 > disktier.DefaultPendingBytes {
-		t.Errorf("the full run's %.0f-byte objects are over the disk tier's pending bound", 35e6*scale)
 	}
 	// Every object of the quick and the full runs fits the cache's
 	// largest (half the budget), and the working set exceeds the budget.

@@ -106,7 +106,10 @@ func TestCacheletContract(t *testing.T) {
 	// The spec's cache settings, as the cachelet applied them.
 	got, err := in.CacheSettings(t.Context())
 	want := cacheconfig.Settings{Consistency: "strong", Eviction: cacheconfig.PolicyOwnerLRU, Budget: 32 << 20,
-		MaxObjectSize: 16 << 20, MemoryLimitOverhead: cacheconfig.DefaultMemoryOverhead}
+		MaxObjectSize: 16 << 20, MemoryLimitOverhead: cacheconfig.DefaultMemoryOverhead,
+		// OFC's sweep, on by default.
+		SweepInterval: cacheconfig.Duration(cacheconfig.OFCSweepInterval), SweepMinReads: cacheconfig.OFCSweepMinReads,
+		SweepIdle: cacheconfig.Duration(cacheconfig.OFCSweepIdle)}
 	if err != nil || got != want {
 		t.Fatalf("cache settings\n got %+v, %v\nwant %+v", got, err, want)
 	}
