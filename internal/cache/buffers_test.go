@@ -56,38 +56,7 @@ func TestPooledChunksAreNotReusedUnderReaders(t *testing.T) {
 	if got := c.Charge(size); got != chunks(size)*ChunkSize {
 		t.Fatalf("Charge(%d) = %d, want its chunks", size, got)
 	}
-	var (
-		stop  atomic.Bool
-		reads atomic.Int64
-		wg    sync.WaitGroup
-	)
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 5<<10)
-			for i := r; !stop.Load(); i++ {
-				e := c.Get(Key{"b", fmt.Sprint(i % keys)})
-				if e == nil || !e.Acquire() {
-					runtime.Gosched()
-					continue
-				}
-				var key, gen int
-				fmt.Sscanf(e.Info().ETag, "%d.%d", &key, &gen)
-				rc := e.ReadCloser(0, e.Size())
-				var got bytes.Buffer
-				if _, err := io.CopyBuffer(struct{ io.Writer }{&got}, struct{ io.Reader }{rc}, buf); err != nil {
-					t.Error(err)
-				}
-				rc.Close()
-				if !bytes.Equal(got.Bytes(), chunkPattern(key, gen, size)) {
-					t.Errorf("read of %d.%d: bytes of another object", key, gen)
-					stop.Store(true)
-				}
-				reads.Add(1)
-			}
-		}()
-	}
+	r := startCheckingReaders(t, c, readers, keys, size)
 	for i := range fills {
 		key := i % keys
 		if !c.Reserve(c.Charge(size)) {
@@ -103,11 +72,10 @@ func TestPooledChunksAreNotReusedUnderReaders(t *testing.T) {
 		c.Add(e)
 		e.Release()
 	}
-	stop.Store(true)
-	wg.Wait()
+	reads := r.stop()
 	s, bs := c.Stats(), c.BufferStats()
-	if reads.Load() == 0 || s.Evictions == 0 || bs.Reused == 0 {
-		t.Fatalf("%d reads, stats %+v, pool %+v: want reads, evictions and chunks reused", reads.Load(), s, bs)
+	if reads == 0 || s.Evictions == 0 || bs.Reused == 0 {
+		t.Fatalf("%d reads, stats %+v, pool %+v: want reads, evictions and chunks reused", reads, s, bs)
 	}
 	if s.Bytes+s.Reserved > s.Budget {
 		t.Fatalf("stats %+v: over budget", s)
@@ -364,4 +332,54 @@ func TestWriteToInMemoryWritesChunks(t *testing.T) {
 	if !inMemory(io.Discard) || !inMemory(&bytes.Buffer{}) || !inMemory(md5.New()) || inMemory(&recordWrites{}) {
 		t.Fatal("inMemory misjudges a writer")
 	}
+}
+
+// checkingReaders are goroutines that read the cache's entries of keys
+// "0".."keys-1" in turn, each holding a reference while it reads, and
+// check every byte against the version its ETag ("key.gen") names.
+type checkingReaders struct {
+	done  atomic.Bool
+	reads atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// startCheckingReaders starts n checking readers of c's objects of size
+// bytes.
+func startCheckingReaders(t *testing.T, c *Cache, n, keys, size int) *checkingReaders {
+	r := &checkingReaders{}
+	for first := range n {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			buf := make([]byte, 5<<10)
+			for i := first; !r.done.Load(); i++ {
+				e := c.Get(Key{"b", fmt.Sprint(i % keys)})
+				if e == nil || !e.Acquire() {
+					runtime.Gosched()
+					continue
+				}
+				var key, gen int
+				fmt.Sscanf(e.Info().ETag, "%d.%d", &key, &gen)
+				rc := e.ReadCloser(0, e.Size())
+				var got bytes.Buffer
+				if _, err := io.CopyBuffer(struct{ io.Writer }{&got}, struct{ io.Reader }{rc}, buf); err != nil {
+					t.Error(err)
+				}
+				rc.Close()
+				if !bytes.Equal(got.Bytes(), chunkPattern(key, gen, size)) {
+					t.Errorf("read of %d.%d: bytes of another object", key, gen)
+					r.done.Store(true)
+				}
+				r.reads.Add(1)
+			}
+		}()
+	}
+	return r
+}
+
+// stop ends the readers and returns how many reads they made.
+func (r *checkingReaders) stop() int64 {
+	r.done.Store(true)
+	r.wg.Wait()
+	return r.reads.Load()
 }

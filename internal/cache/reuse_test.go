@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/store"
@@ -343,38 +340,7 @@ func TestReservedChunksAreNotReusedUnderReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		stop  atomic.Bool
-		reads atomic.Int64
-		wg    sync.WaitGroup
-	)
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 5<<10)
-			for i := r; !stop.Load(); i++ {
-				e := c.Get(Key{"b", fmt.Sprint(i % keys)})
-				if e == nil || !e.Acquire() {
-					runtime.Gosched()
-					continue
-				}
-				var key, gen int
-				fmt.Sscanf(e.Info().ETag, "%d.%d", &key, &gen)
-				rc := e.ReadCloser(0, e.Size())
-				var got bytes.Buffer
-				if _, err := io.CopyBuffer(struct{ io.Writer }{&got}, struct{ io.Reader }{rc}, buf); err != nil {
-					t.Error(err)
-				}
-				rc.Close()
-				if !bytes.Equal(got.Bytes(), chunkPattern(key, gen, size)) {
-					t.Errorf("read of %d.%d: bytes of another object", key, gen)
-					stop.Store(true)
-				}
-				reads.Add(1)
-			}
-		}()
-	}
+	r := startCheckingReaders(t, c, readers, keys, size)
 	for i := range writes {
 		key := i % keys
 		k, info := Key{"b", fmt.Sprint(key)}, store.ObjectInfo{Size: size, ETag: fmt.Sprintf("%d.%d", key, i)}
@@ -403,11 +369,10 @@ func TestReservedChunksAreNotReusedUnderReaders(t *testing.T) {
 		c.Add(e)
 		e.Release()
 	}
-	stop.Store(true)
-	wg.Wait()
+	reads := r.stop()
 	s, bs := c.Stats(), c.BufferStats()
-	if reads.Load() == 0 || s.Evictions == 0 || bs.Reused == 0 {
-		t.Fatalf("%d reads, stats %+v, pool %+v: want reads, evictions and chunks reused", reads.Load(), s, bs)
+	if reads == 0 || s.Evictions == 0 || bs.Reused == 0 {
+		t.Fatalf("%d reads, stats %+v, pool %+v: want reads, evictions and chunks reused", reads, s, bs)
 	}
 	if s.Bytes+s.Reserved+bs.FreeBytes > s.Budget+floor {
 		t.Fatalf("stats %+v, pool %+v: over the budget and the pool's limit", s, bs)
