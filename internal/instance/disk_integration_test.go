@@ -18,7 +18,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/ring"
 )
@@ -146,14 +145,8 @@ func TestDiskTierProcesses(t *testing.T) {
 func TestDiskTierPeerIntegrity(t *testing.T) {
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
+	srv, etcd := startStoreAndEtcd(t, dir)
 	ctx := context.Background()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Close)
 	eps := strings.Join(etcd.Endpoints(), ",")
 	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
 	const app, bucket = "dpeer", "peers"

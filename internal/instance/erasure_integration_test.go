@@ -18,7 +18,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +28,6 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/hoard-io/hoard/internal/erasure"
-	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/ring"
 )
 
@@ -58,15 +55,9 @@ func TestErasureCodedObject(t *testing.T) {
 	const app, n, bucket, key = "ecapp", 8, "ecbucket", "large/object.bin"
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
+	srv, etcd := startStoreAndEtcd(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
 	eps := strings.Join(etcd.Endpoints(), ",")
 	members := watchMembers(t, etcd.Endpoints(), app)
 

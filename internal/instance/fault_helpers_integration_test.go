@@ -32,7 +32,6 @@ import (
 	"github.com/minio/minio-go/v7"
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/ring"
@@ -256,16 +255,8 @@ func newFaultCluster(t *testing.T, app string, n int) *faultCluster {
 	t.Helper()
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
+	srv, etcd := startStoreAndEtcd(t, dir)
+	var err error
 	eps := strings.Join(etcd.Endpoints(), ",")
 
 	fc := &faultCluster{app: app, store: srv, direct: faultClient(t, srv.Endpoint(), storeAK, storeSK)}

@@ -24,6 +24,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
 )
@@ -63,6 +64,22 @@ func startStore(t *testing.T, start startFunc, dir, addr string) *localstore.Ser
 		t.Fatalf("start store: %v", err)
 	}
 	return srv
+}
+
+// startStoreAndEtcd starts MinIO (data in dir/data) and an embedded etcd
+// (in dir), both closed when t ends.
+func startStoreAndEtcd(t *testing.T, dir string) (*localstore.Server, *etcdembed.Server) {
+	t.Helper()
+	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(etcd.Close)
+	return srv, etcd
 }
 
 func newEnv(t *testing.T, start startFunc, mutate func(*instance.Config)) *env {

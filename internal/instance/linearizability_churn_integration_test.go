@@ -23,9 +23,7 @@ import (
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
-	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/instance"
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/ring"
 )
 
@@ -78,21 +76,7 @@ func churnKeys(lc *linCluster, bucket, fourthID string) ([]string, []int, error)
 
 // handoffs sums hoard_cachelet_handoffs_total over instances.
 func handoffs(ins ...*instance.Instance) float64 {
-	var n float64
-	for _, in := range ins {
-		mfs, err := in.Registry().Gather()
-		if err != nil {
-			continue
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "hoard_cachelet_handoffs_total" {
-				for _, m := range mf.GetMetric() {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
+	return counters("hoard_cachelet_handoffs_total", nil, ins...)
 }
 
 // churnStats is what the churn goroutine and the clients saw.
@@ -352,15 +336,7 @@ func cmpInt64(a, b int64) int {
 // HOARD_LINEARIZABILITY_SEED fixes the workload's and the churn's choices.
 func TestLinearizabilityUnderChurn(t *testing.T) {
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
+	srv, etcd := startStoreAndEtcd(t, dir)
 	level := slog.LevelWarn
 	if os.Getenv("HOARD_LINEARIZABILITY_VERBOSE") != "" {
 		level = slog.LevelInfo // membership changes and handoffs, timed

@@ -19,9 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/hoard-io/hoard/internal/cachelet"
-	"github.com/hoard-io/hoard/internal/etcdembed"
 	"github.com/hoard-io/hoard/internal/instance"
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/netshape"
 )
 
@@ -44,21 +42,7 @@ const (
 // validationJoins sums hoard_cachelet_validation_joins_total over
 // instances.
 func validationJoins(ins ...*instance.Instance) float64 {
-	var n float64
-	for _, in := range ins {
-		mfs, err := in.Registry().Gather()
-		if err != nil {
-			continue
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "hoard_cachelet_validation_joins_total" {
-				for _, m := range mf.GetMetric() {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
+	return counters("hoard_cachelet_validation_joins_total", nil, ins...)
 }
 
 // runHotKeyWorkload runs the hot-key clients and the direct writer and
@@ -122,15 +106,9 @@ func runHotKeyWorkload(lc *linCluster, direct *minio.Client, bucket, key string,
 // writes through hoard and behind its back.
 func TestLinearizabilityHotKey(t *testing.T) {
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
+	srv, etcd := startStoreAndEtcd(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
 	shaper, err := netshape.Start(ctx, netshape.Config{LogFile: filepath.Join(dir, "toxiproxy.log")})
 	if err != nil {
 		t.Fatalf("start toxiproxy: %v", err)

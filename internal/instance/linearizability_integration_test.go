@@ -252,21 +252,7 @@ func startLinMember(ctx context.Context, env *linEnv, c cachelet.Consistency, ap
 // pageReads sums hoard_cachelet_page_reads_total{result} over the
 // cachelets.
 func (lc *linCluster) pageReads(result string) float64 {
-	var n float64
-	for _, in := range lc.ins {
-		mfs, _ := in.Registry().Gather()
-		for _, mf := range mfs {
-			if mf.GetName() != "hoard_cachelet_page_reads_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if m.GetLabel()[0].GetValue() == result {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
+	return counters("hoard_cachelet_page_reads_total", map[string]string{"result": result}, lc.ins...)
 }
 
 // ringsAgree says whether every cachelet sees all of them in its ring.
@@ -476,15 +462,7 @@ func linOutDir(t *testing.T) string {
 // makes of the weak owner-local-read setting (logged, not asserted).
 func TestLinearizability(t *testing.T) {
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
+	srv, etcd := startStoreAndEtcd(t, dir)
 	env := &linEnv{store: srv, etcd: etcd, diskDir: durableDir(t),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 

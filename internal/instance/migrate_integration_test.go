@@ -43,6 +43,15 @@ func counter(in *instance.Instance, name string, want map[string]string) float64
 	return n
 }
 
+// counters sums counter over instances.
+func counters(name string, want map[string]string, ins ...*instance.Instance) float64 {
+	var n float64
+	for _, in := range ins {
+		n += counter(in, name, want)
+	}
+	return n
+}
+
 // waitUntil polls cond for up to 20 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -37,8 +36,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/localstore"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/ring"
 )
@@ -183,16 +180,8 @@ func newPartitionCluster(t *testing.T, app string, n int) *partitionCluster {
 	t.Helper()
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
+	srv, etcd := startStoreAndEtcd(t, dir)
+	var err error
 	eps := strings.Join(etcd.Endpoints(), ",")
 
 	pc := &partitionCluster{

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/hoard-io/hoard/internal/etcdembed"
-	"github.com/hoard-io/hoard/internal/localstore"
 	"github.com/hoard-io/hoard/internal/membership"
 	etcdmembership "github.com/hoard-io/hoard/internal/membership/etcd"
 	"github.com/hoard-io/hoard/internal/ring"
@@ -40,15 +37,9 @@ func TestRogueMemberRecord(t *testing.T) {
 	)
 	bin := hoardBinary(t)
 	dir := t.TempDir()
-	srv := startStore(t, localstore.StartMinIO, filepath.Join(dir, "data"), "127.0.0.1:0")
-	t.Cleanup(func() { srv.Close() })
+	srv, etcd := startStoreAndEtcd(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: dir})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
 	direct := faultClient(t, srv.Endpoint(), storeAK, storeSK)
 	if err := direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
