@@ -40,6 +40,13 @@ func installs(c *Cachelet, result string) float64 {
 
 // moveAll gives every key to member to and tells every member.
 func (g *group) moveAll(to int) {
+	// As membership does it: every member hears that its ring is about to
+	// change (its handoff begins) before any ring answers the new owner,
+	// so no member takes an offer for a key it owns by the new ring
+	// before its own handoff began (whose clear would drop it).
+	for _, c := range g.members {
+		c.OwnershipChanging()
+	}
 	for _, r := range g.routers {
 		r.set(g.addrs[to])
 	}
