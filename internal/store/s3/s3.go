@@ -53,6 +53,13 @@ type Store struct {
 	virtualHost           bool
 	accessKey, secretKey  string
 	responseHeaderTimeout time.Duration
+
+	// What Get needs to send its requests itself (get.go): the
+	// endpoint's scheme and host (without the scheme's default port, as
+	// minio-go signs it), MaxAttempts, and the signer (nil: anonymous).
+	scheme, host string
+	maxAttempts  int
+	signer       *v4Signer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -104,10 +111,24 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("s3store: client: %w", err)
 	}
 	logger.Debug("s3store: client ready", "endpoint", cfg.Endpoint, "region", cfg.Region)
-	return &Store{core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
+	var sign *v4Signer
+	if cfg.AccessKey != "" {
+		sign = &v4Signer{accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, region: cfg.Region}
+	}
+	return &Store{scheme: u.Scheme, host: hostWithoutDefaultPort(u), maxAttempts: max(1, cfg.MaxAttempts), signer: sign,
+		core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
 		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout,
 		endpoint: passEndpoint(cfg.Endpoint), virtualHost: cfg.VirtualHostStyle,
 		accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, responseHeaderTimeout: cfg.ResponseHeaderTimeout}, nil
+}
+
+// hostWithoutDefaultPort is u's host, less a port that is its scheme's
+// default (what net/http sends, and minio-go signs, as the Host).
+func hostWithoutDefaultPort(u *url.URL) string {
+	if p := u.Port(); (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		return strings.TrimSuffix(u.Host, ":"+p)
+	}
+	return u.Host
 }
 
 // Close releases pooled connections. Requests still in flight finish
@@ -115,53 +136,6 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(s.transport.CloseIdleConnections)
 	return nil
-}
-
-// Get opens an object for reading; see store.Store. rng is the range the
-// body holds when the store answered 206, nil when the body is the whole
-// object.
-func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptions) (io.ReadCloser, store.ObjectInfo, *store.ByteRange, error) {
-	var gopts minio.GetObjectOptions
-	if opts.Range != nil {
-		h, err := rangeHeader(*opts.Range)
-		if err != nil {
-			return nil, store.ObjectInfo{}, nil, fmt.Errorf("s3store: get %s/%s: %w", bucket, key, err)
-		}
-		gopts.Set("Range", h)
-	}
-	if opts.IfNoneMatch != "" {
-		gopts.Set("If-None-Match", quoteETag(opts.IfNoneMatch))
-	}
-	if opts.IfMatch != "" {
-		gopts.Set("If-Match", quoteETag(opts.IfMatch))
-	}
-	if opts.ChecksumMode {
-		// Set by hand rather than with GetObjectOptions.Checksum, which
-		// would also make minio-go re-hash the body: verification is
-		// the caller's decision.
-		gopts.Set("x-amz-checksum-mode", "ENABLED")
-	}
-	// The answer's headers must come within the call timeout, then the
-	// body must keep moving.
-	cctx, wd := newWatchdog(ctx, s.callTimeout, s.idleTimeout, errCallDeadline)
-	body, _, h, err := s.core.GetObject(cctx, bucket, key, gopts)
-	if err != nil {
-		err = failed(ctx, cctx, "get", bucket, key, err)
-		wd.stop()
-		return nil, store.ObjectInfo{}, nil, err
-	}
-	wd.pause()
-	status := http.StatusOK
-	if h.Get("Content-Range") != "" {
-		status = http.StatusPartialContent
-	}
-	info, rng, err := infoFromHeader(bucket, key, status, h)
-	if err != nil {
-		body.Close()
-		wd.stop()
-		return nil, store.ObjectInfo{}, nil, fmt.Errorf("s3store: get %s/%s: %w: bad response: %v", bucket, key, store.ErrUnavailable, err)
-	}
-	return &bodyReader{rc: body, ctx: ctx, cctx: cctx, wd: wd, bucket: bucket, key: key}, info, rng, nil
 }
 
 // Stat returns an object's info (a HEAD request). It asks for checksums,
