@@ -18,6 +18,7 @@ import (
 	"github.com/hoard-io/hoard/internal/bench"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/hostnet"
+	"github.com/hoard-io/hoard/internal/netshape"
 )
 
 // benchmarks are the subcommands of `hoard bench`.
@@ -76,8 +77,8 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	var (
-		sizes, targets, jsonPath, minioBin, redisBin, python, script, tmp, logLevel string
-		quick, boto3                                                                bool
+		sizes, targets, jsonPath, minioBin, redisBin, python, script, tmp, logLevel, link string
+		quick, boto3                                                                      bool
 	)
 	fs.StringVar(&sizes, "sizes", "", "comma-separated object sizes (default 1KiB,4KiB,64KiB,1MiB,16MiB,256MiB; without 256MiB with --quick)")
 	fs.BoolVar(&quick, "quick", false, "short run: fewer iterations, no 256 MiB unless --sizes asks")
@@ -86,6 +87,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.BoolVar(&boto3, "boto3", defPython != "", "also measure through boto3 (store and warm); default on when .venv/bin/python exists")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with boto3, for --boto3")
 	fs.StringVar(&script, "boto3-script", "", "the boto3 script (default <module root>/python/hoard_bench/access_boto3.py)")
+	fs.StringVar(&link, "store-link", "", "put MinIO behind this shaped link (a preset: "+strings.Join(netshape.PresetNames(), ", ")+"), for the store targets and hoard alike; default loopback")
 	minioFlag(fs, &minioBin)
 	redisFlag(fs, &redisBin)
 	tmpFlag(fs, &tmp)
@@ -98,7 +100,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	cfg := bench.AccessConfig{
 		Quick: quick, Boto3: boto3, Python: python, Boto3Script: script,
-		MinIOBinary: minioBin, RedisBinary: redisBin, TempDir: tmp, Progress: stderr,
+		MinIOBinary: minioBin, RedisBinary: redisBin, TempDir: tmp, Progress: stderr, StoreLink: link,
 	}
 	var err error
 	if sizes != "" {
@@ -108,6 +110,15 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if cfg.Targets, err = parseTargets(targets); err != nil {
 		return fmt.Errorf("%w: --targets: %v", errUsage, err)
+	}
+	if link != "" {
+		p, err := netshape.LookupPreset(link)
+		if err != nil {
+			return fmt.Errorf("%w: --store-link: %v", errUsage, err)
+		}
+		if !p.Store.Shaped() {
+			return fmt.Errorf("%w: --store-link: preset %q leaves the store link unshaped", errUsage, link)
+		}
 	}
 	if boto3 {
 		if python == "" {

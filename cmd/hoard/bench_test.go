@@ -45,6 +45,21 @@ func TestBenchAllFlags(t *testing.T) {
 	}
 }
 
+// `hoard bench access` refuses a store link it cannot shape before
+// starting anything.
+func TestBenchAccessStoreLinkFlag(t *testing.T) {
+	for _, tt := range []struct{ link, want string }{
+		{"nope", `unknown preset "nope"`},
+		{"local", `preset "local" leaves the store link unshaped`},
+	} {
+		var out, errOut bytes.Buffer
+		args := []string{"bench", "access", "--boto3=false", "--store-link", tt.link}
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("hoard %s: exit %d, want 2 with %q\nstderr: %s", strings.Join(args, " "), code, tt.want, errOut.String())
+		}
+	}
+}
+
 func TestBenchAllHelpListsExperiments(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"bench", "all", "--help"}, &out, &errOut); code != 0 {

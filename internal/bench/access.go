@@ -21,6 +21,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/instance"
 	"github.com/hoard-io/hoard/internal/localstore"
+	"github.com/hoard-io/hoard/internal/netshape"
 	s3store "github.com/hoard-io/hoard/internal/store/s3"
 )
 
@@ -69,6 +70,11 @@ type AccessConfig struct {
 	Progress io.Writer
 	// Log receives the servers' logs; nil discards.
 	Log *slog.Logger
+	// StoreLink, when set, names a netshape preset whose store link
+	// MinIO is put behind (toxiproxy): the store targets and hoard's own
+	// requests to the store cross it alike, as a function's reads cross
+	// the network to a remote store. Empty: MinIO on loopback.
+	StoreLink string
 }
 
 // Plan is how many requests one target makes at one size.
@@ -206,6 +212,15 @@ func (cfg *AccessConfig) Validate() error {
 			return fmt.Errorf("bench: object size must be positive, got %d", s)
 		}
 	}
+	if cfg.StoreLink != "" {
+		p, err := netshape.LookupPreset(cfg.StoreLink)
+		if err != nil {
+			return fmt.Errorf("bench: store link: %w", err)
+		}
+		if !p.Store.Shaped() {
+			return fmt.Errorf("bench: store link: preset %q does not shape the store link", cfg.StoreLink)
+		}
+	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
@@ -323,7 +338,10 @@ func newAccessReport(cfg AccessConfig) *Report {
 // the TCP ceiling, hoard instances per read mode and a two-cachelet
 // application for the remote targets. Close stops what was started.
 type accessRig struct {
-	srv       *localstore.Server
+	srv *localstore.Server
+	// storeURL is where the store is reached: MinIO's endpoint, or the
+	// shaped link's in front of it (StoreLink).
+	storeURL  string
 	storeCore *minio.Core
 	rdb       *redis.Client
 	tcp       *TCPServer
@@ -357,6 +375,25 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 		return nil, err
 	}
 	r.closes = append(r.closes, func() { r.srv.Close() })
+	r.storeURL = r.srv.Endpoint()
+	if cfg.StoreLink != "" {
+		preset, _ := netshape.LookupPreset(cfg.StoreLink) // Validate looked it up
+		shaper, err := netshape.Start(ctx, netshape.Config{Logger: cfg.Log, LogFile: filepath.Join(tmp, "toxiproxy.log")})
+		if err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, func() { shaper.Close() })
+		link, err := shaper.Shape(ctx, "store", r.srv.Endpoint(), preset.Store, preset.Store)
+		if err != nil {
+			return nil, err
+		}
+		r.storeURL = link.Endpoint
+		if r.storeCore, err = NewS3Client(r.storeURL, r.srv.AccessKey(), r.srv.SecretKey(), benchRegion); err != nil {
+			return nil, err
+		}
+		rep.Settings.StoreLink = cfg.StoreLink + ": " + preset.Store.String()
+		cfg.progress("MinIO behind the %s link (%s) at %s", cfg.StoreLink, preset.Store, r.storeURL)
+	}
 
 	if cfg.wants(TargetRedis) {
 		rs, err := StartRedis(ctx, cfg.RedisBinary, filepath.Join(tmp, "redis"))
@@ -403,7 +440,7 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 		}
 		r.closes = append(r.closes, func() { etcd.Close() })
 		cfg.progress("started embedded etcd on %v", etcd.Endpoints())
-		r.app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{r.srv.Endpoint(), r.srv.AccessKey(), r.srv.SecretKey()}, remoteApp, 2, ccfg, cfg.Log)
+		r.app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{r.storeURL, r.srv.AccessKey(), r.srv.SecretKey()}, remoteApp, 2, ccfg, cfg.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -422,7 +459,7 @@ func (r *accessRig) startInstance(ctx context.Context, cfg *AccessConfig, ccfg c
 		AccessKey:     clientKey,
 		SecretKey:     clientSec,
 		Store: s3store.Config{
-			Endpoint:  r.srv.Endpoint(),
+			Endpoint:  r.storeURL,
 			AccessKey: r.srv.AccessKey(),
 			SecretKey: r.srv.SecretKey(),
 			Region:    benchRegion,
@@ -555,7 +592,7 @@ func (r *accessRig) measureBoto3(ctx context.Context, cfg *AccessConfig, rep *Re
 		Bucket: benchBucket,
 		Region: benchRegion,
 		Targets: []boto3Target{
-			{Name: TargetBoto3Store, Endpoint: r.srv.Endpoint(), AccessKey: r.srv.AccessKey(), SecretKey: r.srv.SecretKey()},
+			{Name: TargetBoto3Store, Endpoint: r.storeURL, AccessKey: r.srv.AccessKey(), SecretKey: r.srv.SecretKey()},
 			{Name: TargetBoto3Warm, Endpoint: r.checked.Endpoint(), AccessKey: clientKey, SecretKey: clientSec, ExpectRead: string(cachelet.LocalHit)},
 		},
 		Objects: boto3Objects(cfg.Sizes, cfg.Quick),

@@ -71,6 +71,9 @@ type Settings struct {
 	// key and the one read through.
 	RemoteOwners map[string]string `json:"remote_owners,omitempty"`
 	Budget       int64             `json:"cache_budget_bytes"`
+	// StoreLink is the shaped link MinIO was behind (preset: shaping);
+	// empty: loopback.
+	StoreLink    string            `json:"store_link,omitempty"`
 	Descriptions map[string]string `json:"target_descriptions"`
 }
 
@@ -241,6 +244,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, ", %s", m.CPUModel)
 	}
 	b.WriteString("\n")
+	if r.Settings.StoreLink != "" {
+		fmt.Fprintf(&b, "store: MinIO behind a shaped link (%s), for the store targets and hoard alike\n", r.Settings.StoreLink)
+	}
 	if r.Settings.ColdMethod != "" {
 		fmt.Fprintf(&b, "cold: %s\n", r.Settings.ColdMethod)
 	}
