@@ -20,7 +20,7 @@ import (
 	"github.com/hoard-io/hoard/internal/store"
 )
 
-// The read path's GET is built, signed and sent by this package itself
+// The read path's GET, and HEAD (Stat), are built, signed and sent by this package itself
 // rather than by minio-go: it is the request every miss and every version
 // check sends, and minio-go's per-request work (its canonical request
 // from maps, a signing key derived anew, a bucket-name regexp, its
@@ -57,6 +57,35 @@ var (
 	}
 )
 
+// Stat returns an object's info (a HEAD request). It asks for checksums,
+// which cost a HEAD nothing. A key whose current version is a delete
+// marker (versioned bucket) fails with a *store.DeleteMarkerError that
+// wraps store.ErrNoSuchKey.
+func (s *Store) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	if err := checkNames(bucket, key); err != nil {
+		return store.ObjectInfo{}, mapError(ctx, "stat", bucket, key, err)
+	}
+	cctx, cancel := s.small(ctx)
+	defer cancel()
+	resp, err := s.send(cctx, http.MethodHead, bucket, key, statHeaders)
+	if err != nil {
+		err = failed(ctx, cctx, "stat", bucket, key, err)
+		if resp != nil && resp.Header.Get("x-amz-delete-marker") == "true" && errors.Is(err, store.ErrNoSuchKey) {
+			err = fmt.Errorf("s3store: stat %s/%s: %w", bucket, key, &store.DeleteMarkerError{VersionID: resp.Header.Get("x-amz-version-id")})
+		}
+		return store.ObjectInfo{}, err
+	}
+	resp.Body.Close()
+	info, _, err := infoFromHeader(bucket, key, http.StatusOK, resp.Header)
+	if err != nil {
+		return store.ObjectInfo{}, fmt.Errorf("s3store: stat %s/%s: %w: bad response: %v", bucket, key, store.ErrUnavailable, err)
+	}
+	return info, nil
+}
+
+// statHeaders are the headers of every Stat.
+var statHeaders = []signedHeader{{"x-amz-checksum-mode", "X-Amz-Checksum-Mode", "ENABLED"}}
+
 // Get opens an object for reading; see store.Store. rng is the range the
 // body holds when the store answered 206, nil when the body is the whole
 // object.
@@ -87,8 +116,8 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 	// The answer's headers must come within the call timeout, every
 	// attempt included, then the body must keep moving.
 	cctx, wd := newWatchdog(ctx, s.callTimeout, s.idleTimeout, errCallDeadline)
-	resp, err := s.send(cctx, bucket, key, hs)
-	if err != nil {
+	resp, err := s.send(cctx, http.MethodGet, bucket, key, hs)
+	if err != nil { // resp's body, if any, is closed
 		err = failed(ctx, cctx, "get", bucket, key, err)
 		wd.stop()
 		return nil, store.ObjectInfo{}, nil, err
@@ -139,11 +168,16 @@ func plainBucketName(name string) bool {
 	return true
 }
 
-// send tries a GET of bucket/key with headers hs until the store answers
-// 200 or 206, an answer or an error not worth retrying, or MaxAttempts.
-// An answer that is not 200 or 206 comes back as a minio.ErrorResponse.
-func (s *Store) send(ctx context.Context, bucket, key string, hs []signedHeader) (*http.Response, error) {
-	var err error
+// send tries a GET or HEAD of bucket/key with headers hs until the store
+// answers 200 or 206, an answer or an error not worth retrying, or
+// MaxAttempts. An answer that is not 200 or 206 comes back as a
+// minio.ErrorResponse, with the answer (its body closed) when there was
+// one, for its headers.
+func (s *Store) send(ctx context.Context, method, bucket, key string, hs []signedHeader) (*http.Response, error) {
+	var (
+		err  error
+		last *http.Response
+	)
 	for attempt := range s.maxAttempts {
 		if attempt > 0 {
 			wait := min(retryCap, retryUnit<<(attempt-1))
@@ -157,9 +191,10 @@ func (s *Store) send(ctx context.Context, bucket, key string, hs []signedHeader)
 			}
 		}
 		var resp *http.Response
-		resp, err = s.transport.RoundTrip(s.getRequest(ctx, bucket, key, hs))
+		resp, err = s.transport.RoundTrip(s.newRequest(ctx, method, bucket, key, hs))
 		if err != nil {
-			err = &url.Error{Op: "Get", URL: s.scheme + "://" + s.host + "/" + bucket + "/" + key, Err: err}
+			last = nil
+			err = &url.Error{Op: method, URL: s.scheme + "://" + s.host + "/" + bucket + "/" + key, Err: err}
 			if !retryableRequestError(ctx, err) {
 				return nil, err
 			}
@@ -169,7 +204,7 @@ func (s *Store) send(ctx context.Context, bucket, key string, hs []signedHeader)
 			return resp, nil
 		}
 		e := errorResponse(resp, bucket, key)
-		err = e
+		err, last = e, resp
 		if !retryableCodes[e.Code] && !retryableStatus[resp.StatusCode] {
 			break
 		}
@@ -177,11 +212,12 @@ func (s *Store) send(ctx context.Context, bucket, key string, hs []signedHeader)
 	if cerr := ctx.Err(); cerr != nil {
 		return nil, cerr
 	}
-	return nil, err
+	return last, err
 }
 
-// getRequest builds and signs a GET of bucket/key with headers hs.
-func (s *Store) getRequest(ctx context.Context, bucket, key string, hs []signedHeader) *http.Request {
+// newRequest builds and signs a GET or HEAD of bucket/key with headers
+// hs.
+func (s *Store) newRequest(ctx context.Context, method, bucket, key string, hs []signedHeader) *http.Request {
 	host, plain := s.host, "/"+key
 	if s.virtualHost {
 		host = bucket + "." + host
@@ -200,7 +236,7 @@ func (s *Store) getRequest(ctx context.Context, bucket, key string, hs []signedH
 	}
 	h["User-Agent"] = userAgent
 	req := (&http.Request{
-		Method: http.MethodGet, URL: u, Host: host, Header: h,
+		Method: method, URL: u, Host: host, Header: h,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 	}).WithContext(ctx)
 	if s.signer != nil {

@@ -272,3 +272,57 @@ func TestGetRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStatHead: Stat sends a signed HEAD asking for checksums, reads the
+// object's headers, and tells a delete marker from a missing key.
+func TestStatHead(t *testing.T) {
+	ver, err := s3auth.New(s3auth.Config{Region: "eu-test-1"}, testCreds{"getkey": "get-secret-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := ver.Verify(r); err != nil || r.Method != http.MethodHead || r.Header.Get("X-Amz-Checksum-Mode") != "ENABLED" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		switch r.URL.Path {
+		case "/bucket-1/here":
+			w.Header().Set("ETag", `"e1"`)
+			w.Header().Set("Content-Length", "42")
+			w.Header().Set("Last-Modified", "Mon, 02 Jan 2006 15:04:05 GMT")
+			w.Header().Set("X-Amz-Meta-Colour", "blue")
+			w.Header().Set("X-Amz-Checksum-Crc32c", "AAAAAA==")
+			w.Header().Set("X-Amz-Version-Id", "v1")
+		case "/bucket-1/marked":
+			w.Header().Set("X-Amz-Delete-Marker", "true")
+			w.Header().Set("X-Amz-Version-Id", "dm1")
+			w.WriteHeader(http.StatusNotFound)
+		case "/nobucket/k":
+			w.Header().Set("X-Minio-Error-Code", "NoSuchBucket")
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	st := newGetStore(t, srv.URL, false, 1)
+	info, err := st.Stat(t.Context(), "bucket-1", "here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ETag != "e1" || info.Size != 42 || info.VersionID != "v1" || info.UserMetadata["colour"] != "blue" ||
+		info.Checksums["CRC32C"] != "AAAAAA==" || info.LastModified.Year() != 2006 {
+		t.Errorf("info %+v", info)
+	}
+	_, err = st.Stat(t.Context(), "bucket-1", "marked")
+	var dm *store.DeleteMarkerError
+	if !errors.As(err, &dm) || dm.VersionID != "dm1" || !errors.Is(err, store.ErrNoSuchKey) {
+		t.Errorf("delete marker: %v", err)
+	}
+	if _, err = st.Stat(t.Context(), "bucket-1", "absent"); !errors.Is(err, store.ErrNoSuchKey) || errors.As(err, &dm) {
+		t.Errorf("absent: %v, want ErrNoSuchKey and no delete marker", err)
+	}
+	if _, err = st.Stat(t.Context(), "nobucket", "k"); !errors.Is(err, store.ErrNoSuchBucket) {
+		t.Errorf("no bucket: %v", err)
+	}
+}

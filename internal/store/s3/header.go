@@ -173,39 +173,6 @@ func infoFromHeader(bucket, key string, status int, h http.Header) (info store.O
 	return info, rng, nil
 }
 
-// headerFromMinioInfo rebuilds the response headers minio-go parsed into
-// an ObjectInfo (StatObject keeps only some of them raw), so that Stat and
-// Get share infoFromHeader.
-func headerFromMinioInfo(oi minio.ObjectInfo) http.Header {
-	h := oi.Metadata.Clone()
-	if h == nil {
-		h = make(http.Header)
-	}
-	set := func(k, v string) {
-		if v != "" {
-			h.Set(k, v)
-		}
-	}
-	set("ETag", oi.ETag)
-	if oi.Size >= 0 {
-		h.Set("Content-Length", strconv.FormatInt(oi.Size, 10))
-	}
-	if !oi.LastModified.IsZero() {
-		h.Set("Last-Modified", oi.LastModified.UTC().Format(http.TimeFormat))
-	}
-	if !oi.Expires.IsZero() && h.Get("Expires") == "" {
-		h.Set("Expires", oi.Expires.UTC().Format(http.TimeFormat))
-	}
-	set("x-amz-version-id", oi.VersionID)
-	set("x-amz-checksum-crc32", oi.ChecksumCRC32)
-	set("x-amz-checksum-crc32c", oi.ChecksumCRC32C)
-	set("x-amz-checksum-crc64nvme", oi.ChecksumCRC64NVME)
-	set("x-amz-checksum-sha1", oi.ChecksumSHA1)
-	set("x-amz-checksum-sha256", oi.ChecksumSHA256)
-	set("x-amz-checksum-type", oi.ChecksumMode)
-	return h
-}
-
 // checksumsOf collects the checksums minio-go parsed into separate fields.
 func checksumsOf(crc32, crc32c, crc64nvme, sha1, sha256 string) map[string]string {
 	var m map[string]string

@@ -138,28 +138,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Stat returns an object's info (a HEAD request). It asks for checksums,
-// which cost a HEAD nothing.
-func (s *Store) Stat(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	var sopts minio.StatObjectOptions
-	sopts.Set("x-amz-checksum-mode", "ENABLED")
-	cctx, cancel := s.small(ctx)
-	defer cancel()
-	oi, err := s.core.StatObject(cctx, bucket, key, sopts)
-	if err != nil {
-		err = failed(ctx, cctx, "stat", bucket, key, err)
-		if oi.IsDeleteMarker && errors.Is(err, store.ErrNoSuchKey) {
-			err = fmt.Errorf("s3store: stat %s/%s: %w", bucket, key, &store.DeleteMarkerError{VersionID: oi.VersionID})
-		}
-		return store.ObjectInfo{}, err
-	}
-	info, _, err := infoFromHeader(bucket, key, http.StatusOK, headerFromMinioInfo(oi))
-	if err != nil {
-		return store.ObjectInfo{}, fmt.Errorf("s3store: stat %s/%s: %w: bad response: %v", bucket, key, store.ErrUnavailable, err)
-	}
-	return info, nil
-}
-
 // Put writes an object. With a known size it is one streaming PUT of
 // exactly size bytes; with size < 0 minio-go uploads it in parts (the only
 // way S3 takes a body of unknown length), and ChecksumValue cannot be
