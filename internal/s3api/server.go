@@ -116,6 +116,9 @@ func New(cfg Config, cl *cachelet.Cachelet, auth *s3auth.Verifier, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if reg != nil {
+		registerMemoMetrics(reg, auth)
+	}
 	return &Server{cfg: cfg, cl: cl, auth: auth, log: log, m: newServerMetrics(reg)}, nil
 }
 

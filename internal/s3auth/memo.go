@@ -160,9 +160,10 @@ func (m *memo) key(k *memoKey, r *http.Request, authz []string) bool {
 	b = appendField(b, r.URL.Path)
 	b = appendField(b, r.URL.RawPath)
 	b = appendField(b, r.Host)
-	b = appendField(b, r.Header.Get("X-Amz-Date"))
-	b = appendField(b, r.Header.Get("Date"))
-	b = appendField(b, r.Header.Get("X-Amz-Content-Sha256"))
+	// What Header.Get returns, looked up by the canonical names directly.
+	b = appendField(b, first(r.Header["X-Amz-Date"]))
+	b = appendField(b, first(r.Header["Date"]))
+	b = appendField(b, first(r.Header["X-Amz-Content-Sha256"]))
 	b = appendField(b, signed)
 	for rest := signed; ; {
 		name, tail, more := strings.Cut(rest, ";")
@@ -184,6 +185,13 @@ func (m *memo) key(k *memoKey, r *http.Request, authz []string) bool {
 	}
 	k.buf = b
 	return len(b) <= memoMaxKey
+}
+
+func first(vals []string) string {
+	if len(vals) == 0 {
+		return ""
+	}
+	return vals[0]
 }
 
 func appendField(b []byte, s string) []byte {
