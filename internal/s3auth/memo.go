@@ -39,6 +39,12 @@ import (
 // with no body (Content-Length 0, no Transfer-Encoding) and a payload
 // mode that is not streaming; SigV2 is never kept.
 //
+// Admission: a request is kept the second time it verifies, not the
+// first (memoSeen remembers the hashes of keys verified once), so that
+// requests that never come again (an SDK's, stamped to the second and
+// often with a fresh invocation id) cost the memo the building of their
+// key and no allocation.
+//
 // Bounds: at most memoMaxEntries entries in memoShards shards (a shard
 // that is full drops one entry, the map's first in iteration order,
 // before taking another); no key over memoMaxKey bytes is kept; an entry
@@ -48,6 +54,7 @@ const (
 	memoMaxEntries = 4096
 	memoShards     = 16
 	memoMaxKey     = 2 << 10
+	memoSeen       = 4096 // slots of key hashes verified once
 )
 
 // Key tags: which of the two SigV4 forms a key is for.
@@ -59,6 +66,7 @@ const (
 type memo struct {
 	seed     maphash.Seed
 	perShard int
+	seen     [memoSeen]atomic.Uint64
 	shards   [memoShards]memoShard
 }
 
@@ -94,8 +102,9 @@ func newMemo(maxEntries int) *memo {
 
 // memoKey is one request's key, built in a pooled buffer.
 type memoKey struct {
-	buf []byte
-	sig string // the signature, cut out of buf
+	buf  []byte
+	sig  string // the signature, cut out of buf
+	hash uint64 // of buf
 }
 
 var memoKeys = sync.Pool{New: func() any { return &memoKey{buf: make([]byte, 0, 512)} }}
@@ -184,7 +193,11 @@ func (m *memo) key(k *memoKey, r *http.Request, authz []string) bool {
 		rest = tail
 	}
 	k.buf = b
-	return len(b) <= memoMaxKey
+	if len(b) > memoMaxKey {
+		return false
+	}
+	k.hash = maphash.Bytes(m.seed, b)
+	return true
 }
 
 func first(vals []string) string {
@@ -241,7 +254,7 @@ func rawQueryValue(raw, name string) (start, end int, ok bool) {
 }
 
 func (m *memo) shard(k *memoKey) *memoShard {
-	return &m.shards[maphash.Bytes(m.seed, k.buf)%memoShards]
+	return &m.shards[k.hash%memoShards]
 }
 
 // lookup returns the verified result for the request whose key is k, or
@@ -289,6 +302,10 @@ func (v *Verifier) stillValid(r *http.Request, res *authResult) bool {
 // store keeps a successful verification of the request whose key is k.
 func (m *memo) store(k *memoKey, res *authResult) {
 	if res.method != V4Header && res.method != V4Presigned || !memoizablePayload(res.payloadHash) {
+		return
+	}
+	if seen := &m.seen[k.hash/memoShards%memoSeen]; seen.Load() != k.hash {
+		seen.Store(k.hash) // kept if it verifies again
 		return
 	}
 	e := &memoEntry{sig: strings.Clone(k.sig), res: *res}
