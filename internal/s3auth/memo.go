@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode"
+	"unicode/utf8"
 )
 
 // The memo of verified SigV4 requests. A presigned URL fetched again and
@@ -135,13 +136,9 @@ func (m *memo) key(k *memoKey, r *http.Request, authz []string) bool {
 		if !ok {
 			return false
 		}
-		sigAt, sigEnd, ok := componentValue(authz[0], len(authz[0])-len(rest), "Signature")
+		var sigAt, sigEnd int
+		sigAt, sigEnd, signed, ok = v4Components(authz[0], len(authz[0])-len(rest))
 		if !ok {
-			return false
-		}
-		if s, e, ok := componentValue(authz[0], len(authz[0])-len(rest), "SignedHeaders"); ok {
-			signed = authz[0][s:e]
-		} else {
 			return false
 		}
 		b = append(b, keyHeader)
@@ -212,11 +209,13 @@ func appendField(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// componentValue finds the value of the named component of a SigV4
-// Authorization header (from offset from on: past the algorithm), read
-// as parseV4Authorization reads it; it returns the value's offsets in s.
-func componentValue(s string, from int, name string) (start, end int, ok bool) {
-	for i := from; i <= len(s); {
+// v4Components finds the Signature and SignedHeaders components of a
+// SigV4 Authorization header (from offset from on: past the algorithm),
+// each the first of its name, read as parseV4Authorization reads them:
+// the signature's offsets in s and the signed headers' list.
+func v4Components(s string, from int) (sigAt, sigEnd int, signed string, ok bool) {
+	haveSig, haveSigned := false, false
+	for i := from; i <= len(s) && !(haveSig && haveSigned); {
 		j := strings.IndexByte(s[i:], ',')
 		if j < 0 {
 			j = len(s)
@@ -224,15 +223,29 @@ func componentValue(s string, from int, name string) (start, end int, ok bool) {
 			j += i
 		}
 		part := s[i:j]
-		lead := len(part) - len(strings.TrimLeftFunc(part, unicode.IsSpace))
-		trimmed := strings.TrimSpace(part)
-		if k, v, found := strings.Cut(trimmed, "="); found && k == name {
-			start = i + lead + len(k) + 1
-			return start, start + len(v), true
+		lead := 0
+		for lead < len(part) && asciiSpace(part[lead]) {
+			lead++
+		}
+		if lead < len(part) && part[lead] >= utf8.RuneSelf {
+			lead = len(part) - len(strings.TrimLeftFunc(part, unicode.IsSpace))
+		}
+		k, v, found := strings.Cut(strings.TrimSpace(part), "=")
+		switch {
+		case !found:
+		case k == "Signature" && !haveSig:
+			sigAt = i + lead + len(k) + 1
+			sigEnd, haveSig = sigAt+len(v), true
+		case k == "SignedHeaders" && !haveSigned:
+			signed, haveSigned = v, true
 		}
 		i = j + 1
 	}
-	return 0, 0, false
+	return sigAt, sigEnd, signed, haveSig && haveSigned
+}
+
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // rawQueryValue finds the first pair of a raw query whose key is spelled

@@ -513,13 +513,16 @@ func lookupHeader(h http.Header, name string) []string {
 
 // isTokenByte reports whether c may appear in a header name (RFC 9110's
 // tchar), as net/textproto decides whether to canonicalize one.
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+func isTokenByte(c byte) bool { return tokenBytes[c] }
+
+var tokenBytes = func() (t [256]bool) {
+	for c := range 256 {
+		b := byte(c)
+		t[c] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()
 
 // trimAll trims surrounding spaces and collapses runs of spaces, the
 // "Trimall" of the SigV4 specification.
