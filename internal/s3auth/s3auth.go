@@ -54,8 +54,8 @@ type Config struct {
 	// SigV4 signs the host as sent and does not need this.
 	Domains []string
 	// MemoEntries bounds the memo of verified SigV4 requests (memo.go),
-	// which answers a bodiless GET or HEAD identical to one verified
-	// before without computing its signature again. Zero means
+	// which answers a bodiless GET or HEAD identical to one that verified
+	// twice before without computing its signature again. Zero means
 	// DefaultMemoEntries; a negative value turns the memo off. It is held
 	// to a multiple of 16 (the memo's shards), at least 16.
 	MemoEntries int
