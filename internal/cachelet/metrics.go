@@ -2,7 +2,9 @@ package cachelet
 
 import (
 	"io"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +64,10 @@ type metrics struct {
 
 	// counts mirror reads and writes for Cachelet.Counters.
 	counts counters
+
+	// readSeries holds, by readOutcomes' index, each outcome's read
+	// series, looked up the first time a read of it ends.
+	readSeries [len(readOutcomes)]atomic.Pointer[readSeries]
 
 	clock clock.Clock // times reads
 }
@@ -300,13 +306,40 @@ func (b *trackedBody) WriteTo(w io.Writer) (int64, error) {
 func (b *trackedBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(func() {
-		o := string(b.outcome)
-		b.m.reads.WithLabelValues(o).Inc()
-		b.m.readBytes.WithLabelValues(o).Add(float64(b.n))
+		s := b.m.readSeriesOf(b.outcome)
+		s.reads.Inc()
+		s.bytes.Add(float64(b.n))
 		d := b.m.clock.Now().Sub(b.start)
-		b.m.readSeconds.WithLabelValues(o).Observe(d.Seconds())
+		s.seconds.Observe(d.Seconds())
 		b.m.counts.read(b.outcome, b.n, d, b.size >= 0 && b.n == b.size)
 		b.m.counts.open.Add(-1)
 	})
 	return err
+}
+
+// readOutcomes are the outcomes a read ends in.
+var readOutcomes = [...]Outcome{LocalHit, LocalMiss, RemoteHit, RemoteMiss, PassThrough, StaleHit, DiskHit, ErasureHit, servedForPeer}
+
+// readSeries are one outcome's read series.
+type readSeries struct {
+	reads, bytes prometheus.Counter
+	seconds      prometheus.Observer
+}
+
+// readSeriesOf returns o's read series, looked up once per outcome
+// rather than by label on every read (an outcome not in readOutcomes
+// is looked up each time).
+func (m *metrics) readSeriesOf(o Outcome) *readSeries {
+	i := slices.Index(readOutcomes[:], o)
+	if i >= 0 {
+		if s := m.readSeries[i].Load(); s != nil {
+			return s
+		}
+	}
+	l := string(o)
+	s := &readSeries{reads: m.reads.WithLabelValues(l), bytes: m.readBytes.WithLabelValues(l), seconds: m.readSeconds.WithLabelValues(l)}
+	if i >= 0 {
+		m.readSeries[i].Store(s) // a racing read stores the same series
+	}
+	return s
 }

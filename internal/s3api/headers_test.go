@@ -2,7 +2,11 @@ package s3api
 
 import (
 	"encoding/xml"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -230,6 +234,59 @@ func TestSplitPath(t *testing.T) {
 		b, k, err := splitPath(tt.path)
 		if b != tt.bucket || k != tt.key || (err != nil) != tt.err {
 			t.Errorf("splitPath(%q) = %q, %q, %v", tt.path, b, k, err)
+		}
+	}
+}
+
+// TestSplitRawPath checks the path as sent is split as splitPath splits
+// its first segment and the rest decoded, on odd spellings and on
+// thousands of generated ones.
+func TestSplitRawPath(t *testing.T) {
+	ref := func(raw string) (string, string, error) {
+		rawBucket, rawKey, _ := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
+		if strings.Contains(rawBucket, "%") {
+			return rawBucket, "", errInvalidBucketName
+		}
+		k, err := url.PathUnescape(rawKey)
+		if err != nil {
+			return rawBucket, "", errInvalidKey
+		}
+		return splitPath("/" + rawBucket + "/" + k)
+	}
+	tests := []struct {
+		raw, bucket, key string
+		err              error
+	}{
+		{"", "", "", nil},
+		{"/", "", "", nil},
+		{"/bucket", "bucket", "", nil},
+		{"/bucket/a%2Fb", "bucket", "a/b", nil},
+		{"/bucket/%2F%2Flead", "bucket", "lead", nil},
+		{"/b%2Fk", "b%2Fk", "", errInvalidBucketName},
+		{"/bucket/%zz", "bucket", "", errInvalidKey},
+		{"/bucket/%2e%2e/x", "bucket", "../x", errInvalidKey},
+		{"/bucket/a%00b", "bucket", "a\x00b", errInvalidKey},
+		{"//k", "", "k", nil},
+		{"bucket/k", "bucket", "k", nil},
+		{"/bucket/%2F%2F", "bucket", "//", errInvalidKey},
+	}
+	for _, tt := range tests {
+		b, k, err := splitRawPath(tt.raw)
+		if b != tt.bucket || k != tt.key || !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+			t.Errorf("splitRawPath(%q) = %q, %q, %v; want %q, %q, %v", tt.raw, b, k, err, tt.bucket, tt.key, tt.err)
+		}
+	}
+	alphabet := []string{"/", "/", "a", "B", ".", "..", "%", "%2F", "%2f", "%00", "%zz", "%2e", "-", "_", "é", "%C3%A9", "+"}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		var raw strings.Builder
+		for range rng.IntN(12) {
+			raw.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		b, k, err := splitRawPath(raw.String())
+		wb, wk, werr := ref(raw.String())
+		if b != wb || k != wk || fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("splitRawPath(%q) = %q, %q, %v; the concatenation gave %q, %q, %v", raw.String(), b, k, err, wb, wk, werr)
 		}
 	}
 }

@@ -166,7 +166,7 @@ func cpuTime(b *testing.B) time.Duration {
 // newLocalHitFront is the S3 front over a cachelet reading locally (no
 // store request on a hit) with bkt/k of size bytes in its store, and a
 // bare handler answering the same bytes.
-func newLocalHitFront(b *testing.B, size int) (*Server, http.Handler) {
+func newLocalHitFront(b testing.TB, size int) (*Server, http.Handler) {
 	data := bytes.Repeat([]byte{'h'}, size)
 	st := memstore.New()
 	cl, err := cachelet.New(cachelet.Config{Cache: cache.Config{Budget: 256 << 20, MaxObjectSize: 128 << 20}, ReadMode: cachelet.ReadLocal}, st, nil, nil)

@@ -76,3 +76,34 @@ func TestObserveCountsEveryOperation(t *testing.T) {
 		t.Errorf("%d duration series, want %d", got, maxOKSeries+10)
 	}
 }
+
+// TestMemoMetrics checks the verifier's memo is exported: a GET signed
+// once and sent three times is two misses (it is kept the second time
+// it verifies) and one hit.
+func TestMemoMetrics(t *testing.T) {
+	api, _ := newLocalHitFront(t, 16)
+	reg := prometheus.NewRegistry()
+	registerMemoMetrics(reg, api.auth)
+	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9000/bkt/k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	sign(t, req, "UNSIGNED-PAYLOAD")
+	for range 3 {
+		w := &discardWriter{h: http.Header{}}
+		r := *req
+		api.ServeHTTP(w, &r)
+	}
+	want := `
+# HELP hoard_s3_sigv4_memo_hits_total SigV4 requests answered from the memo of verified requests.
+# TYPE hoard_s3_sigv4_memo_hits_total counter
+hoard_s3_sigv4_memo_hits_total 1
+# HELP hoard_s3_sigv4_memo_misses_total SigV4 requests the memo could have answered, verified afresh.
+# TYPE hoard_s3_sigv4_memo_misses_total counter
+hoard_s3_sigv4_memo_misses_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hoard_s3_sigv4_memo_hits_total", "hoard_s3_sigv4_memo_misses_total"); err != nil {
+		t.Fatal(err)
+	}
+}

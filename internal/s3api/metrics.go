@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hoard-io/hoard/internal/s3auth"
 )
 
 type serverMetrics struct {
@@ -45,6 +47,24 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		reg.MustRegister(m.requests, m.seconds, m.authFailures)
 	}
 	return m
+}
+
+// registerMemoMetrics exports the verifier's memo of verified requests.
+func registerMemoMetrics(reg prometheus.Registerer, v *s3auth.Verifier) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hoard_s3_sigv4_memo_hits_total",
+			Help: "SigV4 requests answered from the memo of verified requests.",
+		}, func() float64 { return float64(v.MemoStats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hoard_s3_sigv4_memo_misses_total",
+			Help: "SigV4 requests the memo could have answered, verified afresh.",
+		}, func() float64 { return float64(v.MemoStats().Misses) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hoard_s3_sigv4_memo_entries",
+			Help: "Entries held in the memo of verified requests.",
+		}, func() float64 { return float64(v.MemoStats().Entries) }),
+	)
 }
 
 func (m *serverMetrics) observe(op string, status int, d time.Duration) {

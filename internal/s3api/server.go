@@ -116,6 +116,9 @@ func New(cfg Config, cl *cachelet.Cachelet, auth *s3auth.Verifier, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if reg != nil {
+		registerMemoMetrics(reg, auth)
+	}
 	return &Server{cfg: cfg, cl: cl, auth: auth, log: log, m: newServerMetrics(reg)}, nil
 }
 
@@ -432,7 +435,7 @@ func splitRawPath(raw string) (bucket, key string, err error) {
 	if err != nil {
 		return rawBucket, "", errInvalidKey
 	}
-	return splitPath("/" + rawBucket + "/" + k)
+	return checkBucketAndKey(rawBucket, k)
 }
 
 // canonicalKey is the key as the store names it: MinIO takes /bucket//k
@@ -460,8 +463,13 @@ func headerSize(h http.Header) int {
 // splitPath turns a path-style request path into bucket and key, checking
 // both: keys never carry NUL, "." or ".." segments (checkKey).
 func splitPath(p string) (bucket, key string, err error) {
-	p = strings.TrimPrefix(p, "/")
-	bucket, key, _ = strings.Cut(p, "/")
+	bucket, key, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	return checkBucketAndKey(bucket, key)
+}
+
+// checkBucketAndKey is splitPath's check of the two parts, the key
+// decoded: the key made canonical (canonicalKey), then both checked.
+func checkBucketAndKey(bucket, key string) (_, _ string, err error) {
 	if key, err = canonicalKey(key); err != nil {
 		return bucket, key, err
 	}

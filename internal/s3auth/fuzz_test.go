@@ -217,8 +217,11 @@ func BenchmarkChunkedDecode(b *testing.B) {
 	})
 }
 
+// BenchmarkVerifyV4Header is a full verification: the memo is off, or
+// every request after the second would be answered from it
+// (BenchmarkVerifyMemo measures that).
 func BenchmarkVerifyV4Header(b *testing.B) {
-	v := newTestVerifier(b, fixedClock(fuzzTime))
+	v := newMemoVerifier(b, fixedClock(fuzzTime), testCreds(), -1)
 	req, err := http.NewRequest(http.MethodGet, "http://"+testHost+"/bucket/some/key%20name.txt?versionId=abc", nil)
 	if err != nil {
 		b.Fatal(err)

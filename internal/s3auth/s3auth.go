@@ -53,7 +53,17 @@ type Config struct {
 	// Host header, so the verifier must know where the bucket name ends.
 	// SigV4 signs the host as sent and does not need this.
 	Domains []string
+	// MemoEntries bounds the memo of verified SigV4 requests (memo.go),
+	// which answers a bodiless GET or HEAD identical to one that verified
+	// twice before without computing its signature again. Zero means
+	// DefaultMemoEntries; a negative value turns the memo off. It is held
+	// to a multiple of 16 (the memo's shards), at least 16.
+	MemoEntries int
 }
+
+// DefaultMemoEntries is the default bound of the memo of verified
+// requests.
+const DefaultMemoEntries = memoMaxEntries
 
 // Method says how a request was authenticated.
 type Method int
@@ -153,6 +163,7 @@ type Verifier struct {
 	maxChunkLen int
 
 	keys sigKeys // derived signing keys (keys.go)
+	memo *memo   // verified requests (memo.go); nil when off
 }
 
 // Validate checks the config and fills in the defaults (MaxSkew, Clock);
@@ -169,6 +180,12 @@ func (c *Config) Validate() error {
 		c.MaxSkew = DefaultMaxSkew
 	}
 	c.Clock = clock.Or(c.Clock)
+	switch {
+	case c.MemoEntries == 0:
+		c.MemoEntries = DefaultMemoEntries
+	case c.MemoEntries > 0:
+		c.MemoEntries = max(memoShards, c.MemoEntries/memoShards*memoShards)
+	}
 	domains := make([]string, 0, len(c.Domains))
 	for _, d := range c.Domains {
 		d = strings.ToLower(strings.Trim(d, "."))
@@ -189,7 +206,7 @@ func New(cfg Config, creds CredentialStore) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Verifier{
+	v := &Verifier{
 		region:      cfg.Region,
 		maxSkew:     cfg.MaxSkew,
 		now:         cfg.Clock.Now,
@@ -197,7 +214,20 @@ func New(cfg Config, creds CredentialStore) (*Verifier, error) {
 		creds:       creds,
 		bufioSize:   16 << 10,
 		maxChunkLen: maxChunkSize,
-	}, nil
+	}
+	if cfg.MemoEntries > 0 {
+		v.memo = newMemo(cfg.MemoEntries)
+	}
+	return v, nil
+}
+
+// MemoStats reports the memo's hits, misses and size; zero when it is
+// off.
+func (v *Verifier) MemoStats() MemoStats {
+	if v.memo == nil {
+		return MemoStats{}
+	}
+	return v.memo.stats()
 }
 
 // authResult is what a signature check establishes about a request.
@@ -212,14 +242,45 @@ type authResult struct {
 	amzDate    string
 	scope      string
 	seedSig    string
+	// What a memo hit checks again (memo.go): the secret the signature
+	// was verified with, the signing time, a presigned URL's lifetime (0
+	// for a header-signed request) and the signed headers.
+	secret        string
+	signedAt      time.Time
+	expires       time.Duration
+	signedHeaders []string
 }
 
 // Verify authenticates r and returns the verified request with its body
 // wrapped. On error r.Body is left untouched for the caller to drain or
 // close. Errors wrap one of this package's sentinels or checksum's.
 func (v *Verifier) Verify(r *http.Request) (*Request, error) {
-	q := parseQuery(r.URL.RawQuery)
 	authz := r.Header.Values("Authorization")
+	if v.memo != nil {
+		k := getMemoKey()
+		defer putMemoKey(k)
+		if v.memo.key(k, r, authz) {
+			if res := v.memo.lookup(v, k, r); res != nil {
+				return v.wrapBody(r, res)
+			}
+			res, err := v.verify(r, authz)
+			if err != nil {
+				return nil, err
+			}
+			v.memo.store(k, res)
+			return v.wrapBody(r, res)
+		}
+	}
+	res, err := v.verify(r, authz)
+	if err != nil {
+		return nil, err
+	}
+	return v.wrapBody(r, res)
+}
+
+// verify checks r's signature.
+func (v *Verifier) verify(r *http.Request, authz []string) (*authResult, error) {
+	q := parseQuery(r.URL.RawQuery)
 	v4q := q.has("X-Amz-Algorithm") || q.has("X-Amz-Credential") || q.has("X-Amz-Signature")
 	v2q := q.has("AWSAccessKeyId") || q.has("Signature")
 
@@ -241,10 +302,7 @@ func (v *Verifier) Verify(r *http.Request) (*Request, error) {
 	default:
 		return nil, ErrMissingAuth
 	}
-	if err != nil {
-		return nil, err
-	}
-	return v.wrapBody(r, res)
+	return res, err
 }
 
 func (v *Verifier) verifyHeader(r *http.Request, q query, authz string) (*authResult, error) {

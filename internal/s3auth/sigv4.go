@@ -89,6 +89,7 @@ func (v *Verifier) verifyV4Header(r *http.Request, q query, rest string) (*authR
 	return &authResult{
 		method: V4Header, accessKey: p.accessKey, payloadHash: payload,
 		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		secret: secret, signedAt: t, signedHeaders: p.signedHeaders,
 	}, nil
 }
 
@@ -162,12 +163,9 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	if err != nil {
 		return nil, err
 	}
-	now := v.now()
-	if now.Before(t.Add(-v.maxSkew)) {
-		return nil, fmt.Errorf("%w: request is not valid yet", ErrAccessDenied)
-	}
-	if now.After(t.Add(time.Duration(exp) * time.Second)) {
-		return nil, ErrExpired
+	ttl := time.Duration(exp) * time.Second
+	if err := v.checkPresignedWindow(t, ttl); err != nil {
+		return nil, err
 	}
 	// A presigned URL normally leaves the payload unsigned, but a client
 	// that also sends x-amz-content-sha256 (signed, as every x-amz-* header
@@ -192,7 +190,21 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q query) (*authResult, err
 	return &authResult{
 		method: V4Presigned, accessKey: p.accessKey, payloadHash: payload,
 		signingKey: key.key, amzDate: amzDate, scope: scope, seedSig: p.signature,
+		secret: secret, signedAt: t, expires: ttl, signedHeaders: p.signedHeaders,
 	}, nil
+}
+
+// checkPresignedWindow enforces a presigned URL's validity: from its
+// signing time t (less MaxSkew, for clocks behind the client's) to t+ttl.
+func (v *Verifier) checkPresignedWindow(t time.Time, ttl time.Duration) error {
+	now := v.now()
+	if now.Before(t.Add(-v.maxSkew)) {
+		return fmt.Errorf("%w: request is not valid yet", ErrAccessDenied)
+	}
+	if now.After(t.Add(ttl)) {
+		return ErrExpired
+	}
+	return nil
 }
 
 // parseV4Authorization parses the part of the header after the algorithm.
@@ -501,13 +513,16 @@ func lookupHeader(h http.Header, name string) []string {
 
 // isTokenByte reports whether c may appear in a header name (RFC 9110's
 // tchar), as net/textproto decides whether to canonicalize one.
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+func isTokenByte(c byte) bool { return tokenBytes[c] }
+
+var tokenBytes = func() (t [256]bool) {
+	for c := range 256 {
+		b := byte(c)
+		t[c] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()
 
 // trimAll trims surrounding spaces and collapses runs of spaces, the
 // "Trimall" of the SigV4 specification.
