@@ -78,7 +78,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var (
 		sizes, targets, jsonPath, minioBin, redisBin, python, script, tmp, logLevel, link string
-		quick, boto3                                                                      bool
+		quick, boto3, sequential                                                          bool
 	)
 	fs.StringVar(&sizes, "sizes", "", "comma-separated object sizes (default 1KiB,4KiB,64KiB,1MiB,16MiB,256MiB; without 256MiB with --quick)")
 	fs.BoolVar(&quick, "quick", false, "short run: fewer iterations, no 256 MiB unless --sizes asks")
@@ -87,6 +87,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.BoolVar(&boto3, "boto3", defPython != "", "also measure through boto3 (store and warm); default on when .venv/bin/python exists")
 	fs.StringVar(&python, "python", defPython, "Python interpreter with boto3, for --boto3")
 	fs.StringVar(&script, "boto3-script", "", "the boto3 script (default <module root>/python/hoard_bench/access_boto3.py)")
+	fs.BoolVar(&sequential, "sequential", false, "measure the targets of a size one after another (default: in rotation, one request of each in turn, so that a change in the machine's load falls on all alike)")
 	fs.StringVar(&link, "store-link", "", "put MinIO behind this shaped link (a preset: "+strings.Join(netshape.PresetNames(), ", ")+"), for the store targets and hoard alike; default loopback")
 	minioFlag(fs, &minioBin)
 	redisFlag(fs, &redisBin)
@@ -100,7 +101,7 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	cfg := bench.AccessConfig{
 		Quick: quick, Boto3: boto3, Python: python, Boto3Script: script,
-		MinIOBinary: minioBin, RedisBinary: redisBin, TempDir: tmp, Progress: stderr, StoreLink: link,
+		MinIOBinary: minioBin, RedisBinary: redisBin, TempDir: tmp, Progress: stderr, StoreLink: link, Sequential: sequential,
 	}
 	var err error
 	if sizes != "" {

@@ -70,6 +70,11 @@ type AccessConfig struct {
 	Progress io.Writer
 	// Log receives the servers' logs; nil discards.
 	Log *slog.Logger
+	// Sequential measures the targets of a size one after another, each
+	// to its end, instead of in rotation (the default: one request of
+	// each in turn, round after round, so that a change in the machine's
+	// load falls on every target alike).
+	Sequential bool
 	// StoreLink, when set, names a netshape preset whose store link
 	// MinIO is put behind (toxiproxy): the store targets and hoard's own
 	// requests to the store cross it alike, as a function's reads cross
@@ -138,23 +143,7 @@ func (t target) bodySize(size int64) int64 {
 
 // measure warms t up and times plan.Iterations requests of key.
 func measure(ctx context.Context, t target, key string, size int64, plan Plan) (TargetResult, error) {
-	one := func() (time.Duration, error) {
-		if t.before != nil {
-			if err := t.before(ctx, key); err != nil {
-				return 0, err
-			}
-		}
-		start := time.Now()
-		n, err := t.getter.Get(ctx, key)
-		d := time.Since(start)
-		if err != nil {
-			return d, err
-		}
-		if want := t.bodySize(size); n != want {
-			return d, fmt.Errorf("read %d bytes, want %d", n, want)
-		}
-		return d, nil
-	}
+	one := t.request(ctx, key, size)
 	for range plan.Warmup {
 		if _, err := one(); err != nil {
 			return TargetResult{}, fmt.Errorf("%s warm-up: %w", t.name, err)
@@ -179,10 +168,87 @@ func measure(ctx context.Context, t target, key string, size int64, plan Plan) (
 			break
 		}
 	}
+	return t.result(samples, size, plan), nil
+}
+
+// request returns one timed request of key by t: its before hook
+// (untimed), the GET, and the check of the bytes read.
+func (t target) request(ctx context.Context, key string, size int64) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		if t.before != nil {
+			if err := t.before(ctx, key); err != nil {
+				return 0, err
+			}
+		}
+		start := time.Now()
+		n, err := t.getter.Get(ctx, key)
+		d := time.Since(start)
+		if err != nil {
+			return d, err
+		}
+		if want := t.bodySize(size); n != want {
+			return d, fmt.Errorf("read %d bytes, want %d", n, want)
+		}
+		return d, nil
+	}
+}
+
+// result summarizes t's timed samples.
+func (t target) result(samples []time.Duration, size int64, plan Plan) TargetResult {
 	res := TargetResult{Name: t.name, Summary: Summarize(samples, t.bodySize(size)), Warmup: plan.Warmup}
 	res.SamplesNS = make([]int64, len(samples))
 	for i, d := range samples {
 		res.SamplesNS[i] = d.Nanoseconds()
+	}
+	return res
+}
+
+// measureRotated warms every target of ts up, then times them in
+// rotation: each round one request of every target, the first one target
+// further on each round, until plan.Iterations rounds, or
+// plan.MinIterations once the rounds took len(ts) times plan.TimeCap. A
+// change in the machine's load then falls on every target alike, and the
+// ratios between them compare requests made moments apart.
+func measureRotated(ctx context.Context, ts []target, key string, size int64, plan Plan) ([]TargetResult, error) {
+	ones := make([]func() (time.Duration, error), len(ts))
+	for i, t := range ts {
+		ones[i] = t.request(ctx, key, size)
+		for range plan.Warmup {
+			if _, err := ones[i](); err != nil {
+				return nil, fmt.Errorf("%s warm-up: %w", t.name, err)
+			}
+		}
+	}
+	for _, t := range ts {
+		if t.onTimed != nil {
+			t.onTimed()
+		}
+	}
+	runtime.GC()
+	samples := make([][]time.Duration, len(ts))
+	for i := range samples {
+		samples[i] = make([]time.Duration, 0, plan.Iterations)
+	}
+	start := time.Now()
+	for round := 0; round < plan.Iterations; round++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for j := range ts {
+			i := (round + j) % len(ts)
+			d, err := ones[i]()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ts[i].name, err)
+			}
+			samples[i] = append(samples[i], d)
+		}
+		if round+1 >= plan.MinIterations && time.Since(start) > time.Duration(len(ts))*plan.TimeCap {
+			break
+		}
+	}
+	res := make([]TargetResult, len(ts))
+	for i, t := range ts {
+		res[i] = t.result(samples[i], size, plan)
 	}
 	return res, nil
 }
@@ -286,8 +352,10 @@ func RunAccess(ctx context.Context, cfg AccessConfig) (*Report, error) {
 		}
 		rep.Sizes = append(rep.Sizes, sr)
 	}
-	// The cold instance is left warm for boto3: the last cold GET refilled
-	// every object, and the warm target (when measured) confirmed it.
+	// The version-checked instance is left warm for boto3: the warm
+	// target (when measured) read every object from it, or in a
+	// sequential run the last cold GET refilled it; boto3's warm-up
+	// fills what is missing.
 	if cfg.Boto3 {
 		if err := r.measureBoto3(ctx, &cfg, rep); err != nil {
 			return nil, err
@@ -349,8 +417,13 @@ type accessRig struct {
 	// read mode local (warm-local); app is the remote targets' pair.
 	checked, local         *instance.Instance
 	checkedCore, localCore *minio.Core
-	app                    *appCluster
-	closes                 []func()
+	// cold serves the cold target: checked, or, when the targets are
+	// measured in rotation, an instance of its own (its drops would turn
+	// warm's hits into misses).
+	cold     *instance.Instance
+	coldCore *minio.Core
+	app      *appCluster
+	closes   []func()
 }
 
 // Close stops everything, last started first.
@@ -423,6 +496,12 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 	ccfg := cachelet.Config{Cache: cache.Config{Budget: budget, MaxObjectSize: largest}}
 	if cfg.wants(TargetCold) || cfg.wants(TargetWarm) || cfg.Boto3 {
 		if r.checked, r.checkedCore, err = r.startInstance(ctx, cfg, ccfg, cachelet.ReadVersionCheck); err != nil {
+			return nil, err
+		}
+		r.cold, r.coldCore = r.checked, r.checkedCore
+	}
+	if cfg.wants(TargetCold) && !cfg.Sequential {
+		if r.cold, r.coldCore, err = r.startInstance(ctx, cfg, ccfg, cachelet.ReadVersionCheck); err != nil {
 			return nil, err
 		}
 	}
@@ -508,6 +587,9 @@ func (r *accessRig) measureSize(ctx context.Context, cfg *AccessConfig, rep *Rep
 	key := objectKey(size)
 	sr := SizeResult{Size: size, Label: FormatSize(size)}
 	plan := PlanFor(size, cfg.Quick)
+	if !cfg.Sequential {
+		return r.measureSizeRotated(ctx, cfg, rep, sr, plan)
+	}
 	for _, name := range AllTargets() {
 		if !cfg.wants(name) {
 			continue
@@ -531,6 +613,54 @@ func (r *accessRig) measureSize(ctx context.Context, cfg *AccessConfig, rep *Rep
 	return sr, nil
 }
 
+// measureSizeRotated measures the targets of one size in rotation
+// (measureRotated), but remote-miss after them on its own: it drops the
+// owner's copy that remote-hit reads.
+func (r *accessRig) measureSizeRotated(ctx context.Context, cfg *AccessConfig, rep *Report, sr SizeResult, plan Plan) (SizeResult, error) {
+	key := objectKey(sr.Size)
+	var rotated, after []target
+	for _, name := range AllTargets() {
+		if !cfg.wants(name) {
+			continue
+		}
+		t, err := r.target(name, key, sr.Size, sr.Label, rep)
+		if err != nil {
+			return sr, err
+		}
+		if t.close != nil {
+			defer t.close()
+		}
+		if name == TargetRemoteMiss {
+			after = append(after, t)
+		} else {
+			rotated = append(rotated, t)
+		}
+	}
+	began := time.Now()
+	res, err := measureRotated(ctx, rotated, key, sr.Size, plan)
+	if err != nil {
+		return sr, fmt.Errorf("bench: at %s: %w", sr.Label, err)
+	}
+	for _, t := range after {
+		one, err := measure(ctx, t, key, sr.Size, plan)
+		if err != nil {
+			return sr, fmt.Errorf("bench: %s at %s: %w", t.name, sr.Label, err)
+		}
+		res = append(res, one)
+	}
+	for _, t := range res {
+		cfg.progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s", sr.Label, t.Name, t.N,
+			FormatDuration(t.P50), FormatDuration(t.P99), FormatMBps(t.MBps))
+	}
+	cfg.progress("%-8s %d targets in rotation (%.1fs)", sr.Label, len(rotated), time.Since(began).Seconds())
+	// In AllTargets order, as the sequential run reports them.
+	slices.SortStableFunc(res, func(a, b TargetResult) int {
+		return slices.Index(AllTargets(), a.Name) - slices.Index(AllTargets(), b.Name)
+	})
+	sr.Targets = res
+	return sr, nil
+}
+
 // target is how the named target reads key: its getter, what runs before
 // each request, and which access type hoard must report.
 func (r *accessRig) target(name, key string, size int64, label string, rep *Report) (target, error) {
@@ -545,8 +675,8 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 	case TargetStore304:
 		t.getter, t.noBody = &ConditionalGetter{Core: r.storeCore, Bucket: benchBucket}, true
 	case TargetCold:
-		t.getter, t.onTimed = hoardGetter(r.checkedCore, cachelet.LocalMiss)
-		cl := r.checked.Cachelet()
+		t.getter, t.onTimed = hoardGetter(r.coldCore, cachelet.LocalMiss)
+		cl := r.cold.Cachelet()
 		t.before = func(_ context.Context, key string) error {
 			cl.Invalidate(benchBucket, key)
 			return nil
