@@ -55,9 +55,9 @@ func newMemoVerifier(t testing.TB, c clock.Clock, creds CredentialStore, entries
 
 var memoSigner = awsv4.NewSigner(func(o *awsv4.SignerOptions) { o.DisableURIPathEscaping = true })
 
-// memoPresigned is a presigned GET of key, valid for ttl from at, with
-// hdr signed too.
-func memoPresigned(t testing.TB, key, rq string, at time.Time, ttl time.Duration, hdr http.Header) *http.Request {
+// presignedGet is a presigned GET of key (the AWS SDK's signer), valid
+// for ttl from at, with hdr signed too, as the server sees it.
+func presignedGet(t testing.TB, key, rq string, at time.Time, ttl time.Duration, hdr http.Header) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, objectURL(key, rq), nil)
 	if err != nil {
@@ -109,15 +109,15 @@ func memoHeaderSigned(t testing.TB, method, key, rq string, at time.Time, payloa
 // the memo keeps and some it does not.
 func memoTemplates(t testing.TB) []*http.Request {
 	return []*http.Request{
-		memoPresigned(t, "k", "", fuzzTime, 10*time.Minute, nil),
-		memoPresigned(t, "a+b!c/with space", "versionId=3%2F4&x=", fuzzTime, 20*time.Minute,
+		presignedGet(t, "k", "", fuzzTime, 10*time.Minute, nil),
+		presignedGet(t, "a+b!c/with space", "versionId=3%2F4&x=", fuzzTime, 20*time.Minute,
 			http.Header{"Range": {"bytes=0-9"}, "X-Amz-Request-Payer": {"requester"}}),
 		memoHeaderSigned(t, http.MethodGet, "k", "", fuzzTime, unsignedPayload, nil),
 		memoHeaderSigned(t, http.MethodGet, "ünï/ключ", "list-type=2&prefix=a%2Bb", fuzzTime, sha256Hex(nil),
 			http.Header{"Range": {"bytes=1-2"}, "X-Amz-Meta-A": {"one", "two"}}),
 		memoHeaderSigned(t, http.MethodHead, "!*'()$,;:@", "", fuzzTime, unsignedPayload, nil),
 		memoHeaderSigned(t, http.MethodPut, "put", "", fuzzTime, unsignedPayload, nil), // not kept: a PUT
-		sigFirst(memoPresigned(t, "!*'()$,;:@", "prefix=a%20b", fuzzTime, 30*time.Minute, nil)),
+		sigFirst(presignedGet(t, "!*'()$,;:@", "prefix=a%20b", fuzzTime, 30*time.Minute, nil)),
 	}
 }
 
@@ -352,7 +352,7 @@ func TestMemoEligibility(t *testing.T) {
 func TestMemoTime(t *testing.T) {
 	clk := clock.NewFake(fuzzTime)
 	v := newMemoVerifier(t, clk, testCreds(), 0)
-	pre := memoPresigned(t, "k", "", fuzzTime, time.Minute, nil)
+	pre := presignedGet(t, "k", "", fuzzTime, time.Minute, nil)
 	hdr := memoHeaderSigned(t, http.MethodGet, "k", "", fuzzTime, unsignedPayload, nil)
 	for i, r := range []*http.Request{pre, hdr, pre, hdr, pre, hdr} {
 		if _, err := v.Verify(r); err != nil {
@@ -403,7 +403,7 @@ func TestMemoCredentials(t *testing.T) {
 	clk := clock.NewFake(fuzzTime)
 	v := newMemoVerifier(t, clk, creds, 0)
 	for _, r := range []*http.Request{
-		memoPresigned(t, "k", "", fuzzTime, time.Minute, nil),
+		presignedGet(t, "k", "", fuzzTime, time.Minute, nil),
 		memoHeaderSigned(t, http.MethodGet, "k", "", fuzzTime, unsignedPayload, nil),
 	} {
 		for range 3 {
@@ -452,7 +452,7 @@ func TestMemoUnsignedAmzHeader(t *testing.T) {
 func TestMemoBound(t *testing.T) {
 	v := newMemoVerifier(t, clock.NewFake(fuzzTime), testCreds(), 40) // held to 32
 	for i := range 300 {
-		r := memoPresigned(t, "k"+strconv.Itoa(i), "", fuzzTime, time.Minute, nil)
+		r := presignedGet(t, "k"+strconv.Itoa(i), "", fuzzTime, time.Minute, nil)
 		for range 3 {
 			if _, err := v.Verify(r); err != nil {
 				t.Fatal(err)
@@ -466,7 +466,7 @@ func TestMemoBound(t *testing.T) {
 		t.Fatalf("stats %+v: the memo kept too little", st)
 	}
 	// A request whose key would be too large is verified every time.
-	long := memoPresigned(t, "k", "pad="+strings.Repeat("p", memoMaxKey), fuzzTime, time.Minute, nil)
+	long := presignedGet(t, "k", "pad="+strings.Repeat("p", memoMaxKey), fuzzTime, time.Minute, nil)
 	before := v.MemoStats()
 	for range 3 {
 		if _, err := v.Verify(long); err != nil {
@@ -484,7 +484,7 @@ func TestMemoConcurrent(t *testing.T) {
 	creds := &memoCreds{m: map[string]string{testAK: testSK}}
 	v := newMemoVerifier(t, clock.NewFake(fuzzTime), creds, 0)
 	good := []*http.Request{
-		memoPresigned(t, "k", "", fuzzTime, time.Minute, nil),
+		presignedGet(t, "k", "", fuzzTime, time.Minute, nil),
 		memoHeaderSigned(t, http.MethodGet, "k", "", fuzzTime, unsignedPayload, nil),
 	}
 	bad := mutate(rand.New(rand.NewPCG(3, 4)), good[1])
