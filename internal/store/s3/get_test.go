@@ -2,6 +2,8 @@ package s3store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -324,5 +326,64 @@ func TestStatHead(t *testing.T) {
 	}
 	if _, err = st.Stat(t.Context(), "nobucket", "k"); !errors.Is(err, store.ErrNoSuchBucket) {
 		t.Errorf("no bucket: %v", err)
+	}
+}
+
+// TestGetOverTLS: an https store (the server's own CA trusted) is read
+// and asked about the same way, the Host signed as sent without the
+// scheme's default port; a store whose certificate is not trusted fails
+// at once, unretried.
+func TestGetOverTLS(t *testing.T) {
+	ver, err := s3auth.New(s3auth.Config{Region: "eu-test-1"}, testCreds{"getkey": "get-secret-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tries atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tries.Add(1)
+		if _, err := ver.Verify(r); err != nil {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.Header().Set("ETag", `"tls"`)
+		w.Header().Set("Content-Length", "3")
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, "tls")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	st, err := New(Config{Endpoint: srv.URL, AccessKey: "getkey", SecretKey: "get-secret-key", Region: "eu-test-1",
+		TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	body, info, _, err := st.Get(t.Context(), "bucket-1", "k y", store.GetOptions{ChecksumMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(body)
+	body.Close()
+	if string(b) != "tls" || info.ETag != "tls" {
+		t.Errorf("GET over TLS: %q, etag %q", b, info.ETag)
+	}
+	if info, err := st.Stat(t.Context(), "bucket-1", "k y"); err != nil || info.Size != 3 {
+		t.Errorf("HEAD over TLS: %+v, %v", info, err)
+	}
+
+	untrusted, err := New(Config{Endpoint: srv.URL, AccessKey: "getkey", SecretKey: "get-secret-key", Region: "eu-test-1", MaxAttempts: 3},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = untrusted.Close() })
+	before := tries.Load()
+	if _, _, _, err := untrusted.Get(t.Context(), "bucket-1", "k", store.GetOptions{}); err == nil {
+		t.Error("GET from a store whose certificate is not trusted succeeded")
+	}
+	if n := tries.Load() - before; n != 0 {
+		t.Errorf("%d requests reached the handler over an untrusted TLS session", n)
 	}
 }
