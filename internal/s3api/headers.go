@@ -63,12 +63,16 @@ func checkKey(k string) error {
 	if strings.IndexByte(k, 0) >= 0 {
 		return errInvalidKey
 	}
-	for _, seg := range strings.Split(k, "/") {
+	for rest := k; ; {
+		seg, tail, more := strings.Cut(rest, "/")
 		if seg == "." || seg == ".." {
 			return errInvalidKey
 		}
+		if !more {
+			return nil
+		}
+		rest = tail
 	}
-	return nil
 }
 
 // storeOnlyKey reports whether a key is the store's alone to judge: keys

@@ -93,7 +93,7 @@ func TestCheckKey(t *testing.T) {
 	good := []string{"a", "a/b/c", "dir/", "with space", "ünïcødé/ключ", "a+b=c&d%e", "..a", "a..", "a/.b/c", "tab\there"}
 	// The store judges these (they pass through); hoard does not refuse them.
 	storeOnly := []string{"ctrl\x01", "del\x7f", "new\nline", string([]byte{0xff, 0xfe}), " ", " \t "}
-	bad := []string{"../x", "a/../b", "a/..", "./a", "a/./b", "nul\x00byte"}
+	bad := []string{"../x", "a/../b", "a/..", "./a", "a/./b", "nul\x00byte", ".", "..", "a/.", "//..", "a//./b"}
 	for _, k := range append(good, storeOnly...) {
 		if err := checkKey(k); err != nil {
 			t.Errorf("checkKey(%q) = %v, want nil", k, err)

@@ -207,8 +207,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(sw, r, rq, err)
 	}
 	// Drain what the client sent that we did not read, within reason, so
-	// the connection can be reused; past that, close it.
-	_, _ = io.CopyN(io.Discard, r.Body, 256<<10)
+	// the connection can be reused; past that, close it. (A request
+	// without a body, as most GETs, has nothing to drain.)
+	if r.Body != http.NoBody {
+		_, _ = io.CopyN(io.Discard, r.Body, 256<<10)
+	}
 	_ = r.Body.Close()
 }
 
