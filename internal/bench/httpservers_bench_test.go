@@ -22,6 +22,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cache"
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/loadgen"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/s3api"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
@@ -345,12 +346,12 @@ func startHoardFront(b *testing.B, data []byte) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: api, ConnContext: onewrite.ConnContext, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(onewrite.Listen(ln)) }()
 	b.Cleanup(func() { _ = srv.Close() })
 	core, err := NewS3Client("http://"+ln.Addr().String(), clientKey, clientSec, benchRegion)
 	if err != nil {

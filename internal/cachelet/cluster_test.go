@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/cache"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/store"
 	"github.com/hoard-io/hoard/internal/store/memstore"
@@ -84,7 +85,8 @@ func newGroup(t testing.TB, n int, opts ...func(*Config)) *group {
 	// Listen first: routers need every address.
 	for range n {
 		srv := httptest.NewUnstartedServer(nil)
-		srv.Config.ConnContext = peer.ConnContext
+		srv.Listener = onewrite.Listen(srv.Listener)
+		srv.Config.ConnContext = onewrite.ConnContext
 		g.servers = append(g.servers, srv)
 		g.addrs = append(g.addrs, srv.Listener.Addr().String())
 	}

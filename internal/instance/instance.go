@@ -42,6 +42,7 @@ import (
 	"github.com/hoard-io/hoard/internal/grant"
 	"github.com/hoard-io/hoard/internal/membership"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/ring"
 	"github.com/hoard-io/hoard/internal/s3api"
@@ -436,7 +437,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if cfg.S3Listener != nil {
 		s.lns = append(s.lns, cfg.S3Listener)
 	}
+	// Small answers leave in one write (onewrite.Hold), beneath TLS.
+	s3ln = onewrite.Listen(s3ln)
 	s3Extra := cfg.S3Listener
+	if s3Extra != nil {
+		s3Extra = onewrite.Listen(s3Extra)
+	}
 	if cfg.TLS != nil {
 		in.s3Scheme = "https://"
 		s3ln = tls.NewListener(s3ln, cfg.TLS)
@@ -472,6 +478,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 			return nil, err
 		}
 		in.peerAddr = peerLn.Addr().String()
+		peerLn = onewrite.Listen(peerLn)
 		if cfg.PeerTLS != nil {
 			peerLn = tls.NewListener(peerLn, cfg.PeerTLS)
 		}
@@ -579,6 +586,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	// Nothing fails from here on: serve.
 	in.s3 = &http.Server{
 		Handler:           api,
+		ConnContext:       onewrite.ConnContext, // small answers in one write
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -591,7 +599,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (in *Instance, err
 	if peerLn != nil {
 		in.peerSrv = &http.Server{
 			Handler:           peer.NewServer(auth, owner, log.With("component", "peer")),
-			ConnContext:       peer.ConnContext, // small answers in one segment
+			ConnContext:       onewrite.ConnContext, // small answers in one write
 			ReadHeaderTimeout: 30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),

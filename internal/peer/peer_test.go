@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hoard-io/hoard/internal/clock"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -97,7 +98,8 @@ func newPair(t *testing.T) (*Client, *fakeOwner, string) {
 	}
 	owner := newFakeOwner()
 	srv := httptest.NewUnstartedServer(NewServer(auth, owner, nil))
-	srv.Config.ConnContext = ConnContext
+	srv.Listener = onewrite.Listen(srv.Listener)
+	srv.Config.ConnContext = onewrite.ConnContext
 	srv.Start()
 	t.Cleanup(srv.Close)
 	cl := NewClient(auth, ClientConfig{})

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -131,7 +132,7 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 	h := a.w.Header()
 	setInfoHeaders(h, obj.Info)
 	h.Set(hdrRead, string(obj.Outcome))
-	defer corkSmall(r, obj.Info.Size)() // one segment for a small answer
+	defer onewrite.Hold(a.w, r, obj.Info.Size)() // a small answer in one write
 	sw := a.stream(obj.Info.Size)
 	if obj.HasCRC32C {
 		sw.known(obj.KnownCRC32C)
@@ -147,7 +148,7 @@ func (s *Server) get(a answer, r *http.Request, bucket, key string) {
 		_, err = sw.finishDigested(digested) // the body's size checked
 	}
 	if err == nil {
-		// Out now, in one piece where corked.
+		// Out now (in one write where held: released when get returns).
 		err = http.NewResponseController(a.w).Flush()
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -35,7 +36,8 @@ func bodyPair(t *testing.T, o *bodyOwner, tlsOn bool) (*Client, string) {
 	t.Helper()
 	auth, _ := NewAuth("app1", []byte(secret), nil)
 	srv := httptest.NewUnstartedServer(NewServer(auth, o, nil))
-	srv.Config.ConnContext = ConnContext
+	srv.Listener = onewrite.Listen(srv.Listener)
+	srv.Config.ConnContext = onewrite.ConnContext
 	var cfg ClientConfig
 	if tlsOn {
 		srvTLS, cliTLS := mutualTLS(t, "app1")

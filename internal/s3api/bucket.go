@@ -23,7 +23,7 @@ func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		res.Buckets = append(res.Buckets, bucketEntry{Name: b.Name, CreationDate: b.CreationDate.UTC().Format(timeFormatXML)})
 	}
-	return writeXML(w, res)
+	return writeXML(w, r, res)
 }
 
 func (s *Server) owner(rq *request) owner {
@@ -38,7 +38,7 @@ func (s *Server) getBucketLocation(w http.ResponseWriter, r *http.Request, rq *r
 	if loc == "us-east-1" {
 		loc = "" // S3's historical answer for the default region
 	}
-	return writeXML(w, locationConstraint{NS: s3NS, Location: loc})
+	return writeXML(w, r, locationConstraint{NS: s3NS, Location: loc})
 }
 
 func (s *Server) headBucket(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -136,7 +136,7 @@ func (s *Server) listObjectsV1(w http.ResponseWriter, r *http.Request, rq *reque
 	} else if err := s.cl.Store().HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
-	return writeXML(w, res)
+	return writeXML(w, r, res)
 }
 
 func (s *Server) listObjectsV2(w http.ResponseWriter, r *http.Request, rq *request) error {
@@ -174,7 +174,7 @@ func (s *Server) listObjectsV2(w http.ResponseWriter, r *http.Request, rq *reque
 	} else if err := s.cl.Store().HeadBucket(r.Context(), rq.bucket); err != nil {
 		return err
 	}
-	return writeXML(w, res)
+	return writeXML(w, r, res)
 }
 
 func listEntries(page store.ListResult, enc bool, own *owner) ([]objectEntry, []commonPrefix) {
@@ -269,7 +269,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 			}
 		}
 	}
-	return writeXML(w, res)
+	return writeXML(w, r, res)
 }
 
 // hasDigest reports whether a request carries a digest of its body the

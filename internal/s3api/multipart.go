@@ -21,7 +21,7 @@ func (s *Server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if opts.ChecksumAlgorithm != "" {
 		w.Header().Set("x-amz-checksum-algorithm", opts.ChecksumAlgorithm)
 	}
-	return writeXML(w, initiateMultipartUploadResult{NS: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: id})
+	return writeXML(w, r, initiateMultipartUploadResult{NS: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: id})
 }
 
 func partNumber(v string) (int, error) {
@@ -83,7 +83,7 @@ func (s *Server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	if err := writeXML(w, completeMultipartUploadResult{NS: s3NS, Location: "/" + rq.bucket + "/" + rq.key,
+	if err := writeXML(w, r, completeMultipartUploadResult{NS: s3NS, Location: "/" + rq.bucket + "/" + rq.key,
 		Bucket: rq.bucket, Key: rq.key, ETag: `"` + res.ETag + `"`, checksumFields: checksumFieldsOf(res.Checksums)}); err != nil {
 		return err
 	}
@@ -128,5 +128,5 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 		res.Parts = append(res.Parts, partEntry{PartNumber: p.PartNumber, LastModified: p.LastModified.UTC().Format(timeFormatXML),
 			ETag: `"` + p.ETag + `"`, Size: p.Size, checksumFields: checksumFieldsOf(p.Checksums)})
 	}
-	return writeXML(w, res)
+	return writeXML(w, r, res)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/peer"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
@@ -68,6 +69,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if r.Method == http.MethodHead {
 		return nil
 	}
+	defer onewrite.Hold(w, r, obj.Length())() // a small answer in one write
 	if n, err := copyBody(w, obj.Body, obj.Length()); err != nil {
 		// Headers are out. A short body is the only signal left; the
 		// client's length check turns it into an error, never wrong data.
@@ -302,7 +304,7 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if lm.IsZero() {
 		lm = time.Now()
 	}
-	if err := writeXML(w, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)}); err != nil {
+	if err := writeXML(w, r, copyObjectResult{ETag: `"` + res.ETag + `"`, LastModified: lm.UTC().Format(timeFormatXML)}); err != nil {
 		return err
 	}
 	s.notifyUnsized(w, r, rq, notify.ObjectCreatedCopy, res.ETag)

@@ -13,6 +13,7 @@ import (
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/checksum"
 	"github.com/hoard-io/hoard/internal/notify"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -178,12 +179,19 @@ func (s *Server) passWith(w http.ResponseWriter, r *http.Request, rq *request, b
 		head = &headCapture{r: src}
 		src = head
 	}
+	release := func() {}
+	if resp.ContentLength >= 0 {
+		// A small answer (a listing, tags, an ACL) in one write.
+		release = onewrite.Hold(w, r, resp.ContentLength)
+		defer release()
+	}
 	if n, err := io.Copy(w, src); err != nil {
 		// Headers are out: a short body is the only signal left.
 		s.log.Warn("pass-through aborted mid-body", "op", rq.op, "bucket", rq.bucket, "key", rq.key, "sent", n,
 			"err", err, "request_id", rq.id)
 		panic(http.ErrAbortHandler)
 	}
+	release() // out now: what follows may ask the store again
 	if resp.StatusCode/100 == 2 && !head.failed() {
 		if rq.op == "DeleteBucket" {
 			// Nothing cached of a deleted bucket may be served.

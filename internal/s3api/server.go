@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/hoard-io/hoard/internal/cachelet"
 	"github.com/hoard-io/hoard/internal/grant"
+	"github.com/hoard-io/hoard/internal/onewrite"
 	"github.com/hoard-io/hoard/internal/s3auth"
 	"github.com/hoard-io/hoard/internal/store"
 )
@@ -533,15 +535,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 }
 
 // writeXML sends a 200 with an XML document.
-func writeXML(w http.ResponseWriter, v any) error {
+func writeXML(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := xml.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
+	n := len(xml.Header) + len(body)
 	h := w.Header()
 	h.Set("Content-Type", "application/xml")
-	h.Set("Content-Length", fmt.Sprint(len(xml.Header)+len(body)))
+	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
+	defer onewrite.Hold(w, r, int64(n))() // a listing of a few KiB in one write
 	_, _ = io.WriteString(w, xml.Header)
 	_, _ = w.Write(body)
 	return nil
