@@ -120,26 +120,33 @@ func (c *Conn) hold(size int) bool {
 	return true
 }
 
+// take ends holding and returns what was held (nil when nothing was).
+// The connection's lock is never held across I/O: Close, from another
+// goroutine (a server shutting down), must be able to interrupt a write
+// blocked on a client that does not read.
+func (c *Conn) take() *[]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.held
+	c.held = nil
+	return b
+}
+
 // release writes what is held, in one write, and ends holding. A write
 // that fails closes the connection: the answer was not sent whole, and
 // net/http, which saw its writes succeed, must not go on to the next
 // request on a stream that lost bytes.
 func (c *Conn) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held == nil {
-		return
-	}
-	if err := c.flushLocked(nil); err != nil {
-		_ = c.Conn.Close()
+	if b := c.take(); b != nil {
+		if err := c.send(b, nil); err != nil {
+			_ = c.Conn.Close()
+		}
 	}
 }
 
-// flushLocked writes what is held followed by p (one writev on a TCP
-// connection) and ends holding.
-func (c *Conn) flushLocked(p []byte) error {
-	b := c.held
-	c.held = nil
+// send writes b followed by p (one writev on a TCP connection) and gives
+// b back to its pool.
+func (c *Conn) send(b *[]byte, p []byte) error {
 	defer putBuf(b)
 	if len(*b) == 0 {
 		if len(p) == 0 {
@@ -164,15 +171,19 @@ func (c *Conn) flushLocked(p []byte) error {
 // buffer; else it writes what is held with p, and ends holding.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held == nil {
+	b := c.held
+	if b == nil {
+		c.mu.Unlock()
 		return c.Conn.Write(p)
 	}
-	if b := *c.held; len(b)+len(p) <= cap(b) {
-		*c.held = append(b, p...)
+	if len(*b)+len(p) <= cap(*b) {
+		*b = append(*b, p...)
+		c.mu.Unlock()
 		return len(p), nil
 	}
-	if err := c.flushLocked(p); err != nil {
+	c.held = nil
+	c.mu.Unlock()
+	if err := c.send(b, p); err != nil {
 		return 0, err // none of p is known to have gone
 	}
 	return len(p), nil
@@ -203,12 +214,10 @@ type writerOnly struct{ io.Writer }
 // CloseWrite shuts the connection's writing side where it has one (TCP,
 // Unix), after what is held.
 func (c *Conn) CloseWrite() error {
-	c.mu.Lock()
 	var err error
-	if c.held != nil {
-		err = c.flushLocked(nil)
+	if b := c.take(); b != nil {
+		err = c.send(b, nil)
 	}
-	c.mu.Unlock()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return errors.Join(err, cw.CloseWrite())
 	}
@@ -218,12 +227,9 @@ func (c *Conn) CloseWrite() error {
 // Close closes the connection, dropping what is held: an answer not
 // released was not finished.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if c.held != nil {
-		putBuf(c.held)
-		c.held = nil
+	if b := c.take(); b != nil {
+		putBuf(b)
 	}
-	c.mu.Unlock()
 	return c.Conn.Close()
 }
 

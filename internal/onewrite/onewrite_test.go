@@ -285,3 +285,44 @@ func TestReleaseFailureCloses(t *testing.T) {
 		t.Fatal("a closed connection still holds a buffer")
 	}
 }
+
+// Close, from another goroutine (a server shutting down), interrupts a
+// write blocked on a client that does not read, held or not: the lock
+// is never held across I/O.
+func TestCloseInterruptsBlockedWrite(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		a, b := net.Pipe() // synchronous: a write waits for a read
+		defer b.Close()
+		c := &Conn{Conn: a}
+		if held && !c.hold(4096+headroom) {
+			t.Fatal("hold refused")
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Write(payload(200 << 10)) // outgrows any held buffer: sent now, blocks
+			done <- err
+		}()
+		// The write has begun (its first byte read), and waits for the rest.
+		if _, err := io.ReadFull(b, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- c.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("held=%v: Close waited for a blocked write", held)
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("held=%v: a write to a closed connection succeeded", held)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("held=%v: the write stayed blocked after Close", held)
+		}
+	}
+}
