@@ -99,7 +99,7 @@ func (c *Cachelet) admit(e *cache.Entry, err error, start time.Time) {
 		c.m.fills.WithLabelValues("aborted").Inc()
 		c.log.Warn("cache fill aborted", "bucket", e.Key().Bucket, "key", e.Key().Object, "err", err)
 	case c.cache.Add(e):
-		c.m.fills.WithLabelValues("ok").Inc()
+		c.m.fillOK.Inc()
 		c.m.fillSeconds.Observe(c.clock.Now().Sub(start).Seconds())
 		c.writeAhead(e)
 	case e.Doomed():

@@ -24,6 +24,7 @@ type metrics struct {
 	// started (validate.go).
 	validationJoins prometheus.Counter
 	fills           *prometheus.CounterVec
+	fillOK          prometheus.Counter // fills{result="ok"}, resolved once: every miss counts one
 	fillSeconds     prometheus.Histogram
 	writes          *prometheus.CounterVec
 	evictedBytes    prometheus.Counter
@@ -216,6 +217,7 @@ func newMetrics(reg prometheus.Registerer, c *Cachelet) *metrics {
 		m.reads.WithLabelValues(string(o))
 		m.readBytes.WithLabelValues(string(o))
 	}
+	m.fillOK = m.fills.WithLabelValues("ok")
 	if reg == nil {
 		return m
 	}

@@ -411,7 +411,7 @@ func (c *Cachelet) admitPage(e *cache.Entry, err error, start time.Time) {
 		c.cache.Release(e.Charge())
 		c.m.fills.WithLabelValues("aborted").Inc()
 	case c.cache.Add(e):
-		c.m.fills.WithLabelValues("ok").Inc()
+		c.m.fillOK.Inc()
 		c.m.fillSeconds.Observe(c.clock.Now().Sub(start).Seconds())
 	default:
 		c.m.fills.WithLabelValues("over_budget").Inc()

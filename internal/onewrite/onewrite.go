@@ -148,20 +148,19 @@ func (c *Conn) release() {
 // b back to its pool.
 func (c *Conn) send(b *[]byte, p []byte) error {
 	defer putBuf(b)
-	if len(*b) == 0 {
-		if len(p) == 0 {
-			return nil
-		}
+	switch {
+	case len(*b) == 0 && len(p) == 0:
+		return nil
+	case len(*b) == 0:
 		_, err := c.Conn.Write(p)
 		return err
+	case len(p) == 0: // the usual end: one write of what was held
+		_, err := c.Conn.Write(*b)
+		return err
 	}
-	bufs := net.Buffers{*b}
-	if len(p) > 0 {
-		bufs = append(bufs, p)
-	}
-	want := int64(len(*b) + len(p))
+	bufs := net.Buffers{*b, p}
 	n, err := bufs.WriteTo(c.Conn)
-	if err == nil && n != want {
+	if err == nil && n != int64(len(*b)+len(p)) {
 		err = io.ErrShortWrite
 	}
 	return err
