@@ -45,8 +45,11 @@ import (
 // configured as `hoard serve` configures it (hoard-local). Every server
 // runs in this process, on the generator's cores. Each round measures
 // every target in turn, one connection then 64, and the order rotates
-// between rounds; the table gives the median over rounds of p50, p99 and
-// ops/s, and each round's ratio of hoard-local to net-http. "cpu µs" is
+// between rounds; then every target again over one connection, in
+// rotation (one request to each in turn, for half a point's time per
+// target), so that load from elsewhere falls on all alike. The table
+// gives the median over rounds of p50, p99 and ops/s, and each round's
+// ratio of hoard-local to net-http, sequential and in rotation. "cpu µs" is
 // the process's CPU time (user and system, generator and servers
 // together, warm-up included) per request: unlike wall time, it is
 // hardly stretched by other processes on a busy machine, and with every
@@ -129,6 +132,41 @@ func BenchmarkHTTPServers(b *testing.B) {
 		p.p99 = append(p.p99, float64(r.P99.Nanoseconds())/1e3)
 		p.rate = append(p.rate, r.Rate)
 	}
+	// rotated[name] holds, per round, a target's p50 over one connection
+	// measured in rotation: one request to each target in turn, so that
+	// load from elsewhere falls on all alike (the sequential points above
+	// each take their own second of it).
+	rotated := map[string][]float64{}
+	measureRotated := func() {
+		ops := make([]loadgen.Op, len(targets))
+		for i, t := range targets {
+			expect := ""
+			if t.name == "hoard-local" {
+				expect = string(cachelet.LocalHit)
+			}
+			op, err := httpOp(ctx, client, OpGet, t.url, data, int64(len(data)), expect)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ops[i] = op
+		}
+		lat := make([][]time.Duration, len(targets))
+		deadline := time.Now().Add(dur * time.Duration(len(targets)) / 2)
+		for i := 0; i < 2*len(targets) || time.Now().Before(deadline); i++ {
+			j := i % len(targets)
+			start := time.Now()
+			if err := ops[j](ctx); err != nil {
+				b.Fatalf("%s, in rotation: %v", targets[j].name, err)
+			}
+			if i >= len(targets) { // the first of each: warm-up
+				lat[j] = append(lat[j], time.Since(start))
+			}
+		}
+		for j, t := range targets {
+			slices.Sort(lat[j])
+			rotated[t.name] = append(rotated[t.name], float64(lat[j][len(lat[j])/2].Nanoseconds())/1e3)
+		}
+	}
 	for b.Loop() {
 		for round := range rounds {
 			for i := range targets {
@@ -137,6 +175,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 					measure(t, c)
 				}
 			}
+			measureRotated()
 		}
 	}
 	med := func(v []float64) float64 {
@@ -165,8 +204,14 @@ func BenchmarkHTTPServers(b *testing.B) {
 		fmt.Fprintf(&out, "%s by round: %s (median %.2f)\n", what, strings.Join(parts, ", "), med(r))
 		return r
 	}
+	fmt.Fprintf(&out, "1 connection in rotation (one request to each target in turn), p50 µs, median over rounds:")
+	for _, t := range targets {
+		fmt.Fprintf(&out, " %s %.0f", t.name, med(rotated[t.name]))
+	}
+	fmt.Fprintln(&out)
 	h, n := res["hoard-local"], res["net-http"]
 	r1 := ratios("hoard-local / net-http p50, 1 connection", h[1].p50, n[1].p50)
+	r1r := ratios("hoard-local / net-http p50, 1 connection in rotation", rotated["hoard-local"], rotated["net-http"])
 	r64 := ratios("hoard-local / net-http ops/s, 64 connections", h[64].rate, n[64].rate)
 	ratios("fasthttp / net-http p50, 1 connection", res["fasthttp"][1].p50, n[1].p50)
 	ratios("fasthttp / net-http ops/s, 64 connections", res["fasthttp"][64].rate, n[64].rate)
@@ -177,6 +222,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 	ratios("net-http / fasthttp CPU per request, 1 connection", n[1].cpu, res["fasthttp"][1].cpu)
 	fmt.Print(out.String())
 	b.ReportMetric(med(r1), "hoard/net-http-p50-1c")
+	b.ReportMetric(med(r1r), "hoard/net-http-p50-1c-rotated")
 	b.ReportMetric(med(r64), "hoard/net-http-ops-64c")
 	b.ReportMetric(med(c64), "net-http/hoard-cpu-64c")
 }
