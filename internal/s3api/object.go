@@ -47,8 +47,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	setObjectHeaders(h, obj.Info)
 	applyOverrides(h, rq)
-	h["Content-Length"] = []string{strconv.FormatInt(obj.Length(), 10)}
-	h["X-Hoard-Read"] = []string{string(obj.Outcome)}
+	h["Content-Length"] = rq.headerValue(hvContentLength, strconv.FormatInt(obj.Length(), 10))
+	h["X-Hoard-Read"] = rq.headerValue(hvRead, string(obj.Outcome))
 	if obj.Outcome == cachelet.StaleHit {
 		// The store could not confirm this copy (serve_stale_if_error).
 		h.Set("x-hoard-stale", "true")

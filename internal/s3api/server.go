@@ -133,9 +133,34 @@ type request struct {
 	query  url.Values
 	auth   *s3auth.Request
 	body   *timedBody // nil when bodies are not timed
+	hv     [hvSlots]string
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, rq *request) error
+
+// exchange is what ServeHTTP allocates for a request, in one allocation:
+// its state and its response writer.
+type exchange struct {
+	sw statusWriter
+	rq request
+}
+
+// Slots of request.hv: the values of answer headers that most answers
+// carry, set without an allocation of their own.
+const (
+	hvRequestID = iota
+	hvServer
+	hvContentLength
+	hvRead
+	hvSlots
+)
+
+// headerValue returns v as a header's values, kept in slot i of the
+// request (capped at its length, so that an Add copies).
+func (rq *request) headerValue(i int, v string) []string {
+	rq.hv[i] = v
+	return rq.hv[i : i+1 : i+1]
+}
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -148,11 +173,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// read timeout.
 		w.WriteHeader(http.StatusContinue)
 	}
-	sw := &statusWriter{ResponseWriter: w}
-	rq := &request{id: newRequestID()}
+	ex := &exchange{sw: statusWriter{ResponseWriter: w}}
+	sw, rq := &ex.sw, &ex.rq
+	rq.id = newRequestID()
 	h := w.Header()
-	h["X-Amz-Request-Id"] = []string{rq.id}
-	h["Server"] = []string{"hoard"}
+	h["X-Amz-Request-Id"] = rq.headerValue(hvRequestID, rq.id)
+	h["Server"] = rq.headerValue(hvServer, "hoard")
 	defer func() {
 		d := time.Since(start)
 		s.m.observe(rq.op, sw.status, d)
