@@ -39,7 +39,7 @@ var layers = []struct {
 		"internal/peer", "internal/cluster", "internal/writeback", "internal/writelog", "internal/notify", "internal/changerelay",
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
 		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki", "internal/dashboard",
-		"internal/disktier", "internal/lazyfs", "internal/onewrite",
+		"internal/disktier", "internal/lazyfs", "internal/onewrite", "internal/onewrite/onewritetest",
 	}},
 	// One instance's composition: store client, cachelet, listeners.
 	{"instance", []string{"internal/instance"}},

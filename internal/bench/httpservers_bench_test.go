@@ -103,11 +103,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 		ops := make([]loadgen.Op, c)
 		done := make([]int, c) // each worker's operations, warm-up included
 		for i := range ops {
-			expect := ""
-			if t.name == "hoard-local" {
-				expect = string(cachelet.LocalHit)
-			}
-			op, err := httpOp(ctx, client, OpGet, t.url, data, int64(len(data)), expect)
+			op, err := httpOp(ctx, client, OpGet, t.url, data, int64(len(data)), expectRead(t))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -140,11 +136,7 @@ func BenchmarkHTTPServers(b *testing.B) {
 	measureRotated := func() {
 		ops := make([]loadgen.Op, len(targets))
 		for i, t := range targets {
-			expect := ""
-			if t.name == "hoard-local" {
-				expect = string(cachelet.LocalHit)
-			}
-			op, err := httpOp(ctx, client, OpGet, t.url, data, int64(len(data)), expect)
+			op, err := httpOp(ctx, client, OpGet, t.url, data, int64(len(data)), expectRead(t))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -239,6 +231,15 @@ func processCPU(b *testing.B) time.Duration {
 
 // httpTarget is one server under test: its name and the URL to GET.
 type httpTarget struct{ name, url string }
+
+// expectRead is the X-Hoard-Read a target's answers must carry: a local
+// hit from the S3 front, nothing from the others.
+func expectRead(t httpTarget) string {
+	if t.name == "hoard-local" {
+		return string(cachelet.LocalHit)
+	}
+	return ""
+}
 
 // startHTTPTargets starts every server of BenchmarkHTTPServers on
 // loopback, each answering GETs with data.

@@ -9,37 +9,13 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
 
 	"github.com/hoard-io/hoard/internal/instance"
+	"github.com/hoard-io/hoard/internal/onewrite/onewritetest"
 )
-
-// writeCounter counts the writes made to its connections.
-type writeCounter struct {
-	net.Listener
-	writes atomic.Int64
-}
-
-func (l *writeCounter) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return countedConn{Conn: c, n: &l.writes}, nil
-}
-
-type countedConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countedConn) Write(p []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(p)
-}
 
 // The S3 front answers a small GET (a miss, a hit, a range) and a small
 // listing in one write (ADR 0038), over the instance's own listeners;
@@ -50,7 +26,7 @@ func TestSmallAnswersInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := &writeCounter{Listener: ln}
+	counter := onewritetest.NewCounter(ln)
 	e := newEnv(t, stores[0].start, func(cfg *instance.Config) { cfg.S3Listener = counter })
 	core := minio.Core{Client: minioClient(t, "http://"+ln.Addr().String(), clientAK, clientSK)}
 	ctx := context.Background()
@@ -73,11 +49,11 @@ func TestSmallAnswersInOneWrite(t *testing.T) {
 
 	writes := func(what string, f func() error) int64 {
 		t.Helper()
-		before := counter.writes.Load()
+		before := counter.Writes()
 		if err := f(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		return counter.writes.Load() - before
+		return counter.Writes() - before
 	}
 	read := func(key string, opts minio.GetObjectOptions, want []byte) func() error {
 		return func() error {

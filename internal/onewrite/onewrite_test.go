@@ -10,34 +10,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/onewrite/onewritetest"
 )
-
-// counting counts the writes made to its connections.
-type counting struct {
-	net.Listener
-	writes atomic.Int64
-}
-
-func (l *counting) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &countingConn{Conn: c, n: &l.writes}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(p)
-}
 
 func payload(n int) []byte {
 	b := make([]byte, n)
@@ -50,7 +27,7 @@ func payload(n int) []byte {
 // server answers GET /N with N bytes, holding the answer when asked
 // (?hold=1) with the size it announces (?claim=M, else N); /abort/N
 // aborts after writing half of it.
-func server(t *testing.T, useTLS bool) (*httptest.Server, *counting) {
+func server(t *testing.T, useTLS bool) (*httptest.Server, *onewritetest.Counter) {
 	t.Helper()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var n int
@@ -88,7 +65,7 @@ func server(t *testing.T, useTLS bool) (*httptest.Server, *counting) {
 		}
 	})
 	srv := httptest.NewUnstartedServer(h)
-	cl := &counting{Listener: srv.Listener}
+	cl := onewritetest.NewCounter(srv.Listener)
 	srv.Listener = Listen(cl)
 	srv.Config.ConnContext = ConnContext
 	if useTLS {
@@ -141,14 +118,14 @@ func TestHeldAnswerLeavesInOneWrite(t *testing.T) {
 			get(t, c, srv.URL+"/10", 10) // the connection, its handshake done
 			for _, n := range []int{From, 4 << 10, 5000, 16 << 10, 33 << 10, To - 1} {
 				for range 3 {
-					before := cl.writes.Load()
+					before := cl.Writes()
 					get(t, c, fmt.Sprintf("%s/%d?hold=1", srv.URL, n), n)
-					if w := cl.writes.Load() - before; w != 1 {
+					if w := cl.Writes() - before; w != 1 {
 						t.Errorf("%d bytes held: %d writes, want 1", n, w)
 					}
-					before = cl.writes.Load()
+					before = cl.Writes()
 					get(t, c, fmt.Sprintf("%s/%d", srv.URL, n), n)
-					if w := cl.writes.Load() - before; w < 2 {
+					if w := cl.Writes() - before; w < 2 {
 						t.Errorf("%d bytes not held: %d writes, want several", n, w)
 					}
 				}
@@ -166,16 +143,16 @@ func TestHoldBoundsAndOverflow(t *testing.T) {
 	for _, n := range []int{0, 100, From - 1} {
 		get(t, c, fmt.Sprintf("%s/%d?hold=1", srv.URL, n), n)
 	}
-	before := cl.writes.Load()
+	before := cl.Writes()
 	get(t, c, fmt.Sprintf("%s/%d?hold=1", srv.URL, 200<<10), 200<<10)
-	if w := cl.writes.Load() - before; w < 2 {
+	if w := cl.Writes() - before; w < 2 {
 		t.Errorf("200 KiB: %d writes: held beyond the bounds", w)
 	}
 	// Claims 4 KiB, writes 300 KiB: overflows its buffer.
 	get(t, c, fmt.Sprintf("%s/%d?hold=1&claim=4096", srv.URL, 300<<10), 300<<10)
-	before = cl.writes.Load()
+	before = cl.Writes()
 	get(t, c, fmt.Sprintf("%s/%d?hold=1", srv.URL, 4096), 4096)
-	if w := cl.writes.Load() - before; w != 1 {
+	if w := cl.Writes() - before; w != 1 {
 		t.Errorf("after an overflow: %d writes, want 1", w)
 	}
 }
@@ -189,9 +166,9 @@ func TestHeldThenReadFrom(t *testing.T) {
 	c := srv.Client()
 	get(t, c, srv.URL+"/10", 10)
 	for _, n := range []int{4 << 10, 20 << 10} {
-		before := cl.writes.Load()
+		before := cl.Writes()
 		get(t, c, fmt.Sprintf("%s/%d?hold=1&readfrom=1", srv.URL, n), n)
-		if w := cl.writes.Load() - before; w != 1 {
+		if w := cl.Writes() - before; w != 1 {
 			t.Errorf("%d bytes held through ReadFrom: %d writes, want 1", n, w)
 		}
 	}

@@ -4,38 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/hoard-io/hoard/internal/onewrite"
+	"github.com/hoard-io/hoard/internal/onewrite/onewritetest"
 	"github.com/hoard-io/hoard/internal/store"
 )
-
-// writeCounter counts the writes made to its connections.
-type writeCounter struct {
-	net.Listener
-	writes atomic.Int64
-}
-
-func (l *writeCounter) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return countedConn{Conn: c, n: &l.writes}, nil
-}
-
-type countedConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countedConn) Write(p []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(p)
-}
 
 // A small answer (a body of onewrite.From to onewrite.To bytes, its
 // headers and its MAC) leaves the owner in one write; every size around
@@ -48,7 +23,7 @@ func TestSmallAnswersInOneWrite(t *testing.T) {
 	}
 	owner := newFakeOwner()
 	srv := httptest.NewUnstartedServer(NewServer(auth, owner, nil))
-	counter := &writeCounter{Listener: srv.Listener}
+	counter := onewritetest.NewCounter(srv.Listener)
 	srv.Listener = onewrite.Listen(counter)
 	srv.Config.ConnContext = onewrite.ConnContext
 	srv.Start()
@@ -63,7 +38,7 @@ func TestSmallAnswersInOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			before := counter.writes.Load()
+			before := counter.Writes()
 			obj, err := cl.Get(ctx, addr, "bkt", "k", "")
 			if err != nil {
 				t.Fatalf("%d bytes: %v", size, err)
@@ -73,7 +48,7 @@ func TestSmallAnswersInOneWrite(t *testing.T) {
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("%d bytes: got %d, %v", size, len(got), err)
 			}
-			w := counter.writes.Load() - before
+			w := counter.Writes() - before
 			switch held := size >= onewrite.From && size < onewrite.To; {
 			case held && w != 1:
 				t.Errorf("%d bytes: the answer took %d writes, want 1", size, w)
