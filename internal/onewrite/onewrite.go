@@ -88,8 +88,8 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // answer whose body is n bytes long, when n is in [From, To), and
 // returns what ends it, to be deferred: it flushes w (net/http's buffers
 // into what is held) and writes what was held, in one write. Elsewhere
-// (n out of bounds, a connection not from Listen, one already held) it
-// does nothing and so does what it returns.
+// (n out of bounds, a connection not from Listen, one already held, a
+// request over HTTP/2) it does nothing and so does what it returns.
 //
 // A handler calls Hold once it knows the answer succeeds, before its
 // first write of the body; an error answer after that aborts the
@@ -97,6 +97,11 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // only: a handler that returns without calling it leaves its answer
 // unsent until the connection's next write.
 func Hold(w http.ResponseWriter, r *http.Request, n int64) (release func()) {
+	if r.ProtoMajor != 1 {
+		// HTTP/2 multiplexes answers on one connection: holding it for
+		// one would hold the others.
+		return func() {}
+	}
 	c, ok := r.Context().Value(connKey{}).(*Conn)
 	if !ok || n < From || n >= To || !c.hold(int(n)+headroom) {
 		return func() {}

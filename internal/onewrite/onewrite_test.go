@@ -303,3 +303,69 @@ func TestCloseInterruptsBlockedWrite(t *testing.T) {
 		}
 	}
 }
+
+// Over HTTP/2 the connection carries several answers at once: Hold does
+// nothing there, and an answer whose handler is still writing never holds
+// another stream's.
+func TestHoldSkipsHTTP2(t *testing.T) {
+	release, entered := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4096")
+		defer Hold(w, r, 4096)()
+		if r.URL.Path == "/slow" {
+			_, _ = w.Write(payload(100))
+			_ = http.NewResponseController(w).Flush()
+			close(entered)
+			<-release
+			_, _ = w.Write(payload(4096)[100:])
+			return
+		}
+		_, _ = w.Write(payload(4096))
+	})
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.Listener = Listen(srv.Listener)
+	srv.Config.ConnContext = ConnContext
+	srv.StartTLS()
+	defer srv.Close()
+	let := sync.OnceFunc(func() { close(release) })
+	defer let() // the slow handler goes, whatever happens
+	c := srv.Client()
+	c.Timeout = 10 * time.Second
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := c.Get(srv.URL + "/slow")
+		if err == nil {
+			var got []byte
+			got, err = io.ReadAll(resp.Body) // until the handler is let go
+			resp.Body.Close()
+			switch {
+			case err == nil && resp.ProtoMajor != 2:
+				err = fmt.Errorf("served over %s, want HTTP/2", resp.Proto)
+			case err == nil && !bytes.Equal(got, payload(4096)):
+				err = fmt.Errorf("slow answer: %d bytes, not the payload", len(got))
+			}
+		}
+		slow <- err
+	}()
+	// The slow answer's handler has written and waits: the same
+	// connection must carry another answer meanwhile.
+	select {
+	case <-entered:
+	case err := <-slow:
+		t.Fatalf("slow answer ended early: %v", err)
+	}
+	resp, err := c.Get(srv.URL + "/fast")
+	if err != nil {
+		t.Fatalf("another stream while one is held: %v", err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, payload(4096)) || resp.ProtoMajor != 2 {
+		t.Fatalf("fast answer: %d bytes, %v, %s", len(got), err, resp.Proto)
+	}
+	let()
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+}
