@@ -112,12 +112,12 @@ func BenchmarkHTTPServers(b *testing.B) {
 				return op(ctx)
 			}
 		}
-		cpu0 := processCPU(b)
+		cpu0 := selfCPU(b)
 		r, err := loadgen.RunClosed(ctx, loadgen.ClosedConfig{Workers: c, Warmup: dur / 4, Duration: dur}, ops)
 		if err != nil {
 			b.Fatalf("%s, %d connections: %v", t.name, c, err)
 		}
-		cpu := processCPU(b) - cpu0
+		cpu := selfCPU(b) - cpu0
 		total := 0
 		for _, n := range done {
 			total += n
@@ -219,9 +219,9 @@ func BenchmarkHTTPServers(b *testing.B) {
 	b.ReportMetric(med(c64), "net-http/hoard-cpu-64c")
 }
 
-// processCPU is the process's user and system CPU time so far: the
+// selfCPU is the process's user and system CPU time so far: the
 // generator's and every server's, which share the process.
-func processCPU(b *testing.B) time.Duration {
+func selfCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -242,12 +242,14 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputReport
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s %s: %w", target, op, err)
 				}
-				res, err := loadgen.RunClosed(ctx, loadgen.ClosedConfig{Workers: conns, Warmup: cfg.Warmup, Duration: cfg.Duration}, ops)
+				cpu := r.serverCPU(target)
+				res, err := loadgen.RunClosed(ctx, loadgen.ClosedConfig{Workers: conns, Warmup: cfg.Warmup, Duration: cfg.Duration,
+					Window: cpu.window}, ops)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s %s, %d connections: %w", target, op, conns, err)
 				}
 				p := ThroughputPoint{Op: op, Connections: conns, Target: target, Ops: res.Ops, Rate: res.Rate,
-					P50NS: res.P50.Nanoseconds(), P99NS: res.P99.Nanoseconds()}
+					P50NS: res.P50.Nanoseconds(), P99NS: res.P99.Nanoseconds(), ServerCPUNS: cpu.perOp(res.Ops)}
 				cfg.progress("%-3s %3d conns  %-18s %9.0f ops/s  p50 %-9s p99 %s", op, conns, target, p.Rate,
 					FormatDuration(res.P50), FormatDuration(res.P99))
 				rep.Points = append(rep.Points, p)
@@ -265,6 +267,7 @@ type throughputRig struct {
 	rdb    *redis.Client
 	bare   *bareServer
 	hoards map[string]*hoardProcess // by read mode: local, version-check
+	minio  *localstore.Server
 	closes []func()
 	// clients are the HTTP clients, one per target, each keeping up to
 	// MaxConnections connections alive.
@@ -293,7 +296,7 @@ func startThroughputRig(ctx context.Context, cfg *ThroughputConfig, tmp string, 
 		return nil, err
 	}
 	r.closes = append(r.closes, func() { srv.Close() })
-	r.store = core
+	r.store, r.minio = core, srv
 	keys := []string{tpHotKey}
 	if cfg.wants(TPStrongMany) {
 		for i := range cfg.manyKeys() {

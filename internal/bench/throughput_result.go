@@ -50,6 +50,13 @@ type ThroughputPoint struct {
 	// was not measured).
 	VsMinIO *float64 `json:"vs_minio,omitempty"`
 	VsBare  *float64 `json:"vs_bare_http,omitempty"`
+	// ServerCPUNS is the CPU time (user and system) the target's server
+	// process used in the timed window per operation answered, in
+	// nanoseconds: for the targets that are processes of their own (hoard
+	// serve, MinIO), nil for the others. Unlike ops/s and latency it is
+	// hardly stretched by other load on the machine, so a change in the
+	// server's work per request shows in it first.
+	ServerCPUNS *float64 `json:"server_cpu_ns_per_op,omitempty"`
 }
 
 // ThroughputMethod says how the benchmark measures.
@@ -59,6 +66,8 @@ const ThroughputMethod = "a closed loop per point: N connections (one goroutine 
 	"Requests are built and presigned once per connection and bodies are read into a buffer of the connection's, " +
 	"so the generator costs what net/http's client costs (the bare HTTP server's row is that ceiling). " +
 	"Every hoard GET must be answered as a local hit (x-hoard-read), or the run fails. " +
+	"Server CPU per op is the CPU time the target's server process used during the timed window (from /proc) over the operations answered in it, " +
+	"for the targets that run as processes of their own. " +
 	"The hoard targets are `hoard serve` processes; the bare HTTP server runs in the benchmark's own process; " +
 	"everything shares the machine's cores with the generator."
 
@@ -124,15 +133,19 @@ func (r *ThroughputReport) WriteTable(w io.Writer) error {
 	for _, op := range r.Settings.Ops {
 		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(op))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "conns\ttarget\tops/s\tp50\tp99\tx minio\tx bare-http\t")
+		fmt.Fprintln(tw, "conns\ttarget\tops/s\tp50\tp99\tx minio\tx bare-http\tserver cpu/op\t")
 		for _, n := range r.Settings.Connections {
 			for _, t := range r.Settings.Targets {
 				p := r.point(op, n, t)
 				if p == nil {
 					continue
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, t, fmtRate(p.Rate),
-					FormatDuration(time.Duration(p.P50NS)), FormatDuration(time.Duration(p.P99NS)), fmtRatio(p.VsMinIO), fmtRatio(p.VsBare))
+				cpu := "-"
+				if p.ServerCPUNS != nil {
+					cpu = FormatDuration(time.Duration(*p.ServerCPUNS))
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, t, fmtRate(p.Rate),
+					FormatDuration(time.Duration(p.P50NS)), FormatDuration(time.Duration(p.P99NS)), fmtRatio(p.VsMinIO), fmtRatio(p.VsBare), cpu)
 			}
 		}
 		if err := tw.Flush(); err != nil {

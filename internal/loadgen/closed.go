@@ -36,6 +36,12 @@ type ClosedConfig struct {
 	// Clock tells the time; default the real one. Latencies are
 	// differences of its Now, so a real clock's monotonic reading.
 	Clock clock.Clock
+	// Window, when set, is called as the timed window opens (true) and
+	// as it closes (false), from a goroutine of the run's, so that what
+	// the caller reads at the two calls (a server's CPU time, say)
+	// brackets the window. RunClosed returns after the second call; a
+	// run that stops early (an error, ctx ending) may skip either.
+	Window func(open bool)
 }
 
 // ClosedResult is what a closed-loop run measured over its timed window.
@@ -72,6 +78,43 @@ func RunClosed(ctx context.Context, cfg ClosedConfig, ops []Op) (ClosedResult, e
 	defer cancel()
 	start := clk.Now()
 	from, until := start.Add(cfg.Warmup), start.Add(cfg.Warmup+cfg.Duration)
+
+	// The window's calls are timers set before any worker starts (a fake
+	// clock runs them as an operation advances it); the close is set by
+	// the open, so it never comes first. A call runs under wmu, and none
+	// after the run ended.
+	window := make(chan struct{})
+	var (
+		wmu   sync.Mutex
+		ended bool
+		timer = func() bool { return false }
+	)
+	if cfg.Window != nil {
+		timer = clk.AfterFunc(cfg.Warmup, func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			if ended {
+				return
+			}
+			cfg.Window(true)
+			timer = clk.AfterFunc(until.Sub(clk.Now()), func() {
+				wmu.Lock()
+				defer wmu.Unlock()
+				if !ended {
+					cfg.Window(false)
+					close(window)
+				}
+			})
+		})
+	} else {
+		close(window)
+	}
+	endWindow := func() {
+		wmu.Lock()
+		ended = true
+		timer()
+		wmu.Unlock()
+	}
 
 	samples := make([][]uint32, cfg.Workers)
 	var (
@@ -111,6 +154,10 @@ func RunClosed(ctx context.Context, cfg ClosedConfig, ops []Op) (ClosedResult, e
 		})
 	}
 	wg.Wait()
+	if first == nil && ctx.Err() == nil {
+		<-window // the workers stop after the window closes: due now
+	}
+	endWindow()
 	if first != nil {
 		return ClosedResult{}, first
 	}

@@ -70,3 +70,34 @@ func TestRunClosedConfig(t *testing.T) {
 		}
 	}
 }
+
+// Window is called as the timed window opens and closes, in that order,
+// before RunClosed returns, and not before the clock got there.
+func TestRunClosedWindow(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var n atomic.Int64
+	op := func(context.Context) error {
+		n.Add(1)
+		clk.Advance(time.Millisecond)
+		return nil
+	}
+	type call struct {
+		open bool
+		ops  int64
+	}
+	var calls []call
+	res, err := RunClosed(t.Context(), ClosedConfig{Workers: 1, Warmup: 10 * time.Millisecond, Duration: 100 * time.Millisecond, Clock: clk,
+		Window: func(open bool) { calls = append(calls, call{open, n.Load()}) }}, []Op{op})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 || !calls[0].open || calls[1].open {
+		t.Fatalf("Window calls %+v, want open then close", calls)
+	}
+	if calls[0].ops < 10 || calls[1].ops < 110 {
+		t.Errorf("Window opened after %d ops and closed after %d: want the clock at 10 ms and 110 ms first", calls[0].ops, calls[1].ops)
+	}
+	if res.Ops != 100 {
+		t.Errorf("Ops = %d, want 100", res.Ops)
+	}
+}

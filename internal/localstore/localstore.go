@@ -185,6 +185,9 @@ func (s *Server) AccessKey() string { return s.accessKey }
 // SecretKey is the root secret key.
 func (s *Server) SecretKey() string { return s.secretKey }
 
+// PID is the server's process id (its CPU time is read from /proc).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // LogPath is the file that holds the server's output.
 func (s *Server) LogPath() string { return s.logPath }
 
