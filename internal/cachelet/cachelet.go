@@ -114,8 +114,11 @@ type Config struct {
 	// rather than growing to twice its live bytes between collections.
 	// The limit is the process's: set it only where the cachelet is alone
 	// in its process (`hoard serve`, which defaults it to
-	// cacheconfig.DefaultMemoryOverhead). Default 0: the limit is left
-	// alone.
+	// cacheconfig.DefaultMemoryOverhead). While the live heap is smaller
+	// than this, the collector is also paced to let the heap grow by this
+	// much between collections rather than by the live heap's size
+	// (GOGC; gcpace.go, ADR 0039), unless $GOGC is set. Default 0: the
+	// limit and the pace are left alone.
 	MemoryLimitOverhead int64
 	// ResidentBase is the process's resident memory that the Go runtime
 	// does not count (the binary's mapped pages), which the soft memory
@@ -353,8 +356,11 @@ const (
 // what it answers (dooms entries, joins or leads a flight, streams an
 // answer through); keys.go serialises the table under one lock.
 type Cachelet struct {
-	cfg   Config
-	store store.Store
+	cfg Config
+	// stopGCPace ends this cachelet's hold on the collector's pace
+	// (gcpace.go); nil without Config.MemoryLimitOverhead.
+	stopGCPace func()
+	store      store.Store
 	// raw is the store as given; store is raw, or with shadows on the
 	// store as readers see it (durable_shadow.go).
 	raw     store.Store
@@ -569,6 +575,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if cfg.External != nil {
 		c.ext = newExternal(c, *cfg.External, reg)
 	}
+	if cfg.MemoryLimitOverhead > 0 {
+		// The process's collector, with the process's memory limit
+		// (gcpace.go).
+		c.stopGCPace = startGCPacer(cfg.MemoryLimitOverhead)
+	}
 	return c, nil
 }
 
@@ -606,6 +617,9 @@ func (c *Cachelet) Close() error {
 	c.stopFills()
 	c.wg.Wait()
 	c.sweeping.Wait()
+	if c.stopGCPace != nil {
+		c.stopGCPace()
+	}
 	return err
 }
 
