@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -499,4 +500,65 @@ func TestDurableWritesFromDocument(t *testing.T) {
 			t.Errorf("%q %v: durable %v, backup %v, %v; want %v, %v", tc.mode, tc.args, cfg.DurableWrites, cfg.DurableBackup != nil, err, tc.log, tc.copy2)
 		}
 	}
+}
+
+// metricValue is the value of the unlabelled metric name in a /metrics
+// page, and whether it is there.
+func metricValue(page, name string) (string, bool) {
+	for line := range strings.Lines(page) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// `hoard serve` keeps the memory limit and, with little live, paces the
+// collector past the runtime's default (ADR 0039), both on /metrics;
+// `--memory-overhead off` leaves both alone.
+func TestServePacesTheCollector(t *testing.T) {
+	t.Setenv("GOGC", "")
+	found := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(found) })
+	scrape := func(t *testing.T, args ...string) (gogc, limit float64) {
+		t.Helper()
+		info, _ := serving(t, args...)
+		resp, err := http.Get(info.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []struct {
+			name string
+			v    *float64
+		}{{"go_gc_gogc_percent", &gogc}, {"go_gc_gomemlimit_bytes", &limit}} {
+			s, ok := metricValue(string(page), m.name)
+			if !ok {
+				t.Fatalf("/metrics has no %s", m.name)
+			}
+			if _, err := fmt.Sscan(s, m.v); err != nil {
+				t.Fatalf("%s %q: %v", m.name, s, err)
+			}
+		}
+		return gogc, limit
+	}
+	t.Run("default", func(t *testing.T) {
+		gogc, limit := scrape(t, baseServeArgs(t, "bkt")...)
+		if gogc <= 100 || limit >= math.MaxInt64/2 {
+			t.Fatalf("GOGC %v, memory limit %v: want the collector paced past 100 and a limit", gogc, limit)
+		}
+	})
+	if g := debug.SetGCPercent(100); g != 100 {
+		t.Fatalf("GOGC %d once the cachelet stopped, want 100 (what it found)", g)
+	}
+	t.Run("off", func(t *testing.T) {
+		gogc, _ := scrape(t, append(baseServeArgs(t, "bkt"), "--memory-overhead", "off")...)
+		if gogc != 100 {
+			t.Fatalf("GOGC %v with --memory-overhead off, want the runtime's 100", gogc)
+		}
+	})
 }
