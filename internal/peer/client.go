@@ -70,11 +70,12 @@ const getReadBuffer = 8 << 10
 // Client speaks the peer protocol to the other cachelets of one
 // application. Safe for concurrent use.
 type Client struct {
-	auth     *Auth
-	http     *http.Client // writes, flushes, invalidations
-	get      *http.Client // fetches: a short wait for the answer
-	tr, getT *http.Transport
-	scheme   string // "http://" or "https://"
+	auth   *Auth
+	http   *http.Client // writes, flushes, invalidations
+	get    *http.Client // fetches: a short wait for the answer
+	tr     *http.Transport
+	getT   *getTransport
+	scheme string // "http://" or "https://"
 }
 
 // NewClient returns a Client signing with auth. A config that does not
@@ -108,8 +109,9 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 	// lets them go straight from the socket into the entry (bufio.Reader
 	// reads a large read directly once it holds nothing), where a larger
 	// one would take every byte through it, a second copy. It holds the
-	// answer's headers and the chunk framing.
-	tr, getT := transport(cfg.ResponseHeaderTimeout, 64<<10), transport(cfg.GetTimeout, getReadBuffer)
+	// answer's headers and the chunk framing. Fetches go on connections
+	// of their own, answered in the caller's goroutine (gettransport.go).
+	tr, getT := transport(cfg.ResponseHeaderTimeout, 64<<10), newGetTransport(cfg, d, getReadBuffer)
 	scheme := "http://"
 	if cfg.TLS != nil {
 		scheme = "https://"

@@ -1,0 +1,313 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fetchServer answers GET /n with n bytes ("x"), /empty with 304, /close
+// with Connection: close, /stall with a head and then nothing; it counts
+// the connections it accepted.
+type fetchServer struct {
+	*httptest.Server
+	conns   atomic.Int64
+	release chan struct{}
+}
+
+func newFetchServer(t *testing.T) *fetchServer {
+	f := &fetchServer{release: make(chan struct{})}
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/empty":
+			w.WriteHeader(http.StatusNotModified)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = io.WriteString(w, "bye")
+		case "/stall":
+			w.Header().Set("Content-Length", "10")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "12345")
+			http.NewResponseController(w).Flush()
+			select {
+			case <-f.release:
+			case <-r.Context().Done():
+			}
+		case "/nohead":
+			select {
+			case <-f.release:
+			case <-r.Context().Done():
+			}
+		default:
+			_, _ = io.WriteString(w, strings.Repeat("x", len(r.URL.Path)-1))
+		}
+	}))
+	f.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Start()
+	t.Cleanup(func() {
+		close(f.release)
+		f.Close()
+	})
+	return f
+}
+
+func newTestGetTransport(cfg ClientConfig) *getTransport {
+	_ = cfg.Validate()
+	return newGetTransport(cfg, &net.Dialer{Timeout: cfg.DialTimeout}, getReadBuffer)
+}
+
+// fetch GETs path with t and reads the whole body.
+func fetch(ctx context.Context, tr *getTransport, srv *httptest.Server, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func (t *getTransport) idleConns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, l := range t.idle {
+		n += len(l)
+	}
+	return n
+}
+
+// Answers read to their end leave their connection for the next: one
+// connection for many fetches, with and without bodies.
+func TestFetchTransportReusesConnections(t *testing.T) {
+	srv := newFetchServer(t)
+	tr := newTestGetTransport(ClientConfig{})
+	defer tr.CloseIdleConnections()
+	for i := range 20 {
+		path := "/" + strings.Repeat("a", i*100)
+		if i%3 == 0 {
+			path = "/empty"
+		}
+		code, body, err := fetch(t.Context(), tr, srv.Server, path)
+		if err != nil {
+			t.Fatalf("fetch %d: %v", i, err)
+		}
+		if i%3 == 0 && code != http.StatusNotModified || i%3 != 0 && (code != 200 || len(body) != i*100) {
+			t.Fatalf("fetch %d: %d, %d bytes", i, code, len(body))
+		}
+	}
+	if n := srv.conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 20 fetches, want 1", n)
+	}
+}
+
+// A fetch on a pooled connection the peer has closed is sent again on a
+// new one; a body closed before its end closes its connection; an
+// answer that asks to close is not reused.
+func TestFetchTransportConnectionEnds(t *testing.T) {
+	srv := newFetchServer(t)
+	tr := newTestGetTransport(ClientConfig{})
+	defer tr.CloseIdleConnections()
+	if _, _, err := fetch(t.Context(), tr, srv.Server, "/xyz"); err != nil {
+		t.Fatal(err)
+	}
+	srv.CloseClientConnections() // the pooled one, from the server's side
+	if _, body, err := fetch(t.Context(), tr, srv.Server, "/abcd"); err != nil || body != "xxxx" {
+		t.Fatalf("after the peer closed the idle connection: %q, %v", body, err)
+	}
+	if n := srv.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/"+strings.Repeat("b", 5000), nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resp.Body.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // most of the body unread
+	if tr.idleConns() != 0 {
+		t.Fatal("a connection with an unread body was pooled")
+	}
+	if _, body, err := fetch(t.Context(), tr, srv.Server, "/cd"); err != nil || body != "xx" {
+		t.Fatalf("after an early close: %q, %v", body, err)
+	}
+	if n := srv.conns.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3", n)
+	}
+
+	if _, body, err := fetch(t.Context(), tr, srv.Server, "/close"); err != nil || body != "bye" {
+		t.Fatalf("/close: %q, %v", body, err)
+	}
+	if tr.idleConns() != 0 {
+		t.Fatal("a connection the server closes was pooled")
+	}
+}
+
+// Cancelling a fetch interrupts its body's read, and its connection is
+// not reused; a peer that sends no head within the header timeout fails
+// the fetch, and is not asked again.
+func TestFetchTransportDeadlines(t *testing.T) {
+	srv := newFetchServer(t)
+	tr := newTestGetTransport(ClientConfig{GetTimeout: 200 * time.Millisecond})
+	defer tr.CloseIdleConnections()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/stall", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a cancelled fetch read its body to the end")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled fetch's body read did not return")
+	}
+	resp.Body.Close()
+	if tr.idleConns() != 0 {
+		t.Fatal("a cancelled fetch's connection was pooled")
+	}
+
+	var served atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) == 1 {
+			return // the first answers at once: its connection is pooled
+		}
+		<-r.Context().Done()
+	}))
+	defer slow.Close()
+	if _, _, err := fetch(t.Context(), tr, slow, "/"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = fetch(t.Context(), tr, slow, "/")
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if n := served.Load(); n != 2 {
+		t.Fatalf("the silent peer was asked %d times for 2 fetches: a timeout is not retried", n)
+	}
+}
+
+// An answer whose head never ends is refused once it passes the bound,
+// rather than buffered without end.
+func TestFetchTransportBoundsTheHead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = bufio.NewReader(c).ReadString('\n')
+		w := bufio.NewWriter(c)
+		_, _ = w.WriteString("HTTP/1.1 200 OK\r\n")
+		for i := 0; i < 2*maxAnswerHead/32; i++ {
+			if _, err := w.WriteString("X-Pad: 0123456789012345678901\r\n"); err != nil {
+				return
+			}
+		}
+		_ = w.Flush()
+	}()
+	tr := newTestGetTransport(ClientConfig{})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, errAnswerHeadTooLong) {
+		t.Fatalf("err %v, want %v", err, errAnswerHeadTooLong)
+	}
+}
+
+// The pool keeps at most MaxIdleConnsPerPeer connections a peer, none
+// idle longer than the idle timeout; and it carries bodiless GETs only.
+func TestFetchTransportPoolBounds(t *testing.T) {
+	srv := newFetchServer(t)
+	tr := newTestGetTransport(ClientConfig{MaxIdleConnsPerPeer: 2})
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	bodies := make([]io.ReadCloser, 5)
+	for i := range bodies {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/abc", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[i] = resp.Body
+	}
+	for _, b := range bodies {
+		wg.Go(func() {
+			_, _ = io.Copy(io.Discard, b)
+			b.Close()
+		})
+	}
+	wg.Wait()
+	if n := tr.idleConns(); n != 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+
+	now := time.Now()
+	tr.now = func() time.Time { return now }
+	before := srv.conns.Load()
+	if _, _, err := fetch(t.Context(), tr, srv.Server, "/ab"); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.conns.Load(); n != before {
+		t.Fatalf("a fresh idle connection was not reused (%d connections, %d before)", n, before)
+	}
+	now = now.Add(tr.idleTimeout + time.Second)
+	if _, _, err := fetch(t.Context(), tr, srv.Server, "/ab"); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.conns.Load(); n != before+1 {
+		t.Fatalf("%d connections after the idle timeout, want a new one (%d before)", n, before)
+	}
+
+	for _, mk := range []func() *http.Request{
+		func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, srv.URL+"/x", nil)
+			return r
+		},
+		func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", strings.NewReader("body"))
+			return r
+		},
+		func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, strings.Replace(srv.URL, "http:", "https:", 1)+"/x", nil)
+			return r
+		},
+	} {
+		if _, err := tr.RoundTrip(mk()); err == nil {
+			t.Errorf("%v: no error", mk().URL)
+		}
+	}
+}
