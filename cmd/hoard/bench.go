@@ -65,8 +65,9 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 			"Measures GET p50, p99 and MB/s of hoard (cold miss, warm hit under version-check,\n"+
 			"warm hit under local reads, remote hit and remote miss through a second cachelet\n"+
 			"of one application) against MinIO direct (a GET, and a conditional GET answered\n"+
-			"304: store-304), Redis and a loopback TCP copy, all started by the benchmark on\n"+
-			"loopback.\n\nflags:")
+			"304: store-304), the same through a bare TCP forwarder (store-fwd, store-304-fwd:\n"+
+			"the least one more hop adds), Redis and a loopback TCP copy, all started by the\n"+
+			"benchmark on loopback.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	root := findModuleRoot()

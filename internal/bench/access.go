@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -411,8 +412,10 @@ type accessRig struct {
 	// shaped link's in front of it (StoreLink).
 	storeURL  string
 	storeCore *minio.Core
-	rdb       *redis.Client
-	tcp       *TCPServer
+	// fwdCore reaches the store through a bare TCP forwarder (store-fwd).
+	fwdCore *minio.Core
+	rdb     *redis.Client
+	tcp     *TCPServer
 	// checked reads with version-check (cold, warm, boto3), local with
 	// read mode local (warm-local); app is the remote targets' pair.
 	checked, local         *instance.Instance
@@ -468,6 +471,21 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 		cfg.progress("MinIO behind the %s link (%s) at %s", cfg.StoreLink, preset.Store, r.storeURL)
 	}
 
+	if cfg.wants(TargetStoreFwd) || cfg.wants(TargetStore304Fwd) {
+		u, err := url.Parse(r.storeURL)
+		if err != nil {
+			return nil, err
+		}
+		fwd, err := StartForwarder(u.Host)
+		if err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, func() { fwd.Close() })
+		if r.fwdCore, err = NewS3Client("http://"+fwd.Addr(), r.srv.AccessKey(), r.srv.SecretKey(), benchRegion); err != nil {
+			return nil, err
+		}
+		cfg.progress("a bare TCP forwarder at %s in front of the store at %s", fwd.Addr(), u.Host)
+	}
 	if cfg.wants(TargetRedis) {
 		rs, err := StartRedis(ctx, cfg.RedisBinary, filepath.Join(tmp, "redis"))
 		if err != nil {
@@ -674,6 +692,10 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 		t.getter = NewS3Getter(r.storeCore, benchBucket)
 	case TargetStore304:
 		t.getter, t.noBody = &ConditionalGetter{Core: r.storeCore, Bucket: benchBucket}, true
+	case TargetStoreFwd:
+		t.getter = NewS3Getter(r.fwdCore, benchBucket)
+	case TargetStore304Fwd:
+		t.getter, t.noBody = &ConditionalGetter{Core: r.fwdCore, Bucket: benchBucket}, true
 	case TargetCold:
 		t.getter, t.onTimed = hoardGetter(r.coldCore, cachelet.LocalMiss)
 		cl := r.cold.Cachelet()

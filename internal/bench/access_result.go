@@ -23,17 +23,19 @@ var (
 
 // accessLabels name the targets as the papers name access types.
 var accessLabels = map[string]string{
-	TargetStore:      "store (MinIO direct)",
-	TargetStore304:   "store 304 (conditional GET, MinIO direct)",
-	TargetCold:       "LM (cold)",
-	TargetWarm:       "LH (warm, version-check)",
-	TargetWarmLocal:  "LH (warm-local)",
-	TargetRemoteHit:  "RH (remote-hit)",
-	TargetRemoteMiss: "RM (remote-miss)",
-	TargetRedis:      "Redis",
-	TargetTCP:        "TCP copy",
-	TargetBoto3Store: "boto3 store",
-	TargetBoto3Warm:  "boto3 LH",
+	TargetStore:       "store (MinIO direct)",
+	TargetStore304:    "store 304 (conditional GET, MinIO direct)",
+	TargetStoreFwd:    "store through a bare TCP forwarder",
+	TargetStore304Fwd: "store 304 through a bare TCP forwarder",
+	TargetCold:        "LM (cold)",
+	TargetWarm:        "LH (warm, version-check)",
+	TargetWarmLocal:   "LH (warm-local)",
+	TargetRemoteHit:   "RH (remote-hit)",
+	TargetRemoteMiss:  "RM (remote-miss)",
+	TargetRedis:       "Redis",
+	TargetTCP:         "TCP copy",
+	TargetBoto3Store:  "boto3 store",
+	TargetBoto3Warm:   "boto3 LH",
 }
 
 func accessExperiment() Experiment {

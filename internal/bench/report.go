@@ -11,40 +11,45 @@ import (
 
 // Target names, in the order they are measured and printed.
 const (
-	TargetStore      = "store"
-	TargetStore304   = "store-304"
-	TargetCold       = "cold"
-	TargetWarm       = "warm"
-	TargetWarmLocal  = "warm-local"
-	TargetRedis      = "redis"
-	TargetTCP        = "tcp"
-	TargetRemoteHit  = "remote-hit"
-	TargetRemoteMiss = "remote-miss"
-	TargetBoto3Store = "boto3-store"
-	TargetBoto3Warm  = "boto3-warm"
+	TargetStore    = "store"
+	TargetStore304 = "store-304"
+	// The store behind a bare TCP forwarder: the floor any proxy adds.
+	TargetStoreFwd    = "store-fwd"
+	TargetStore304Fwd = "store-304-fwd"
+	TargetCold        = "cold"
+	TargetWarm        = "warm"
+	TargetWarmLocal   = "warm-local"
+	TargetRedis       = "redis"
+	TargetTCP         = "tcp"
+	TargetRemoteHit   = "remote-hit"
+	TargetRemoteMiss  = "remote-miss"
+	TargetBoto3Store  = "boto3-store"
+	TargetBoto3Warm   = "boto3-warm"
 )
 
 // AllTargets() returns the Go-measured targets, in the order reports list
 // them (a new slice each call).
 func AllTargets() []string {
-	return []string{TargetStore, TargetStore304, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
+	return []string{TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
 }
 
 // TargetDescription says what a target measures ("" for an unknown one).
 func TargetDescription(target string) string { return targetDescriptions[target] }
 
 var targetDescriptions = map[string]string{
-	TargetStore:      "MinIO read directly (minio-go Core GetObject)",
-	TargetStore304:   "a conditional GET straight to MinIO (If-None-Match with the object's ETag, answered 304 without a body): the least a read under version-check costs",
-	TargetCold:       "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
-	TargetWarm:       "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
-	TargetWarmLocal:  "hoard local hit, read mode local (second instance; no store round trip)",
-	TargetRedis:      "Redis GET of the same bytes (go-redis, which allocates each value)",
-	TargetTCP:        "plain loopback TCP copy of the same bytes (the ceiling)",
-	TargetRemoteHit:  "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
-	TargetRemoteMiss: "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
-	TargetBoto3Store: "boto3 get_object from MinIO, body read in 1 MiB chunks",
-	TargetBoto3Warm:  "boto3 get_object from hoard (warm, version-check), body read in 1 MiB chunks",
+	TargetStore:       "MinIO read directly (minio-go Core GetObject)",
+	TargetStore304:    "a conditional GET straight to MinIO (If-None-Match with the object's ETag, answered 304 without a body): the least a read under version-check costs",
+	TargetStoreFwd:    "MinIO read as store does, through a bare TCP forwarder on loopback (bytes copied both ways, nothing parsed): the least one more hop, and so any proxy, adds",
+	TargetStore304Fwd: "store-304 through the same forwarder",
+	TargetCold:        "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
+	TargetWarm:        "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
+	TargetWarmLocal:   "hoard local hit, read mode local (second instance; no store round trip)",
+	TargetRedis:       "Redis GET of the same bytes (go-redis, which allocates each value)",
+	TargetTCP:         "plain loopback TCP copy of the same bytes (the ceiling)",
+	TargetRemoteHit:   "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
+	TargetRemoteMiss:  "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
+	TargetBoto3Store:  "boto3 get_object from MinIO, body read in 1 MiB chunks",
+	TargetBoto3Warm:   "boto3 get_object from hoard (warm, version-check), body read in 1 MiB chunks",
 }
 
 // Report is everything one run measured.
@@ -117,6 +122,12 @@ type Ratios struct {
 	StoreWarmLocalP50  *float64 `json:"store_warm_local_p50,omitempty"`
 	WarmLocalRedisMBps *float64 `json:"warm_local_redis_mbps,omitempty"`
 	WarmLocalTCPMBps   *float64 `json:"warm_local_tcp_mbps,omitempty"`
+	// The floor: what a bare forwarder adds to the store's requests, and
+	// hoard against the store reached through it.
+	FwdStoreP50       *float64 `json:"store_fwd_store_p50,omitempty"`         // store-fwd p50 / store p50
+	Fwd304Store304P50 *float64 `json:"store_304_fwd_store_304_p50,omitempty"` // store-304-fwd p50 / store-304 p50
+	ColdFwdP50        *float64 `json:"cold_store_fwd_p50,omitempty"`          // cold p50 / store-fwd p50
+	WarmFwd304P50     *float64 `json:"warm_store_304_fwd_p50,omitempty"`      // warm p50 / store-304-fwd p50
 	// Remote reads against local ones (Faa$T's RH/LH and RM/LM).
 	RemoteHitWarmP50      *float64 `json:"remote_hit_warm_p50,omitempty"`       // remote-hit p50 / warm p50
 	RemoteHitWarmLocalP50 *float64 `json:"remote_hit_warm_local_p50,omitempty"` // remote-hit p50 / warm-local p50
@@ -154,6 +165,11 @@ func (s *SizeResult) ComputeRatios() {
 		WarmLocalRedisMBps: mbps(TargetWarmLocal, TargetRedis),
 		WarmLocalTCPMBps:   mbps(TargetWarmLocal, TargetTCP),
 
+		FwdStoreP50:       p50(TargetStoreFwd, TargetStore),
+		Fwd304Store304P50: p50(TargetStore304Fwd, TargetStore304),
+		ColdFwdP50:        p50(TargetCold, TargetStoreFwd),
+		WarmFwd304P50:     p50(TargetWarm, TargetStore304Fwd),
+
 		RemoteHitWarmP50:      p50(TargetRemoteHit, TargetWarm),
 		RemoteHitWarmLocalP50: p50(TargetRemoteHit, TargetWarmLocal),
 		RemoteMissColdP50:     p50(TargetRemoteMiss, TargetCold),
@@ -174,6 +190,12 @@ type Check struct {
 	// Reference is the same ratio on warm-local, shown for comparison; it
 	// does not decide Pass.
 	Reference *float64 `json:"warm_local,omitempty"`
+	// Floor is the ratio the store behind a bare TCP forwarder shows
+	// against the store in the same run (store-fwd/store, or
+	// store-304-fwd/store-304), where the check compares hoard with the
+	// store: the least that one more hop adds, so the least any proxy
+	// could show. It does not decide Pass.
+	Floor *float64 `json:"floor,omitempty"`
 }
 
 // Status is "pass", "short" or "not measured".
@@ -208,22 +230,31 @@ func (r *Report) EvaluateChecks() {
 		}
 		return c
 	}
+	// withFloor adds the forwarder's ratio at c's size.
+	withFloor := func(c Check, floor func(Ratios) *float64) Check {
+		if s := bySize[c.Size]; s != nil {
+			c.Floor = floor(s.Ratios)
+		}
+		return c
+	}
 	const kib4, mib256 = 4 << 10, 256 << 20
 	r.Checks = []Check{
 		mk("warm 4 KiB p50 within 1.5x of Redis (warm/redis p50)", kib4, "<= 1.50x", atMost(1.5),
 			func(x Ratios) (*float64, *float64) { return x.WarmRedisP50, x.WarmLocalRedisP50 }),
 		mk("warm 4 KiB p50 >= 5x faster than MinIO direct (store/warm p50)", kib4, ">= 5.00x", atLeast(5),
 			func(x Ratios) (*float64, *float64) { return x.StoreWarmP50, x.StoreWarmLocalP50 }),
-		mk("warm 4 KiB p50 within 5% of a conditional GET to MinIO (warm/store-304 p50)", kib4, "<= 1.05x", atMost(1.05),
+		withFloor(mk("warm 4 KiB p50 within 5% of a conditional GET to MinIO (warm/store-304 p50)", kib4, "<= 1.05x", atMost(1.05),
 			func(x Ratios) (*float64, *float64) { return x.WarmStore304P50, nil }),
+			func(x Ratios) *float64 { return x.Fwd304Store304P50 }),
 		mk("warm 256 MiB throughput >= 2x Redis (warm/redis MB/s)", mib256, ">= 2.00x", atLeast(2),
 			func(x Ratios) (*float64, *float64) { return x.WarmRedisMBps, x.WarmLocalRedisMBps }),
 		mk("warm 256 MiB throughput >= 60% of TCP (warm/tcp MB/s)", mib256, ">= 0.60x", atLeast(0.6),
 			func(x Ratios) (*float64, *float64) { return x.WarmTCPMBps, x.WarmLocalTCPMBps }),
 	}
 	for _, s := range r.Sizes {
-		r.Checks = append(r.Checks, mk("cold <= 10% slower than MinIO direct (cold/store p50)", s.Size, "<= 1.10x", atMost(1.1),
-			func(x Ratios) (*float64, *float64) { return x.ColdStoreP50, nil }))
+		r.Checks = append(r.Checks, withFloor(mk("cold <= 10% slower than MinIO direct (cold/store p50)", s.Size, "<= 1.10x", atMost(1.1),
+			func(x Ratios) (*float64, *float64) { return x.ColdStoreP50, nil }),
+			func(x Ratios) *float64 { return x.FwdStoreP50 }))
 	}
 }
 
@@ -271,6 +302,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if x.WarmStore304P50 != nil {
 			fmt.Fprintf(&b, "check:      warm/store-304 p50 %s (a version-checked hit against the conditional GET it sends)\n", fmtRatio(x.WarmStore304P50))
 		}
+		if s.Target(TargetStoreFwd) != nil || s.Target(TargetStore304Fwd) != nil {
+			fmt.Fprintf(&b, "floor:      store-fwd/store p50 %s | store-304-fwd/store-304 p50 %s (one more hop, nothing parsed: the least any proxy adds) | cold/store-fwd p50 %s | warm/store-304-fwd p50 %s (hoard above that floor)\n",
+				fmtRatio(x.FwdStoreP50), fmtRatio(x.Fwd304Store304P50), fmtRatio(x.ColdFwdP50), fmtRatio(x.WarmFwd304P50))
+		}
 		if s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil {
 			fmt.Fprintf(&b, "remote:     RH/LH remote-hit/warm p50 %s | remote-hit/warm-local p50 %s | remote-miss/cold p50 %s | remote-miss/store p50 %s\n",
 				fmtRatio(x.RemoteHitWarmP50), fmtRatio(x.RemoteHitWarmLocalP50), fmtRatio(x.RemoteMissColdP50), fmtRatio(x.RemoteMissStoreP50))
@@ -278,11 +313,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	r.writeRemoteSummary(&b)
 	if len(r.Checks) > 0 {
-		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference)\n")
+		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference; floor: the store behind a bare forwarder against the store, the least any proxy shows)\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "target\tsize\twant\tmeasured\tresult\twarm-local")
+		fmt.Fprintln(tw, "target\tsize\twant\tmeasured\tresult\twarm-local\tfloor")
 		for _, c := range r.Checks {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status(), fmtRatio(c.Reference))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status(), fmtRatio(c.Reference), fmtRatio(c.Floor))
 		}
 		tw.Flush()
 	}

@@ -21,6 +21,8 @@ func testReport() *Report {
 			{Size: 4 << 10, Label: "4 KiB", Targets: []TargetResult{
 				result(TargetStore, 500*time.Microsecond, 8),
 				result(TargetStore304, 96*time.Microsecond, 0),
+				result(TargetStoreFwd, 540*time.Microsecond, 7.5),
+				result(TargetStore304Fwd, 120*time.Microsecond, 0),
 				result(TargetCold, 540*time.Microsecond, 7.5),
 				result(TargetWarm, 100*time.Microsecond, 40),
 				result(TargetWarmLocal, 25*time.Microsecond, 160),
@@ -65,8 +67,12 @@ func TestComputeRatios(t *testing.T) {
 	approx(t, "warm/tcp MB/s", x.WarmTCPMBps, 0.1)
 	approx(t, "warm-local/redis p50", x.WarmLocalRedisP50, 1.25)
 	approx(t, "store/warm-local p50", x.StoreWarmLocalP50, 20)
+	approx(t, "store-fwd/store p50", x.FwdStoreP50, 1.08)
+	approx(t, "store-304-fwd/store-304 p50", x.Fwd304Store304P50, 1.25)
+	approx(t, "cold/store-fwd p50", x.ColdFwdP50, 1)
+	approx(t, "warm/store-304-fwd p50", x.WarmFwd304P50, 100.0/120)
 	y := r.Sizes[1].Ratios
-	if y.WarmTCPMBps != nil || y.WarmLocalRedisP50 != nil {
+	if y.WarmTCPMBps != nil || y.WarmLocalRedisP50 != nil || y.FwdStoreP50 != nil || y.ColdFwdP50 != nil {
 		t.Error("ratios with a missing target should be nil")
 	}
 	approx(t, "256 MiB warm/redis MB/s", y.WarmRedisMBps, 2.6)
@@ -102,8 +108,22 @@ func TestEvaluateChecks(t *testing.T) {
 		}
 	}
 	// warm-local is reported next to the 4 KiB checks but never decides them.
-	if c := r.Checks[0]; c.Reference == nil || *c.Reference != 1.25 || c.Pass {
+	if c := r.Checks[0]; c.Reference == nil || *c.Reference != 1.25 || c.Pass || c.Floor != nil {
 		t.Errorf("first check: %+v", c)
+	}
+	// The forwarder's ratio is set next to the checks against the store
+	// where it was measured, and decides nothing either.
+	for _, c := range r.Checks {
+		var want *float64
+		switch {
+		case strings.HasPrefix(c.Name, "warm 4 KiB p50 within 5% of a conditional"):
+			want = r.Sizes[0].Ratios.Fwd304Store304P50
+		case strings.HasPrefix(c.Name, "cold") && c.Size == 4<<10:
+			want = r.Sizes[0].Ratios.FwdStoreP50
+		}
+		if (want == nil) != (c.Floor == nil) || (want != nil && *want != *c.Floor) {
+			t.Errorf("%s at %s: floor %v, want %v", c.Name, FormatSize(c.Size), c.Floor, want)
+		}
 	}
 }
 
@@ -136,6 +156,8 @@ func TestWriteTable(t *testing.T) {
 		"warm/redis p50 5.00x",
 		"store/warm p50 5.00x faster than store",
 		"cold/store p50 1.08x",
+		"floor:      store-fwd/store p50 1.08x | store-304-fwd/store-304 p50 1.25x",
+		"cold/store-fwd p50 1.00x | warm/store-304-fwd p50 0.83x",
 		"warm-local/redis p50 1.25x",
 		"warm/tcp MB/s -", // 256 MiB has no tcp
 		"note: a note",

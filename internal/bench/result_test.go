@@ -188,7 +188,7 @@ func TestCDFSeries(t *testing.T) {
 
 func TestAccessResult(t *testing.T) {
 	r := testReport() // 4 KiB and 256 MiB; no remote targets
-	r.Sizes[0].Targets[2].SamplesNS = []int64{1e5, 2e5}
+	r.Sizes[0].Target(TargetCold).SamplesNS = []int64{1e5, 2e5}
 	res := r.Result()
 	if err := res.Validate(); err != nil {
 		t.Fatal(err)
