@@ -416,6 +416,8 @@ type accessRig struct {
 	fwdCore *minio.Core
 	rdb     *redis.Client
 	tcp     *TCPServer
+	// tcpFwd forwards to tcp (tcp-fwd).
+	tcpFwd *Forwarder
 	// checked reads with version-check (cold, warm, boto3), local with
 	// read mode local (warm-local); app is the remote targets' pair.
 	checked, local         *instance.Instance
@@ -497,11 +499,17 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 		r.rdb = NewRedisClient(rs.Addr)
 		r.closes = append(r.closes, func() { r.rdb.Close() })
 	}
-	if cfg.wants(TargetTCP) {
+	if cfg.wants(TargetTCP) || cfg.wants(TargetTCPFwd) {
 		if r.tcp, err = StartTCPServer(); err != nil {
 			return nil, err
 		}
 		r.closes = append(r.closes, func() { r.tcp.Close() })
+	}
+	if cfg.wants(TargetTCPFwd) {
+		if r.tcpFwd, err = StartForwarder(r.tcp.Addr()); err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, func() { r.tcpFwd.Close() })
 	}
 
 	var total, largest int64
@@ -731,6 +739,9 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 		t.getter = RedisGetter{Client: r.rdb}
 	case TargetTCP:
 		g := NewTCPGetter(r.tcp.Addr(), size)
+		t.getter, t.close = g, func() { g.Close() }
+	case TargetTCPFwd:
+		g := NewTCPGetter(r.tcpFwd.Addr(), size)
 		t.getter, t.close = g, func() { g.Close() }
 	}
 	return t, nil

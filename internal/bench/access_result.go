@@ -34,6 +34,7 @@ var accessLabels = map[string]string{
 	TargetRemoteMiss:  "RM (remote-miss)",
 	TargetRedis:       "Redis",
 	TargetTCP:         "TCP copy",
+	TargetTCPFwd:      "TCP copy through a bare forwarder",
 	TargetBoto3Store:  "boto3 store",
 	TargetBoto3Warm:   "boto3 LH",
 }
@@ -293,7 +294,7 @@ func uniqueSizes(ss ...*SizeResult) []*SizeResult {
 }
 
 // targetOrder is the order targets appear in plots.
-var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetRedis, TargetTCP, TargetBoto3Warm, TargetBoto3Store}
+var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
 
 // measuredTargets lists the targets measured at some size, in plot order.
 func (r *Report) measuredTargets() []string {

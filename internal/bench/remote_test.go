@@ -22,6 +22,8 @@ func remoteReport() *Report {
 			{Size: 1 << 20, Label: "1 MiB", Targets: []TargetResult{
 				result(TargetStore, time.Millisecond, 1000),
 				result(TargetRemoteHit, 900*time.Microsecond, 1100),
+				result(TargetTCP, 450*time.Microsecond, 2200),
+				result(TargetTCPFwd, 720*time.Microsecond, 1375),
 				// no warm, warm-local, cold, remote-miss
 			}},
 		},
@@ -39,14 +41,20 @@ func TestRemoteRatios(t *testing.T) {
 	approx(t, "remote-hit/warm-local p50", x.RemoteHitWarmLocalP50, 9.2)
 	approx(t, "remote-miss/cold p50", x.RemoteMissColdP50, 1.3)
 	approx(t, "remote-miss/store p50", x.RemoteMissStoreP50, 1.625)
+	if x.RemoteHitTCPMBps != nil || x.TCPFwdTCPMBps != nil || x.RemoteHitTCPFwdMBps != nil {
+		t.Errorf("two-hop ratios without tcp: %+v", x)
+	}
 	y := r.Sizes[1].Ratios
+	approx(t, "remote-hit/tcp MB/s", y.RemoteHitTCPMBps, 0.5)
+	approx(t, "tcp-fwd/tcp MB/s", y.TCPFwdTCPMBps, 0.625)
+	approx(t, "remote-hit/tcp-fwd MB/s", y.RemoteHitTCPFwdMBps, 0.8)
 	if y.RemoteHitWarmP50 != nil || y.RemoteHitWarmLocalP50 != nil || y.RemoteMissColdP50 != nil || y.RemoteMissStoreP50 != nil {
 		t.Errorf("ratios with a missing target: %+v", y)
 	}
 }
 
 func TestRemoteTargetsAreKnown(t *testing.T) {
-	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss} {
+	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss, TargetStoreFwd, TargetStore304Fwd, TargetTCPFwd} {
 		found := false
 		for _, a := range AllTargets() {
 			found = found || a == name
@@ -71,6 +79,7 @@ func TestWriteTableRemote(t *testing.T) {
 		"remote:     RH/LH remote-hit/warm p50 1.15x | remote-hit/warm-local p50 9.20x | remote-miss/cold p50 1.30x | remote-miss/store p50 1.62x",
 		PaperRemoteHit,
 		"RH/LH <= ~1.13x",
+		"two hops:   remote-hit/tcp MB/s 0.50x | tcp-fwd/tcp MB/s 0.62x (the ceiling of two hops) | remote-hit/tcp-fwd MB/s 0.80x",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

@@ -21,16 +21,18 @@ const (
 	TargetWarmLocal   = "warm-local"
 	TargetRedis       = "redis"
 	TargetTCP         = "tcp"
-	TargetRemoteHit   = "remote-hit"
-	TargetRemoteMiss  = "remote-miss"
-	TargetBoto3Store  = "boto3-store"
-	TargetBoto3Warm   = "boto3-warm"
+	// The TCP copy through a bare forwarder: the ceiling of two hops.
+	TargetTCPFwd     = "tcp-fwd"
+	TargetRemoteHit  = "remote-hit"
+	TargetRemoteMiss = "remote-miss"
+	TargetBoto3Store = "boto3-store"
+	TargetBoto3Warm  = "boto3-warm"
 )
 
 // AllTargets() returns the Go-measured targets, in the order reports list
 // them (a new slice each call).
 func AllTargets() []string {
-	return []string{TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP}
+	return []string{TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetRedis, TargetTCP, TargetTCPFwd}
 }
 
 // TargetDescription says what a target measures ("" for an unknown one).
@@ -46,6 +48,7 @@ var targetDescriptions = map[string]string{
 	TargetWarmLocal:   "hoard local hit, read mode local (second instance; no store round trip)",
 	TargetRedis:       "Redis GET of the same bytes (go-redis, which allocates each value)",
 	TargetTCP:         "plain loopback TCP copy of the same bytes (the ceiling)",
+	TargetTCPFwd:      "the tcp copy through a bare TCP forwarder (bytes moved by splice, never read): the ceiling of any path with two hops, a remote hit's (owner to reader, reader to client)",
 	TargetRemoteHit:   "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
 	TargetRemoteMiss:  "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
 	TargetBoto3Store:  "boto3 get_object from MinIO, body read in 1 MiB chunks",
@@ -133,6 +136,10 @@ type Ratios struct {
 	RemoteHitWarmLocalP50 *float64 `json:"remote_hit_warm_local_p50,omitempty"` // remote-hit p50 / warm-local p50
 	RemoteMissColdP50     *float64 `json:"remote_miss_cold_p50,omitempty"`      // remote-miss p50 / cold p50
 	RemoteMissStoreP50    *float64 `json:"remote_miss_store_p50,omitempty"`     // remote-miss p50 / store p50
+	// Large remote hits against one hop and against two.
+	RemoteHitTCPMBps    *float64 `json:"remote_hit_tcp_mbps,omitempty"`     // remote-hit MB/s / tcp MB/s
+	TCPFwdTCPMBps       *float64 `json:"tcp_fwd_tcp_mbps,omitempty"`        // tcp-fwd MB/s / tcp MB/s
+	RemoteHitTCPFwdMBps *float64 `json:"remote_hit_tcp_fwd_mbps,omitempty"` // remote-hit MB/s / tcp-fwd MB/s
 }
 
 // ComputeRatios fills s.Ratios from its targets.
@@ -174,6 +181,9 @@ func (s *SizeResult) ComputeRatios() {
 		RemoteHitWarmLocalP50: p50(TargetRemoteHit, TargetWarmLocal),
 		RemoteMissColdP50:     p50(TargetRemoteMiss, TargetCold),
 		RemoteMissStoreP50:    p50(TargetRemoteMiss, TargetStore),
+		RemoteHitTCPMBps:      mbps(TargetRemoteHit, TargetTCP),
+		TCPFwdTCPMBps:         mbps(TargetTCPFwd, TargetTCP),
+		RemoteHitTCPFwdMBps:   mbps(TargetRemoteHit, TargetTCPFwd),
 	}
 }
 
@@ -309,6 +319,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil {
 			fmt.Fprintf(&b, "remote:     RH/LH remote-hit/warm p50 %s | remote-hit/warm-local p50 %s | remote-miss/cold p50 %s | remote-miss/store p50 %s\n",
 				fmtRatio(x.RemoteHitWarmP50), fmtRatio(x.RemoteHitWarmLocalP50), fmtRatio(x.RemoteMissColdP50), fmtRatio(x.RemoteMissStoreP50))
+		}
+		if s.Target(TargetTCPFwd) != nil || (s.Target(TargetRemoteHit) != nil && s.Target(TargetTCP) != nil) {
+			fmt.Fprintf(&b, "two hops:   remote-hit/tcp MB/s %s | tcp-fwd/tcp MB/s %s (the ceiling of two hops) | remote-hit/tcp-fwd MB/s %s\n",
+				fmtRatio(x.RemoteHitTCPMBps), fmtRatio(x.TCPFwdTCPMBps), fmtRatio(x.RemoteHitTCPFwdMBps))
 		}
 	}
 	r.writeRemoteSummary(&b)
