@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hoard-io/hoard/internal/httpfetch"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -74,7 +75,7 @@ type Client struct {
 	http   *http.Client // writes, flushes, invalidations
 	get    *http.Client // fetches: a short wait for the answer
 	tr     *http.Transport
-	getT   *getTransport
+	getT   *httpfetch.Transport
 	scheme string // "http://" or "https://"
 }
 
@@ -110,8 +111,11 @@ func NewClient(auth *Auth, cfg ClientConfig) *Client {
 	// reads a large read directly once it holds nothing), where a larger
 	// one would take every byte through it, a second copy. It holds the
 	// answer's headers and the chunk framing. Fetches go on connections
-	// of their own, answered in the caller's goroutine (gettransport.go).
-	tr, getT := transport(cfg.ResponseHeaderTimeout, 64<<10), newGetTransport(cfg, d, getReadBuffer)
+	// of their own, answered in the caller's goroutine (httpfetch, ADR
+	// 0040).
+	tr := transport(cfg.ResponseHeaderTimeout, 64<<10)
+	getT := httpfetch.New(httpfetch.Config{Dial: d.DialContext, TLS: cfg.TLS, DialTimeout: cfg.DialTimeout,
+		HeaderTimeout: cfg.GetTimeout, MaxIdlePerHost: cfg.MaxIdleConnsPerPeer, ReadBuffer: getReadBuffer})
 	scheme := "http://"
 	if cfg.TLS != nil {
 		scheme = "https://"

@@ -1,4 +1,30 @@
-package peer
+// Package httpfetch is an http.RoundTripper for requests without a body
+// (GET and HEAD) that writes each request and reads its answer in the
+// caller's goroutine, on keep-alive connections of its own (ADR 0040,
+// ADR 0041). net/http's Transport hands every request to a connection's
+// writer goroutine and every answer back from its reader goroutine, and
+// holds the reader until the body's end is signalled: three goroutine
+// wake-ups a request, a fifth of a small read's latency on loopback and
+// more on a busy machine. The HTTP itself is net/http's (Request.Write,
+// ReadResponse); what is here is the pool and the bounds:
+//
+//   - an answer's head (status and headers) must arrive within
+//     Config.HeaderTimeout and the request's deadline, and be at most
+//     MaxHead bytes (a server cannot make the client buffer without end);
+//     the body's reads are bounded by the request's deadline, and the
+//     request's cancellation interrupts any read or write;
+//   - at most Config.MaxIdlePerHost idle connections per host (the most
+//     recently used kept), each dropped after Config.IdleTimeout;
+//   - a connection is reused only when its last answer was read to its
+//     end, the server did not ask to close it, and no deadline or
+//     cancellation touched it;
+//   - a request sent on a reused connection that the server had closed
+//     meanwhile (nothing of an answer arrived) is sent again once, on a
+//     new connection: GETs and HEADs are idempotent.
+//
+// It speaks HTTP/1.1 only, over TCP or TLS, to the host the URL names
+// (no proxy).
+package httpfetch
 
 import (
 	"bufio"
@@ -14,30 +40,40 @@ import (
 	"time"
 )
 
-// getTransport sends the client's fetches — GETs without a body: objects,
-// ranges, shards, backup probes — on keep-alive connections of its own,
-// writing each request and reading its answer in the caller's goroutine
-// (ADR 0040). net/http's Transport hands every request to a connection's
-// writer goroutine and every answer back from its reader goroutine, and
-// holds the reader until the body's end is signalled: three goroutine
-// wake-ups a fetch, ~20% of a small fetch's latency on loopback. The
-// HTTP itself is net/http's (Request.Write, ReadResponse); what is here is
-// the pool and the bounds:
-//
-//   - a connection's answer head (status and headers) must arrive within
-//     headerTimeout and the request's deadline, and be at most
-//     maxAnswerHead bytes (a peer cannot make the reader buffer without
-//     end); the body's reads are bounded by the request's deadline, and
-//     the request's cancellation interrupts any read or write;
-//   - at most maxIdle idle connections per peer (the most recently used
-//     kept), each dropped after idleTimeout;
-//   - a connection is reused only when its last answer was read to its
-//     end, the server did not ask to close it, and no deadline or
-//     cancellation touched it;
-//   - a request sent on a reused connection that the peer had closed
-//     meanwhile (nothing of an answer arrived) is sent again once, on a
-//     new connection: GETs are idempotent.
-type getTransport struct {
+// Config configures a Transport.
+type Config struct {
+	// Dial opens a connection; nil: a net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS is the configuration of https connections; nil: the transport
+	// speaks plain http only.
+	TLS *tls.Config
+	// DialTimeout bounds a dial and its TLS handshake; 0: the request's
+	// deadline only.
+	DialTimeout time.Duration
+	// HeaderTimeout bounds the wait for an answer's head once the request
+	// is sent; 0: the request's deadline only.
+	HeaderTimeout time.Duration
+	// MaxIdlePerHost is how many idle connections are kept per host
+	// (0: none).
+	MaxIdlePerHost int
+	// IdleTimeout is how long an idle connection is kept; 0:
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// ReadBuffer is the size of a connection's read buffer; 0:
+	// DefaultReadBuffer. A read of the body larger than the buffer, when
+	// the buffer is empty, goes from the socket into the reader's memory
+	// directly.
+	ReadBuffer int
+}
+
+// Defaults of Config.
+const (
+	DefaultIdleTimeout = 90 * time.Second
+	DefaultReadBuffer  = 8 << 10
+)
+
+// Transport is the round tripper. Safe for concurrent use.
+type Transport struct {
 	dial          func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls           *tls.Config // nil: plain TCP
 	dialTimeout   time.Duration
@@ -51,13 +87,13 @@ type getTransport struct {
 	idle map[string][]*getConn // by address, least recently used first
 }
 
-// maxAnswerHead bounds an answer's status line and headers (net/http's
+// MaxHead bounds an answer's status line and headers (net/http's
 // Transport allows 10 MB; the peer protocol's largest headers are a
-// backup probe's, 32 KiB).
-const maxAnswerHead = 1 << 20
+// backup probe's, 32 KiB; an S3 store's a few KiB).
+const MaxHead = 1 << 20
 
-// errNotFetch: the fetch transport carries bodiless GETs only.
-var errNotFetch = errors.New("peer: the fetch transport sends GETs without a body only")
+// ErrNotFetch: the transport carries GETs and HEADs without a body only.
+var ErrNotFetch = errors.New("httpfetch: GET and HEAD without a body only")
 
 // getConn is one connection of the pool.
 type getConn struct {
@@ -75,15 +111,15 @@ type limitedReader struct {
 	n int64
 }
 
-// errAnswerHeadTooLong: an answer's head passed maxAnswerHead.
-var errAnswerHeadTooLong = fmt.Errorf("peer: answer head longer than %d bytes", maxAnswerHead)
+// ErrHeadTooLong: an answer's head passed MaxHead.
+var ErrHeadTooLong = fmt.Errorf("httpfetch: answer head longer than %d bytes", MaxHead)
 
 func (l *limitedReader) Read(p []byte) (int, error) {
 	if l.n < 0 {
 		return l.r.Read(p)
 	}
 	if l.n == 0 {
-		return 0, errAnswerHeadTooLong
+		return 0, ErrHeadTooLong
 	}
 	if int64(len(p)) > l.n {
 		p = p[:l.n]
@@ -93,10 +129,20 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newGetTransport(cfg ClientConfig, d *net.Dialer, readBuf int) *getTransport {
-	t := &getTransport{dial: d.DialContext, dialTimeout: cfg.DialTimeout, headerTimeout: cfg.GetTimeout,
-		maxIdle: cfg.MaxIdleConnsPerPeer, idleTimeout: 90 * time.Second, readBuf: readBuf, now: time.Now,
+// New returns a Transport for cfg.
+func New(cfg Config) *Transport {
+	t := &Transport{dial: cfg.Dial, dialTimeout: cfg.DialTimeout, headerTimeout: cfg.HeaderTimeout,
+		maxIdle: cfg.MaxIdlePerHost, idleTimeout: cfg.IdleTimeout, readBuf: cfg.ReadBuffer, now: time.Now,
 		idle: map[string][]*getConn{}}
+	if t.dial == nil {
+		t.dial = (&net.Dialer{}).DialContext
+	}
+	if t.idleTimeout <= 0 {
+		t.idleTimeout = DefaultIdleTimeout
+	}
+	if t.readBuf <= 0 {
+		t.readBuf = DefaultReadBuffer
+	}
 	if cfg.TLS != nil {
 		t.tls = cfg.TLS.Clone()
 	}
@@ -104,7 +150,7 @@ func newGetTransport(cfg ClientConfig, d *net.Dialer, readBuf int) *getTransport
 }
 
 // RoundTrip implements http.RoundTripper.
-func (t *getTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.roundTrip(req)
 	if err != nil && req.Body != nil {
 		req.Body.Close() // as a RoundTripper must, even on errors
@@ -112,17 +158,17 @@ func (t *getTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (t *getTransport) roundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || (req.Body != nil && req.Body != http.NoBody) {
-		return nil, errNotFetch
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+	if (req.Method != http.MethodGet && req.Method != http.MethodHead) || (req.Body != nil && req.Body != http.NoBody) {
+		return nil, ErrNotFetch
 	}
 	wantTLS := req.URL.Scheme == "https"
 	if wantTLS != (t.tls != nil) || (req.URL.Scheme != "http" && !wantTLS) {
-		return nil, fmt.Errorf("peer: the fetch transport does not speak %q here", req.URL.Scheme)
+		return nil, fmt.Errorf("httpfetch: this transport does not speak %q", req.URL.Scheme)
 	}
-	addr := req.URL.Host
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("peer: fetch address %q: %w", addr, err)
+	addr, err := hostPort(req.URL.Scheme, req.URL.Host)
+	if err != nil {
+		return nil, err
 	}
 	ctx := req.Context()
 	for retried := false; ; retried = true {
@@ -133,7 +179,7 @@ func (t *getTransport) roundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
-		resp, sent, err := t.exchange(ctx, pc, req)
+		resp, sent, err := t.exchange(ctx, pc, req, addr)
 		if err == nil {
 			return resp, nil
 		}
@@ -141,13 +187,37 @@ func (t *getTransport) roundTrip(req *http.Request) (*http.Response, error) {
 		if !reused || sent || retried || ctx.Err() != nil || !closedByPeer(err) {
 			return nil, err
 		}
-		// The peer had closed the pooled connection: once more on a new
+		// The server had closed the pooled connection: once more on a new
 		// one.
 	}
 }
 
-// closedByPeer reports whether err is what a connection the peer closed
-// gives (not a timeout: a peer that is slow to answer is not asked twice).
+// hostPort is the address to dial for host: the scheme's port added when
+// the host names none, as net/http does.
+func hostPort(scheme, host string) (string, error) {
+	if host == "" {
+		return "", errors.New("httpfetch: a URL without a host")
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host, nil
+	}
+	h := host
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1] // a bracketed IPv6 literal without a port
+	}
+	port := "80"
+	if scheme == "https" {
+		port = "443"
+	}
+	addr := net.JoinHostPort(h, port)
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("httpfetch: address %q: %w", host, err)
+	}
+	return addr, nil
+}
+
+// closedByPeer reports whether err is what a connection the server closed
+// gives (not a timeout: a server that is slow to answer is not asked twice).
 func closedByPeer(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -159,7 +229,7 @@ func closedByPeer(err error) bool {
 
 // take returns an idle connection to addr (nil if none) and whether it
 // was one.
-func (t *getTransport) take(addr string) (*getConn, bool) {
+func (t *Transport) take(addr string) (*getConn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -178,7 +248,7 @@ func (t *getTransport) take(addr string) (*getConn, bool) {
 
 // put keeps pc as an idle connection to addr, dropping the least
 // recently used beyond maxIdle.
-func (t *getTransport) put(addr string, pc *getConn) {
+func (t *Transport) put(addr string, pc *getConn) {
 	pc.idleSince = t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -195,7 +265,7 @@ func (t *getTransport) put(addr string, pc *getConn) {
 }
 
 // CloseIdleConnections closes every idle connection.
-func (t *getTransport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = map[string][]*getConn{}
@@ -209,7 +279,7 @@ func (t *getTransport) CloseIdleConnections() {
 
 // connect dials addr (and makes the TLS handshake), within dialTimeout
 // and ctx.
-func (t *getTransport) connect(ctx context.Context, addr string) (*getConn, error) {
+func (t *Transport) connect(ctx context.Context, addr string) (*getConn, error) {
 	if t.dialTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.dialTimeout)
@@ -242,10 +312,10 @@ func (t *getTransport) connect(ctx context.Context, addr string) (*getConn, erro
 var aLongTimeAgo = time.Unix(1, 0)
 
 // exchange sends req on pc and reads the answer's head. sent says whether
-// any of an answer arrived (a failure then is not the peer's closing of
+// any of an answer arrived (a failure then is not the server's closing of
 // an idle connection). On success the answer's body, read to its end,
 // puts pc back in the pool; closed early, it closes pc.
-func (t *getTransport) exchange(ctx context.Context, pc *getConn, req *http.Request) (_ *http.Response, sent bool, err error) {
+func (t *Transport) exchange(ctx context.Context, pc *getConn, req *http.Request, addr string) (_ *http.Response, sent bool, err error) {
 	deadline, hasDeadline := ctx.Deadline()
 	// Cancellation interrupts whatever pc is doing, and pc is never
 	// reused after it.
@@ -273,7 +343,7 @@ func (t *getTransport) exchange(ctx context.Context, pc *getConn, req *http.Requ
 	if err := pc.conn.SetReadDeadline(head); err != nil {
 		return nil, false, err
 	}
-	pc.lim.n = maxAnswerHead - int64(pc.br.Buffered())
+	pc.lim.n = MaxHead - int64(pc.br.Buffered())
 	if _, err := pc.br.Peek(1); err != nil {
 		// Nothing arrived: a closed idle connection, or no answer in
 		// time.
@@ -286,13 +356,13 @@ func (t *getTransport) exchange(ctx context.Context, pc *getConn, req *http.Requ
 	pc.lim.n = -1
 	if resp.StatusCode < 200 {
 		resp.Body.Close()
-		return nil, true, fmt.Errorf("peer: unexpected interim answer %s", resp.Status)
+		return nil, true, fmt.Errorf("httpfetch: unexpected interim answer %s", resp.Status)
 	}
 	if err := pc.conn.SetReadDeadline(deadline); err != nil { // the body's reads: the request's deadline
 		resp.Body.Close()
 		return nil, true, err
 	}
-	b := &fetchBody{t: t, pc: pc, addr: req.URL.Host, body: resp.Body, stop: stop, reuse: !resp.Close}
+	b := &fetchBody{t: t, pc: pc, addr: addr, body: resp.Body, stop: stop, reuse: !resp.Close}
 	if resp.Body == http.NoBody {
 		b.release(true)
 		return resp, true, nil
@@ -302,7 +372,7 @@ func (t *getTransport) exchange(ctx context.Context, pc *getConn, req *http.Requ
 }
 
 // failed is err, or the context's error when the context ended it.
-func (t *getTransport) failed(ctx context.Context, err error) error {
+func (t *Transport) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
@@ -312,7 +382,7 @@ func (t *getTransport) failed(ctx context.Context, err error) error {
 // fetchBody is an answer's body: read to its end, it puts its connection
 // back in the pool; closed before, it closes it.
 type fetchBody struct {
-	t     *getTransport
+	t     *Transport
 	pc    *getConn
 	addr  string
 	body  io.ReadCloser

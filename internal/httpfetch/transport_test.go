@@ -1,4 +1,4 @@
-package peer
+package httpfetch
 
 import (
 	"bufio"
@@ -64,13 +64,15 @@ func newFetchServer(t *testing.T) *fetchServer {
 	return f
 }
 
-func newTestGetTransport(cfg ClientConfig) *getTransport {
-	_ = cfg.Validate()
-	return newGetTransport(cfg, &net.Dialer{Timeout: cfg.DialTimeout}, getReadBuffer)
+func newTestTransport(cfg Config) *Transport {
+	if cfg.MaxIdlePerHost == 0 {
+		cfg.MaxIdlePerHost = 16
+	}
+	return New(cfg)
 }
 
 // fetch GETs path with t and reads the whole body.
-func fetch(ctx context.Context, tr *getTransport, srv *httptest.Server, path string) (int, string, error) {
+func fetch(ctx context.Context, tr *Transport, srv *httptest.Server, path string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
 	if err != nil {
 		return 0, "", err
@@ -84,7 +86,7 @@ func fetch(ctx context.Context, tr *getTransport, srv *httptest.Server, path str
 	return resp.StatusCode, string(b), err
 }
 
-func (t *getTransport) idleConns() int {
+func (t *Transport) idleConns() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -98,7 +100,7 @@ func (t *getTransport) idleConns() int {
 // connection for many fetches, with and without bodies.
 func TestFetchTransportReusesConnections(t *testing.T) {
 	srv := newFetchServer(t)
-	tr := newTestGetTransport(ClientConfig{})
+	tr := newTestTransport(Config{})
 	defer tr.CloseIdleConnections()
 	for i := range 20 {
 		path := "/" + strings.Repeat("a", i*100)
@@ -118,19 +120,19 @@ func TestFetchTransportReusesConnections(t *testing.T) {
 	}
 }
 
-// A fetch on a pooled connection the peer has closed is sent again on a
+// A fetch on a pooled connection the server has closed is sent again on a
 // new one; a body closed before its end closes its connection; an
 // answer that asks to close is not reused.
 func TestFetchTransportConnectionEnds(t *testing.T) {
 	srv := newFetchServer(t)
-	tr := newTestGetTransport(ClientConfig{})
+	tr := newTestTransport(Config{})
 	defer tr.CloseIdleConnections()
 	if _, _, err := fetch(t.Context(), tr, srv.Server, "/xyz"); err != nil {
 		t.Fatal(err)
 	}
 	srv.CloseClientConnections() // the pooled one, from the server's side
 	if _, body, err := fetch(t.Context(), tr, srv.Server, "/abcd"); err != nil || body != "xxxx" {
-		t.Fatalf("after the peer closed the idle connection: %q, %v", body, err)
+		t.Fatalf("after the server closed the idle connection: %q, %v", body, err)
 	}
 	if n := srv.conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
@@ -164,11 +166,11 @@ func TestFetchTransportConnectionEnds(t *testing.T) {
 }
 
 // Cancelling a fetch interrupts its body's read, and its connection is
-// not reused; a peer that sends no head within the header timeout fails
+// not reused; a server that sends no head within the header timeout fails
 // the fetch, and is not asked again.
 func TestFetchTransportDeadlines(t *testing.T) {
 	srv := newFetchServer(t)
-	tr := newTestGetTransport(ClientConfig{GetTimeout: 200 * time.Millisecond})
+	tr := newTestTransport(Config{HeaderTimeout: 200 * time.Millisecond})
 	defer tr.CloseIdleConnections()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -213,7 +215,7 @@ func TestFetchTransportDeadlines(t *testing.T) {
 		t.Fatalf("err %v, want a timeout", err)
 	}
 	if n := served.Load(); n != 2 {
-		t.Fatalf("the silent peer was asked %d times for 2 fetches: a timeout is not retried", n)
+		t.Fatalf("the silent server was asked %d times for 2 fetches: a timeout is not retried", n)
 	}
 }
 
@@ -234,25 +236,26 @@ func TestFetchTransportBoundsTheHead(t *testing.T) {
 		_, _ = bufio.NewReader(c).ReadString('\n')
 		w := bufio.NewWriter(c)
 		_, _ = w.WriteString("HTTP/1.1 200 OK\r\n")
-		for i := 0; i < 2*maxAnswerHead/32; i++ {
+		for i := 0; i < 2*MaxHead/32; i++ {
 			if _, err := w.WriteString("X-Pad: 0123456789012345678901\r\n"); err != nil {
 				return
 			}
 		}
 		_ = w.Flush()
 	}()
-	tr := newTestGetTransport(ClientConfig{})
+	tr := newTestTransport(Config{})
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
-	if _, err := tr.RoundTrip(req); !errors.Is(err, errAnswerHeadTooLong) {
-		t.Fatalf("err %v, want %v", err, errAnswerHeadTooLong)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrHeadTooLong) {
+		t.Fatalf("err %v, want %v", err, ErrHeadTooLong)
 	}
 }
 
-// The pool keeps at most MaxIdleConnsPerPeer connections a peer, none
-// idle longer than the idle timeout; and it carries bodiless GETs only.
+// The pool keeps at most MaxIdlePerHost connections a host, none idle
+// longer than the idle timeout; and it carries bodiless GETs and HEADs
+// only.
 func TestFetchTransportPoolBounds(t *testing.T) {
 	srv := newFetchServer(t)
-	tr := newTestGetTransport(ClientConfig{MaxIdleConnsPerPeer: 2})
+	tr := newTestTransport(Config{MaxIdlePerHost: 2})
 	defer tr.CloseIdleConnections()
 	var wg sync.WaitGroup
 	bodies := make([]io.ReadCloser, 5)
@@ -309,5 +312,63 @@ func TestFetchTransportPoolBounds(t *testing.T) {
 		if _, err := tr.RoundTrip(mk()); err == nil {
 			t.Errorf("%v: no error", mk().URL)
 		}
+	}
+}
+
+// A HEAD's answer carries a length and no body: its connection goes back
+// to the pool at once, and the next request uses it.
+func TestFetchTransportHead(t *testing.T) {
+	srv := newFetchServer(t)
+	tr := newTestTransport(Config{})
+	defer tr.CloseIdleConnections()
+	for range 3 {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodHead, srv.URL+"/abcdef", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ContentLength != 6 || resp.Body != http.NoBody {
+			t.Fatalf("HEAD: length %d, body %T", resp.ContentLength, resp.Body)
+		}
+		if tr.idleConns() != 1 {
+			t.Fatalf("%d idle connections after a HEAD, want 1", tr.idleConns())
+		}
+	}
+	if _, body, err := fetch(t.Context(), tr, srv.Server, "/xy"); err != nil || body != "xx" {
+		t.Fatalf("GET after HEADs: %q, %v", body, err)
+	}
+	if n := srv.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+}
+
+// A host without a port is dialled at its scheme's.
+func TestFetchTransportDefaultPort(t *testing.T) {
+	for _, c := range []struct{ scheme, host, want string }{
+		{"http", "store.example", "store.example:80"},
+		{"https", "store.example", "store.example:443"},
+		{"http", "store.example:9000", "store.example:9000"},
+		{"http", "[::1]", "[::1]:80"},
+		{"https", "[::1]:8443", "[::1]:8443"},
+	} {
+		got, err := hostPort(c.scheme, c.host)
+		if err != nil || got != c.want {
+			t.Errorf("%s %s: %q, %v; want %q", c.scheme, c.host, got, err, c.want)
+		}
+	}
+	if _, err := hostPort("http", ""); err == nil {
+		t.Error("an empty host was accepted")
+	}
+	dialled := make(chan string, 1)
+	tr := New(Config{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dialled <- addr
+		return nil, errors.New("not dialling")
+	}})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://store.example/b/k", nil)
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("no error from a dial that fails")
+	}
+	if got := <-dialled; got != "store.example:80" {
+		t.Fatalf("dialled %q, want store.example:80", got)
 	}
 }
