@@ -40,6 +40,7 @@ var layers = []struct {
 		"internal/s3auth", "internal/s3api", "internal/cachelet", "internal/sandbox", "internal/worker",
 		"internal/hostnet", "internal/control", "internal/scripttest", "internal/testaddr", "internal/pki", "internal/dashboard",
 		"internal/disktier", "internal/lazyfs", "internal/onewrite", "internal/onewrite/onewritetest",
+		"internal/httpfetch",
 	}},
 	// One instance's composition: store client, cachelet, listeners.
 	{"instance", []string{"internal/instance"}},

@@ -264,6 +264,17 @@ func (t *Transport) put(addr string, pc *getConn) {
 	t.idle[addr] = l
 }
 
+// IdleConns is how many idle connections the pool holds.
+func (t *Transport) IdleConns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, l := range t.idle {
+		n += len(l)
+	}
+	return n
+}
+
 // CloseIdleConnections closes every idle connection.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()

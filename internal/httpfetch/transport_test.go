@@ -86,16 +86,6 @@ func fetch(ctx context.Context, tr *Transport, srv *httptest.Server, path string
 	return resp.StatusCode, string(b), err
 }
 
-func (t *Transport) idleConns() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, l := range t.idle {
-		n += len(l)
-	}
-	return n
-}
-
 // Answers read to their end leave their connection for the next: one
 // connection for many fetches, with and without bodies.
 func TestFetchTransportReusesConnections(t *testing.T) {
@@ -147,7 +137,7 @@ func TestFetchTransportConnectionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close() // most of the body unread
-	if tr.idleConns() != 0 {
+	if tr.IdleConns() != 0 {
 		t.Fatal("a connection with an unread body was pooled")
 	}
 	if _, body, err := fetch(t.Context(), tr, srv.Server, "/cd"); err != nil || body != "xx" {
@@ -160,7 +150,7 @@ func TestFetchTransportConnectionEnds(t *testing.T) {
 	if _, body, err := fetch(t.Context(), tr, srv.Server, "/close"); err != nil || body != "bye" {
 		t.Fatalf("/close: %q, %v", body, err)
 	}
-	if tr.idleConns() != 0 {
+	if tr.IdleConns() != 0 {
 		t.Fatal("a connection the server closes was pooled")
 	}
 }
@@ -194,7 +184,7 @@ func TestFetchTransportDeadlines(t *testing.T) {
 		t.Fatal("a cancelled fetch's body read did not return")
 	}
 	resp.Body.Close()
-	if tr.idleConns() != 0 {
+	if tr.IdleConns() != 0 {
 		t.Fatal("a cancelled fetch's connection was pooled")
 	}
 
@@ -274,7 +264,7 @@ func TestFetchTransportPoolBounds(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := tr.idleConns(); n != 2 {
+	if n := tr.IdleConns(); n != 2 {
 		t.Fatalf("%d idle connections, want 2", n)
 	}
 
@@ -330,8 +320,8 @@ func TestFetchTransportHead(t *testing.T) {
 		if resp.ContentLength != 6 || resp.Body != http.NoBody {
 			t.Fatalf("HEAD: length %d, body %T", resp.ContentLength, resp.Body)
 		}
-		if tr.idleConns() != 1 {
-			t.Fatalf("%d idle connections after a HEAD, want 1", tr.idleConns())
+		if tr.IdleConns() != 1 {
+			t.Fatalf("%d idle connections after a HEAD, want 1", tr.IdleConns())
 		}
 	}
 	if _, body, err := fetch(t.Context(), tr, srv.Server, "/xy"); err != nil || body != "xx" {

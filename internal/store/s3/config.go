@@ -1,6 +1,7 @@
 package s3store
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/hoard-io/hoard/internal/httpfetch"
 )
 
 // Defaults for the zero fields of Config.
@@ -165,6 +168,36 @@ func (c Config) Validate() error {
 
 // newTransport builds the HTTP transport for one store. cfg has its
 // defaults applied.
+// newFetchTransport is the read path's transport (ADR 0041): the same
+// dialer, TLS settings, bounds and pool size as t, with requests written
+// and answers read in the caller's goroutine. It speaks the endpoint's
+// scheme only.
+func newFetchTransport(cfg Config, scheme string, t *http.Transport) *httpfetch.Transport {
+	var tc *tls.Config
+	if scheme == "https" {
+		if tc = t.TLSClientConfig; tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
+	return httpfetch.New(httpfetch.Config{
+		// Through t's field, read at each dial: tests point it elsewhere.
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return t.DialContext(ctx, network, addr)
+		},
+		TLS:            tc,
+		DialTimeout:    cfg.DialTimeout + cfg.TLSHandshakeTimeout,
+		HeaderTimeout:  cfg.ResponseHeaderTimeout,
+		MaxIdlePerHost: cfg.MaxIdleConnsPerHost,
+		IdleTimeout:    cfg.IdleConnTimeout,
+		ReadBuffer:     fetchReadBuffer,
+	})
+}
+
+// fetchReadBuffer is the read path's connection buffer: it holds an
+// answer's head with a small object's body (one read from the socket);
+// a fill's larger reads go from the socket into the cache entry.
+const fetchReadBuffer = 16 << 10
+
 func newTransport(cfg Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	t := &http.Transport{

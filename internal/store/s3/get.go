@@ -3,6 +3,7 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/xml"
 	"errors"
@@ -191,7 +192,8 @@ func (s *Store) send(ctx context.Context, method, bucket, key string, hs []signe
 			}
 		}
 		var resp *http.Response
-		resp, err = s.transport.RoundTrip(s.newRequest(ctx, method, bucket, key, hs))
+		req := s.newRequest(ctx, method, bucket, key, hs)
+		resp, err = s.roundTripper(req).RoundTrip(req)
 		if err != nil {
 			last = nil
 			err = &url.Error{Op: method, URL: s.scheme + "://" + s.host + "/" + bucket + "/" + key, Err: err}
@@ -213,6 +215,18 @@ func (s *Store) send(ctx context.Context, method, bucket, key string, hs []signe
 		return nil, cerr
 	}
 	return last, err
+}
+
+// roundTripper is what sends req: the caller's-goroutine fetch
+// transport, unless a proxy from the environment applies to req (only
+// net/http's Transport speaks to proxies).
+func (s *Store) roundTripper(req *http.Request) http.RoundTripper {
+	if s.transport.Proxy != nil {
+		if u, err := s.transport.Proxy(req); err != nil || u != nil {
+			return s.transport
+		}
+	}
+	return s.fetch
 }
 
 // newRequest builds and signs a GET or HEAD of bucket/key with headers
@@ -303,6 +317,10 @@ func retryableRequestError(ctx context.Context, err error) bool {
 	}
 	var unknownCA x509.UnknownAuthorityError
 	if errors.As(err, &unknownCA) {
+		return false
+	}
+	var notTLS tls.RecordHeaderError // a plain HTTP server answered the handshake
+	if errors.As(err, &notTLS) {
 		return false
 	}
 	return !strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")

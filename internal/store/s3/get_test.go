@@ -387,3 +387,89 @@ func TestGetOverTLS(t *testing.T) {
 		t.Errorf("%d requests reached the handler over an untrusted TLS session", n)
 	}
 }
+
+// TestGetInTheCallersGoroutine: the read path's GETs and HEADs go on the
+// fetch transport's connections (ADR 0041), one kept-alive connection
+// for many; a request a proxy applies to goes through net/http's
+// Transport to the proxy instead.
+func TestGetInTheCallersGoroutine(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"abc"`)
+		w.Header().Set("Content-Length", "2")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	st := newGetStore(t, srv.URL, false, 1)
+	for range 5 {
+		body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(body); string(b) != "ok" {
+			t.Fatalf("body %q", b)
+		}
+		body.Close()
+		if _, err := st.Stat(t.Context(), "bucket-1", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.fetch.IdleConns(); n != 1 {
+		t.Fatalf("%d idle fetch connections, want 1", n)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 10 requests, want 1", n)
+	}
+
+	var proxied atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied.Add(1)
+		if !r.URL.IsAbs() || r.URL.Host != srv.Listener.Addr().String() {
+			t.Errorf("the proxy was asked for %s", r.URL)
+		}
+		w.Header().Set("ETag", `"abc"`)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(proxy.Close)
+	pu, _ := url.Parse(proxy.URL)
+	st.transport.Proxy = http.ProxyURL(pu)
+	st.fetch.CloseIdleConnections()
+	body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(body)
+	body.Close()
+	if proxied.Load() != 1 || st.fetch.IdleConns() != 0 {
+		t.Fatalf("through a proxy: %d proxied, %d idle fetch connections; want 1 and 0", proxied.Load(), st.fetch.IdleConns())
+	}
+}
+
+// TestGetHTTPSToAPlainServer: an https endpoint where a plain HTTP server
+// answers fails at once, without retries (its answer to the handshake is
+// no TLS record).
+func TestGetHTTPSToAPlainServer(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	st := newGetStore(t, strings.Replace(srv.URL, "http:", "https:", 1), false, 3)
+	_, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{})
+	if err == nil {
+		t.Fatal("a plain HTTP server was read as an https store")
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1: the handshake's failure is not retried (%v)", n, err)
+	}
+}

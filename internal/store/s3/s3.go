@@ -26,6 +26,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
+	"github.com/hoard-io/hoard/internal/httpfetch"
 	"github.com/hoard-io/hoard/internal/store"
 )
 
@@ -60,6 +61,10 @@ type Store struct {
 	scheme, host string
 	maxAttempts  int
 	signer       *v4Signer
+	// fetch sends the read path's GETs and HEADs in the caller's
+	// goroutine (ADR 0041), on the same dialer as transport; requests
+	// a proxy from the environment applies to go through transport.
+	fetch *httpfetch.Transport
 }
 
 var _ store.Store = (*Store)(nil)
@@ -115,7 +120,7 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 	if cfg.AccessKey != "" {
 		sign = &v4Signer{accessKey: cfg.AccessKey, secretKey: cfg.SecretKey, region: cfg.Region}
 	}
-	return &Store{scheme: u.Scheme, host: hostWithoutDefaultPort(u), maxAttempts: max(1, cfg.MaxAttempts), signer: sign,
+	return &Store{fetch: newFetchTransport(cfg, u.Scheme, transport), scheme: u.Scheme, host: hostWithoutDefaultPort(u), maxAttempts: max(1, cfg.MaxAttempts), signer: sign,
 		core: *core, listCore: *listCore, transport: transport, region: cfg.Region, logger: logger,
 		callTimeout: cfg.CallTimeout, idleTimeout: cfg.IdleTimeout,
 		endpoint: passEndpoint(cfg.Endpoint), virtualHost: cfg.VirtualHostStyle,
@@ -134,7 +139,10 @@ func hostWithoutDefaultPort(u *url.URL) string {
 // Close releases pooled connections. Requests still in flight finish
 // normally. Safe to call more than once.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.transport.CloseIdleConnections)
+	s.closeOnce.Do(func() {
+		s.transport.CloseIdleConnections()
+		s.fetch.CloseIdleConnections()
+	})
 	return nil
 }
 
