@@ -294,7 +294,7 @@ func uniqueSizes(ss ...*SizeResult) []*SizeResult {
 }
 
 // targetOrder is the order targets appear in plots.
-var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
+var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
 
 // measuredTargets lists the targets measured at some size, in plot order.
 func (r *Report) measuredTargets() []string {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,18 @@ func TestWriteTableWithoutRemote(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "remote") {
 		t.Errorf("a run without remote targets mentions them:\n%s", b.String())
+	}
+}
+
+// Every target the access benchmark measures has a place in the report's
+// plots and a label there.
+func TestTargetsPlottedAndLabelled(t *testing.T) {
+	for _, name := range append(AllTargets(), TargetBoto3Store, TargetBoto3Warm) {
+		if !slices.Contains(targetOrder, name) {
+			t.Errorf("%s is not in the plots' order", name)
+		}
+		if _, ok := accessLabels[name]; !ok {
+			t.Errorf("%s has no label", name)
+		}
 	}
 }
