@@ -166,8 +166,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// newTransport builds the HTTP transport for one store. cfg has its
-// defaults applied.
 // newFetchTransport is the read path's transport (ADR 0041): the same
 // dialer, TLS settings, bounds and pool size as t, with requests written
 // and answers read in the caller's goroutine. It speaks the endpoint's
@@ -198,6 +196,8 @@ func newFetchTransport(cfg Config, scheme string, t *http.Transport) *httpfetch.
 // a fill's larger reads go from the socket into the cache entry.
 const fetchReadBuffer = 16 << 10
 
+// newTransport builds the HTTP transport for one store. cfg has its
+// defaults applied.
 func newTransport(cfg Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
