@@ -38,8 +38,16 @@ const ColdMethod = "before every timed GET the cached copy is dropped with Cache
 // RemoteMethod is how the remote-hit and remote-miss targets are measured.
 const RemoteMethod = "two cachelets of one application (in-process instances, embedded etcd, membership/etcd registry), default setting strong; every GET goes through the cachelet that does not own the key; before each timed GET the reader's copy is dropped with Cachelet.Invalidate on the reader only (remote-hit: the owner still holds it, and confirms it with MinIO under strong) or on both cachelets (remote-miss: the owner fetches from MinIO)"
 
-// remoteApp is the application the remote targets' cachelets belong to.
-const remoteApp = "bench-access"
+// OwnerMethod is how the owner-hit and owner-remote-hit targets are
+// measured.
+const OwnerMethod = "two cachelets of a second application (in-process instances, the same embedded etcd) under the owner setting; every GET goes through the cachelet that does not own the key; owner-hit: its copy, which it confirms with the owner (answered not modified, no store request); owner-remote-hit: before each timed GET its copy is dropped with Cachelet.Invalidate, so the owner sends the object and the reader keeps it; the owner holds it throughout"
+
+// remoteApp is the application the remote targets' cachelets belong to;
+// ownerApp the owner targets'.
+const (
+	remoteApp = "bench-access"
+	ownerApp  = "bench-access-owner"
+)
 
 const (
 	benchBucket = "hoard-bench"
@@ -317,6 +325,11 @@ func (cfg *AccessConfig) wantsRemote() bool {
 	return cfg.wants(TargetRemoteHit) || cfg.wants(TargetRemoteMiss)
 }
 
+// wantsOwner says whether a target of the owner application is asked for.
+func (cfg *AccessConfig) wantsOwner() bool {
+	return cfg.wants(TargetOwnerHit) || cfg.wants(TargetOwnerRemoteHit)
+}
+
 func (cfg *AccessConfig) progress(format string, args ...any) {
 	fmt.Fprintf(cfg.Progress, format+"\n", args...)
 }
@@ -397,6 +410,11 @@ func newAccessReport(cfg AccessConfig) *Report {
 	}
 	if cfg.wantsRemote() {
 		rep.Settings.RemoteMethod = RemoteMethod
+	}
+	if cfg.wantsOwner() {
+		rep.Settings.OwnerMethod = OwnerMethod
+	}
+	if cfg.wantsRemote() || cfg.wantsOwner() {
 		rep.Settings.RemoteOwners = map[string]string{}
 	}
 	rep.Machine.MinIOVersion = commandVersion(cfg.MinIOBinary, "--version")
@@ -428,6 +446,8 @@ type accessRig struct {
 	cold     *instance.Instance
 	coldCore *minio.Core
 	app      *appCluster
+	// ownerApp is the owner targets' pair, under the owner setting.
+	ownerApp *appCluster
 	closes   []func()
 }
 
@@ -537,19 +557,34 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 		}
 	}
 	// Two cachelets of one application for the remote targets, under the
-	// default setting (strong).
-	if cfg.wantsRemote() {
+	// default setting (strong); two of another under owner for the
+	// owner targets.
+	if cfg.wantsRemote() || cfg.wantsOwner() {
 		etcd, err := startEtcd(ctx, filepath.Join(tmp, "etcd"))
 		if err != nil {
 			return nil, err
 		}
 		r.closes = append(r.closes, func() { etcd.Close() })
 		cfg.progress("started embedded etcd on %v", etcd.Endpoints())
-		r.app, err = startAppCluster(ctx, etcd.Endpoints(), storeEndpoint{r.storeURL, r.srv.AccessKey(), r.srv.SecretKey()}, remoteApp, 2, ccfg, cfg.Log)
-		if err != nil {
-			return nil, err
+		st := storeEndpoint{r.storeURL, r.srv.AccessKey(), r.srv.SecretKey()}
+		if cfg.wantsRemote() {
+			if r.app, err = startAppCluster(ctx, etcd.Endpoints(), st, remoteApp, 2, ccfg, cfg.Log); err != nil {
+				return nil, err
+			}
+			r.closes = append(r.closes, r.app.Close)
 		}
-		r.closes = append(r.closes, r.app.Close)
+		if cfg.wantsOwner() {
+			ocfg := ccfg
+			owner, err := cachelet.ParseConsistency("owner")
+			if err != nil {
+				return nil, err
+			}
+			owner.Apply(&ocfg)
+			if r.ownerApp, err = startAppCluster(ctx, etcd.Endpoints(), st, ownerApp, 2, ocfg, cfg.Log); err != nil {
+				return nil, err
+			}
+			r.closes = append(r.closes, r.ownerApp.Close)
+		}
 	}
 	return r, nil
 }
@@ -632,7 +667,7 @@ func (r *accessRig) measureSize(ctx context.Context, cfg *AccessConfig, rep *Rep
 		if err != nil {
 			return sr, fmt.Errorf("bench: %s at %s: %w", name, sr.Label, err)
 		}
-		cfg.progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s  (%.1fs)", sr.Label, name, res.N,
+		cfg.progress("%-8s %-16s n=%-5d p50=%-9s p99=%-9s %8s MB/s  (%.1fs)", sr.Label, name, res.N,
 			FormatDuration(res.P50), FormatDuration(res.P99), FormatMBps(res.MBps), time.Since(began).Seconds())
 		sr.Targets = append(sr.Targets, res)
 	}
@@ -675,7 +710,7 @@ func (r *accessRig) measureSizeRotated(ctx context.Context, cfg *AccessConfig, r
 		res = append(res, one)
 	}
 	for _, t := range res {
-		cfg.progress("%-8s %-10s n=%-5d p50=%-9s p99=%-9s %8s MB/s", sr.Label, t.Name, t.N,
+		cfg.progress("%-8s %-16s n=%-5d p50=%-9s p99=%-9s %8s MB/s", sr.Label, t.Name, t.N,
 			FormatDuration(t.P50), FormatDuration(t.P99), FormatMBps(t.MBps))
 	}
 	cfg.progress("%-8s %d targets in rotation (%.1fs)", sr.Label, len(rotated), time.Since(began).Seconds())
@@ -735,6 +770,25 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 			}
 			return nil
 		}
+	case TargetOwnerHit, TargetOwnerRemoteHit:
+		own, err := r.ownerApp.owner(benchBucket, key)
+		if err != nil {
+			return t, err
+		}
+		via := 1 - own
+		rep.Settings.RemoteOwners[label+" owner"] = fmt.Sprintf("owner %s, read through %s", r.ownerApp.ins[own].ID(), r.ownerApp.ins[via].ID())
+		expect := cachelet.LocalHit
+		if name == TargetOwnerRemoteHit {
+			expect = cachelet.RemoteHit
+			reader := r.ownerApp.ins[via].Cachelet()
+			t.before = func(_ context.Context, key string) error {
+				reader.Invalidate(benchBucket, key)
+				return nil
+			}
+		}
+		// The warm-up's first read makes the owner fill (a remote
+		// miss); owner-hit's first makes the reader keep a copy.
+		t.getter, t.onTimed = hoardGetter(r.ownerApp.cores[via], expect)
 	case TargetRedis:
 		t.getter = RedisGetter{Client: r.rdb}
 	case TargetTCP:

@@ -23,20 +23,22 @@ var (
 
 // accessLabels name the targets as the papers name access types.
 var accessLabels = map[string]string{
-	TargetStore:       "store (MinIO direct)",
-	TargetStore304:    "store 304 (conditional GET, MinIO direct)",
-	TargetStoreFwd:    "store through a bare TCP forwarder",
-	TargetStore304Fwd: "store 304 through a bare TCP forwarder",
-	TargetCold:        "LM (cold)",
-	TargetWarm:        "LH (warm, version-check)",
-	TargetWarmLocal:   "LH (warm-local)",
-	TargetRemoteHit:   "RH (remote-hit)",
-	TargetRemoteMiss:  "RM (remote-miss)",
-	TargetRedis:       "Redis",
-	TargetTCP:         "TCP copy",
-	TargetTCPFwd:      "TCP copy through a bare forwarder",
-	TargetBoto3Store:  "boto3 store",
-	TargetBoto3Warm:   "boto3 LH",
+	TargetStore:          "store (MinIO direct)",
+	TargetStore304:       "store 304 (conditional GET, MinIO direct)",
+	TargetStoreFwd:       "store through a bare TCP forwarder",
+	TargetStore304Fwd:    "store 304 through a bare TCP forwarder",
+	TargetCold:           "LM (cold)",
+	TargetWarm:           "LH (warm, version-check)",
+	TargetWarmLocal:      "LH (warm-local)",
+	TargetRemoteHit:      "RH (remote-hit)",
+	TargetRemoteMiss:     "RM (remote-miss)",
+	TargetOwnerHit:       "LH under owner (owner-hit)",
+	TargetOwnerRemoteHit: "RH under owner (owner-remote-hit)",
+	TargetRedis:          "Redis",
+	TargetTCP:            "TCP copy",
+	TargetTCPFwd:         "TCP copy through a bare forwarder",
+	TargetBoto3Store:     "boto3 store",
+	TargetBoto3Warm:      "boto3 LH",
 }
 
 func accessExperiment() Experiment {
@@ -294,7 +296,7 @@ func uniqueSizes(ss ...*SizeResult) []*SizeResult {
 }
 
 // targetOrder is the order targets appear in plots.
-var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
+var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetOwnerHit, TargetRemoteHit, TargetOwnerRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
 
 // measuredTargets lists the targets measured at some size, in plot order.
 func (r *Report) measuredTargets() []string {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestRemoteRatios(t *testing.T) {
 }
 
 func TestRemoteTargetsAreKnown(t *testing.T) {
-	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss, TargetStoreFwd, TargetStore304Fwd, TargetTCPFwd} {
+	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss, TargetOwnerHit, TargetOwnerRemoteHit, TargetStoreFwd, TargetStore304Fwd, TargetTCPFwd} {
 		found := false
 		for _, a := range AllTargets() {
 			found = found || a == name
@@ -109,8 +110,68 @@ func TestWriteTableWithoutRemote(t *testing.T) {
 	if err := testReport().WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "remote") {
-		t.Errorf("a run without remote targets mentions them:\n%s", b.String())
+	for _, line := range []string{"remote:", "remote reads against local ones", "owner:", "two hops:"} {
+		if strings.Contains(b.String(), line) {
+			t.Errorf("a run without remote targets prints %q:\n%s", line, b.String())
+		}
+	}
+}
+
+// The owner targets: their ratio at each size, the 4 KiB check decided
+// on it (1.15x), and their lines in the table.
+func TestOwnerTargets(t *testing.T) {
+	for _, tc := range []struct {
+		remote time.Duration
+		ratio  float64
+		status string
+	}{
+		{330 * time.Microsecond, 1.1, "pass"},
+		{345 * time.Microsecond, 1.15, "pass"},
+		{360 * time.Microsecond, 1.2, "short"},
+	} {
+		r := &Report{
+			Benchmark: "access",
+			Settings:  Settings{OwnerMethod: OwnerMethod},
+			Sizes: []SizeResult{
+				{Size: 4 << 10, Label: "4 KiB", Targets: []TargetResult{
+					result(TargetOwnerHit, 300*time.Microsecond, 13),
+					result(TargetOwnerRemoteHit, tc.remote, 12),
+				}},
+				{Size: 1 << 20, Label: "1 MiB", Targets: []TargetResult{
+					result(TargetOwnerRemoteHit, time.Millisecond, 1000),
+					// no owner-hit
+				}},
+			},
+		}
+		for i := range r.Sizes {
+			r.Sizes[i].ComputeRatios()
+		}
+		r.EvaluateChecks()
+		approx(t, "owner-remote-hit/owner-hit p50", r.Sizes[0].Ratios.OwnerRemoteHitOwnerHitP50, tc.ratio)
+		if x := r.Sizes[1].Ratios.OwnerRemoteHitOwnerHitP50; x != nil {
+			t.Errorf("a ratio without owner-hit: %v", *x)
+		}
+		var check *Check
+		for i, c := range r.Checks {
+			if strings.HasPrefix(c.Name, "under owner, remote hit 4 KiB") {
+				check = &r.Checks[i]
+			}
+		}
+		if check == nil || check.Size != 4<<10 || check.Status() != tc.status || check.Reference != nil || check.Floor != nil {
+			t.Fatalf("at %v the owner check is %+v, want %s", tc.remote, check, tc.status)
+		}
+		var b strings.Builder
+		if err := r.WriteTable(&b); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"owner: two cachelets of a second application",
+			fmt.Sprintf("owner:      owner-remote-hit/owner-hit p50 %.2fx", tc.ratio),
+		} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("table lacks %q:\n%s", want, b.String())
+			}
+		}
 	}
 }
 

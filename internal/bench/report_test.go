@@ -81,13 +81,14 @@ func TestComputeRatios(t *testing.T) {
 func TestEvaluateChecks(t *testing.T) {
 	r := testReport()
 	want := map[string]string{ // name prefix + size -> status
-		"warm 4 KiB p50 within 1.5x of Redis|4 KiB":       "short",
-		"warm 4 KiB p50 >= 5x faster than MinIO|4 KiB":    "pass", // exactly 5x
-		"warm 4 KiB p50 within 5% of a conditional|4 KiB": "pass", // 1.04x
-		"warm 256 MiB throughput >= 2x Redis|256 MiB":     "pass",
-		"warm 256 MiB throughput >= 60% of TCP|256 MiB":   "not measured",
-		"cold <= 10% slower than MinIO direct|4 KiB":      "pass",
-		"cold <= 10% slower than MinIO direct|256 MiB":    "short",
+		"warm 4 KiB p50 within 1.5x of Redis|4 KiB":          "short",
+		"warm 4 KiB p50 >= 5x faster than MinIO|4 KiB":       "pass", // exactly 5x
+		"warm 4 KiB p50 within 5% of a conditional|4 KiB":    "pass", // 1.04x
+		"warm 256 MiB throughput >= 2x Redis|256 MiB":        "pass",
+		"warm 256 MiB throughput >= 60% of TCP|256 MiB":      "not measured",
+		"cold <= 10% slower than MinIO direct|4 KiB":         "pass",
+		"cold <= 10% slower than MinIO direct|256 MiB":       "short",
+		"under owner, remote hit 4 KiB p50 within 15%|4 KiB": "not measured",
 	}
 	if len(r.Checks) != len(want) {
 		t.Fatalf("%d checks, want %d: %+v", len(r.Checks), len(want), r.Checks)
@@ -135,8 +136,8 @@ func TestEvaluateChecksWithoutSizes(t *testing.T) {
 			t.Errorf("%s: %s", c.Name, c.Status())
 		}
 	}
-	if len(r.Checks) != 5 {
-		t.Errorf("%d checks, want the five fixed ones", len(r.Checks))
+	if len(r.Checks) != 6 {
+		t.Errorf("%d checks, want the six fixed ones", len(r.Checks))
 	}
 }
 
