@@ -63,6 +63,10 @@ func classify(code string, status int) error {
 	return nil
 }
 
+// errNotModified is Get's error when the store answered a conditional
+// GET 304, made once: version checks get it on most reads.
+var errNotModified = fmt.Errorf("s3store: get: %w", store.ErrNotModified)
+
 // mapError wraps err, a failure of operation op on bucket/key, for
 // callers: errors.Is finds the store sentinel, errors.As a *store.APIError.
 // The caller's own cancellation stays recognisable as context.Canceled or

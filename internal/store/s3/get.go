@@ -119,9 +119,11 @@ func (s *Store) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 	cctx, wd := newWatchdog(ctx, s.callTimeout, s.idleTimeout, errCallDeadline)
 	resp, err := s.send(cctx, http.MethodGet, bucket, key, hs)
 	if err != nil { // resp's body, if any, is closed
-		err = failed(ctx, cctx, "get", bucket, key, err)
 		wd.stop()
-		return nil, store.ObjectInfo{}, nil, err
+		if err == errNotModified { // the store answered: nothing to map
+			return nil, store.ObjectInfo{}, nil, err
+		}
+		return nil, store.ObjectInfo{}, nil, failed(ctx, cctx, "get", bucket, key, err)
 	}
 	wd.pause()
 	status := http.StatusOK
@@ -171,9 +173,9 @@ func plainBucketName(name string) bool {
 
 // send tries a GET or HEAD of bucket/key with headers hs until the store
 // answers 200 or 206, an answer or an error not worth retrying, or
-// MaxAttempts. An answer that is not 200 or 206 comes back as a
-// minio.ErrorResponse, with the answer (its body closed) when there was
-// one, for its headers.
+// MaxAttempts. A 304 comes back as errNotModified, alone; any other
+// answer that is not 200 or 206 as a minio.ErrorResponse, with the answer
+// (its body closed) when there was one, for its headers.
 func (s *Store) send(ctx context.Context, method, bucket, key string, hs []signedHeader) (*http.Response, error) {
 	var (
 		err  error
@@ -204,6 +206,15 @@ func (s *Store) send(ctx context.Context, method, bucket, key string, hs []signe
 		}
 		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
 			return resp, nil
+		}
+		if resp.StatusCode == http.StatusNotModified {
+			// A version check's answer, on every read under
+			// version-check: no body to parse, no code to classify
+			// (a 304 has no body; one sent anyway is read to its
+			// end, bounded, so that the connection can serve again).
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+			resp.Body.Close()
+			return nil, errNotModified
 		}
 		e := errorResponse(resp, bucket, key)
 		err, last = e, resp

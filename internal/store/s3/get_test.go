@@ -29,7 +29,7 @@ type testCreds map[string]string
 func (c testCreds) Secret(ak string) (string, bool) { s, ok := c[ak]; return s, ok }
 
 // newGetStore is a Store for a test server's URL.
-func newGetStore(t *testing.T, endpoint string, virtual bool, attempts int) *Store {
+func newGetStore(t testing.TB, endpoint string, virtual bool, attempts int) *Store {
 	t.Helper()
 	st, err := New(Config{Endpoint: endpoint, AccessKey: "getkey", SecretKey: "get-secret-key", Region: "eu-test-1",
 		VirtualHostStyle: virtual, MaxAttempts: attempts}, slog.New(slog.DiscardHandler))
@@ -451,6 +451,52 @@ func TestGetInTheCallersGoroutine(t *testing.T) {
 	}
 }
 
+// TestNotModifiedKeepsTheConnection: a conditional GET answered 304 is
+// store.ErrNotModified, sent once, and leaves its connection to the next
+// request.
+func TestNotModifiedKeepsTheConnection(t *testing.T) {
+	var conns, requests atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("ETag", `"abc"`)
+		if r.Header.Get("If-None-Match") == `"abc"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Length", "2")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	st := newGetStore(t, srv.URL, false, 3)
+	for range 10 {
+		body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{IfNoneMatch: "abc", ChecksumMode: true})
+		if !errors.Is(err, store.ErrNotModified) || body != nil {
+			t.Fatalf("a 304: body %v, err %v; want store.ErrNotModified alone", body, err)
+		}
+	}
+	body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{IfNoneMatch: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(body); string(b) != "ok" {
+		t.Fatalf("body %q", b)
+	}
+	body.Close()
+	if n := requests.Load(); n != 11 {
+		t.Errorf("%d requests for 11 reads: a 304 was retried", n)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 11 requests, want 1", n)
+	}
+
+}
+
 // TestGetHTTPSToAPlainServer: an https endpoint where a plain HTTP server
 // answers fails at once, without retries (its answer to the handshake is
 // no TLS record).
@@ -471,5 +517,23 @@ func TestGetHTTPSToAPlainServer(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections, want 1: the handshake's failure is not retried (%v)", n, err)
+	}
+}
+
+// BenchmarkGetNotModified: a version check answered 304, the store
+// client's side and a bare server's (go test -bench GetNotModified
+// ./internal/store/s3).
+func BenchmarkGetNotModified(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"abc"`)
+		w.WriteHeader(http.StatusNotModified)
+	}))
+	b.Cleanup(srv.Close)
+	st := newGetStore(b, srv.URL, false, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := st.Get(b.Context(), "bucket-1", "k", store.GetOptions{IfNoneMatch: "abc", ChecksumMode: true}); !errors.Is(err, store.ErrNotModified) {
+			b.Fatal(err)
+		}
 	}
 }

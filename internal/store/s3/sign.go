@@ -4,8 +4,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -29,6 +31,19 @@ type dayKey struct {
 	date  string // yyyymmdd
 	scope string // date/region/s3/aws4_request
 	key   []byte
+	// macs holds HMAC-SHA256s keyed with key: a new one hashes the
+	// key's two pads, and allocates, on every request.
+	macs sync.Pool
+}
+
+// mac returns an HMAC-SHA256 keyed with k.key, reset; give it back with
+// k.macs.Put.
+func (k *dayKey) mac() hash.Hash {
+	if h, ok := k.macs.Get().(hash.Hash); ok {
+		h.Reset()
+		return h
+	}
+	return hmac.New(sha256.New, k.key)
 }
 
 // signedHeader is one header a request is signed with: its name in lower
@@ -99,10 +114,11 @@ func (s *v4Signer) sign(req *http.Request, now time.Time, host, escapedPath stri
 	b = append(b, dk.scope...)
 	b = append(b, '\n')
 	b = hex.AppendEncode(b, canonical[:])
-	h := hmac.New(sha256.New, dk.key)
+	h := dk.mac()
 	h.Write(b)
 	var sum [sha256.Size]byte
 	sig := h.Sum(sum[:0])
+	dk.macs.Put(h)
 
 	b = append(b[:0], "AWS4-HMAC-SHA256 Credential="...)
 	b = append(b, s.accessKey...)
