@@ -28,6 +28,7 @@ package httpfetch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -35,6 +36,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -64,6 +66,12 @@ type Config struct {
 	// the buffer is empty, goes from the socket into the reader's memory
 	// directly.
 	ReadBuffer int
+	// HeadlessNotModified: a 304's header lines are read (within MaxHead)
+	// and dropped, not parsed into the Response's Header, which comes
+	// back empty; only Connection is looked at, for reuse. For a caller
+	// that needs nothing of a 304 but its status (a version check): the
+	// parse of a store's dozen headers is most of a 304's cost here.
+	HeadlessNotModified bool
 }
 
 // Defaults of Config.
@@ -81,6 +89,7 @@ type Transport struct {
 	maxIdle       int
 	idleTimeout   time.Duration
 	readBuf       int
+	headless304   bool
 	now           func() time.Time
 
 	mu   sync.Mutex
@@ -132,8 +141,8 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // New returns a Transport for cfg.
 func New(cfg Config) *Transport {
 	t := &Transport{dial: cfg.Dial, dialTimeout: cfg.DialTimeout, headerTimeout: cfg.HeaderTimeout,
-		maxIdle: cfg.MaxIdlePerHost, idleTimeout: cfg.IdleTimeout, readBuf: cfg.ReadBuffer, now: time.Now,
-		idle: map[string][]*getConn{}}
+		maxIdle: cfg.MaxIdlePerHost, idleTimeout: cfg.IdleTimeout, readBuf: cfg.ReadBuffer,
+		headless304: cfg.HeadlessNotModified, now: time.Now, idle: map[string][]*getConn{}}
 	if t.dial == nil {
 		t.dial = (&net.Dialer{}).DialContext
 	}
@@ -360,7 +369,13 @@ func (t *Transport) exchange(ctx context.Context, pc *getConn, req *http.Request
 		// time.
 		return nil, false, t.failed(ctx, err)
 	}
-	resp, err := http.ReadResponse(pc.br, req)
+	var resp *http.Response
+	if t.headless304 {
+		resp, err = readNotModified(pc.br, req)
+	}
+	if resp == nil && err == nil {
+		resp, err = http.ReadResponse(pc.br, req)
+	}
 	if err != nil {
 		return nil, true, t.failed(ctx, err)
 	}
@@ -380,6 +395,60 @@ func (t *Transport) exchange(ctx context.Context, pc *getConn, req *http.Request
 	}
 	resp.Body = b
 	return resp, true, nil
+}
+
+// notModified304 is how an HTTP/1.1 304's status line begins.
+const notModified304 = "HTTP/1.1 304 "
+
+// readNotModified reads from br an answer to req that is an HTTP/1.1
+// 304, its header lines dropped but Connection's, and returns it with an
+// empty Header and no body (a 304 has none, whatever it says); nil and
+// no error when br holds another answer, which is left unread. The
+// head's bound is br's (MaxHead, by the connection's limited reader).
+func readNotModified(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	if start, err := br.Peek(len(notModified304)); err != nil || string(start) != notModified304 {
+		return nil, nil // http.ReadResponse reads it, or says what is wrong
+	}
+	resp := &http.Response{Status: "304 Not Modified", StatusCode: http.StatusNotModified, Proto: "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Body: http.NoBody, Request: req}
+	status := true // the line being read is the status line
+	cont := false  // it began in a slice that filled the buffer
+	for {
+		line, err := br.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			// A line longer than the buffer: skipped in slices, and the
+			// connection not used again (it is not looked at).
+			resp.Close, cont = true, true
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+		if status || cont {
+			status, cont = false, false
+			continue
+		}
+		if string(line) == "\r\n" || string(line) == "\n" {
+			return resp, nil
+		}
+		if name, value, ok := bytes.Cut(line, []byte{':'}); ok && strings.EqualFold(string(name), "Connection") &&
+			hasToken(string(value), "close") {
+			resp.Close = true
+		}
+	}
+}
+
+// hasToken reports whether the comma-separated header value v holds
+// token, in any case.
+func hasToken(v, token string) bool {
+	for f := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(f), token) {
+			return true
+		}
+	}
+	return false
 }
 
 // failed is err, or the context's error when the context ended it.

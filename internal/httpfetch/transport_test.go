@@ -362,3 +362,109 @@ func TestFetchTransportDefaultPort(t *testing.T) {
 		t.Fatalf("dialled %q, want store.example:80", got)
 	}
 }
+
+// rawServer answers each request on a connection with answers[path],
+// written as is; it counts the connections it accepted.
+func rawServer(t *testing.T, answers map[string]string) (addr string, conns *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, answers[req.URL.Path]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), conns
+}
+
+// With HeadlessNotModified a 304's headers are read and dropped: the
+// answer has its status, no header and no body, and its connection serves
+// the next request unless it asked to close, had a line longer than the
+// buffer, or was not HTTP/1.1 (left to net/http); other answers are
+// parsed whole; the head's bound holds. Without it a 304's headers are
+// parsed.
+func TestFetchTransportHeadlessNotModified(t *testing.T) {
+	long := "HTTP/1.1 304 Not Modified\r\nX-Long: " + strings.Repeat("l", 8<<10) + "\r\n\r\n"
+	huge := "HTTP/1.1 304 Not Modified\r\n" + strings.Repeat("X-Pad: 0123456789012345678901\r\n", 2*MaxHead/32) + "\r\n"
+	addr, conns := rawServer(t, map[string]string{
+		"/304":      "HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nConnection: keep-alive\r\nX-Amz-Request-Id: 1\r\nContent-Length: 0\r\n\r\n",
+		"/304close": "HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nconnection: Keep-Alive, CLOSE\r\n\r\n",
+		"/304long":  long,
+		"/304huge":  huge,
+		"/304old":   "HTTP/1.0 304 Not Modified\r\nETag: \"abc\"\r\n\r\n",
+		"/200":      "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Length: 2\r\n\r\nok",
+	})
+	get := func(tr *Transport, path string) (*http.Response, string, error) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, string(b), err
+	}
+	tr := newTestTransport(Config{HeadlessNotModified: true, ReadBuffer: 4 << 10})
+	defer tr.CloseIdleConnections()
+	for _, step := range []struct {
+		path      string
+		status    int
+		etag      string
+		conns     int64 // accepted after the step
+		idleAfter int
+	}{
+		{"/304", 304, "", 1, 1},
+		{"/200", 200, `"abc"`, 1, 1},
+		{"/304", 304, "", 1, 1},
+		{"/304close", 304, "", 1, 0},
+		{"/304", 304, "", 2, 1},
+		{"/304long", 304, "", 2, 0},
+		{"/200", 200, `"abc"`, 3, 1},
+		{"/304old", 304, `"abc"`, 3, 0},
+		{"/304", 304, "", 4, 1},
+	} {
+		resp, body, err := get(tr, step.path)
+		if err != nil {
+			t.Fatalf("%s: %v", step.path, err)
+		}
+		if resp.StatusCode != step.status || resp.Header.Get("ETag") != step.etag || (step.status == 304 && body != "") {
+			t.Errorf("%s: %d, ETag %q, body %q; want %d, ETag %q", step.path, resp.StatusCode, resp.Header.Get("ETag"), body, step.status, step.etag)
+		}
+		if n := conns.Load(); n != step.conns {
+			t.Errorf("after %s: %d connections, want %d", step.path, n, step.conns)
+		}
+		if n := tr.IdleConns(); n != step.idleAfter {
+			t.Errorf("after %s: %d idle connections, want %d", step.path, n, step.idleAfter)
+		}
+	}
+	if _, _, err := get(tr, "/304huge"); !errors.Is(err, ErrHeadTooLong) {
+		t.Errorf("an endless 304 head: %v, want %v", err, ErrHeadTooLong)
+	}
+
+	plain := newTestTransport(Config{})
+	defer plain.CloseIdleConnections()
+	resp, _, err := get(plain, "/304")
+	if err != nil || resp.StatusCode != 304 || resp.Header.Get("X-Amz-Request-Id") != "1" {
+		t.Errorf("without HeadlessNotModified: %v, %v; want a 304 with its headers", resp, err)
+	}
+}

@@ -188,6 +188,8 @@ func newFetchTransport(cfg Config, scheme string, t *http.Transport) *httpfetch.
 		MaxIdlePerHost: cfg.MaxIdleConnsPerHost,
 		IdleTimeout:    cfg.IdleConnTimeout,
 		ReadBuffer:     fetchReadBuffer,
+		// send makes nothing of a 304 but store.ErrNotModified.
+		HeadlessNotModified: true,
 	})
 }
 
