@@ -6,7 +6,8 @@
 // holds the reader until the body's end is signalled: three goroutine
 // wake-ups a request, a fifth of a small read's latency on loopback and
 // more on a busy machine. The HTTP itself is net/http's (Request.Write,
-// ReadResponse); what is here is the pool and the bounds:
+// ReadResponse; a 304's head is only read to its end, not parsed, under
+// Config.HeadlessNotModified); what is here is the pool and the bounds:
 //
 //   - an answer's head (status and headers) must arrive within
 //     Config.HeaderTimeout and the request's deadline, and be at most
