@@ -393,19 +393,11 @@ func TestGetOverTLS(t *testing.T) {
 // for many; a request a proxy applies to goes through net/http's
 // Transport to the proxy instead.
 func TestGetInTheCallersGoroutine(t *testing.T) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `"abc"`)
 		w.Header().Set("Content-Length", "2")
 		_, _ = io.WriteString(w, "ok")
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
+	})
 	st := newGetStore(t, srv.URL, false, 1)
 	for range 5 {
 		body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{})
@@ -451,12 +443,27 @@ func TestGetInTheCallersGoroutine(t *testing.T) {
 	}
 }
 
+// countingServer is a test server answering with h that counts the
+// connections it accepted.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	conns := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns
+}
+
 // TestNotModifiedKeepsTheConnection: a conditional GET answered 304 is
 // store.ErrNotModified, sent once, and leaves its connection to the next
 // request.
 func TestNotModifiedKeepsTheConnection(t *testing.T) {
-	var conns, requests atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var requests atomic.Int64
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		w.Header().Set("ETag", `"abc"`)
 		if r.Header.Get("If-None-Match") == `"abc"` {
@@ -465,14 +472,7 @@ func TestNotModifiedKeepsTheConnection(t *testing.T) {
 		}
 		w.Header().Set("Content-Length", "2")
 		_, _ = io.WriteString(w, "ok")
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
+	})
 	st := newGetStore(t, srv.URL, false, 3)
 	for range 10 {
 		body, _, _, err := st.Get(t.Context(), "bucket-1", "k", store.GetOptions{IfNoneMatch: "abc", ChecksumMode: true})
