@@ -200,7 +200,7 @@ test-e2e: $(BIN) $(TOOLS)/minio $(TOOLS)/versitygw venv chromium
 # the suite needs no root). Figures from this run mean nothing. The
 # pipelines experiment runs the platform (the store behind toxiproxy).
 test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
-	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,cold,warm,warm-local,remote-hit,remote-miss,owner-hit,owner-remote-hit,tcp --boto3=false >/dev/null
+	$(BIN) bench access --quick --sizes 4KiB,1MiB --targets store,store-304,store-http,store-304-http,cold,warm,warm-local,remote-hit,remote-miss,owner-hit,owner-remote-hit,tcp --boto3=false >/dev/null
 	$(BIN) bench consistency --increments 50 >/dev/null
 	$(BIN) bench disk --objects 6 --size 256KiB --passes 1 --preset local >/dev/null
 	$(BIN) bench changes --writes 3 --reads 20 >/dev/null

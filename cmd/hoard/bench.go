@@ -66,8 +66,9 @@ func runBenchAccess(ctx context.Context, args []string, stdout, stderr io.Writer
 			"warm hit under local reads, remote hit and remote miss through a second cachelet\n"+
 			"of one application) against MinIO direct (a GET, and a conditional GET answered\n"+
 			"304: store-304), the same through a bare TCP forwarder (store-fwd, store-304-fwd:\n"+
-			"the least one more hop adds), Redis and a loopback TCP copy, all started by the\n"+
-			"benchmark on loopback.\n\nflags:")
+			"the least one more hop adds) and through a bare HTTP proxy (store-http,\n"+
+			"store-304-http: the least an HTTP proxy in Go adds), Redis and a loopback TCP\n"+
+			"copy, all started by the benchmark on loopback.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	root := findModuleRoot()

@@ -432,8 +432,10 @@ type accessRig struct {
 	storeCore *minio.Core
 	// fwdCore reaches the store through a bare TCP forwarder (store-fwd).
 	fwdCore *minio.Core
-	rdb     *redis.Client
-	tcp     *TCPServer
+	// httpCore reaches the store through a bare HTTP proxy (store-http).
+	httpCore *minio.Core
+	rdb      *redis.Client
+	tcp      *TCPServer
 	// tcpFwd forwards to tcp (tcp-fwd).
 	tcpFwd *Forwarder
 	// checked reads with version-check (cold, warm, boto3), local with
@@ -507,6 +509,21 @@ func startAccessRig(ctx context.Context, cfg *AccessConfig, tmp string, rep *Rep
 			return nil, err
 		}
 		cfg.progress("a bare TCP forwarder at %s in front of the store at %s", fwd.Addr(), u.Host)
+	}
+	if cfg.wants(TargetStoreHTTP) || cfg.wants(TargetStore304HTTP) {
+		u, err := url.Parse(r.storeURL)
+		if err != nil {
+			return nil, err
+		}
+		hf, err := StartHTTPForwarder(u.Host)
+		if err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, func() { hf.Close() })
+		if r.httpCore, err = NewS3Client("http://"+hf.Addr(), r.srv.AccessKey(), r.srv.SecretKey(), benchRegion); err != nil {
+			return nil, err
+		}
+		cfg.progress("a bare HTTP proxy at %s in front of the store at %s", hf.Addr(), u.Host)
 	}
 	if cfg.wants(TargetRedis) {
 		rs, err := StartRedis(ctx, cfg.RedisBinary, filepath.Join(tmp, "redis"))
@@ -739,6 +756,10 @@ func (r *accessRig) target(name, key string, size int64, label string, rep *Repo
 		t.getter = NewS3Getter(r.fwdCore, benchBucket)
 	case TargetStore304Fwd:
 		t.getter, t.noBody = &ConditionalGetter{Core: r.fwdCore, Bucket: benchBucket}, true
+	case TargetStoreHTTP:
+		t.getter = NewS3Getter(r.httpCore, benchBucket)
+	case TargetStore304HTTP:
+		t.getter, t.noBody = &ConditionalGetter{Core: r.httpCore, Bucket: benchBucket}, true
 	case TargetCold:
 		t.getter, t.onTimed = hoardGetter(r.coldCore, cachelet.LocalMiss)
 		cl := r.cold.Cachelet()

@@ -27,6 +27,8 @@ var accessLabels = map[string]string{
 	TargetStore304:       "store 304 (conditional GET, MinIO direct)",
 	TargetStoreFwd:       "store through a bare TCP forwarder",
 	TargetStore304Fwd:    "store 304 through a bare TCP forwarder",
+	TargetStoreHTTP:      "store through a bare HTTP proxy",
+	TargetStore304HTTP:   "store 304 through a bare HTTP proxy",
 	TargetCold:           "LM (cold)",
 	TargetWarm:           "LH (warm, version-check)",
 	TargetWarmLocal:      "LH (warm-local)",
@@ -296,7 +298,7 @@ func uniqueSizes(ss ...*SizeResult) []*SizeResult {
 }
 
 // targetOrder is the order targets appear in plots.
-var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetOwnerHit, TargetRemoteHit, TargetOwnerRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
+var targetOrder = []string{TargetWarmLocal, TargetWarm, TargetOwnerHit, TargetRemoteHit, TargetOwnerRemoteHit, TargetCold, TargetRemoteMiss, TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetStoreHTTP, TargetStore304HTTP, TargetRedis, TargetTCP, TargetTCPFwd, TargetBoto3Warm, TargetBoto3Store}
 
 // measuredTargets lists the targets measured at some size, in plot order.
 func (r *Report) measuredTargets() []string {

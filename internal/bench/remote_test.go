@@ -56,7 +56,7 @@ func TestRemoteRatios(t *testing.T) {
 }
 
 func TestRemoteTargetsAreKnown(t *testing.T) {
-	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss, TargetOwnerHit, TargetOwnerRemoteHit, TargetStoreFwd, TargetStore304Fwd, TargetTCPFwd} {
+	for _, name := range []string{TargetRemoteHit, TargetRemoteMiss, TargetOwnerHit, TargetOwnerRemoteHit, TargetStoreFwd, TargetStore304Fwd, TargetStoreHTTP, TargetStore304HTTP, TargetTCPFwd} {
 		found := false
 		for _, a := range AllTargets() {
 			found = found || a == name

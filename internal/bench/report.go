@@ -16,11 +16,15 @@ const (
 	// The store behind a bare TCP forwarder: the floor any proxy adds.
 	TargetStoreFwd    = "store-fwd"
 	TargetStore304Fwd = "store-304-fwd"
-	TargetCold        = "cold"
-	TargetWarm        = "warm"
-	TargetWarmLocal   = "warm-local"
-	TargetRedis       = "redis"
-	TargetTCP         = "tcp"
+	// The store behind a bare HTTP reverse proxy: the floor an HTTP proxy
+	// adds (it reads and writes every request and answer).
+	TargetStoreHTTP    = "store-http"
+	TargetStore304HTTP = "store-304-http"
+	TargetCold         = "cold"
+	TargetWarm         = "warm"
+	TargetWarmLocal    = "warm-local"
+	TargetRedis        = "redis"
+	TargetTCP          = "tcp"
 	// The TCP copy through a bare forwarder: the ceiling of two hops.
 	TargetTCPFwd     = "tcp-fwd"
 	TargetRemoteHit  = "remote-hit"
@@ -36,7 +40,7 @@ const (
 // AllTargets() returns the Go-measured targets, in the order reports list
 // them (a new slice each call).
 func AllTargets() []string {
-	return []string{TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetOwnerHit, TargetOwnerRemoteHit, TargetRedis, TargetTCP, TargetTCPFwd}
+	return []string{TargetStore, TargetStore304, TargetStoreFwd, TargetStore304Fwd, TargetStoreHTTP, TargetStore304HTTP, TargetCold, TargetWarm, TargetWarmLocal, TargetRemoteHit, TargetRemoteMiss, TargetOwnerHit, TargetOwnerRemoteHit, TargetRedis, TargetTCP, TargetTCPFwd}
 }
 
 // TargetDescription says what a target measures ("" for an unknown one).
@@ -47,14 +51,17 @@ var targetDescriptions = map[string]string{
 	TargetStore304:    "a conditional GET straight to MinIO (If-None-Match with the object's ETag, answered 304 without a body): the least a read under version-check costs",
 	TargetStoreFwd:    "MinIO read as store does, through a bare TCP forwarder on loopback (bytes copied both ways, nothing parsed): the least one more hop, and so any proxy, adds",
 	TargetStore304Fwd: "store-304 through the same forwarder",
-	TargetCold:        "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
-	TargetWarm:        "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
-	TargetWarmLocal:   "hoard local hit, read mode local (second instance; no store round trip)",
-	TargetRedis:       "Redis GET of the same bytes (go-redis, which allocates each value)",
-	TargetTCP:         "plain loopback TCP copy of the same bytes (the ceiling)",
-	TargetTCPFwd:      "the tcp copy through a bare TCP forwarder (bytes moved by splice, never read): the ceiling of any path with two hops, a remote hit's (owner to reader, reader to client)",
-	TargetRemoteHit:   "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
-	TargetRemoteMiss:  "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
+	TargetStoreHTTP: "MinIO read as store does, through a bare HTTP reverse proxy on loopback built as hoard's front is (net/http server, small answers in one write, " +
+		"the store client's transport) that passes each request and answer on as they came: the least an HTTP proxy in Go adds",
+	TargetStore304HTTP: "store-304 through the same HTTP proxy",
+	TargetCold:         "hoard local miss: the cached copy is dropped (Cachelet.Invalidate, untimed) before every timed GET, so each one fetches from MinIO",
+	TargetWarm:         "hoard local hit, default read mode version-check (a conditional GET to MinIO per read)",
+	TargetWarmLocal:    "hoard local hit, read mode local (second instance; no store round trip)",
+	TargetRedis:        "Redis GET of the same bytes (go-redis, which allocates each value)",
+	TargetTCP:          "plain loopback TCP copy of the same bytes (the ceiling)",
+	TargetTCPFwd:       "the tcp copy through a bare TCP forwarder (bytes moved by splice, never read): the ceiling of any path with two hops, a remote hit's (owner to reader, reader to client)",
+	TargetRemoteHit:    "hoard remote hit, default setting strong: GET through the cachelet that does not own the key, its copy dropped (Cachelet.Invalidate, untimed) before every timed GET; the owner holds it and confirms it with the store",
+	TargetRemoteMiss:   "hoard remote miss, default setting strong: as remote-hit, with the owner's copy dropped too, so the owner fetches from MinIO",
 	TargetOwnerHit: "hoard local hit under the owner setting: GET through the cachelet of two (a second application) that does not own the key, " +
 		"whose copy the owner confirms (a conditional GET to the owner, answered not modified; no store request)",
 	TargetOwnerRemoteHit: "hoard remote hit under the owner setting: as owner-hit, with the reader's copy dropped (Cachelet.Invalidate, untimed) " +
@@ -142,6 +149,11 @@ type Ratios struct {
 	Fwd304Store304P50 *float64 `json:"store_304_fwd_store_304_p50,omitempty"` // store-304-fwd p50 / store-304 p50
 	ColdFwdP50        *float64 `json:"cold_store_fwd_p50,omitempty"`          // cold p50 / store-fwd p50
 	WarmFwd304P50     *float64 `json:"warm_store_304_fwd_p50,omitempty"`      // warm p50 / store-304-fwd p50
+	// The same against a bare HTTP reverse proxy.
+	HTTPStoreP50       *float64 `json:"store_http_store_p50,omitempty"`         // store-http p50 / store p50
+	HTTP304Store304P50 *float64 `json:"store_304_http_store_304_p50,omitempty"` // store-304-http p50 / store-304 p50
+	ColdHTTPP50        *float64 `json:"cold_store_http_p50,omitempty"`          // cold p50 / store-http p50
+	WarmHTTP304P50     *float64 `json:"warm_store_304_http_p50,omitempty"`      // warm p50 / store-304-http p50
 	// Remote reads against local ones (Faa$T's RH/LH and RM/LM).
 	RemoteHitWarmP50      *float64 `json:"remote_hit_warm_p50,omitempty"`       // remote-hit p50 / warm p50
 	RemoteHitWarmLocalP50 *float64 `json:"remote_hit_warm_local_p50,omitempty"` // remote-hit p50 / warm-local p50
@@ -190,6 +202,11 @@ func (s *SizeResult) ComputeRatios() {
 		ColdFwdP50:        p50(TargetCold, TargetStoreFwd),
 		WarmFwd304P50:     p50(TargetWarm, TargetStore304Fwd),
 
+		HTTPStoreP50:       p50(TargetStoreHTTP, TargetStore),
+		HTTP304Store304P50: p50(TargetStore304HTTP, TargetStore304),
+		ColdHTTPP50:        p50(TargetCold, TargetStoreHTTP),
+		WarmHTTP304P50:     p50(TargetWarm, TargetStore304HTTP),
+
 		RemoteHitWarmP50:      p50(TargetRemoteHit, TargetWarm),
 		RemoteHitWarmLocalP50: p50(TargetRemoteHit, TargetWarmLocal),
 		RemoteMissColdP50:     p50(TargetRemoteMiss, TargetCold),
@@ -221,6 +238,11 @@ type Check struct {
 	// store: the least that one more hop adds, so the least any proxy
 	// could show. It does not decide Pass.
 	Floor *float64 `json:"floor,omitempty"`
+	// HTTPFloor is the same through a bare HTTP reverse proxy
+	// (store-http/store, or store-304-http/store-304): the least an HTTP
+	// proxy in Go, which reads and writes every request and answer,
+	// shows. It does not decide Pass.
+	HTTPFloor *float64 `json:"http_floor,omitempty"`
 }
 
 // Status is "pass", "short" or "not measured".
@@ -256,10 +278,10 @@ func (r *Report) EvaluateChecks() {
 		}
 		return c
 	}
-	// withFloor adds the forwarder's ratio at c's size.
-	withFloor := func(c Check, floor func(Ratios) *float64) Check {
+	// withFloor adds the forwarders' ratios at c's size.
+	withFloor := func(c Check, floor func(Ratios) (tcp, http *float64)) Check {
 		if s := bySize[c.Size]; s != nil {
-			c.Floor = floor(s.Ratios)
+			c.Floor, c.HTTPFloor = floor(s.Ratios)
 		}
 		return c
 	}
@@ -271,7 +293,7 @@ func (r *Report) EvaluateChecks() {
 			func(x Ratios) (*float64, *float64) { return x.StoreWarmP50, x.StoreWarmLocalP50 }),
 		withFloor(mk("warm 4 KiB p50 within 5% of a conditional GET to MinIO (warm/store-304 p50)", kib4, "<= 1.05x", atMost(1.05),
 			func(x Ratios) (*float64, *float64) { return x.WarmStore304P50, nil }),
-			func(x Ratios) *float64 { return x.Fwd304Store304P50 }),
+			func(x Ratios) (*float64, *float64) { return x.Fwd304Store304P50, x.HTTP304Store304P50 }),
 		mk("warm 256 MiB throughput >= 2x Redis (warm/redis MB/s)", mib256, ">= 2.00x", atLeast(2),
 			func(x Ratios) (*float64, *float64) { return x.WarmRedisMBps, x.WarmLocalRedisMBps }),
 		mk("warm 256 MiB throughput >= 60% of TCP (warm/tcp MB/s)", mib256, ">= 0.60x", atLeast(0.6),
@@ -282,7 +304,7 @@ func (r *Report) EvaluateChecks() {
 	for _, s := range r.Sizes {
 		r.Checks = append(r.Checks, withFloor(mk("cold <= 10% slower than MinIO direct (cold/store p50)", s.Size, "<= 1.10x", atMost(1.1),
 			func(x Ratios) (*float64, *float64) { return x.ColdStoreP50, nil }),
-			func(x Ratios) *float64 { return x.FwdStoreP50 }))
+			func(x Ratios) (*float64, *float64) { return x.FwdStoreP50, x.HTTPStoreP50 }))
 	}
 }
 
@@ -337,6 +359,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "floor:      store-fwd/store p50 %s | store-304-fwd/store-304 p50 %s (one more hop, nothing parsed: the least any proxy adds) | cold/store-fwd p50 %s | warm/store-304-fwd p50 %s (hoard above that floor)\n",
 				fmtRatio(x.FwdStoreP50), fmtRatio(x.Fwd304Store304P50), fmtRatio(x.ColdFwdP50), fmtRatio(x.WarmFwd304P50))
 		}
+		if s.Target(TargetStoreHTTP) != nil || s.Target(TargetStore304HTTP) != nil {
+			fmt.Fprintf(&b, "http floor: store-http/store p50 %s | store-304-http/store-304 p50 %s (an HTTP proxy that only passes requests on: the least an HTTP proxy in Go adds) | cold/store-http p50 %s | warm/store-304-http p50 %s (hoard above it)\n",
+				fmtRatio(x.HTTPStoreP50), fmtRatio(x.HTTP304Store304P50), fmtRatio(x.ColdHTTPP50), fmtRatio(x.WarmHTTP304P50))
+		}
 		if s.Target(TargetRemoteHit) != nil || s.Target(TargetRemoteMiss) != nil {
 			fmt.Fprintf(&b, "remote:     RH/LH remote-hit/warm p50 %s | remote-hit/warm-local p50 %s | remote-miss/cold p50 %s | remote-miss/store p50 %s\n",
 				fmtRatio(x.RemoteHitWarmP50), fmtRatio(x.RemoteHitWarmLocalP50), fmtRatio(x.RemoteMissColdP50), fmtRatio(x.RemoteMissStoreP50))
@@ -352,11 +378,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	r.writeRemoteSummary(&b)
 	if len(r.Checks) > 0 {
-		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference; floor: the store behind a bare forwarder against the store, the least any proxy shows)\n")
+		b.WriteString("\ntargets (decided on warm, the default version-checked read; warm-local shown for reference; floor: the store behind a bare TCP forwarder against the store, the least any proxy shows; http floor: the same behind a bare HTTP proxy, the least an HTTP proxy in Go shows)\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "target\tsize\twant\tmeasured\tresult\twarm-local\tfloor")
+		fmt.Fprintln(tw, "target\tsize\twant\tmeasured\tresult\twarm-local\tfloor\thttp floor")
 		for _, c := range r.Checks {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status(), fmtRatio(c.Reference), fmtRatio(c.Floor))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status(), fmtRatio(c.Reference), fmtRatio(c.Floor), fmtRatio(c.HTTPFloor))
 		}
 		tw.Flush()
 	}

@@ -23,6 +23,8 @@ func testReport() *Report {
 				result(TargetStore304, 96*time.Microsecond, 0),
 				result(TargetStoreFwd, 540*time.Microsecond, 7.5),
 				result(TargetStore304Fwd, 120*time.Microsecond, 0),
+				result(TargetStoreHTTP, 600*time.Microsecond, 6.75),
+				result(TargetStore304HTTP, 125*time.Microsecond, 0),
 				result(TargetCold, 540*time.Microsecond, 7.5),
 				result(TargetWarm, 100*time.Microsecond, 40),
 				result(TargetWarmLocal, 25*time.Microsecond, 160),
@@ -71,8 +73,13 @@ func TestComputeRatios(t *testing.T) {
 	approx(t, "store-304-fwd/store-304 p50", x.Fwd304Store304P50, 1.25)
 	approx(t, "cold/store-fwd p50", x.ColdFwdP50, 1)
 	approx(t, "warm/store-304-fwd p50", x.WarmFwd304P50, 100.0/120)
+	approx(t, "store-http/store p50", x.HTTPStoreP50, 1.2)
+	approx(t, "store-304-http/store-304 p50", x.HTTP304Store304P50, 125.0/96)
+	approx(t, "cold/store-http p50", x.ColdHTTPP50, 0.9)
+	approx(t, "warm/store-304-http p50", x.WarmHTTP304P50, 0.8)
 	y := r.Sizes[1].Ratios
-	if y.WarmTCPMBps != nil || y.WarmLocalRedisP50 != nil || y.FwdStoreP50 != nil || y.ColdFwdP50 != nil {
+	if y.WarmTCPMBps != nil || y.WarmLocalRedisP50 != nil || y.FwdStoreP50 != nil || y.ColdFwdP50 != nil ||
+		y.HTTPStoreP50 != nil || y.HTTP304Store304P50 != nil || y.ColdHTTPP50 != nil || y.WarmHTTP304P50 != nil {
 		t.Error("ratios with a missing target should be nil")
 	}
 	approx(t, "256 MiB warm/redis MB/s", y.WarmRedisMBps, 2.6)
@@ -112,18 +119,21 @@ func TestEvaluateChecks(t *testing.T) {
 	if c := r.Checks[0]; c.Reference == nil || *c.Reference != 1.25 || c.Pass || c.Floor != nil {
 		t.Errorf("first check: %+v", c)
 	}
-	// The forwarder's ratio is set next to the checks against the store
-	// where it was measured, and decides nothing either.
+	// The forwarders' ratios are set next to the checks against the
+	// store where they were measured, and decide nothing either.
 	for _, c := range r.Checks {
-		var want *float64
+		var want, wantHTTP *float64
 		switch {
 		case strings.HasPrefix(c.Name, "warm 4 KiB p50 within 5% of a conditional"):
-			want = r.Sizes[0].Ratios.Fwd304Store304P50
+			want, wantHTTP = r.Sizes[0].Ratios.Fwd304Store304P50, r.Sizes[0].Ratios.HTTP304Store304P50
 		case strings.HasPrefix(c.Name, "cold") && c.Size == 4<<10:
-			want = r.Sizes[0].Ratios.FwdStoreP50
+			want, wantHTTP = r.Sizes[0].Ratios.FwdStoreP50, r.Sizes[0].Ratios.HTTPStoreP50
 		}
 		if (want == nil) != (c.Floor == nil) || (want != nil && *want != *c.Floor) {
 			t.Errorf("%s at %s: floor %v, want %v", c.Name, FormatSize(c.Size), c.Floor, want)
+		}
+		if (wantHTTP == nil) != (c.HTTPFloor == nil) || (wantHTTP != nil && *wantHTTP != *c.HTTPFloor) {
+			t.Errorf("%s at %s: http floor %v, want %v", c.Name, FormatSize(c.Size), c.HTTPFloor, wantHTTP)
 		}
 	}
 }
@@ -159,6 +169,8 @@ func TestWriteTable(t *testing.T) {
 		"cold/store p50 1.08x",
 		"floor:      store-fwd/store p50 1.08x | store-304-fwd/store-304 p50 1.25x",
 		"cold/store-fwd p50 1.00x | warm/store-304-fwd p50 0.83x",
+		"http floor: store-http/store p50 1.20x | store-304-http/store-304 p50 1.30x",
+		"cold/store-http p50 0.90x | warm/store-304-http p50 0.80x",
 		"warm-local/redis p50 1.25x",
 		"warm/tcp MB/s -", // 256 MiB has no tcp
 		"note: a note",
