@@ -207,7 +207,7 @@ test-bench-smoke: $(BIN) $(TOOLS)/minio $(TOOLS)/toxiproxy-server venv
 	$(BIN) bench writes --sizes 4KiB,1MiB --writes 5 >/dev/null
 	$(BIN) bench durable --duration 3s --kill-every 1s --keys 6 --only durable >/dev/null
 	$(BIN) bench ranges --min-size 12MiB --max-size 16MiB --ranges 4 --max-range 4MiB --max-object 8MiB >/dev/null
-	$(BIN) bench throughput --connections 4 --duration 200ms --warmup 50ms --targets bare-http,minio,hoard-local,hoard-strong-hot,hoard-strong-many >/dev/null
+	$(BIN) bench throughput --connections 4 --duration 200ms --warmup 50ms --targets bare-http,bare-http-proc,minio,hoard-local,hoard-strong-hot,hoard-strong-many >/dev/null
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  { $(BIN) bench all --quick --only consistency,pipelines --report "$$tmp/report" >"$$tmp/log" 2>&1 || { cat "$$tmp/log"; exit 1; }; } && \
 	  test -s "$$tmp/report/index.html" && test -s "$$tmp/report/report.md" && ls "$$tmp"/report/plots/*.png >/dev/null && \

@@ -36,6 +36,7 @@ var benchmarks = []struct {
 	{"writes", "write-back: PUT p50/p99 at 4 KiB, 1 MiB, 16 MiB under strong, background persistence and durable writes", runBenchWrites},
 	{"throughput", "ops/s of GETs and PUTs against connections: hoard, MinIO, Redis, a bare HTTP server", runBenchThroughput},
 	{"all", "run every experiment and write a report (results.json, index.html, report.md)", runBenchAll},
+	{"bare-server", "serve throughput's object from a bare Go HTTP server on loopback until stdin ends (the bare-http-proc target)", runBenchBareServer},
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

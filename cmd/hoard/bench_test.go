@@ -99,3 +99,22 @@ func TestBenchChangesFlags(t *testing.T) {
 		}
 	}
 }
+
+// `hoard bench bare-server` refuses a size it cannot serve and stray
+// arguments before listening.
+func TestBenchBareServerFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "bare-server", "--size", "0"}, "want 1 byte to 64 MiB"},
+		{[]string{"bench", "bare-server", "--size", "65MiB"}, "want 1 byte to 64 MiB"},
+		{[]string{"bench", "bare-server", "--size", "big"}, "--size"},
+		{[]string{"bench", "bare-server", "8080"}, `unexpected argument "8080"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tt.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tt.want) || out.Len() != 0 {
+			t.Errorf("hoard %s: exit %d, want 2 with %q\nstdout: %s\nstderr: %s", strings.Join(tt.args, " "), code, tt.want, out.String(), errOut.String())
+		}
+	}
+}

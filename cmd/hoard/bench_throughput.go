@@ -22,7 +22,9 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 			"(a closed loop) against hoard local hits, hoard strong on one hot key and on a key per\n"+
 			"connection, MinIO direct, Redis and a bare Go HTTP server answering the same bytes, all\n"+
 			"started by the benchmark on loopback, and prints each target's ratio to MinIO direct and\n"+
-			"to the bare server. Redis is left out (and the output says so) when redis-server is missing.\n\nflags:")
+			"to the bare server, in the benchmark's process (bare-http) and as a process of its own as\n"+
+			"hoard serve is (bare-http-proc). Redis is left out (and the output says so) when\n"+
+			"redis-server is missing.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var (
@@ -69,6 +71,9 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	cfg.Quick, cfg.MinIOBinary, cfg.RedisBinary, cfg.TempDir, cfg.Progress = quick, minioBin, redisBin, tmp, stderr
 	cfg.HoardBinary = hoardBinary(hoardBin)
+	if self, err := os.Executable(); err == nil {
+		cfg.BareBinary = self // the baseline does not change with --hoard
+	}
 	if cfg.Log, err = newLogger(stderr, logLevel, false); err != nil {
 		return err
 	}
@@ -144,4 +149,39 @@ func isFlagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// runBenchBareServer is `hoard bench bare-server`: the throughput
+// benchmark's bare HTTP server as a process of its own. It prints
+// "serving on URL" once it listens and serves until its standard input
+// ends (the benchmark holds it open) or it is interrupted.
+func runBenchBareServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench bare-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: hoard bench bare-server [flags]\n\n"+
+			"Serves `hoard bench throughput`'s object from a bare Go net/http server on a loopback\n"+
+			"port (every GET answered with its bytes, every PUT's body read), prints \"serving on URL\"\n"+
+			"and serves until standard input ends. The throughput benchmark runs it as its\n"+
+			"bare-http-proc target.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	size := fs.String("size", "4KiB", "object size, up to 64 MiB")
+	if err := usageErr(fs.Parse(args)); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	n, err := parseBytes(*size)
+	if err != nil || n <= 0 || n > 64<<20 {
+		return fmt.Errorf("%w: --size %q: want 1 byte to 64 MiB", errUsage, *size)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return bench.ServeBare(ctx, n, stdout)
 }

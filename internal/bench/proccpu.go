@@ -78,6 +78,10 @@ func (r *throughputRig) serverCPU(target string) *cpuWindow {
 		if h := r.hoards[string(cachelet.ReadVersionCheck)]; h != nil {
 			w.pid = h.cmd.Process.Pid
 		}
+	case TPBareProc:
+		if r.bareProc != nil {
+			w.pid = r.bareProc.cmd.Process.Pid
+		}
 	case TPMinIO:
 		if r.minio != nil {
 			w.pid = r.minio.PID()

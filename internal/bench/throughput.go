@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +28,7 @@ import (
 // The throughput benchmark's targets, in the order they are measured.
 const (
 	TPBare       = "bare-http"         // a Go net/http server answering the same bytes
+	TPBareProc   = "bare-http-proc"    // the same server as a process of its own
 	TPRedis      = "redis"             // redis-server GET / SET
 	TPMinIO      = "minio"             // MinIO direct, presigned
 	TPLocal      = "hoard-local"       // hoard, read mode local: local hits of one key
@@ -44,7 +44,7 @@ const (
 
 // ThroughputTargets lists every target.
 func ThroughputTargets() []string {
-	return []string{TPBare, TPRedis, TPMinIO, TPLocal, TPStrongHot, TPStrongMany}
+	return []string{TPBare, TPBareProc, TPRedis, TPMinIO, TPLocal, TPStrongHot, TPStrongMany}
 }
 
 // ThroughputTargetDescription says what a target measures.
@@ -52,6 +52,9 @@ func ThroughputTargetDescription(t string) string {
 	switch t {
 	case TPBare:
 		return "a bare Go net/http server in the benchmark's process answering the same bytes (GET) or reading the body (PUT): the load generator's ceiling"
+	case TPBareProc:
+		return "the same bare server as a process of its own (hoard bench bare-server), as hoard serve is: each request crosses to another process and back, " +
+			"so this is the bare server to set the hoard targets against"
 	case TPRedis:
 		return "redis-server on loopback: GET of one key, SET of one key per connection"
 	case TPMinIO:
@@ -77,6 +80,8 @@ const (
 	DefaultThroughputSize = 4 << 10
 	// MaxConnections bounds --connections.
 	MaxConnections = 256
+	// maxThroughputSize bounds --size.
+	maxThroughputSize = 64 << 20
 )
 
 // ThroughputConfig configures RunThroughput.
@@ -98,6 +103,10 @@ type ThroughputConfig struct {
 	// HoardBinary runs `hoard serve` for the hoard targets; default
 	// $HOARD_BIN.
 	HoardBinary string
+	// BareBinary runs `hoard bench bare-server` for bare-http-proc;
+	// default HoardBinary. `hoard bench throughput` sets its own binary,
+	// so the baseline stays the same when --hoard picks another.
+	BareBinary string
 	// MinIOBinary: default localstore.FindBinary("minio"). RedisBinary:
 	// default FindRedisServer(); when that finds none, Redis is left out
 	// and the report says so.
@@ -127,7 +136,7 @@ func (cfg *ThroughputConfig) Validate() (notes []string, err error) {
 	if cfg.Size == 0 {
 		cfg.Size = DefaultThroughputSize
 	}
-	if cfg.Size < 0 || cfg.Size > 64<<20 {
+	if cfg.Size < 0 || cfg.Size > maxThroughputSize {
 		return nil, fmt.Errorf("bench: object size %d: want 1 byte to 64 MiB", cfg.Size)
 	}
 	if cfg.Duration == 0 {
@@ -182,11 +191,14 @@ func (cfg *ThroughputConfig) Validate() (notes []string, err error) {
 			cfg.RedisBinary = bin
 		}
 	}
-	if cfg.wantsHoard() && cfg.HoardBinary == "" {
+	if (cfg.wantsHoard() || cfg.wants(TPBareProc) && cfg.BareBinary == "") && cfg.HoardBinary == "" {
 		cfg.HoardBinary = os.Getenv("HOARD_BIN")
 		if cfg.HoardBinary == "" {
 			return nil, ErrNoHoardBinary
 		}
+	}
+	if cfg.wants(TPBareProc) && cfg.BareBinary == "" {
+		cfg.BareBinary = cfg.HoardBinary
 	}
 	return notes, nil
 }
@@ -262,13 +274,15 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputReport
 
 // throughputRig is what a run measures against.
 type throughputRig struct {
-	data   []byte
-	store  *minio.Core
-	rdb    *redis.Client
-	bare   *bareServer
-	hoards map[string]*hoardProcess // by read mode: local, version-check
-	minio  *localstore.Server
-	closes []func()
+	data  []byte
+	store *minio.Core
+	rdb   *redis.Client
+	bare  *bareServer
+	// bareProc is the bare server as a process of its own.
+	bareProc *bareProcess
+	hoards   map[string]*hoardProcess // by read mode: local, version-check
+	minio    *localstore.Server
+	closes   []func()
 	// clients are the HTTP clients, one per target, each keeping up to
 	// MaxConnections connections alive.
 	clients map[string]*http.Client
@@ -287,8 +301,7 @@ func startThroughputRig(ctx context.Context, cfg *ThroughputConfig, tmp string, 
 			r.Close()
 		}
 	}()
-	r.data = make([]byte, cfg.Size)
-	_, _ = rand.NewChaCha8([32]byte{'t', 'p'}).Read(r.data)
+	r.data = throughputData(cfg.Size)
 
 	cfg.progress("starting MinIO (%s)", cfg.MinIOBinary)
 	srv, core, err := startStore(ctx, cfg.MinIOBinary, tmp, cfg.Log)
@@ -331,6 +344,13 @@ func startThroughputRig(ctx context.Context, cfg *ThroughputConfig, tmp string, 
 			return nil, err
 		}
 		r.closes = append(r.closes, r.bare.Close)
+	}
+	if cfg.wants(TPBareProc) {
+		if r.bareProc, err = startBareProcess(ctx, cfg.BareBinary, cfg.Size); err != nil {
+			return nil, err
+		}
+		r.closes = append(r.closes, r.bareProc.Close)
+		cfg.progress("started %s bench bare-server on %s", cfg.BareBinary, r.bareProc.url)
 	}
 	budget := 4*int64(len(keys))*cfg.Size + 64<<20
 	for _, mode := range []cachelet.ReadMode{cachelet.ReadLocal, cachelet.ReadVersionCheck} {
@@ -401,6 +421,8 @@ func (r *throughputRig) ops(ctx context.Context, target, op string, conns int) (
 		switch target {
 		case TPBare:
 			url = r.bare.url
+		case TPBareProc:
+			url = r.bareProc.url
 		case TPMinIO:
 			url, err = presign(ctx, r.store, op, r.key(target, op, i))
 		case TPLocal:
@@ -411,7 +433,7 @@ func (r *throughputRig) ops(ctx context.Context, target, op string, conns int) (
 		if err != nil {
 			return nil, err
 		}
-		if target != TPBare && target != TPMinIO && op == OpGet {
+		if target != TPBare && target != TPBareProc && target != TPMinIO && op == OpGet {
 			expect = string(cachelet.LocalHit)
 		}
 		if out[i], err = httpOp(ctx, r.clients[target], op, url, r.data, size, expect); err != nil {

@@ -50,6 +50,9 @@ type ThroughputPoint struct {
 	// was not measured).
 	VsMinIO *float64 `json:"vs_minio,omitempty"`
 	VsBare  *float64 `json:"vs_bare_http,omitempty"`
+	// VsBareProc is Rate over the bare server's as a process of its own
+	// (bare-http-proc), which is what a hoard target is.
+	VsBareProc *float64 `json:"vs_bare_http_proc,omitempty"`
 	// ServerCPUNS is the CPU time (user and system) the target's server
 	// process used in the timed window per operation answered, in
 	// nanoseconds: for the targets that are processes of their own (hoard
@@ -68,7 +71,8 @@ const ThroughputMethod = "a closed loop per point: N connections (one goroutine 
 	"Every hoard GET must be answered as a local hit (x-hoard-read), or the run fails. " +
 	"Server CPU per op is the CPU time the target's server process used during the timed window (from /proc) over the operations answered in it, " +
 	"for the targets that run as processes of their own. " +
-	"The hoard targets are `hoard serve` processes; the bare HTTP server runs in the benchmark's own process; " +
+	"The hoard targets are `hoard serve` processes; the bare HTTP server runs in the benchmark's own process (bare-http) " +
+	"and as a process of its own (bare-http-proc, `hoard bench bare-server`), which is how the hoard targets run; " +
 	"everything shares the machine's cores with the generator."
 
 func newThroughputReport(cfg ThroughputConfig, notes []string) *ThroughputReport {
@@ -110,6 +114,9 @@ func (r *ThroughputReport) computeRatios() {
 		if b := r.point(p.Op, p.Connections, TPBare); b != nil && b.Rate > 0 {
 			p.VsBare = F(p.Rate / b.Rate)
 		}
+		if b := r.point(p.Op, p.Connections, TPBareProc); b != nil && b.Rate > 0 {
+			p.VsBareProc = F(p.Rate / b.Rate)
+		}
 	}
 }
 
@@ -133,7 +140,7 @@ func (r *ThroughputReport) WriteTable(w io.Writer) error {
 	for _, op := range r.Settings.Ops {
 		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(op))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "conns\ttarget\tops/s\tp50\tp99\tx minio\tx bare-http\tserver cpu/op\t")
+		fmt.Fprintln(tw, "conns\ttarget\tops/s\tp50\tp99\tx minio\tx bare-http\tx bare-http-proc\tserver cpu/op\t")
 		for _, n := range r.Settings.Connections {
 			for _, t := range r.Settings.Targets {
 				p := r.point(op, n, t)
@@ -144,8 +151,8 @@ func (r *ThroughputReport) WriteTable(w io.Writer) error {
 				if p.ServerCPUNS != nil {
 					cpu = FormatDuration(time.Duration(*p.ServerCPUNS))
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, t, fmtRate(p.Rate),
-					FormatDuration(time.Duration(p.P50NS)), FormatDuration(time.Duration(p.P99NS)), fmtRatio(p.VsMinIO), fmtRatio(p.VsBare), cpu)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, t, fmtRate(p.Rate),
+					FormatDuration(time.Duration(p.P50NS)), FormatDuration(time.Duration(p.P99NS)), fmtRatio(p.VsMinIO), fmtRatio(p.VsBare), fmtRatio(p.VsBareProc), cpu)
 			}
 		}
 		if err := tw.Flush(); err != nil {
@@ -229,7 +236,7 @@ func (r *ThroughputReport) Result() *Result {
 	for _, t := range r.Settings.Targets {
 		res.Settings.Other = append(res.Settings.Other, Setting{t, r.Settings.Descriptions[t]})
 	}
-	table := Table{ID: "points", Title: "Every point", Columns: []string{"op", "connections", "target", "ops/s", "p50", "p99", "x MinIO", "x bare HTTP"}}
+	table := Table{ID: "points", Title: "Every point", Columns: []string{"op", "connections", "target", "ops/s", "p50", "p99", "x MinIO", "x bare HTTP", "x bare HTTP process"}}
 	for _, op := range r.Settings.Ops {
 		p := Plot{Kind: PlotCurve, ID: "ops-" + op, Title: strings.ToUpper(op) + " ops/s against connections, " + FormatSize(r.Settings.Size),
 			Unit: "ops/s", XLabel: "connections", YLabel: "ops/s", XLog: true,
@@ -240,7 +247,7 @@ func (r *ThroughputReport) Result() *Result {
 				if pt := r.point(op, n, t); pt != nil {
 					s.X, s.Y = append(s.X, float64(n)), append(s.Y, pt.Rate)
 					table.Rows = append(table.Rows, []string{op, fmt.Sprint(n), t, fmtRate(pt.Rate),
-						FormatDuration(time.Duration(pt.P50NS)), FormatDuration(time.Duration(pt.P99NS)), fmtRatio(pt.VsMinIO), fmtRatio(pt.VsBare)})
+						FormatDuration(time.Duration(pt.P50NS)), FormatDuration(time.Duration(pt.P99NS)), fmtRatio(pt.VsMinIO), fmtRatio(pt.VsBare), fmtRatio(pt.VsBareProc)})
 				}
 			}
 			if len(s.X) > 0 {
