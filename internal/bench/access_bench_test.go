@@ -37,7 +37,10 @@ func BenchmarkGetCold1MiB(b *testing.B)   { benchGet(b, "cold", 1<<20) }
 func BenchmarkGetStore16MiB(b *testing.B) { benchGet(b, "store", 16<<20) }
 func BenchmarkGetCold16MiB(b *testing.B)  { benchGet(b, "cold", 16<<20) }
 
-func benchGet(b *testing.B, mode cachelet.ReadMode, size int64) {
+// startBenchStore starts MinIO with the bench bucket holding one object
+// of size bytes, and returns the server, a client and the object's key;
+// without the MinIO binary the benchmark is skipped.
+func startBenchStore(b *testing.B, size int64) (*localstore.Server, *minio.Core, string) {
 	ctx := context.Background()
 	srv, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(b.TempDir(), "data"), Logger: slog.New(slog.DiscardHandler)})
 	if errors.Is(err, localstore.ErrBinaryNotFound) {
@@ -59,6 +62,13 @@ func benchGet(b *testing.B, mode cachelet.ReadMode, size int64) {
 		minio.PutObjectOptions{DisableMultipart: true}); err != nil {
 		b.Fatal(err)
 	}
+	return srv, store, key
+}
+
+func benchGet(b *testing.B, mode cachelet.ReadMode, size int64) {
+	ctx := context.Background()
+	srv, store, key := startBenchStore(b, size)
+	var err error
 	g := NewS3Getter(store, benchBucket)
 	var in *instance.Instance
 	if mode != "store" {

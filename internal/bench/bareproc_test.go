@@ -66,7 +66,9 @@ func TestServeBare(t *testing.T) {
 
 // TestStartBareProcess: the child's ready line is read and its URL kept;
 // closing the child's standard input ends it; a child that says anything
-// else, or exits, is an error with what it wrote.
+// else, or exits, is an error with what it wrote. Not parallel, and every
+// script is written before the first runs: a fork while a script is open
+// for writing could fail its exec with "text file busy".
 func TestStartBareProcess(t *testing.T) {
 	dir := t.TempDir()
 	script := func(name, body string) string {
@@ -81,6 +83,10 @@ func TestStartBareProcess(t *testing.T) {
 	good := script("good", `[ "$1 $2 $3 $4" = "bench bare-server --size 4096" ] || { echo "bad args: $*" >&2; exit 2; }
 echo "serving on http://127.0.0.1:1/throughput/hot"
 cat >/dev/null`)
+	bad := map[string]string{
+		"wrong-line": script("wrong-line", `echo "listening somewhere"; cat >/dev/null`),
+		"exits":      script("exits", `echo "no such flag" >&2; exit 2`),
+	}
 	p, err := startBareProcess(t.Context(), good, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -99,11 +105,8 @@ cat >/dev/null`)
 		t.Errorf("Close took %v: the child did not end with its standard input", d)
 	}
 
-	for name, body := range map[string]string{
-		"wrong-line": `echo "listening somewhere"; cat >/dev/null`,
-		"exits":      `echo "no such flag" >&2; exit 2`,
-	} {
-		if _, err := startBareProcess(t.Context(), script(name, body), 4096); err == nil {
+	for name, bin := range bad {
+		if _, err := startBareProcess(t.Context(), bin, 4096); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if name == "exits" && !strings.Contains(err.Error(), "no such flag") {
 			t.Errorf("%s: %v lacks the child's stderr", name, err)

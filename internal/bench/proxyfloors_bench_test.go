@@ -1,25 +1,18 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
 	"github.com/valyala/fasthttp"
-
-	"github.com/hoard-io/hoard/internal/localstore"
 )
 
 // BenchmarkProxyFloors measures what a proxy in front of MinIO costs a
@@ -45,27 +38,8 @@ import (
 func BenchmarkProxyFloors(b *testing.B) {
 	rounds, gets := envInt(b, "HOARD_PROXYBENCH_ROUNDS", 5), envInt(b, "HOARD_PROXYBENCH_GETS", 1000)
 	ctx := context.Background()
-	srv, err := localstore.StartMinIO(ctx, localstore.Config{DataDir: filepath.Join(b.TempDir(), "data"), Logger: slog.New(slog.DiscardHandler)})
-	if errors.Is(err, localstore.ErrBinaryNotFound) {
-		b.Skip(err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Close() })
-	store, err := NewS3Client(srv.Endpoint(), srv.AccessKey(), srv.SecretKey(), benchRegion)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := makeBucket(ctx, store); err != nil {
-		b.Fatal(err)
-	}
 	const size = 4 << 10
-	key := objectKey(size)
-	if _, err := store.PutObject(ctx, benchBucket, key, bytes.NewReader(make([]byte, size)), size, "", "",
-		minio.PutObjectOptions{DisableMultipart: true}); err != nil {
-		b.Fatal(err)
-	}
+	srv, store, key := startBenchStore(b, size)
 	u, err := url.Parse(srv.Endpoint())
 	if err != nil {
 		b.Fatal(err)
