@@ -35,8 +35,14 @@ type HTTPForwarder struct {
 	wg       sync.WaitGroup
 }
 
-// httpForwardTimeout bounds each forwarded request, answer included.
-const httpForwardTimeout = 30 * time.Second
+// httpForwardTimeout bounds the wait for a request's head and for the
+// upstream's answer's; httpForwardDeadline bounds a forwarded request
+// whole, its answer's body included (a large object behind a slow store
+// link takes a while).
+const (
+	httpForwardTimeout  = 30 * time.Second
+	httpForwardDeadline = 10 * time.Minute
+)
 
 // hopHeaders are the headers that describe one connection and are not
 // passed on (RFC 9110, 7.6.1).
@@ -87,7 +93,7 @@ func (f *HTTPForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the HTTP forwarder passes GET and HEAD only", http.StatusNotImplemented)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), httpForwardTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), httpForwardDeadline)
 	defer cancel()
 	h := r.Header.Clone()
 	for _, k := range hopHeaders {
