@@ -136,8 +136,13 @@ func (r *Report) Result() *Result {
 		res.Workloads = []CostWorkload{w}
 	}
 	for _, c := range r.Checks {
-		res.Notes = append(res.Notes, fmt.Sprintf("hoard's own target, %s at %s: want %s, measured %s: %s",
-			c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status()))
+		note := fmt.Sprintf("hoard's own target, %s at %s: want %s, measured %s: %s",
+			c.Name, FormatSize(c.Size), c.Want, fmtRatio(c.Measured), c.Status())
+		if c.Floor != nil || c.HTTPFloor != nil {
+			note += fmt.Sprintf(" (the same ratio through a bare TCP forwarder %s, through a bare HTTP proxy %s: the least one more hop and an HTTP proxy add)",
+				fmtRatio(c.Floor), fmtRatio(c.HTTPFloor))
+		}
+		res.Notes = append(res.Notes, note)
 	}
 	res.Notes = append(res.Notes, r.Notes...)
 	return res

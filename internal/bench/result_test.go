@@ -235,6 +235,20 @@ func TestAccessResult(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "hoard's own target") {
 		t.Error("the checks are not among the notes")
 	}
+	// The cold 4 KiB check carries both floors; the 256 MiB one, with no
+	// forwarder measured there, carries none.
+	for _, n := range res.Notes {
+		switch {
+		case strings.Contains(n, "cold <= 10%") && strings.Contains(n, "at 4 KiB"):
+			if !strings.Contains(n, "through a bare TCP forwarder 1.08x, through a bare HTTP proxy 1.20x") {
+				t.Errorf("cold 4 KiB note without its floors: %s", n)
+			}
+		case strings.Contains(n, "cold <= 10%") && strings.Contains(n, "at 256 MiB"):
+			if strings.Contains(n, "forwarder") {
+				t.Errorf("cold 256 MiB note with floors never measured: %s", n)
+			}
+		}
+	}
 }
 
 func keys(m map[string]Comparison) []string {
