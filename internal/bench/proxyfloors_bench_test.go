@@ -97,11 +97,6 @@ func BenchmarkProxyFloors(b *testing.B) {
 			}
 		}
 	}
-	med := func(v []float64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%d rounds of %d 4 KiB GETs a target, in rotation; p50 µs and ratio to store (-304: to store-304), by round (median)\n", rounds, gets)
 	for _, name := range names {
@@ -111,9 +106,9 @@ func BenchmarkProxyFloors(b *testing.B) {
 			ratios[i] = p50[name][i] / p50[base[name]][i]
 			parts[i] = fmt.Sprintf("%.2f", ratios[i])
 		}
-		fmt.Fprintf(&out, "%-13s p50 %6.0f µs   ÷ %-9s %s (median %.2f)\n", name, med(p50[name]), base[name], strings.Join(parts, ", "), med(ratios))
+		fmt.Fprintf(&out, "%-13s p50 %6.0f µs   ÷ %-9s %s (median %.2f)\n", name, medianF(p50[name]), base[name], strings.Join(parts, ", "), medianF(ratios))
 		if name != base[name] {
-			b.ReportMetric(med(ratios), name+"/"+base[name]+"-p50")
+			b.ReportMetric(medianF(ratios), name+"/"+base[name]+"-p50")
 		}
 	}
 	fmt.Print(out.String())
