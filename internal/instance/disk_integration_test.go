@@ -88,7 +88,7 @@ func TestDiskTierProcesses(t *testing.T) {
 	// Reloaded on the node: warm from disk.
 	a2 := start(1)
 	read(a2, "disk_hit")
-	if got := a2.metric(t, `hoard_cachelet_reads_total{outcome="disk_hit"}`); got != float64(len(keys)) {
+	if got := a2.metricReaches(t, `hoard_cachelet_reads_total{outcome="disk_hit"}`, float64(len(keys))); got != float64(len(keys)) {
 		t.Errorf("disk hits counted %v, want %d", got, len(keys))
 	}
 	// Another instance of the application on the node, beside it.

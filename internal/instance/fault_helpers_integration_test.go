@@ -139,6 +139,22 @@ func (p *hoardProc) metric(t *testing.T, name string) float64 {
 	return sum
 }
 
+// metricReaches waits up to 30 s for the named metric on p to reach
+// want and returns its last value. A read is counted when the cachelet
+// closes its body, which may be just after the client has the last byte,
+// so a count read at once can still miss the read before it.
+func (p *hoardProc) metricReaches(t *testing.T, name string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := p.metric(t, name)
+		if got >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // faultClient is a minio-go client that does not retry (every failure is
 // seen and counted) and does not wait long for a dead endpoint.
 func faultClient(t *testing.T, endpoint, ak, sk string) *minio.Client {

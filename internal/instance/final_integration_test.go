@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -53,12 +52,8 @@ func TestFinalOutputsServe(t *testing.T) {
 				when = "persisted"
 			}
 			metric := fmt.Sprintf(`hoard_cachelet_final_outputs_dropped_total{when=%q}`, when)
-			deadline := time.Now().Add(30 * time.Second)
-			for p.metric(t, metric) < n {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s = %v, want %d", metric, p.metric(t, metric), n)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if got := p.metricReaches(t, metric, float64(n)); got < float64(n) {
+				t.Fatalf("%s = %v, want %d", metric, got, n)
 			}
 			for j := range n {
 				k := fmt.Sprintf("out/%s-%d", consistency, j)

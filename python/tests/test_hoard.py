@@ -6,6 +6,7 @@ import base64
 import hashlib
 import os
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -35,6 +36,20 @@ def reads(samples, outcome: str) -> float:
     return sum(v for (name, labels), v in samples.items() if name == READS and ("outcome", outcome) in labels)
 
 
+def scrape_after_read(url: str, outcome: str, above: float, timeout: float = 30.0):
+    """Scrapes until reads(outcome) passes above, or timeout seconds pass.
+
+    A read is counted when the cachelet closes its body, which may be just
+    after the client has the last byte: a scrape at once can miss it.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(url)
+        if reads(samples, outcome) > above or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.02)
+
+
 def test_metrics_endpoint_serves_prometheus_text(metrics_url):
     samples = scrape(metrics_url)
     assert samples, "no metrics at all"
@@ -49,18 +64,19 @@ def test_metrics_count_miss_then_hit(s3, store_s3, bucket, metrics_url):
 
     before = scrape(metrics_url)
     assert s3.get_object(Bucket=bucket, Key="m")["Body"].read() == data
-    after_miss = scrape(metrics_url)
+    after_miss = scrape_after_read(metrics_url, "local_miss", reads(before, "local_miss"))
     assert reads(after_miss, "local_miss") > reads(before, "local_miss"), "first GET must count a local_miss"
     assert reads(after_miss, "local_hit") == reads(before, "local_hit"), "first GET must not count a local_hit"
 
     assert s3.get_object(Bucket=bucket, Key="m")["Body"].read() == data
-    after_hit = scrape(metrics_url)
+    after_hit = scrape_after_read(metrics_url, "local_hit", reads(after_miss, "local_hit"))
     assert reads(after_hit, "local_hit") > reads(after_miss, "local_hit"), "second GET must count a local_hit"
     assert reads(after_hit, "local_miss") == reads(after_miss, "local_miss"), "second GET must not miss"
 
     # A ranged GET of a cached object is a hit too.
     assert s3.get_object(Bucket=bucket, Key="m", Range="bytes=100-199")["Body"].read() == data[100:200]
-    assert reads(scrape(metrics_url), "local_hit") > reads(after_hit, "local_hit")
+    ranged = scrape_after_read(metrics_url, "local_hit", reads(after_hit, "local_hit"))
+    assert reads(ranged, "local_hit") > reads(after_hit, "local_hit")
 
 
 def test_overwrite_in_store_is_seen(s3, store_s3, bucket):
