@@ -103,8 +103,13 @@ func TestDurableRecordsBase(t *testing.T) {
 		putVia(t, c, "a", a2)
 		putVia(t, c, "b", b1)
 	}))
-	if ps := pending["a"]; len(ps) != 2 || fmt.Sprint(ps[0].Replaces) != "[]" || ps[0].ETag != etagOf(a1) ||
-		!slices.Equal(sorted(ps[1].Replaces), sorted([]string{"", etagOf(a1)})) || ps[1].ETag != etagOf(a2) {
+	// a's second write names both bases: the store's (no object) and
+	// the first write, queued when it was logged. The first write's
+	// record is pending too unless the second replaced it in the queue
+	// before it started, which marks it done.
+	if ps := pending["a"]; len(ps) < 1 || len(ps) > 2 ||
+		!slices.Equal(sorted(ps[len(ps)-1].Replaces), sorted([]string{"", etagOf(a1)})) || ps[len(ps)-1].ETag != etagOf(a2) ||
+		len(ps) == 2 && (fmt.Sprint(ps[0].Replaces) != "[]" || ps[0].ETag != etagOf(a1)) {
 		t.Fatalf("records of a: %+v", brief(ps))
 	}
 	if ps := pending["b"]; len(ps) != 1 || !slices.Equal(ps[0].Replaces, []string{etagOf(old)}) {
