@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -96,8 +97,16 @@ def test_up_detach_then_down(tmp_path):
         s3.put_object(Bucket="up-test", Key="k", Body=b"through the local default")
         for _ in range(2):
             assert s3.get_object(Bucket="up-test", Key="k")["Body"].read() == b"through the local default"
-        metrics = urllib.request.urlopen(env["HOARD_METRICS_URL"], timeout=10).read().decode()
-        assert 'hoard_cachelet_reads_total{outcome="local_hit"}' in metrics
+        # A read is counted when the cachelet closes its body, which may be
+        # just after the client has the last byte: scrape until it shows.
+        series = 'hoard_cachelet_reads_total{outcome="local_hit"}'
+        deadline = time.monotonic() + 30
+        while True:
+            metrics = urllib.request.urlopen(env["HOARD_METRICS_URL"], timeout=10).read().decode()
+            if series in metrics or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert series in metrics
 
         # The store behind it really is a separate MinIO with its own keys.
         store = boto3.client(
