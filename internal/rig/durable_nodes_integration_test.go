@@ -114,6 +114,31 @@ type durableApp struct {
 	name    string
 	acked   map[string]int    // key -> last round acknowledged
 	agentOf map[string]string // instance -> its node's agent
+	ring    *ring.Ring        // its instances' ring
+	lost    string            // its instance on the node lost
+	keys    [][]string        // the keys each write invocation writes
+}
+
+// durableNodeLossKeys picks the 24 keys a's three write invocations
+// write, eight of them owned by a.lost, so that the node's loss finds
+// some of their writes still queued however the ring fell.
+func durableNodeLossKeys(a *durableApp) {
+	var lost, others []string
+	for i := 0; len(lost) < 8 || len(others) < 16; i++ {
+		k := fmt.Sprintf("out/k%04d", i)
+		switch {
+		case a.ring.Owner(a.name, k) == a.lost:
+			if len(lost) < 8 {
+				lost = append(lost, k)
+			}
+		case len(others) < 16:
+			others = append(others, k)
+		}
+	}
+	a.keys = nil
+	for j := range 3 { // each invocation writes some of each
+		a.keys = append(a.keys, slices.Concat(lost[j*8/3:(j+1)*8/3], others[j*16/3:(j+1)*16/3]))
+	}
 }
 
 // TestDurableWritesNodeLoss loses a whole node of the several-nodes
@@ -163,6 +188,19 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 		}
 	}
 	victim := n.Agents[1]
+	for _, a := range apps {
+		var ids []string
+		for id, ag := range a.agentOf {
+			ids = append(ids, id)
+			if ag == victim.ID {
+				a.lost = id
+			}
+		}
+		if a.ring, err = ring.New(ring.Config{}, ids); err != nil {
+			t.Fatal(err)
+		}
+		durableNodeLossKeys(a)
+	}
 	nodeDir := filepath.Dir(victim.LogPath)
 	diskDir := filepath.Join(nodeDir, "agent", "disk") // the agent's --dir is nodeDir/agent
 	for _, a := range apps {
@@ -185,8 +223,9 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 		}
 	}
 
-	// The store link slows down; each application writes 8 keys per
-	// invocation, 3 invocations at once, 2 rounds each.
+	// The store link slows down; each application writes 24 keys (a
+	// third of them owned by its instance on the node to be lost), in 3
+	// invocations at once, 2 rounds each.
 	down, up := n.StoreProxy.Links()
 	slow := up
 	slow.Bandwidth = durableSlowStore
@@ -200,11 +239,7 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 			defer wg.Done()
 			a.acked = map[string]int{}
 			for _, res := range durableInvoke(t, c, a.name, 3, func(j int) map[string]any {
-				keys := make([]string, 8)
-				for i := range keys {
-					keys[i] = fmt.Sprintf("out/%d/k%02d", j, i)
-				}
-				return map[string]any{"bucket": a.name, "keys": keys, "rounds": 2, "size": durableValueSize}
+				return map[string]any{"bucket": a.name, "keys": a.keys[j], "rounds": 2, "size": durableValueSize}
 			}) {
 				for k, seq := range res.Acked {
 					a.acked[k] = seq
@@ -243,25 +278,13 @@ func TestDurableWritesNodeLoss(t *testing.T) {
 	// survivors have taken over (or, for the lost log, never).
 	victimKeys, victimQueued := map[string]int{}, map[string]int{}
 	for _, a := range apps {
-		var ids []string
-		var lost string
-		for id, ag := range a.agentOf {
-			ids = append(ids, id)
-			if ag == victim.ID {
-				lost = id
-			}
-		}
-		r, err := ring.New(ring.Config{}, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for k := range a.acked {
-			if r.Owner(a.name, k) == lost {
+			if a.ring.Owner(a.name, k) == a.lost {
 				victimKeys[a.name]++
 			}
 		}
 		for _, q := range queued[a.name] {
-			if k, _, _ := strings.Cut(q, ":"); r.Owner(a.name, strings.Fields(k)[0]) == lost {
+			if k, _, _ := strings.Cut(q, ":"); a.ring.Owner(a.name, strings.Fields(k)[0]) == a.lost {
 				victimQueued[a.name]++
 			}
 		}
